@@ -1,0 +1,41 @@
+// swift-tools-version:6.0
+// Redeem: four services (accounts, coupons, grants, gateway) sharing PostgreSQL and a ZeroMQ bus.
+// Only the toolchain's own modules and system C libraries (see README "Dependencies").
+import PackageDescription
+
+/// A service is a library target with its logic (testable without sockets) and a small executable.
+func service(_ dir: String, library: String, extraDeps: [Target.Dependency] = []) -> [Target] {
+    [
+        .target(name: library, dependencies: ["Shared"] + extraDeps, path: "Services/\(dir)/\(library)"),
+        .executableTarget(name: dir, dependencies: [.target(name: library), "Shared"], path: "Services/\(dir)/main"),
+    ]
+}
+
+let package = Package(
+    name: "Redeem",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "accounts", targets: ["accounts"]),
+        .executable(name: "coupons", targets: ["coupons"]),
+        .executable(name: "grants", targets: ["grants"]),
+        .executable(name: "gateway", targets: ["gateway"]),
+    ],
+    targets: [
+        // System libraries. No pkgConfig for libzmq: its .pc adds -isystem flags SwiftPM prohibits.
+        .systemLibrary(name: "CZeroMQ", providers: [.apt(["libzmq3-dev"])]),
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
+
+        .target(name: "Shared", dependencies: ["CZeroMQ", "CLibPQ", "CCrypto", "CMicroHTTPD", "CArgon2"]),
+    ]
+    + service("accounts", library: "AccountsService")
+    + service("coupons", library: "CouponsService")
+    + service("grants", library: "GrantsService")
+    + service("gateway", library: "GatewayService")
+    + [
+        .testTarget(name: "SharedTests", dependencies: ["Shared"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Shared"]),
+    ]
+)

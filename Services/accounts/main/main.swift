@@ -1,0 +1,4 @@
+import Shared
+import AccountsService
+
+ServiceRuntime.main(AccountsService.self, defaultHTTPPort: 8081)

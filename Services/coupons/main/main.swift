@@ -1,0 +1,4 @@
+import Shared
+import CouponsService
+
+ServiceRuntime.main(CouponsService.self, defaultHTTPPort: 8082)

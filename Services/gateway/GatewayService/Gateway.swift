@@ -1,0 +1,54 @@
+import Foundation
+import Shared
+
+/// The only public HTTP surface (SPEC §2, §4): authenticates, rate-limits and turns HTTP into
+/// bus requests. Stateless.
+public final class Gateway: Sendable {
+    public let config: GatewayConfig
+    public let logger: Logger
+    public let metrics = MetricsRegistry()
+    let context = ZMQContext()
+    let accounts: BusClient
+    let coupons: BusClient
+    let grants: BusClient
+
+    public init(config: GatewayConfig) throws {
+        self.config = config
+        logger = Logger(service: "gateway", minimum: config.logLevel)
+        accounts = try BusClient(context: context, service: "accounts", connect: config.accountsBus, metrics: metrics, defaultTimeout: config.busTimeout)
+        coupons = try BusClient(context: context, service: "coupons", connect: config.couponsBus, metrics: metrics, defaultTimeout: config.busTimeout)
+        grants = try BusClient(context: context, service: "grants", connect: config.grantsBus, metrics: metrics, defaultTimeout: config.busTimeout)
+    }
+
+    /// Every route of the public API.
+    public func router() -> Router {
+        var r = Router(mapError: { error, request in GatewayErrors.response(for: error, request: request) })
+        addOperationsRoutes(to: &r)
+        return r
+    }
+
+    public func stop() {
+        accounts.stop()
+        coupons.stop()
+        grants.stop()
+    }
+}
+
+extension Gateway {
+    /// Serves the public API until SIGTERM/SIGINT, then drains and exits 0.
+    public func main() -> Never {
+        let router = self.router()
+        var options = HTTPServer.Options()
+        options.host = config.httpHost
+        options.port = config.httpPort
+        options.threads = config.httpThreads
+        let server = HTTPServer(options: options, logger: logger, metrics: metrics) { await router.handle($0) }
+        Lifecycle.run(logger: logger, start: { [self] in
+            try server.start()
+            logger.info("gateway listening", ["http.port": server.port])
+        }, stop: { [self] in
+            await server.stop(drainSeconds: 3)
+            stop()
+        })
+    }
+}

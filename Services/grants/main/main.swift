@@ -1,0 +1,4 @@
+import Shared
+import GrantsService
+
+ServiceRuntime.main(GrantsService.self, defaultHTTPPort: 8083)

@@ -1,0 +1,49 @@
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+
+/* Swift cannot call C variadic functions, so MHD_start_daemon is wrapped here. A static inline
+ * function in the system-library header is compiled by the Swift compiler's embedded Clang. */
+static inline struct MHD_Daemon *
+cmicrohttpd_start(unsigned int flags, const struct sockaddr *bind_addr, unsigned int thread_pool_size,
+                  unsigned int connection_limit, unsigned int connection_timeout_seconds,
+                  MHD_AccessHandlerCallback dh, void *dh_cls,
+                  MHD_RequestCompletedCallback done, void *done_cls)
+{
+  return MHD_start_daemon(flags, 0, NULL, NULL, dh, dh_cls,
+                          MHD_OPTION_SOCK_ADDR, bind_addr,
+                          MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
+                          MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                          MHD_OPTION_NOTIFY_COMPLETED, done, done_cls,
+                          MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
+                          MHD_OPTION_END);
+}
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+
+/* MHD_get_connection_info is variadic too. Writes the client's IP address as text into buf
+ * (empty when unknown). */
+static inline void
+cmicrohttpd_client_ip(struct MHD_Connection *connection, char *buf, size_t len)
+{
+  buf[0] = '\0';
+  const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (info == NULL || info->client_addr == NULL) return;
+  const struct sockaddr *sa = info->client_addr;
+  if (sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, buf, (socklen_t) len);
+  else if (sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, buf, (socklen_t) len);
+}
+
+/* MHD_get_daemon_info is variadic as well: the port actually bound (0 if unknown). */
+static inline uint16_t
+cmicrohttpd_bound_port(struct MHD_Daemon *daemon)
+{
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+  return info == NULL ? 0 : info->port;
+}

@@ -1,0 +1,2 @@
+#include <zmq.h>
+#include <sys/eventfd.h>

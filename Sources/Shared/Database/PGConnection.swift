@@ -1,0 +1,182 @@
+import Foundation
+internal import CLibPQ
+
+/// One libpq connection. Not thread-safe: a connection belongs to one caller at a time, which the
+/// pool guarantees by handing it out exclusively (`PGPool.withConnection`).
+public final class PGConnection {
+    private let conn: OpaquePointer
+    /// Names of statements prepared on this connection (prepared once per connection, then reused).
+    private var prepared: Set<String> = []
+    /// Statements sent since the pool handed this connection out (see `PGPool.withConnection`).
+    var statementCount = 0
+
+    public init(url: String) throws {
+        // PQconnectdb always returns an object, which must be freed even when the connection failed.
+        let c = PQconnectdb(url)!
+        guard PQstatus(c) == CONNECTION_OK else {
+            let message = String(cString: PQerrorMessage(c)).trimmingCharacters(in: .whitespacesAndNewlines)
+            PQfinish(c)
+            throw PGError(kind: .connection, message: PGConnection.redact(message))
+        }
+        conn = c
+        // Times are read back in one known format; see Date.init?(pgText:).
+        _ = try execute("SET TimeZone = 'UTC'; SET DateStyle = 'ISO'")
+    }
+
+    deinit { PQfinish(conn) }
+
+    /// Whether the connection is still usable (false after the server went away).
+    public var isHealthy: Bool { PQstatus(conn) == CONNECTION_OK }
+
+    /// Runs one parameterized statement. Values are never interpolated into `sql`.
+    @discardableResult
+    public func query(_ sql: String, _ params: [any PGBindable] = []) throws -> PGResult {
+        statementCount += 1
+        let texts = params.map { $0.pgText }
+        let res = withCStringArray(texts) { ptrs in
+            PQexecParams(conn, sql, Int32(texts.count), nil, ptrs, nil, nil, 0)
+        }
+        return try PGResult.checked(res, conn: conn)
+    }
+
+    /// Runs a statement prepared once per connection under `name`.
+    @discardableResult
+    public func prepared(_ name: String, _ sql: String, _ params: [any PGBindable]) throws -> PGResult {
+        statementCount += 1
+        if !prepared.contains(name) {
+            let res = PQprepare(conn, name, sql, Int32(params.count), nil)
+            _ = try PGResult.checked(res, conn: conn) as PGResult
+            prepared.insert(name)
+        }
+        let texts = params.map { $0.pgText }
+        let res = withCStringArray(texts) { ptrs in
+            PQexecPrepared(conn, name, Int32(texts.count), ptrs, nil, nil, 0)
+        }
+        return try PGResult.checked(res, conn: conn)
+    }
+
+    /// Runs SQL text without parameters (several statements allowed). Only for fixed SQL such as migrations.
+    @discardableResult
+    public func execute(_ sql: String) throws -> PGResult {
+        statementCount += 1
+        return try PGResult.checked(PQexec(conn, sql), conn: conn)
+    }
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    public func transaction<T>(_ body: (PGConnection) throws -> T) throws -> T {
+        try execute("BEGIN")
+        do {
+            let value = try body(self)
+            try execute("COMMIT")
+            return value
+        } catch {
+            if isHealthy { _ = try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// Connection URLs may carry a password; libpq messages don't, but be sure.
+    static func redact(_ message: String) -> String {
+        message.replacingOccurrences(of: #"password=\S+"#, with: "password=***", options: .regularExpression)
+    }
+}
+
+/// Builds a C array of C strings that lives for the duration of `body`.
+func withCStringArray<R>(_ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) throws -> R) rethrows -> R {
+    let owned = strings.map { $0.map { strdup($0)! } }
+    defer { owned.forEach { free($0) } }
+    let ptrs: [UnsafePointer<CChar>?] = owned.map { $0.map { UnsafePointer($0) } }
+    return try ptrs.withUnsafeBufferPointer { try body($0.baseAddress) }
+}
+
+/// A query result copied out of libpq (the `PGresult` is cleared right away).
+public struct PGResult: Sendable {
+    public let columns: [String]
+    public let rows: [PGRow]
+    /// Rows affected, for INSERT/UPDATE/DELETE.
+    public let affectedRows: Int
+
+    static func checked(_ res: OpaquePointer?, conn: OpaquePointer) throws -> PGResult {
+        guard let res else {
+            throw PGError(kind: .connection, message: String(cString: PQerrorMessage(conn)).trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        defer { PQclear(res) }
+        let status = PQresultStatus(res)
+        guard status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_EMPTY_QUERY else {
+            func field(_ code: Int32) -> String? { PQresultErrorField(res, code).map { String(cString: $0) } }
+            let state = field(Int32(UInt8(ascii: "C")))
+            let message = field(Int32(UInt8(ascii: "M"))) ?? String(cString: PQresultErrorMessage(res))
+            let constraint = field(Int32(UInt8(ascii: "n")))
+            let lost = PQstatus(conn) != CONNECTION_OK
+            throw PGError(kind: lost ? .connection : .query, sqlState: state, message: message.trimmingCharacters(in: .whitespacesAndNewlines), constraint: constraint)
+        }
+        let nCols = Int(PQnfields(res))
+        let nRows = Int(PQntuples(res))
+        var columns = [String]()
+        columns.reserveCapacity(nCols)
+        for c in 0..<nCols { columns.append(String(cString: PQfname(res, Int32(c)))) }
+        let index = PGRow.Index(columns)
+        var rows = [PGRow]()
+        rows.reserveCapacity(nRows)
+        for r in 0..<nRows {
+            var values = [String?]()
+            values.reserveCapacity(nCols)
+            for c in 0..<nCols {
+                if PQgetisnull(res, Int32(r), Int32(c)) == 1 {
+                    values.append(nil)
+                } else {
+                    values.append(String(cString: PQgetvalue(res, Int32(r), Int32(c))))
+                }
+            }
+            rows.append(PGRow(index: index, values: values))
+        }
+        let affected = Int(String(cString: PQcmdTuples(res))) ?? 0
+        return PGResult(columns: columns, rows: rows, affectedRows: affected)
+    }
+
+    public var first: PGRow? { rows.first }
+}
+
+/// One row, with typed access by column name.
+public struct PGRow: Sendable {
+    final class Index: Sendable {
+        let positions: [String: Int]
+        init(_ columns: [String]) {
+            var p = [String: Int]()
+            for (i, c) in columns.enumerated() where p[c] == nil { p[c] = i }
+            positions = p
+        }
+    }
+
+    let index: Index
+    public let values: [String?]
+
+    /// The raw text of a column (nil for SQL NULL).
+    public subscript(_ column: String) -> String? {
+        guard let i = index.positions[column] else { return nil }
+        return values[i]
+    }
+
+    /// A non-null column decoded as `T`; throws naming the column when it is missing, NULL or malformed.
+    public func decode<T: PGDecodable>(_ column: String, as type: T.Type = T.self) throws -> T {
+        guard let i = index.positions[column] else {
+            throw PGError(kind: .decoding, message: "no column \(column)")
+        }
+        guard let text = values[i] else {
+            throw PGError(kind: .decoding, message: "column \(column) is NULL")
+        }
+        guard let v = T(pgText: text) else {
+            throw PGError(kind: .decoding, message: "column \(column) is not a \(T.self)")
+        }
+        return v
+    }
+
+    /// A nullable column decoded as `T`.
+    public func decodeIfPresent<T: PGDecodable>(_ column: String, as type: T.Type = T.self) throws -> T? {
+        guard let i = index.positions[column] else {
+            throw PGError(kind: .decoding, message: "no column \(column)")
+        }
+        guard values[i] != nil else { return nil }
+        return try decode(column, as: T.self)
+    }
+}

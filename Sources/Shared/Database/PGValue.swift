@@ -1,0 +1,126 @@
+import Foundation
+
+/// A value that can be sent as a query parameter, in PostgreSQL's text format.
+/// Parameters are always sent separately from the SQL text (`$1`, `$2`, …).
+public protocol PGBindable: Sendable {
+    var pgText: String? { get }
+}
+
+extension String: PGBindable { public var pgText: String? { self } }
+extension Int: PGBindable { public var pgText: String? { String(self) } }
+extension Int64: PGBindable { public var pgText: String? { String(self) } }
+extension Int32: PGBindable { public var pgText: String? { String(self) } }
+extension Double: PGBindable { public var pgText: String? { String(self) } }
+extension Bool: PGBindable { public var pgText: String? { self ? "t" : "f" } }
+extension UUID: PGBindable { public var pgText: String? { uuidString.lowercased() } }
+extension Date: PGBindable { public var pgText: String? { Timestamp.iso8601(self) } }
+extension Decimal: PGBindable { public var pgText: String? { "\(self)" } }
+extension Optional: PGBindable where Wrapped: PGBindable {
+    public var pgText: String? { self.flatMap { $0.pgText } }
+}
+
+/// A byte string sent as `bytea` (hex text format).
+public struct PGBytes: PGBindable, Hashable {
+    public let data: Data
+    public init(_ data: Data) { self.data = data }
+    public var pgText: String? { "\\x" + data.map { String(format: "%02x", $0) }.joined() }
+}
+
+/// A value decoded from a column's text representation.
+public protocol PGDecodable {
+    init?(pgText: String)
+}
+
+extension String: PGDecodable { public init?(pgText: String) { self = pgText } }
+extension Int: PGDecodable { public init?(pgText: String) { self.init(pgText) } }
+extension Int64: PGDecodable { public init?(pgText: String) { self.init(pgText) } }
+extension Int32: PGDecodable { public init?(pgText: String) { self.init(pgText) } }
+extension Double: PGDecodable { public init?(pgText: String) { self.init(pgText) } }
+extension Decimal: PGDecodable { public init?(pgText: String) { self.init(string: pgText, locale: Locale(identifier: "en_US_POSIX")) } }
+extension Bool: PGDecodable {
+    public init?(pgText: String) {
+        switch pgText {
+        case "t", "true": self = true
+        case "f", "false": self = false
+        default: return nil
+        }
+    }
+}
+extension UUID: PGDecodable { public init?(pgText: String) { self.init(uuidString: pgText) } }
+extension Date: PGDecodable {
+    /// Reads `timestamptz` output. The pool sets `TimeZone=UTC` and `DateStyle=ISO`, so values look
+    /// like `2026-11-30 06:19:33.123456+00`.
+    public init?(pgText: String) {
+        guard let d = PGTime.parse(pgText) else { return nil }
+        self = d
+    }
+}
+extension PGBytes: PGDecodable {
+    public init?(pgText: String) {
+        guard pgText.hasPrefix("\\x") else { return nil }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity((pgText.utf8.count - 2) / 2)
+        var it = pgText.utf8.dropFirst(2).makeIterator()
+        while let hi = it.next() {
+            guard let lo = it.next(), let h = PGBytes.nibble(hi), let l = PGBytes.nibble(lo) else { return nil }
+            bytes.append(h << 4 | l)
+        }
+        self.init(Data(bytes))
+    }
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 48...57: return c - 48
+        case 97...102: return c - 87
+        case 65...70: return c - 55
+        default: return nil
+        }
+    }
+}
+
+enum PGTime {
+    /// Parses `YYYY-MM-DD HH:MM:SS[.ffffff]+TZ[:MM]` as printed with DateStyle ISO.
+    static func parse(_ s: String) -> Date? {
+        let u = Array(s.utf8)
+        func num(_ from: Int, _ len: Int) -> Int? {
+            guard from + len <= u.count else { return nil }
+            var v = 0
+            for c in u[from..<(from + len)] {
+                guard c >= 48, c <= 57 else { return nil }
+                v = v * 10 + Int(c - 48)
+            }
+            return v
+        }
+        guard u.count >= 19, let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2),
+              let h = num(11, 2), let mi = num(14, 2), let se = num(17, 2) else { return nil }
+        var i = 19
+        var frac = 0.0
+        if i < u.count, u[i] == UInt8(ascii: ".") {
+            i += 1
+            var scale = 0.1
+            while i < u.count, u[i] >= 48, u[i] <= 57 {
+                frac += Double(u[i] - 48) * scale
+                scale /= 10
+                i += 1
+            }
+        }
+        var offset = 0
+        if i < u.count, u[i] == UInt8(ascii: "+") || u[i] == UInt8(ascii: "-") {
+            let sign = u[i] == UInt8(ascii: "+") ? 1 : -1
+            guard let oh = num(i + 1, 2) else { return nil }
+            var om = 0
+            if i + 3 < u.count, u[i + 3] == UInt8(ascii: ":"), let m = num(i + 4, 2) { om = m }
+            offset = sign * (oh * 3600 + om * 60)
+        }
+        var comps = DateComponents()
+        comps.year = y; comps.month = mo; comps.day = d; comps.hour = h; comps.minute = mi; comps.second = se
+        comps.timeZone = TimeZone(identifier: "UTC")
+        guard let base = PGTime.calendar.date(from: comps) else { return nil }
+        return base.addingTimeInterval(frac - Double(offset))
+    }
+
+    static let calendar: Calendar = {
+        var c = Calendar(identifier: .gregorian)
+        c.timeZone = TimeZone(identifier: "UTC")!
+        return c
+    }()
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// Reading JSON request bodies by the rules of SPEC §4.7: a JSON content type (415 otherwise),
+/// valid JSON (400 `malformedJson`), nesting at most 32 deep (400), a JSON object (422 `invalid`),
+/// required fields present and well-typed (422 `invalid` naming the field). Unknown fields are ignored.
+public enum JSONBody {
+    public static let maxDepth = 32
+
+    public static func decode<T: Decodable>(_ type: T.Type, from request: HTTPRequest) throws -> T {
+        guard let contentType = request.header("content-type"), isJSON(contentType) else {
+            throw HTTPError.unsupportedMediaType
+        }
+        let body = request.body
+        if exceedsDepth(body, limit: maxDepth) {
+            throw HTTPError.malformedJson("the JSON is nested deeper than \(maxDepth) levels")
+        }
+        do {
+            return try JSONDecoder.wire().decode(T.self, from: body)
+        } catch let error as DecodingError {
+            throw describe(error, body: body)
+        } catch let error as HTTPError {
+            throw error
+        } catch {
+            throw HTTPError.malformedJson()
+        }
+    }
+
+    public static func isJSON(_ contentType: String) -> Bool {
+        let mime = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return mime == "application/json" || (mime.hasPrefix("application/") && mime.hasSuffix("+json"))
+    }
+
+    static func describe(_ error: DecodingError, body: Data) -> HTTPError {
+        func field(_ path: [any CodingKey]) -> String? {
+            let names = path.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            return names.isEmpty ? nil : names.joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+        }
+        switch error {
+        case .keyNotFound(let key, let ctx):
+            let f = field(ctx.codingPath + [key]) ?? key.stringValue
+            return .invalid(f, "\(f) is required")
+        case .valueNotFound(_, let ctx):
+            let f = field(ctx.codingPath)
+            return .invalid(f, "\(f ?? "the body") must not be null")
+        case .typeMismatch(_, let ctx):
+            guard let f = field(ctx.codingPath) else {
+                if (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) == nil { return .malformedJson() }
+                return .invalid(nil, "the body must be a JSON object")
+            }
+            return .invalid(f, "\(f) has the wrong type")
+        case .dataCorrupted(let ctx):
+            guard let f = field(ctx.codingPath) else {
+                if (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) == nil { return .malformedJson() }
+                return .invalid(nil, "the body must be a JSON object")
+            }
+            return .invalid(f, "\(f) is not valid: \(ctx.debugDescription)")
+        @unknown default:
+            return .malformedJson()
+        }
+    }
+
+    /// Whether arrays/objects nest deeper than `limit`, scanning bytes (strings skipped) so a deep
+    /// document is refused before any parser recurses into it.
+    public static func exceedsDepth(_ data: Data, limit: Int) -> Bool {
+        var depth = 0
+        var inString = false
+        var escaped = false
+        for byte in data {
+            if inString {
+                if escaped { escaped = false }
+                else if byte == UInt8(ascii: "\\") { escaped = true }
+                else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+                if depth > limit { return true }
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+            default: break
+            }
+        }
+        return false
+    }
+}

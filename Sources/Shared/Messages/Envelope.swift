@@ -1,0 +1,86 @@
+import Foundation
+
+/// The one envelope every bus message travels in (SPEC §3): versioned, typed, JSON.
+///
+/// ```json
+/// {"v":1,"id":"…","type":"coupons.redeem","requestId":"…","deadlineMs":1764483573123,"body":{…}}
+/// ```
+/// `id` correlates a reply with its request; `requestId` is the HTTP request id carried for logs;
+/// `deadlineMs` (Unix ms) lets a server skip work nobody waits for any more.
+public struct Envelope<Body: Codable & Sendable>: Codable, Sendable {
+    public static var currentVersion: Int { 1 }
+
+    public var v: Int
+    public var id: String
+    public var type: String
+    public var requestId: String?
+    public var deadlineMs: Int64?
+    public var body: Body
+
+    public init(id: String, type: String, requestId: String? = LogContext.requestId, deadlineMs: Int64? = nil, body: Body) {
+        self.v = Self.currentVersion
+        self.id = id
+        self.type = type
+        self.requestId = requestId
+        self.deadlineMs = deadlineMs
+        self.body = body
+    }
+}
+
+/// The envelope without its body: read first to route a message by `type` and `v`.
+public struct EnvelopeHeader: Codable, Sendable {
+    public var v: Int
+    public var id: String
+    public var type: String
+    public var requestId: String?
+    public var deadlineMs: Int64?
+}
+
+/// A reply to a request: exactly one of `body` and `error`.
+public struct ReplyEnvelope<Body: Codable & Sendable>: Codable, Sendable {
+    public var v: Int
+    public var id: String
+    public var body: Body?
+    public var error: ServiceError?
+}
+
+/// A request type on the bus, with the type of its answer. `type` is the wire name, e.g.
+/// `accounts.ping`; it is stable, and a change of shape gets a new name or a new envelope version.
+public protocol BusRequest: Codable, Sendable {
+    associatedtype Response: Codable & Sendable
+    static var type: String { get }
+}
+
+/// An event published on PUB/SUB. The topic is the wire name (`redemption.completed`).
+public protocol BusEvent: Codable, Sendable {
+    static var topic: String { get }
+}
+
+/// An error with a stable machine code, as services answer it and the gateway maps it to HTTP
+/// (SPEC §4 error shape). `field` names the offending input where there is one.
+public struct ServiceError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+    public var code: String
+    public var message: String
+    public var field: String?
+
+    public init(_ code: String, _ message: String, field: String? = nil) {
+        self.code = code
+        self.message = message
+        self.field = field
+    }
+
+    public var description: String { "\(code): \(message)\(field.map { " (\($0))" } ?? "")" }
+
+    // Codes used across the bus itself.
+    public static func malformed(_ why: String) -> ServiceError { ServiceError("malformedMessage", why) }
+    public static func unknownType(_ type: String) -> ServiceError { ServiceError("unknownMessageType", "no handler for message type \(type)") }
+    public static func unsupportedVersion(_ v: Int) -> ServiceError { ServiceError("unsupportedVersion", "message version \(v) is not supported") }
+    public static let timeout = ServiceError("timeout", "the service did not answer in time")
+    public static let unavailable = ServiceError("unavailable", "the service is not reachable")
+    public static let `internal` = ServiceError("internal", "something went wrong on our side")
+}
+
+/// An empty body.
+public struct Empty: Codable, Sendable, Equatable {
+    public init() {}
+}

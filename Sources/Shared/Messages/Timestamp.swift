@@ -1,0 +1,46 @@
+import Foundation
+
+/// Times on the wire: ISO 8601 UTC with milliseconds (SPEC §4), e.g. `2026-11-30T06:19:33.123Z`.
+public enum Timestamp {
+    private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)
+    private static let plainStyle = Date.ISO8601FormatStyle(timeZone: .gmt)
+
+    public static func iso8601(_ date: Date) -> String { style.format(date) }
+
+    /// Parses with or without fractional seconds; `nil` for anything else.
+    public static func parse(_ text: String) -> Date? {
+        (try? style.parse(text)) ?? (try? plainStyle.parse(text))
+    }
+
+    /// Milliseconds since the Unix epoch.
+    public static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+}
+
+extension JSONEncoder {
+    /// The encoder every wire format uses: ISO 8601 dates with milliseconds, no escaped slashes.
+    public static func wire() -> JSONEncoder {
+        let e = JSONEncoder()
+        e.dateEncodingStrategy = .custom { date, encoder in
+            var c = encoder.singleValueContainer()
+            try c.encode(Timestamp.iso8601(date))
+        }
+        e.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        return e
+    }
+}
+
+extension JSONDecoder {
+    /// The decoder matching `JSONEncoder.wire()`.
+    public static func wire() -> JSONDecoder {
+        let d = JSONDecoder()
+        d.dateDecodingStrategy = .custom { decoder in
+            let c = try decoder.singleValueContainer()
+            let text = try c.decode(String.self)
+            guard let date = Timestamp.parse(text) else {
+                throw DecodingError.dataCorruptedError(in: c, debugDescription: "not an ISO 8601 time: \(text.prefix(40))")
+            }
+            return date
+        }
+        return d
+    }
+}
