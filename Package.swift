@@ -35,7 +35,9 @@ let package = Package(
     + service("grants", library: "GrantsService")
     + service("gateway", library: "GatewayService")
     + [
-        .testTarget(name: "SharedTests", dependencies: ["Shared"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["Shared"]),
+        // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.
+        .target(name: "TestSupport", dependencies: ["Shared"], path: "Tests/TestSupport"),
+        .testTarget(name: "SharedTests", dependencies: ["Shared", "TestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Shared", "TestSupport"]),
     ]
 )

@@ -15,15 +15,42 @@ public final class BusClient: Sendable {
     /// The name of the service called (metrics label).
     public let service: String
     private let worker: SocketWorker
-    /// Requests waiting for their reply, by correlation id.
+    /// Requests waiting for their reply, by correlation id, and those not sent yet because no
+    /// instance was connected (retried every tick until their deadline).
     private final class PendingTable: Sendable {
-        let entries = Mutex<[String: Pending]>([:])
-        func add(_ id: String, _ p: Pending) { entries.withLock { $0[id] = p } }
-        func take(_ id: String) -> Pending? { entries.withLock { $0.removeValue(forKey: id) } }
-        func takeExpired(_ now: ContinuousClock.Instant) -> [Pending] {
-            entries.withLock { p in p.filter { $0.value.deadline <= now }.map(\.key).compactMap { p.removeValue(forKey: $0) } }
+        private struct Table {
+            var waiting: [String: Pending] = [:]
+            var unsent: [String: [Data]] = [:]
         }
-        func takeAll() -> [Pending] { entries.withLock { p in defer { p.removeAll() }; return Array(p.values) } }
+        private let table = Mutex(Table())
+
+        func add(_ id: String, _ p: Pending) { table.withLock { $0.waiting[id] = p } }
+        func take(_ id: String) -> Pending? {
+            table.withLock { t in
+                t.unsent[id] = nil
+                return t.waiting.removeValue(forKey: id)
+            }
+        }
+        func markUnsent(_ id: String, _ frames: [Data]) {
+            table.withLock { t in if t.waiting[id] != nil { t.unsent[id] = frames } }
+        }
+        /// Unsent messages to try again (they leave the unsent list until they fail again).
+        func takeUnsent() -> [[Data]] {
+            table.withLock { t in defer { t.unsent.removeAll() }; return Array(t.unsent.values) }
+        }
+        /// Requests past their deadline, with whether they were ever sent.
+        func takeExpired(_ now: ContinuousClock.Instant) -> [(Pending, sent: Bool)] {
+            table.withLock { t in
+                let ids = t.waiting.filter { $0.value.deadline <= now }.map(\.key)
+                return ids.compactMap { id in
+                    let unsent = t.unsent.removeValue(forKey: id) != nil
+                    return t.waiting.removeValue(forKey: id).map { ($0, !unsent) }
+                }
+            }
+        }
+        func takeAll() -> [Pending] {
+            table.withLock { t in defer { t.waiting.removeAll(); t.unsent.removeAll() }; return Array(t.waiting.values) }
+        }
     }
 
     private let pending: PendingTable
@@ -40,24 +67,32 @@ public final class BusClient: Sendable {
         self.idPrefix = String(UUID().uuidString.prefix(8)).lowercased()
         let pending = PendingTable()
         self.pending = pending
+        let outbox = SocketOutbox()
         worker = try SocketWorker(
             name: "bus-client-\(service)",
             context: context,
             kind: .dealer,
+            outbox: outbox,
             setup: { socket in
-                // Queue only to peers that are connected: with none, sending fails at once
-                // ("unavailable") instead of waiting for a peer that may never come.
+                // Queue only to connected peers, so a dead instance gets no requests. With none
+                // connected (yet), a request is retried each tick and is `unavailable` at its deadline.
                 try socket.setImmediate()
                 for e in endpoints { try socket.connect(e) }
             },
             tickInterval: .milliseconds(20),
-            onSendFailure: { frames, _ in
+            onSendFailure: { frames, error in
                 guard frames.count == 2, let header = try? JSONDecoder().decode(ReplyHeader.self, from: frames[1]) else { return }
-                pending.take(header.id)?.continuation.resume(throwing: ServiceError.unavailable)
+                if error.isAgain {
+                    pending.markUnsent(header.id, frames)
+                } else {
+                    pending.take(header.id)?.continuation.resume(throwing: ServiceError.unavailable)
+                }
             },
             onTick: {
-                let now = ContinuousClock.now
-                for e in pending.takeExpired(now) { e.continuation.resume(throwing: ServiceError.timeout) }
+                for (p, sent) in pending.takeExpired(.now) {
+                    p.continuation.resume(throwing: sent ? ServiceError.timeout : ServiceError.unavailable)
+                }
+                for frames in pending.takeUnsent() { outbox.enqueue(frames) }
             },
             onMessage: { frames in
                 // DEALER receives [“”, reply envelope].

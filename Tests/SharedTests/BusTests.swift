@@ -1,0 +1,161 @@
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+@testable import Shared
+
+struct Echo: BusRequest {
+    static let type = "test.echo"
+    var text: String
+    var delayMs: Int = 0
+    struct Response: Codable, Sendable { var text: String }
+}
+
+struct Fail: BusRequest {
+    static let type = "test.fail"
+    typealias Response = Empty
+}
+
+struct Noted: BusEvent {
+    static let topic = "test.noted"
+    var n: Int
+}
+
+@Suite struct BusTests {
+    let context = ZMQContext()
+    let logger = Logger(service: "test", sink: LogSink(capturing: ()))
+
+    func server(_ endpoint: String = "tcp://127.0.0.1:\(Project.freePort())") throws -> BusServer {
+        var router = BusRouter(logger: logger)
+        router.on(Echo.self) { req, ctx in
+            if req.delayMs > 0 { try await Task.sleep(for: .milliseconds(req.delayMs)) }
+            #expect(ctx.deadline != nil)
+            return .init(text: req.text + "!")
+        }
+        router.on(Fail.self) { _, _ in throw ServiceError("codeInUse", "taken", field: "code") }
+        return try BusServer(context: context, bind: [endpoint], router: router, logger: logger)
+    }
+
+    @Test func manyRequestsInFlightOnOneSocketGetTheirOwnReplies() async throws {
+        let s = try server()
+        defer { s.stop() }
+        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        defer { client.stop() }
+        let started = ContinuousClock.now
+        let replies = try await withThrowingTaskGroup(of: (String, String).self) { group in
+            for i in 0..<200 {
+                // Replies come back out of order: later requests have shorter delays.
+                group.addTask { ("\(i)", try await client.request(Echo(text: "\(i)", delayMs: (200 - i) % 50)).text) }
+            }
+            return try await group.reduce(into: [(String, String)]()) { $0.append($1) }
+        }
+        #expect(replies.count == 200)
+        #expect(replies.allSatisfy { $0.1 == $0.0 + "!" })
+        // In flight together, not one after another (200 × up to 50 ms would take seconds).
+        #expect(ContinuousClock.now - started < .seconds(3))
+    }
+
+    @Test func serviceErrorsArriveWithTheirCode() async throws {
+        let s = try server()
+        defer { s.stop() }
+        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        defer { client.stop() }
+        await #expect(throws: ServiceError("codeInUse", "taken", field: "code")) { try await client.request(Fail()) }
+    }
+
+    @Test func aLateReplyIsATimeoutAndIsDropped() async throws {
+        let s = try server()
+        defer { s.stop() }
+        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        defer { client.stop() }
+        await #expect(throws: ServiceError.timeout) { try await client.request(Echo(text: "slow", delayMs: 400), timeout: .milliseconds(100)) }
+        try await Task.sleep(for: .milliseconds(400))  // the late reply arrives and is dropped
+        #expect(try await client.request(Echo(text: "next")).text == "next!")
+    }
+
+    @Test func noServerMeansUnavailableAtTheDeadline() async throws {
+        let client = try BusClient(context: context, service: "test", connect: ["tcp://127.0.0.1:\(Project.freePort())"])
+        defer { client.stop() }
+        let started = ContinuousClock.now
+        await #expect(throws: ServiceError.unavailable) { try await client.request(Echo(text: "x"), timeout: .milliseconds(300)) }
+        #expect(ContinuousClock.now - started < .seconds(1))
+    }
+
+    @Test func aRequestWaitsForAServerThatComesUpBeforeItsDeadline() async throws {
+        let endpoint = "tcp://127.0.0.1:\(Project.freePort())"
+        let client = try BusClient(context: context, service: "test", connect: [endpoint])
+        defer { client.stop() }
+        async let reply = client.request(Echo(text: "early"), timeout: .seconds(3))
+        try await Task.sleep(for: .milliseconds(200))
+        let s = try server(endpoint)
+        defer { s.stop() }
+        #expect(try await reply.text == "early!")
+    }
+
+    @Test func malformedAndUnknownMessagesAreAnsweredWithErrors() async throws {
+        let s = try server()
+        defer { s.stop() }
+        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        defer { client.stop() }
+        func reply(_ payload: String, id: String) async throws -> ServiceError? {
+            let data = try await client.requestRaw(Data(payload.utf8), id: id)
+            return try JSONDecoder().decode(ReplyEnvelope<Empty>.self, from: data).error
+        }
+        // Connected first: an undecodable frame that can't be sent yet is not retried.
+        #expect(try await client.request(Echo(text: "hello")).text == "hello!")
+        #expect(try await reply("garbage{", id: "")?.code == "malformedMessage")
+        #expect(try await reply(#"{"v":1,"id":"a1","type":"no.such","body":{}}"#, id: "a1")?.code == "unknownMessageType")
+        #expect(try await reply(#"{"v":9,"id":"a2","type":"test.echo","body":{"text":"x"}}"#, id: "a2")?.code == "unsupportedVersion")
+        #expect(try await reply(#"{"v":1,"id":"a3","type":"test.echo","body":{"txt":1}}"#, id: "a3")?.code == "malformedMessage")
+        // And the server still answers.
+        #expect(try await client.request(Echo(text: "ok")).text == "ok!")
+    }
+
+    @Test func callersConnectToEveryInstance() async throws {
+        let a = try server(), b = try server()
+        defer { a.stop(); b.stop() }
+        let client = try BusClient(context: context, service: "test", connect: [a.endpoint, b.endpoint])
+        defer { client.stop() }
+        for i in 0..<20 { #expect(try await client.request(Echo(text: "\(i)")).text == "\(i)!") }
+        b.stop()
+        try await Task.sleep(for: .milliseconds(200))
+        for i in 0..<10 { #expect(try await client.request(Echo(text: "\(i)"), timeout: .seconds(2)).text == "\(i)!") }
+    }
+
+    @Test func eventsReachSubscribers() async throws {
+        let endpoint = "tcp://127.0.0.1:\(Project.freePort())"
+        let publisher = try EventPublisher(context: context, bind: [endpoint])
+        defer { publisher.stop() }
+        let received = Mutex<[Int]>([])
+        let logger = self.logger
+        let subscriber = try EventSubscriber(context: context, connect: [endpoint], logger: logger, handlers: [
+            Noted.topic: { data in
+                if let e = EventSubscriber.decode(Noted.self, data, logger: logger) { received.withLock { $0.append(e.body.n) } }
+            },
+        ])
+        defer { subscriber.stop() }
+        // PUB/SUB drops messages until the subscription has propagated: publish until one lands.
+        for i in 0..<100 where received.withLock({ $0.isEmpty }) {
+            publisher.publish(Noted(n: i))
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        publisher.publish(Noted(n: -1))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(received.withLock { $0.contains(-1) })
+    }
+
+    @Test func pushedCommandsReachThePuller() async throws {
+        let endpoint = "tcp://127.0.0.1:\(Project.freePort())"
+        let got = Mutex<Set<String>>([])
+        var router = BusRouter(logger: logger)
+        router.on(Echo.self) { req, _ in got.withLock { _ = $0.insert(req.text) }; return .init(text: "") }
+        let puller = try Puller(context: context, bind: [endpoint], router: router)
+        defer { puller.stop() }
+        let pusher = try Pusher(context: context, connect: [endpoint], logger: logger)
+        defer { pusher.stop() }
+        try await Task.sleep(for: .milliseconds(100))  // connect
+        for i in 0..<50 { pusher.push(Echo(text: "\(i)")) }
+        for _ in 0..<50 where got.withLock({ $0.count }) < 50 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(got.withLock { $0 } == Set((0..<50).map(String.init)))
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import Shared
+
+/// Against a real PostgreSQL cluster started for this test process. Serialized: one test stops
+/// and restarts the server.
+@Suite(.serialized) struct DatabaseTests {
+    let pg: TestPostgres
+    let url: String
+
+    init() throws {
+        pg = try TestPostgres.shared()
+        url = try pg.freshDatabase()
+    }
+
+    @Test func parametersAreSentSeparatelyAndDecodedByType() async throws {
+        let pool = PGPool(url: url, maxConnections: 2)
+        defer { pool.close() }
+        let hostile = "x'); DROP TABLE t; --"
+        let when = Date(timeIntervalSince1970: 1_764_483_573.123)
+        let row = try #require(try await pool.query(
+            "SELECT $1::text AS s, $2::int AS i, $3::bool AS b, $4::timestamptz AS t, $5::uuid AS u, NULL::text AS n",
+            [hostile, 42, true, when, UUID(uuidString: "6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e11")!]).first)
+        #expect(try row.decode("s", as: String.self) == hostile)
+        #expect(try row.decode("i", as: Int.self) == 42)
+        #expect(try row.decode("b", as: Bool.self) == true)
+        #expect(abs(try row.decode("t", as: Date.self).timeIntervalSince(when)) < 0.001)
+        #expect(try row.decode("u", as: UUID.self).uuidString.lowercased() == "6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e11")
+        #expect(try row.decodeIfPresent("n", as: String.self) == nil)
+        #expect(throws: PGError.self) { try row.decode("n", as: String.self) }
+        #expect(throws: PGError.self) { try row.decode("s", as: Int.self) }
+    }
+
+    @Test func errorsCarrySQLStateAndConstraint() async throws {
+        let pool = PGPool(url: url, maxConnections: 2)
+        defer { pool.close() }
+        try await pool.query("CREATE TABLE uniq (k text CONSTRAINT uniq_k UNIQUE)")
+        try await pool.query("INSERT INTO uniq VALUES ($1)", ["a"])
+        do {
+            try await pool.query("INSERT INTO uniq VALUES ($1)", ["a"])
+            Issue.record("duplicate accepted")
+        } catch let e as PGError {
+            #expect(e.sqlState == "23505")
+            #expect(e.isUniqueViolation)
+            #expect(e.constraint == "uniq_k")
+        }
+        do {
+            try await pool.query("SELECT nope FROM uniq")
+        } catch let e as PGError {
+            #expect(e.sqlState == "42703")
+        }
+    }
+
+    @Test func transactionsRollBackOnError() async throws {
+        let pool = PGPool(url: url, maxConnections: 2)
+        defer { pool.close() }
+        try await pool.query("CREATE TABLE tx (v int)")
+        struct Boom: Error {}
+        await #expect(throws: Boom.self) {
+            try await pool.transaction { c in
+                try c.query("INSERT INTO tx VALUES (1)")
+                throw Boom()
+            }
+        }
+        try await pool.transaction { c in _ = try c.query("INSERT INTO tx VALUES (2)") }
+        let values = try await pool.query("SELECT v FROM tx").rows.map { try $0.decode("v", as: Int.self) }
+        #expect(values == [2])
+    }
+
+    @Test func poolServesManyConcurrentCallersWithFewConnections() async throws {
+        let pool = PGPool(url: url, maxConnections: 3)
+        defer { pool.close() }
+        let sum = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<60 {
+                group.addTask { try await pool.query("SELECT $1::int + 0 AS v, pg_sleep(0.01)", [i]).first!.decode("v", as: Int.self) }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(sum == (0..<60).reduce(0, +))
+        let backends = try await pool.query("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database()").first!.decode("n", as: Int.self)
+        #expect(backends <= 3)
+    }
+
+    @Test func migrationsApplyOnceWhenInstancesStartTogether() async throws {
+        let migrator = Migrator(schema: "demo", migrations: [
+            Migration(1, "table", "CREATE TABLE things (id int PRIMARY KEY)"),
+            Migration(2, "column", "ALTER TABLE things ADD COLUMN name text"),
+        ])
+        let pools = (0..<4).map { _ in PGPool(url: url, maxConnections: 1) }
+        defer { pools.forEach { $0.close() } }
+        let applied = try await withThrowingTaskGroup(of: [Int].self) { group in
+            for p in pools { group.addTask { try await migrator.apply(on: p) } }
+            return try await group.reduce(into: [Int]()) { $0 += $1 }
+        }
+        #expect(applied.sorted() == [1, 2])
+        let versions = try await pools[0].query("SELECT version FROM demo.schema_migrations ORDER BY version").rows.map { try $0.decode("version", as: Int.self) }
+        #expect(versions == [1, 2])
+        // The search_path of the migration put the table in the service's schema.
+        try await pools[0].query("INSERT INTO demo.things (id, name) VALUES (1, 'a')")
+    }
+
+    @Test func poolRecoversAfterTheServerRestarts() async throws {
+        let pool = PGPool(url: url, maxConnections: 2)
+        defer { pool.close() }
+        #expect(try await pool.query("SELECT 1 AS one").first!.decode("one", as: Int.self) == 1)
+        pg.stop()
+        await #expect(throws: PGError.self) { try await pool.query("SELECT 1") }
+        try pg.start()
+        // The idle connection died with the old server; the pool replaces it by itself.
+        #expect(try await pool.query("SELECT 2 AS two").first!.decode("two", as: Int.self) == 2)
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import Shared
+
+@Suite struct HTTPServerTests {
+    struct Body: Codable { var name: String }
+
+    func start(threads: Int = 1, _ configure: (inout Router) -> Void) throws -> (HTTPServer, HTTPClient, LogSink) {
+        var router = Router()
+        configure(&router)
+        let routes = router
+        var options = HTTPServer.Options()
+        options.port = 0
+        options.threads = threads
+        let sink = LogSink(capturing: ())
+        let server = HTTPServer(options: options, logger: Logger(service: "test", sink: sink), metrics: MetricsRegistry()) { await routes.handle($0) }
+        try server.start()
+        return (server, HTTPClient(base: URL(string: "http://127.0.0.1:\(server.port)")!), sink)
+    }
+
+    @Test func servesJSONBodiesWithPathAndQueryParameters() async throws {
+        let (server, client, _) = try start { r in
+            r.post("/v1/things/{id}") { req in
+                let b = try JSONBody.decode(Body.self, from: req)
+                return .json(201, ["id": req.pathParameters["id"]!, "name": b.name, "q": req.query["q"] ?? ""])
+            }
+        }
+        defer { Task { await server.stop() } }
+        let resp = try await client.json("POST", "/v1/things/t1?q=hello%20you", ["name": "ünï"])
+        #expect(resp.status == 201)
+        #expect(resp.header("Content-Type") == "application/json; charset=utf-8")
+        let o = try resp.json()
+        #expect(o["id"] as? String == "t1")
+        #expect(o["name"] as? String == "ünï")
+        #expect(o["q"] as? String == "hello you")
+        #expect(resp.header("X-Request-Id")?.isEmpty == false)
+    }
+
+    @Test func keepsAPlainClientRequestIdAndLogsAccessWithoutQuery() async throws {
+        let (server, client, sink) = try start { r in r.get("/x/{id}") { _ in .text(200, "ok") } }
+        defer { Task { await server.stop() } }
+        let resp = try await client.send("GET", "/x/1?token=secret-value", headers: ["X-Request-Id": "abc-123"])
+        #expect(resp.header("X-Request-Id") == "abc-123")
+        let line = try #require(sink.lines.first { $0.contains("http request") })
+        #expect(line.contains(#""http.route":"/x/{id}""#))
+        #expect(line.contains(#""request.id":"abc-123""#))
+        #expect(!line.contains("secret-value"))
+    }
+
+    @Test func bodiesOverTheLimitAre413() async throws {
+        let (server, client, _) = try start { r in r.post("/echo") { req in .text(200, "\(req.body.count)") } }
+        defer { Task { await server.stop() } }
+        let big = Data(repeating: 0x61, count: (1 << 20) + 1)
+        let resp = try await client.send("POST", "/echo", body: big, headers: ["Content-Type": "application/json"])
+        #expect(resp.status == 413)
+        #expect(resp.errorCode == "tooLarge")
+        let fits = try await client.send("POST", "/echo", body: Data(repeating: 0x61, count: 1 << 20), headers: ["Content-Type": "application/json"])
+        #expect(fits.text == "\(1 << 20)")
+    }
+
+    @Test func aChunkedBodyOverTheLimitIs413Too() async throws {
+        let (server, _, _) = try start { r in r.post("/echo") { req in .text(200, "\(req.body.count)") } }
+        defer { Task { await server.stop() } }
+        // Raw socket: a chunked upload has no Content-Length to refuse up front.
+        let chunk = String(repeating: "a", count: 600_000)
+        let hex = String(chunk.utf8.count, radix: 16)
+        let raw = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            + "\(hex)\r\n\(chunk)\r\n\(hex)\r\n\(chunk)\r\n0\r\n\r\n"
+        let reply = try RawHTTP.exchange(port: server.port, Data(raw.utf8))
+        #expect(reply.hasPrefix("HTTP/1.1 413"))
+    }
+
+    @Test func waitingHandlersHoldNoThread() async throws {
+        // One MHD thread; 40 requests that each wait 500 ms finish together, not one by one.
+        let (server, client, _) = try start(threads: 1) { r in
+            r.get("/slow") { _ in
+                try await Task.sleep(for: .milliseconds(500))
+                return .text(200, "done")
+            }
+        }
+        defer { Task { await server.stop() } }
+        let started = ContinuousClock.now
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<40 { group.addTask { try await client.get("/slow").status } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses == Array(repeating: 200, count: 40))
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+
+    @Test func malformedRequestsDoNotTakeTheServerDown() async throws {
+        let (server, client, _) = try start { r in r.get("/ok") { _ in .text(200, "ok") } }
+        defer { Task { await server.stop() } }
+        let junk = try RawHTTP.exchange(port: server.port, Data("NOT HTTP AT ALL\r\n\r\n".utf8))
+        #expect(junk.hasPrefix("HTTP/1.1 400") || junk.isEmpty)
+        #expect(try await client.get("/ok").status == 200)
+    }
+
+    @Test func stopWaitsForRequestsInProgress() async throws {
+        let (server, client, _) = try start { r in
+            r.get("/slow") { _ in
+                try await Task.sleep(for: .milliseconds(300))
+                return .text(200, "finished")
+            }
+        }
+        async let resp = client.get("/slow")
+        try await Task.sleep(for: .milliseconds(100))
+        await server.stop(drainSeconds: 2)
+        #expect(try await resp.text == "finished")
+    }
+}
+
+/// Writes raw bytes to a port and reads until the server closes (for what URLSession won't send).
+enum RawHTTP {
+    static func exchange(port: Int, _ request: Data) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var tv = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { throw TestFailure("connect failed") }
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var out = Data()
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = recv(fd, &buf, buf.count, 0)
+            if n <= 0 { break }
+            out.append(contentsOf: buf[0..<n])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+@testable import Shared
+
+@Suite struct LoggerTests {
+    @Test func writesOneJSONObjectPerLineWithRequestId() throws {
+        let sink = LogSink(capturing: ())
+        let logger = Logger(service: "coupons", sink: sink)
+        LogContext.$requestId.withValue("req-42") {
+            logger.info("redeemed", ["redemption.id": "r1", "count": 3])
+        }
+        logger.debug("hidden below the minimum level")
+        #expect(sink.lines.count == 1)
+        let object = try #require(JSONSerialization.jsonObject(with: Data(sink.lines[0].utf8)) as? [String: Any])
+        #expect(object["service"] as? String == "coupons")
+        #expect(object["level"] as? String == "info")
+        #expect(object["msg"] as? String == "redeemed")
+        #expect(object["request.id"] as? String == "req-42")
+        #expect(object["redemption.id"] as? String == "r1")
+        #expect(object["count"] as? Int == 3)
+        #expect(Timestamp.parse(object["time"] as? String ?? "") != nil)
+    }
+
+    @Test func messagesWithNewlinesStayOnOneLine() {
+        let sink = LogSink(capturing: ())
+        Logger(service: "s", sink: sink).warning("line1\nline2")
+        #expect(sink.lines.count == 1)
+        #expect(!sink.lines[0].contains("\n"))
+    }
+
+    @Test func timestampsHaveMilliseconds() {
+        let d = Date(timeIntervalSince1970: 1_764_483_573.125)
+        #expect(Timestamp.iso8601(d) == "2025-11-30T06:19:33.125Z")
+        #expect(abs(Timestamp.parse("2025-11-30T06:19:33.125Z")!.timeIntervalSince(d)) < 0.001)
+    }
+}

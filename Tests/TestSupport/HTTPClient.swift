@@ -1,0 +1,59 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A small HTTP client for tests (URLSession underneath), answering status, headers and body.
+public struct HTTPClient: Sendable {
+    public struct Response: Sendable {
+        public let status: Int
+        public let headers: [String: String]
+        public let body: Data
+
+        public var text: String { String(decoding: body, as: UTF8.self) }
+        public func json() throws -> [String: Any] {
+            guard let o = try JSONSerialization.jsonObject(with: body) as? [String: Any] else { throw TestFailure("not a JSON object: \(text)") }
+            return o
+        }
+        /// `error.code` of a SPEC §4 error body.
+        public var errorCode: String? { ((try? json())?["error"] as? [String: Any])?["code"] as? String }
+        public var errorField: String? { ((try? json())?["error"] as? [String: Any])?["field"] as? String }
+        public func header(_ name: String) -> String? {
+            headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
+        }
+    }
+
+    public let base: URL
+    private let session: URLSession
+
+    public init(base: URL, maxConnections: Int = 64) {
+        self.base = base
+        let config = URLSessionConfiguration.ephemeral
+        config.httpMaximumConnectionsPerHost = maxConnections
+        config.timeoutIntervalForRequest = 60
+        session = URLSession(configuration: config)
+    }
+
+    public func send(_ method: String, _ path: String, body: Data? = nil, headers: [String: String] = [:]) async throws -> Response {
+        var req = URLRequest(url: URL(string: path, relativeTo: base)!)
+        req.httpMethod = method
+        req.httpBody = body
+        for (k, v) in headers { req.setValue(v, forHTTPHeaderField: k) }
+        let (data, resp) = try await session.data(for: req)
+        let http = resp as! HTTPURLResponse
+        var h: [String: String] = [:]
+        for (k, v) in http.allHeaderFields { h[String(describing: k)] = String(describing: v) }
+        return Response(status: http.statusCode, headers: h, body: data)
+    }
+
+    public func get(_ path: String, token: String? = nil) async throws -> Response {
+        try await send("GET", path, headers: token.map { ["Authorization": "Bearer \($0)"] } ?? [:])
+    }
+
+    /// POSTs (or other methods) a JSON object.
+    public func json(_ method: String, _ path: String, _ object: [String: Any], token: String? = nil) async throws -> Response {
+        var headers = ["Content-Type": "application/json"]
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        return try await send(method, path, body: try JSONSerialization.data(withJSONObject: object), headers: headers)
+    }
+}
