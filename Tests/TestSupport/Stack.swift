@@ -1,0 +1,135 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The whole stack (PostgreSQL + four services) started with the project's own runner,
+/// `deploy/run-stack`, on free ports, for one test suite. `stop()` ends it all.
+public final class Stack: @unchecked Sendable {
+    public static let services = ["accounts", "coupons", "grants", "gateway"]
+
+    public let directory: URL
+    public let gateway: URL
+    public let client: HTTPClient
+    public let adminKey: String
+    private let runner: Subprocess
+    private var restarted: [Subprocess] = []
+    private var stopped = false
+
+    public var stateDirectory: URL { directory.appendingPathComponent("run") }
+    public var logDirectory: URL { directory.appendingPathComponent("logs") }
+
+    /// Starts the stack and waits until `/readyz` is 200 (the runner's own readiness wait).
+    public init(environment extra: [String: String] = [:], timeoutSeconds: Double = 120) throws {
+        directory = try Project.temporaryDirectory("stack")
+        adminKey = "sk_live_" + (0..<24).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in [
+            "REDEEM_SKIP_SETUP": "1", "REDEEM_SKIP_BUILD": "1", "REDEEM_BUILD_CONFIG": "debug",
+            "REDEEM_BIN_DIR": Project.binDirectory.path, "REDEEM_FREE_PORTS": "1",
+            "REDEEM_DATA_DIR": directory.path, "REDEEM_LOG_DIR": directory.appendingPathComponent("logs").path,
+            "REDEEM_PARENT_PID": String(getpid()), "REDEEM_ADMIN_KEY": adminKey,
+        ] { env[k] = v }
+        for (k, v) in extra { env[k] = v }
+        let out = directory.appendingPathComponent("runner.out").path
+        runner = try Subprocess(Project.root.appendingPathComponent("deploy/run-stack").path, [], environment: env,
+                                stdout: out, stderr: directory.appendingPathComponent("runner.err").path)
+        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        var url: URL?
+        while url == nil {
+            if let text = try? String(contentsOfFile: out, encoding: .utf8),
+               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("REDEEM_GATEWAY_URL=") }) {
+                url = URL(string: String(line.dropFirst("REDEEM_GATEWAY_URL=".count)))
+            } else if let status = runner.wait(seconds: 0.1) {
+                let err = (try? String(contentsOfFile: directory.appendingPathComponent("runner.err").path, encoding: .utf8)) ?? ""
+                throw TestFailure("run-stack exited \(status) before the stack was ready:\n\(err.suffix(3000))")
+            } else if Date() > deadline {
+                runner.signal(SIGTERM)
+                _ = runner.wait(seconds: 15)
+                throw TestFailure("the stack was not ready within \(timeoutSeconds) s")
+            }
+        }
+        gateway = url!
+        client = HTTPClient(base: gateway, maxConnections: 128)
+    }
+
+    /// The pid the runner started a service with.
+    public func pid(_ service: String) throws -> pid_t {
+        let text = try String(contentsOf: stateDirectory.appendingPathComponent("\(service).pid"), encoding: .utf8)
+        guard let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw TestFailure("no pid for \(service)") }
+        return pid
+    }
+
+    /// The wiring of this run (the runner's env file), for starting a service by hand.
+    public func wiring() throws -> [String: String] {
+        let text = try String(contentsOf: stateDirectory.appendingPathComponent("env"), encoding: .utf8)
+        var env: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            guard let eq = line.firstIndex(of: "=") else { continue }
+            var value = String(line[line.index(after: eq)...])
+            if value.hasPrefix("'"), value.hasSuffix("'"), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+            env[String(line[..<eq])] = value.replacingOccurrences(of: "'\\''", with: "'")
+        }
+        return env
+    }
+
+    /// Starts one more instance of a service with this run's wiring (after a crash, or a second
+    /// instance with `overrides` for its own ports). It is stopped by `stop()`.
+    @discardableResult
+    public func startService(_ service: String, overrides: [String: String] = [:]) throws -> Subprocess {
+        var env = ProcessInfo.processInfo.environment.merging(try wiring()) { $1 }
+        env["REDEEM_ADMIN_KEY"] = adminKey
+        for (k, v) in overrides { env[k] = v }
+        let p = try Subprocess(Project.binDirectory.appendingPathComponent(service).path, [], environment: env,
+                               stderr: logDirectory.appendingPathComponent("\(service).log").path)
+        restarted.append(p)
+        return p
+    }
+
+    /// Every service's log output so far.
+    public func logs() -> String {
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: logDirectory.path)) ?? []
+        return files.sorted().compactMap { try? String(contentsOfFile: logDirectory.appendingPathComponent($0).path, encoding: .utf8) }.joined(separator: "\n")
+    }
+
+    /// Polls `check` until it holds or `seconds` pass.
+    public func eventually(_ seconds: Double = 10, _ check: () async throws -> Bool) async throws -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if (try? await check()) == true { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return try await check()
+    }
+
+    /// SIGTERM to the runner (which stops the services and PostgreSQL) and to any instance started
+    /// by hand. Answers each process's exit status: the runner's services by name, hand-started
+    /// ones as `<service>#<n>`.
+    @discardableResult
+    public func stop() -> [String: Int32] {
+        guard !stopped else { return [:] }
+        stopped = true
+        var statuses: [String: Int32] = [:]
+        for (i, p) in restarted.enumerated() {
+            p.signal(SIGTERM)
+            statuses["restarted#\(i)"] = p.wait(seconds: 10) ?? { p.signal(SIGKILL); return p.wait() }()
+        }
+        runner.signal(SIGTERM)
+        if runner.wait(seconds: 30) == nil {
+            runner.signal(SIGKILL)
+            runner.wait()
+        }
+        for s in Stack.services {
+            if let text = try? String(contentsOf: stateDirectory.appendingPathComponent("\(s).exit"), encoding: .utf8),
+               let code = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+                statuses[s] = code
+            }
+        }
+        if ProcessInfo.processInfo.environment["REDEEM_KEEP_TEST_DIRS"] == nil {
+            try? FileManager.default.removeItem(at: directory)
+        }
+        return statuses
+    }
+
+    deinit { stop() }
+}
