@@ -8,3 +8,97 @@
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/param_build.h>
+
+/* Key construction and one-shot signatures. OpenSSL 3 builds keys from parameters through
+ * macros and variadic calls Swift cannot import, so these few helpers are C. */
+
+/* An RSA public key from its big-endian modulus and exponent (a JWK's n and e). NULL on failure. */
+static inline EVP_PKEY *
+ccrypto_rsa_public_from_ne(const unsigned char *n, size_t nlen, const unsigned char *e, size_t elen)
+{
+  EVP_PKEY *pkey = NULL;
+  BIGNUM *bn_n = BN_bin2bn(n, (int) nlen, NULL), *bn_e = BN_bin2bn(e, (int) elen, NULL);
+  OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
+  OSSL_PARAM *params = NULL;
+  EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "RSA", NULL);
+  if (bn_n && bn_e && bld && ctx
+      && OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, bn_n)
+      && OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, bn_e)
+      && (params = OSSL_PARAM_BLD_to_param(bld)) != NULL
+      && EVP_PKEY_fromdata_init(ctx) == 1) {
+    if (EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_PUBLIC_KEY, params) != 1) pkey = NULL;
+  }
+  EVP_PKEY_CTX_free(ctx);
+  OSSL_PARAM_free(params);
+  OSSL_PARAM_BLD_free(bld);
+  BN_free(bn_n);
+  BN_free(bn_e);
+  return pkey;
+}
+
+/* A fresh RSA key pair (tests make their own Sign in with Apple keys). */
+static inline EVP_PKEY *
+ccrypto_rsa_generate(unsigned int bits)
+{
+  return EVP_RSA_gen(bits);
+}
+
+/* Writes n and e of an RSA key, big-endian; answers 1 on success. Buffers of 1024 bytes suffice. */
+static inline int
+ccrypto_rsa_export_ne(EVP_PKEY *key, unsigned char *n, size_t *nlen, unsigned char *e, size_t *elen)
+{
+  BIGNUM *bn_n = NULL, *bn_e = NULL;
+  int ok = EVP_PKEY_get_bn_param(key, OSSL_PKEY_PARAM_RSA_N, &bn_n) == 1
+        && EVP_PKEY_get_bn_param(key, OSSL_PKEY_PARAM_RSA_E, &bn_e) == 1;
+  if (ok) {
+    *nlen = (size_t) BN_bn2bin(bn_n, n);
+    *elen = (size_t) BN_bn2bin(bn_e, e);
+  }
+  BN_free(bn_n);
+  BN_free(bn_e);
+  return ok;
+}
+
+/* Ed25519 keys from their 32 raw bytes. */
+static inline EVP_PKEY *
+ccrypto_ed25519_private(const unsigned char *raw)
+{
+  return EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, raw, 32);
+}
+
+static inline EVP_PKEY *
+ccrypto_ed25519_public(const unsigned char *raw)
+{
+  return EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, raw, 32);
+}
+
+static inline int
+ccrypto_ed25519_public_of(EVP_PKEY *key, unsigned char *out)
+{
+  size_t len = 32;
+  return EVP_PKEY_get_raw_public_key(key, out, &len) == 1 && len == 32;
+}
+
+/* Signs msg (SHA-256 for RSA; sha256 = 0 for Ed25519, which hashes itself). Answers the
+ * signature length, 0 on failure. sig must hold 1024 bytes. */
+static inline size_t
+ccrypto_sign(EVP_PKEY *key, int sha256, const unsigned char *msg, size_t len, unsigned char *sig)
+{
+  size_t siglen = 1024;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  int ok = ctx && EVP_DigestSignInit(ctx, NULL, sha256 ? EVP_sha256() : NULL, NULL, key) == 1
+              && EVP_DigestSign(ctx, sig, &siglen, msg, len) == 1;
+  EVP_MD_CTX_free(ctx);
+  return ok ? siglen : 0;
+}
+
+/* Answers 1 when sig is a valid signature of msg by key. */
+static inline int
+ccrypto_verify(EVP_PKEY *key, int sha256, const unsigned char *msg, size_t len, const unsigned char *sig, size_t siglen)
+{
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  int ok = ctx && EVP_DigestVerifyInit(ctx, NULL, sha256 ? EVP_sha256() : NULL, NULL, key) == 1
+              && EVP_DigestVerify(ctx, sig, siglen, msg, len) == 1;
+  EVP_MD_CTX_free(ctx);
+  return ok;
+}

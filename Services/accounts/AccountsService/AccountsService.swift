@@ -4,16 +4,160 @@ import Shared
 /// Accounts, identities, sessions and API keys (SPEC §4.1). Owns schema `accounts`.
 public final class AccountsService: BackendService {
     public static let name = "accounts"
+    public static let migrator = Migrator(schema: "accounts", migrations: AccountsMigrations.all)
+
     let runtime: ServiceRuntime
+    let config: AccountsConfig
+    let sessions: SessionIssuer
+    let apple: AppleIdentity
+    let events: EventPublisher
+    let hasher = PasswordHasher()
+    /// Verified against when an email is unknown, so both failures take the same time.
+    let decoyHash: String
+
+    var pool: PGPool { runtime.pool }
 
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
+        config = try AccountsConfig(env: env)
+        sessions = SessionIssuer(config: config)
+        apple = AppleIdentity(clientId: config.appleClientId, jwks: config.appleJWKS)
+        events = try EventPublisher(context: runtime.context, bind: config.eventsBind)
+        decoyHash = hasher.hash(Crypto.randomToken())
     }
 
-    public static let migrator = Migrator(schema: "accounts", migrations: AccountsMigrations.all)
+    public func start() async throws {
+        try await sessions.loadSigningKey(pool)
+        if let key = config.adminKey {
+            try await APIKeyStore.insert(pool, secret: key, name: "bootstrap admin", role: .admin)
+            runtime.logger.info("bootstrap admin key present", ["apiKey.prefix": APIKeySecret.prefix(of: key)])
+        }
+    }
 
-    /// The bus requests this service answers.
+    public func stop() async { events.stop() }
+
     public func router() -> BusRouter {
-        BusRouter(logger: runtime.logger)
+        var r = BusRouter(logger: runtime.logger)
+        r.on(Accounts.SignUp.self) { [self] req, _ in try await signUp(req) }
+        r.on(Accounts.SignIn.self) { [self] req, _ in try await signIn(req) }
+        r.on(Accounts.SignInWithApple.self) { [self] req, _ in try await signInWithApple(req) }
+        r.on(Accounts.Refresh.self) { [self] req, _ in try await refresh(req) }
+        r.on(Accounts.SignOut.self) { [self] req, _ in
+            if let event = try await pool.transaction({ [sessions] tx in try sessions.revoke(tx, session: req.sessionId, reason: "signOut") }) {
+                events.publish(event)
+            }
+            return Empty()
+        }
+        r.on(Accounts.Me.self) { [self] req, _ in try await pool.withConnection { try AccountStore.view($0, account: req.accountId) } }
+        r.on(Accounts.LinkCloudKit.self) { [self] req, _ in
+            let name = try AccountRules.checkRecordName(req.recordName, field: "recordName")
+            let appUserId = try await pool.transaction { tx in try AccountStore.linkRecordName(tx, account: req.accountId, recordName: name) }
+            return .init(appUserId: appUserId)
+        }
+        r.on(Accounts.SigningKeys.self) { [self] _, _ in try sessions.publicKeys() }
+        r.on(Accounts.Revocations.self) { [self] req, _ in try await sessions.revocations(pool, since: req.since) }
+        r.on(APIKeys.Create.self) { [self] req, _ in try await APIKeyStore.create(pool, name: req.name, role: req.role, mode: req.mode) }
+        r.on(APIKeys.List.self) { [self] _, _ in .init(data: try await APIKeyStore.list(pool)) }
+        r.on(APIKeys.Revoke.self) { [self] req, _ in
+            try await APIKeyStore.revoke(pool, id: req.id)
+            events.publish(APIKeyRevoked(id: req.id))
+            return Empty()
+        }
+        r.on(APIKeys.Authenticate.self) { [self] req, _ in try await APIKeyStore.authenticate(pool, keyHash: req.keyHash) }
+        return r
+    }
+
+    // MARK: - Email and password
+
+    func signUp(_ req: Accounts.SignUp) async throws -> AuthResult {
+        let email = try AccountRules.checkEmail(req.email)
+        try AccountRules.checkPassword(req.password)
+        let recordName = try req.cloudkitRecordName.map { try AccountRules.checkRecordName($0, field: "cloudkitRecordName") }
+        let hash = await hasher.hashAsync(req.password)
+        return try await pool.transaction { [sessions] tx in
+            let account = try AccountStore.create(tx, email: email, passwordHash: hash, recordName: recordName)
+            return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: true)
+        }
+    }
+
+    func signIn(_ req: Accounts.SignIn) async throws -> AuthResult {
+        let found = try await pool.withConnection { try AccountStore.find($0, email: req.email) }
+        // An unknown email, an account without a password and a wrong password cost the same.
+        let ok = await hasher.verifyAsync(req.password, against: found?.passwordHash ?? decoyHash)
+        guard ok, let account = found?.id, found?.passwordHash != nil else {
+            throw ServiceError("invalidCredentials", "the email or password is not right")
+        }
+        return try await pool.transaction { [sessions] tx in
+            AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: false)
+        }
+    }
+
+    func refresh(_ req: Accounts.Refresh) async throws -> AuthResult {
+        let outcome = try await pool.transaction { [sessions] tx -> (SessionIssuer.RefreshOutcome, AccountView?) in
+            let outcome = try sessions.refresh(tx, token: req.refreshToken)
+            if case .rotated(let account, _) = outcome { return (outcome, try AccountStore.view(tx, account: account)) }
+            return (outcome, nil)
+        }
+        switch outcome {
+        case (.rotated(_, let tokens), let view?):
+            return AuthResult(account: view, session: tokens, created: false)
+        case (.replayed(let event), _):
+            if let event {
+                events.publish(event)
+                runtime.logger.warning("refresh token replayed; session revoked", ["session.id": event.sessionId.uuidString.lowercased()])
+            }
+            throw ServiceError("invalidToken", "the refresh token was already used")
+        default:
+            throw ServiceError("invalidToken", "the refresh token is not valid")
+        }
+    }
+
+    // MARK: - Sign in with Apple
+
+    func signInWithApple(_ req: Accounts.SignInWithApple) async throws -> AuthResult {
+        let claims = try await apple.verify(req.identityToken)
+        let recordName = try req.cloudkitRecordName.map { try AccountRules.checkRecordName($0, field: "cloudkitRecordName") }
+        let email = claims.email.flatMap { try? AccountRules.checkEmail($0) }
+        // Two first sign-ins of one Apple user at once: the loser of the insert tries again and
+        // finds the account the winner made.
+        for attempt in 0..<2 {
+            do {
+                return try await pool.transaction { [sessions] tx in
+                    let (account, created) = try Self.appleAccount(tx, subject: claims.sub, email: email, emailVerified: claims.emailVerified, recordName: recordName)
+                    return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: created)
+                }
+            } catch let e as PGError where e.isUniqueViolation && e.constraint == "apple_identities_pkey" && attempt == 0 {
+                continue
+            }
+        }
+        throw ServiceError.internal
+    }
+
+    static func appleAccount(_ tx: PGConnection, subject: String, email: String?, emailVerified: Bool, recordName: String?) throws -> (UUID, Bool) {
+        if let row = try tx.query("SELECT account_id FROM accounts.apple_identities WHERE subject = $1", [subject]).first {
+            let account = try row.decode("account_id", as: UUID.self)
+            if let recordName { _ = try linkForApple(tx, account: account, recordName: recordName) }
+            return (account, false)
+        }
+        if let email, let existing = try AccountStore.find(tx, email: email) {
+            guard emailVerified else {
+                throw ServiceError("emailInUse", "an account with this email exists; sign in to it first", field: "email")
+            }
+            try tx.query("INSERT INTO accounts.apple_identities (subject, account_id) VALUES ($1, $2)", [subject, existing.id])
+            if let recordName { _ = try linkForApple(tx, account: existing.id, recordName: recordName) }
+            return (existing.id, false)
+        }
+        let account = try AccountStore.create(tx, email: email, passwordHash: nil, recordName: recordName)
+        try tx.query("INSERT INTO accounts.apple_identities (subject, account_id) VALUES ($1, $2)", [subject, account])
+        return (account, true)
+    }
+
+    private static func linkForApple(_ tx: PGConnection, account: UUID, recordName: String) throws -> String {
+        do {
+            return try AccountStore.linkRecordName(tx, account: account, recordName: recordName)
+        } catch var e as ServiceError where e.code == "recordNameInUse" {
+            e.field = "cloudkitRecordName"
+            throw e
+        }
     }
 }

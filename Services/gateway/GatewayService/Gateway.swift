@@ -1,5 +1,6 @@
 import Foundation
 import Shared
+import Synchronization
 
 /// The only public HTTP surface (SPEC §2, §4): authenticates, rate-limits and turns HTTP into
 /// bus requests. Stateless.
@@ -11,6 +12,9 @@ public final class Gateway: Sendable {
     let accounts: BusClient
     let coupons: BusClient
     let grants: BusClient
+    let auth: Authenticator
+    let events: EventSubscriber
+    private let background = Mutex<[Task<Void, Never>]>([])
 
     public init(config: GatewayConfig) throws {
         self.config = config
@@ -18,16 +22,36 @@ public final class Gateway: Sendable {
         accounts = try BusClient(context: context, service: "accounts", connect: config.accountsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         coupons = try BusClient(context: context, service: "coupons", connect: config.couponsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         grants = try BusClient(context: context, service: "grants", connect: config.grantsBus, metrics: metrics, defaultTimeout: config.busTimeout)
+        let auth = Authenticator(accounts: accounts, logger: logger)
+        self.auth = auth
+        let logger = self.logger
+        events = try EventSubscriber(context: context, connect: config.accountsEvents, logger: logger, handlers: [
+            SessionRevoked.topic: { data in
+                if let e = EventSubscriber.decode(SessionRevoked.self, data, logger: logger) { auth.sessionRevoked(e.body) }
+            },
+            APIKeyRevoked.topic: { data in
+                if let e = EventSubscriber.decode(APIKeyRevoked.self, data, logger: logger) { auth.apiKeyRevoked(e.body.id) }
+            },
+        ])
     }
 
     /// Every route of the public API.
     public func router() -> Router {
         var r = Router(mapError: { error, request in GatewayErrors.response(for: error, request: request) })
         addOperationsRoutes(to: &r)
+        addAccountRoutes(to: &r)
         return r
     }
 
+    /// Starts background work: signing keys and revocation catch-up.
+    func startBackground() {
+        let auth = self.auth
+        background.withLock { $0.append(Task { await auth.runSync() }) }
+    }
+
     public func stop() {
+        background.withLock { $0.forEach { $0.cancel() } }
+        events.stop()
         accounts.stop()
         coupons.stop()
         grants.stop()
@@ -45,6 +69,7 @@ extension Gateway {
         let server = HTTPServer(options: options, logger: logger, metrics: metrics) { await router.handle($0) }
         Lifecycle.run(logger: logger, start: { [self] in
             try server.start()
+            startBackground()
             logger.info("gateway listening", ["http.port": server.port])
         }, stop: { [self] in
             await server.stop(drainSeconds: 3)

@@ -11,6 +11,9 @@ public struct GatewayConfig: Sendable {
     public var couponsBus: [String]
     public var grantsBus: [String]
     public var busTimeout: Duration
+    /// Publishers of events this gateway listens to.
+    public var accountsEvents: [String]
+    public var grantsEvents: [String]
 
     public init(env: Environment) throws {
         httpHost = env.string("REDEEM_HTTP_HOST", default: "127.0.0.1")
@@ -20,6 +23,8 @@ public struct GatewayConfig: Sendable {
         accountsBus = try BusAddress.requests("accounts", env)
         couponsBus = try BusAddress.requests("coupons", env)
         grantsBus = try BusAddress.requests("grants", env)
+        accountsEvents = try BusAddress.events("accounts", env)
+        grantsEvents = try BusAddress.events("grants", env)
         busTimeout = .milliseconds(try env.int("REDEEM_BUS_TIMEOUT_MS", default: 5000, range: 50...60000))
     }
 }

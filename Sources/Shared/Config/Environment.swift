@@ -6,6 +6,11 @@ public struct ConfigError: Error, CustomStringConvertible, Sendable {
     public let variable: String
     public let problem: String
     public var description: String { "\(variable): \(problem)" }
+
+    public init(variable: String, problem: String) {
+        self.variable = variable
+        self.problem = problem
+    }
 }
 
 /// Typed access to environment variables with defaults. Every getter fails fast with a `ConfigError`

@@ -1,0 +1,74 @@
+import Foundation
+import Shared
+
+/// Secret API keys for operators and servers: stored as SHA-256 hashes only (they are 192-bit
+/// random, so a slow hash adds nothing), shown once, revocable.
+enum APIKeyStore {
+    static func create(_ pool: PGPool, name: String, role: Role, mode: Mode) async throws -> APIKeys.Create.Response {
+        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...100).contains(trimmed.count) else { throw ServiceError("invalid", "name must be 1 to 100 characters", field: "name") }
+        let secret = APIKeySecret.generate(mode: mode)
+        let view = try await insert(pool, secret: secret, name: trimmed, role: role)
+        return .init(apiKey: view, key: secret)
+    }
+
+    /// Inserts a key. The bootstrap admin key is inserted at every start: an existing row (even a
+    /// revoked one) is kept as it is.
+    @discardableResult
+    static func insert(_ pool: PGPool, secret: String, name: String, role: Role) async throws -> APIKeyView {
+        guard let mode = APIKeySecret.mode(of: secret) else { throw ServiceError("invalid", "not a secret key", field: "key") }
+        let id = UUID()
+        let row = try await pool.query("""
+            INSERT INTO accounts.api_keys (id, key_hash, prefix, name, role, mode) VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (key_hash) DO UPDATE SET key_hash = EXCLUDED.key_hash
+            RETURNING id, prefix, name, role, mode, created_at, last_used_at
+            """, [id, PGBytes(Data(APIKeySecret.hash(secret))), APIKeySecret.prefix(of: secret), name, role.rawValue, mode.rawValue]).first!
+        return try view(row)
+    }
+
+    static func list(_ pool: PGPool) async throws -> [APIKeyView] {
+        try await pool.query("""
+            SELECT id, prefix, name, role, mode, created_at, last_used_at FROM accounts.api_keys
+            WHERE revoked_at IS NULL ORDER BY created_at DESC, id
+            """).rows.map(view)
+    }
+
+    static func revoke(_ pool: PGPool, id: UUID) async throws {
+        let row = try await pool.query("UPDATE accounts.api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id", [id]).first
+        guard row != nil else { throw ServiceError("notFound", "no such API key") }
+    }
+
+    static func authenticate(_ pool: PGPool, keyHash: String) async throws -> APIKeys.Authenticate.Response {
+        let invalid = ServiceError("invalidToken", "the API key is not valid")
+        guard keyHash.count == 64, let given = hexBytes(keyHash) else { throw invalid }
+        guard let row = try await pool.query("""
+            SELECT id, key_hash, role, mode, last_used_at FROM accounts.api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+            """, [PGBytes(Data(given))]).first else { throw invalid }
+        // The index lookup found it by equality; compare again in constant time, as stated.
+        guard Crypto.constantTimeEqual(Array(try row.decode("key_hash", as: PGBytes.self).data), given),
+              let role = Role(rawValue: try row.decode("role", as: String.self)),
+              let mode = Mode(rawValue: try row.decode("mode", as: String.self)) else { throw invalid }
+        let id = try row.decode("id", as: UUID.self)
+        let lastUsed = try row.decodeIfPresent("last_used_at", as: Date.self)
+        if lastUsed.map({ Date().timeIntervalSince($0) > 60 }) ?? true {
+            try await pool.query("UPDATE accounts.api_keys SET last_used_at = now() WHERE id = $1", [id])
+        }
+        return .init(id: id, role: role, mode: mode)
+    }
+
+    private static func view(_ row: PGRow) throws -> APIKeyView {
+        APIKeyView(id: try row.decode("id"), prefix: try row.decode("prefix"), name: try row.decode("name"),
+                   role: Role(rawValue: try row.decode("role")) ?? .readonly, mode: Mode(rawValue: try row.decode("mode")) ?? .test,
+                   createdAt: try row.decode("created_at"), lastUsedAt: try row.decodeIfPresent("last_used_at"))
+    }
+
+    private static func hexBytes(_ s: String) -> [UInt8]? {
+        var out: [UInt8] = []
+        var it = s.makeIterator()
+        while let a = it.next(), let b = it.next() {
+            guard let v = UInt8(String([a, b]), radix: 16) else { return nil }
+            out.append(v)
+        }
+        return out
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import Shared
+
+/// Input rules of SPEC §4.1, as plain functions that throw the error the client sees.
+enum AccountRules {
+    static let minimumPasswordLength = 10
+    static let maximumPasswordLength = 1024
+
+    /// A plausible address: one `@`, a non-empty local part, a dotted domain, no spaces; ≤ 254 chars.
+    static func checkEmail(_ email: String, field: String = "email") throws -> String {
+        let e = email.trimmingCharacters(in: .whitespaces)
+        let parts = e.split(separator: "@", omittingEmptySubsequences: false)
+        guard e.count <= 254, parts.count == 2, !parts[0].isEmpty, parts[1].contains("."),
+              !parts[1].hasPrefix("."), !parts[1].hasSuffix("."), !parts[1].contains(".."),
+              !e.contains(where: { $0.isWhitespace || $0.isNewline || $0 == "<" || $0 == ">" }) else {
+            throw ServiceError("invalid", "email is not a valid email address", field: field)
+        }
+        return e
+    }
+
+    static func checkPassword(_ password: String) throws {
+        guard password.count >= minimumPasswordLength else {
+            throw ServiceError("weakPassword", "the password needs at least \(minimumPasswordLength) characters", field: "password")
+        }
+        guard password.utf8.count <= maximumPasswordLength else {
+            throw ServiceError("invalid", "the password is longer than \(maximumPasswordLength) bytes", field: "password")
+        }
+        guard !CommonPasswords.contains(password) else {
+            throw ServiceError("weakPassword", "this password is among the most common ones; choose another", field: "password")
+        }
+    }
+
+    /// RevenueCat's reserved App User ID values (REFERENCES §3), compared without case.
+    static let blockedUserIds: Set<String> = [
+        "no_user", "null", "none", "nil", "(null)", "nan", "\\x00", "", "unidentified", "undefined",
+        "anonymous", "guest", "-1", "0", "[]", "{}", "[object object]", "unknown",
+    ]
+
+    /// A CloudKit record name usable as an `appUserId`: 1–100 characters, no `/`, not reserved.
+    static func checkRecordName(_ name: String, field: String) throws -> String {
+        guard !name.isEmpty, name.count <= 100 else {
+            throw ServiceError("invalid", "\(field) must be 1 to 100 characters", field: field)
+        }
+        guard !name.contains("/") else {
+            throw ServiceError("invalid", "\(field) must not contain /", field: field)
+        }
+        guard !blockedUserIds.contains(name.lowercased()), !name.hasPrefix("$RCAnonymousID:") else {
+            throw ServiceError("invalid", "\(field) is a value RevenueCat does not accept as an App User ID", field: field)
+        }
+        guard !name.contains(where: { $0.isNewline || $0 == "\0" }) else {
+            throw ServiceError("invalid", "\(field) contains control characters", field: field)
+        }
+        return name
+    }
+}

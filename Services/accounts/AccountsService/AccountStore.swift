@@ -1,0 +1,77 @@
+import Foundation
+import Shared
+
+/// Accounts, their identities and the appUserId rule (SPEC §4.1), in SQL. Every uniqueness rule
+/// is a constraint; a violation is mapped to the error clients see.
+enum AccountStore {
+    /// Creates an account and answers its id. `recordName` (iOS-first) becomes the appUserId;
+    /// otherwise a fresh UUID does.
+    static func create(_ tx: PGConnection, email: String?, passwordHash: String?, recordName: String?) throws -> UUID {
+        let id = UUID()
+        let appUserId = recordName ?? UUID().uuidString.lowercased()
+        try mapConflicts {
+            try tx.query("INSERT INTO accounts.accounts (id, email, password_hash, app_user_id) VALUES ($1, $2, $3, $4)",
+                         [id, email, passwordHash, appUserId])
+            try tx.query("INSERT INTO accounts.user_ids (value, account_id, kind) VALUES ($1, $2, $3)",
+                         [appUserId, id, recordName == nil ? "appUserId" : "cloudkit"])
+        }
+        return id
+    }
+
+    /// Links a CloudKit record name to an account (idempotent for the same account) and answers
+    /// the account's appUserId, which never changes.
+    static func linkRecordName(_ tx: PGConnection, account: UUID, recordName: String) throws -> String {
+        let inserted = try tx.query("""
+            INSERT INTO accounts.user_ids (value, account_id, kind) VALUES ($1, $2, 'cloudkit')
+            ON CONFLICT (value) DO NOTHING RETURNING account_id
+            """, [recordName, account]).first
+        if inserted == nil {
+            let owner = try tx.query("SELECT account_id FROM accounts.user_ids WHERE value = $1", [recordName]).first
+            guard let owner, try owner.decode("account_id", as: UUID.self) == account else {
+                throw ServiceError("recordNameInUse", "this CloudKit record name belongs to another account", field: "recordName")
+            }
+        }
+        guard let row = try tx.query("SELECT app_user_id FROM accounts.accounts WHERE id = $1", [account]).first else {
+            throw ServiceError("notFound", "no such account")
+        }
+        return try row.decode("app_user_id", as: String.self)
+    }
+
+    static func find(_ c: PGConnection, email: String) throws -> (id: UUID, passwordHash: String?)? {
+        guard let row = try c.query("SELECT id, password_hash FROM accounts.accounts WHERE lower(email) = lower($1)", [email]).first else { return nil }
+        return (try row.decode("id", as: UUID.self), try row.decodeIfPresent("password_hash", as: String.self))
+    }
+
+    static func view(_ c: PGConnection, account: UUID) throws -> AccountView {
+        guard let row = try c.query("SELECT id, email, app_user_id, created_at FROM accounts.accounts WHERE id = $1", [account]).first else {
+            throw ServiceError("notFound", "no such account")
+        }
+        let email = try row.decodeIfPresent("email", as: String.self)
+        var identities: [AccountView.Identity] = []
+        if let email, try c.query("SELECT 1 FROM accounts.accounts WHERE id = $1 AND password_hash IS NOT NULL", [account]).first != nil {
+            identities.append(.init(type: "email", email: email))
+        }
+        if try c.query("SELECT 1 FROM accounts.apple_identities WHERE account_id = $1", [account]).first != nil {
+            identities.append(.init(type: "apple", email: email))
+        }
+        for r in try c.query("SELECT value FROM accounts.user_ids WHERE account_id = $1 AND kind = 'cloudkit' ORDER BY created_at, value", [account]).rows {
+            identities.append(.init(type: "cloudkit", recordName: try r.decode("value", as: String.self)))
+        }
+        return AccountView(id: try row.decode("id", as: UUID.self), email: email, appUserId: try row.decode("app_user_id", as: String.self),
+                           identities: identities, createdAt: try row.decode("created_at", as: Date.self))
+    }
+
+    /// Runs statements and turns unique violations into the client-facing conflicts.
+    static func mapConflicts<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let e as PGError where e.isUniqueViolation {
+            switch e.constraint {
+            case "accounts_email_key": throw ServiceError("emailInUse", "an account with this email exists", field: "email")
+            case "accounts_app_user_id_key", "user_ids_pkey":
+                throw ServiceError("recordNameInUse", "this CloudKit record name belongs to another account", field: "cloudkitRecordName")
+            default: throw e
+            }
+        }
+    }
+}

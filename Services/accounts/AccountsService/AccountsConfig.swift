@@ -1,0 +1,44 @@
+import Foundation
+import Shared
+
+/// Settings of the accounts service (README configuration table).
+struct AccountsConfig: Sendable {
+    /// Lifetime of access tokens: at most 15 minutes (SPEC §4.1).
+    var accessTokenTTL: TimeInterval
+    var refreshTokenTTL: TimeInterval
+    /// A bootstrap admin key to create at start (`REDEEM_ADMIN_KEY`). Never logged.
+    var adminKey: String?
+    var appleClientId: String?
+    var appleJWKS: String?
+    var eventsBind: [String]
+
+    init(env: Environment) throws {
+        accessTokenTTL = TimeInterval(try env.int("REDEEM_ACCESS_TOKEN_TTL", default: 900, range: 5...900))
+        refreshTokenTTL = TimeInterval(try env.int("REDEEM_REFRESH_TOKEN_TTL", default: 30 * 86400, range: 60...(365 * 86400)))
+        adminKey = env.raw("REDEEM_ADMIN_KEY")
+        if let key = adminKey {
+            guard APIKeySecret.mode(of: key) != nil, key.count >= 24, key.count <= 200 else {
+                throw ConfigError(variable: "REDEEM_ADMIN_KEY", problem: "must be sk_live_… or sk_test_… with at least 16 characters after the prefix")
+            }
+        }
+        appleClientId = env.raw("REDEEM_APPLE_CLIENT_ID")
+        appleJWKS = env.raw("REDEEM_APPLE_JWKS")
+        eventsBind = try BusAddress.events("accounts", env)
+    }
+}
+
+/// The shape of secret API keys: `sk_live_…` / `sk_test_…`.
+enum APIKeySecret {
+    static func mode(of key: String) -> Mode? {
+        if key.hasPrefix("sk_live_") { return .live }
+        if key.hasPrefix("sk_test_") { return .test }
+        return nil
+    }
+
+    static func generate(mode: Mode) -> String { "sk_\(mode.rawValue)_" + Crypto.randomToken(bytes: 24) }
+
+    /// What lists show: the mode prefix and four characters.
+    static func prefix(of key: String) -> String { String(key.prefix(12)) }
+
+    static func hash(_ key: String) -> [UInt8] { Crypto.sha256(Array(key.utf8)) }
+}

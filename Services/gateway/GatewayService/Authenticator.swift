@@ -1,0 +1,141 @@
+import Foundation
+import Shared
+import Synchronization
+
+/// Who made a request.
+enum Principal: Sendable {
+    case user(account: UUID, session: UUID)
+    case apiKey(id: UUID, role: Role, mode: Mode)
+}
+
+/// Authenticates requests at the gateway (SPEC §4):
+/// - access tokens are verified locally with the accounts service's public key (fetched once over
+///   the bus), and refused while their session is revoked — learnt from `session.revoked` events
+///   at once, and from a periodic catch-up in case an event was missed;
+/// - API keys are resolved by their hash over the bus and cached briefly; a revocation event
+///   drops them from the cache at once.
+final class Authenticator: Sendable {
+    private let accounts: BusClient
+    private let logger: Logger
+    private let keys = Mutex<[String: AsymmetricKey]>([:])
+    private let revoked = Mutex<[UUID: Date]>([:])
+    private let apiKeyCache = Mutex<[String: (APIKeys.Authenticate.Response, Date)]>([:])
+    private let syncedUntil = Mutex<Date?>(nil)
+    static let apiKeyCacheSeconds: TimeInterval = 30
+
+    init(accounts: BusClient, logger: Logger) {
+        self.accounts = accounts
+        self.logger = logger
+    }
+
+    // MARK: - Events and background sync
+
+    func sessionRevoked(_ event: SessionRevoked) {
+        revoked.withLock { $0[event.sessionId] = event.until }
+    }
+
+    func apiKeyRevoked(_ id: UUID) {
+        apiKeyCache.withLock { cache in cache = cache.filter { $0.value.0.id != id } }
+    }
+
+    /// Fetches signing keys and catches up on revocations every `interval` until cancelled.
+    func runSync(interval: Duration = .seconds(2)) async {
+        while !Task.isCancelled {
+            await syncOnce()
+            try? await Task.sleep(for: interval)
+        }
+    }
+
+    func syncOnce() async {
+        if keys.withLock({ $0.isEmpty }) { await loadKeys() }
+        do {
+            // Overlap the previous window a little: clocks and commit order are not exact.
+            let since = syncedUntil.withLock { $0 }.map { $0.addingTimeInterval(-5) } ?? Date(timeIntervalSince1970: 0)
+            let answer = try await accounts.request(Accounts.Revocations(since: since), timeout: .seconds(2))
+            for r in answer.revoked { sessionRevoked(r) }
+            syncedUntil.withLock { $0 = answer.asOf }
+            let now = Date()
+            revoked.withLock { $0 = $0.filter { $0.value > now } }
+        } catch {
+            logger.debug("revocation sync failed", ["error": String(describing: error)])
+        }
+    }
+
+    private func loadKeys() async {
+        do {
+            let answer = try await accounts.request(Accounts.SigningKeys(), timeout: .seconds(2))
+            var loaded: [String: AsymmetricKey] = [:]
+            for k in answer.keys {
+                if let raw = Base64URL.decode(k.publicKey), let key = AsymmetricKey.ed25519(publicKey: raw) { loaded[k.kid] = key }
+            }
+            keys.withLock { $0.merge(loaded) { $1 } }
+        } catch {
+            logger.debug("signing keys not loaded yet", ["error": String(describing: error)])
+        }
+    }
+
+    // MARK: - Requests
+
+    static let notIdentified = ServiceError("notIdentified", "sign in or send an API key")
+    static let forbidden = ServiceError("forbidden", "this credential may not do that")
+    static let invalidToken = ServiceError("invalidToken", "the token is invalid, expired or revoked")
+
+    /// The principal of a request; nil when it carries no credential.
+    func principal(_ request: HTTPRequest) async throws -> Principal? {
+        guard let header = request.header("authorization") else { return nil }
+        guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw Self.invalidToken }
+        let token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        if token.hasPrefix("sk_") { return try await apiKey(token) }
+        return try await user(token)
+    }
+
+    private func user(_ token: String) async throws -> Principal {
+        if keys.withLock({ $0.isEmpty }) { await loadKeys() }
+        var known = keys.withLock { $0 }
+        var verified: AccessClaims?
+        for attempt in 0..<2 {
+            do {
+                verified = try JWT.verify(token, as: AccessClaims.self, algorithm: .ed25519) { kid in kid.flatMap { known[$0] } }.1
+                break
+            } catch JWT.Failure.unknownKey where attempt == 0 {
+                await loadKeys()  // a key created since we last asked
+                known = keys.withLock { $0 }
+            } catch {
+                throw Self.invalidToken
+            }
+        }
+        guard let claims = verified, claims.typ == "access", let account = claims.accountId, let session = claims.sessionId,
+              claims.expiresAt > Date() else { throw Self.invalidToken }
+        if let until = revoked.withLock({ $0[session] }), until > Date() { throw Self.invalidToken }
+        return .user(account: account, session: session)
+    }
+
+    private func apiKey(_ key: String) async throws -> Principal {
+        let hash = Crypto.sha256(Array(key.utf8)).hex
+        if let (cached, at) = apiKeyCache.withLock({ $0[hash] }), Date().timeIntervalSince(at) < Self.apiKeyCacheSeconds {
+            return .apiKey(id: cached.id, role: cached.role, mode: cached.mode)
+        }
+        let answer = try await accounts.request(APIKeys.Authenticate(keyHash: hash))
+        apiKeyCache.withLock { $0[hash] = (answer, Date()) }
+        return .apiKey(id: answer.id, role: answer.role, mode: answer.mode)
+    }
+
+    /// The signed-in user, or 401 `notIdentified` / 403 `forbidden` for an operator key.
+    func requireUser(_ request: HTTPRequest) async throws -> (account: UUID, session: UUID) {
+        switch try await principal(request) {
+        case .user(let account, let session)?: return (account, session)
+        case .apiKey?: throw Self.forbidden
+        case nil: throw Self.notIdentified
+        }
+    }
+
+    /// An API key with at least `role`, or 401 / 403.
+    @discardableResult
+    func requireRole(_ request: HTTPRequest, _ role: Role) async throws -> (id: UUID, role: Role, mode: Mode) {
+        switch try await principal(request) {
+        case .apiKey(let id, let r, let mode)? where r >= role: return (id, r, mode)
+        case .apiKey?, .user?: throw Self.forbidden
+        case nil: throw Self.notIdentified
+        }
+    }
+}

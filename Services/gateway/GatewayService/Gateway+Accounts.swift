@@ -1,0 +1,91 @@
+import Foundation
+import Shared
+
+/// Routes of SPEC §4.1: accounts, sessions, the appUserId link and API keys.
+extension Gateway {
+    struct SignUpBody: Decodable { var email: String; var password: String; var cloudkitRecordName: String? }
+    struct SignInBody: Decodable { var email: String; var password: String }
+    struct AppleBody: Decodable { var identityToken: String; var cloudkitRecordName: String? }
+    struct RefreshBody: Decodable { var refreshToken: String }
+    struct CloudKitBody: Decodable { var recordName: String }
+    struct APIKeyBody: Decodable { var name: String; var role: Role; var mode: Mode }
+
+    /// `{account, session}` without the internal `created` flag.
+    struct AuthBody: Encodable { var account: AccountView; var session: SessionTokens }
+
+    /// An API key at creation: the listed fields plus the secret, once.
+    struct CreatedKey: Encodable {
+        var id: UUID, prefix: String, name: String, role: Role, mode: Mode, createdAt: Date, lastUsedAt: Date?, key: String
+    }
+
+    struct Page<T: Encodable>: Encodable {
+        var data: [T]
+        var nextCursor: String?
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(data, forKey: .data)
+            try c.encode(nextCursor, forKey: .nextCursor)  // null, not absent
+        }
+        enum CodingKeys: String, CodingKey { case data, nextCursor }
+    }
+
+    func addAccountRoutes(to r: inout Router) {
+        r.post("/v1/accounts") { [self] req in
+            let b = try JSONBody.decode(SignUpBody.self, from: req)
+            let result = try await accounts.request(Accounts.SignUp(email: b.email, password: b.password, cloudkitRecordName: b.cloudkitRecordName))
+            return .json(201, AuthBody(account: result.account, session: result.session))
+        }
+        r.post("/v1/sessions") { [self] req in
+            let b = try JSONBody.decode(SignInBody.self, from: req)
+            let result = try await accounts.request(Accounts.SignIn(email: b.email, password: b.password))
+            return .json(200, AuthBody(account: result.account, session: result.session))
+        }
+        r.post("/v1/sessions/apple") { [self] req in
+            let b = try JSONBody.decode(AppleBody.self, from: req)
+            let result = try await accounts.request(Accounts.SignInWithApple(identityToken: b.identityToken, cloudkitRecordName: b.cloudkitRecordName))
+            return .json(result.created ? 201 : 200, AuthBody(account: result.account, session: result.session))
+        }
+        r.post("/v1/sessions/refresh") { [self] req in
+            let b = try JSONBody.decode(RefreshBody.self, from: req)
+            let result = try await accounts.request(Accounts.Refresh(refreshToken: b.refreshToken))
+            return .json(200, AuthBody(account: result.account, session: result.session))
+        }
+        r.delete("/v1/sessions/current") { [self] req in
+            let user = try await auth.requireUser(req)
+            _ = try await accounts.request(Accounts.SignOut(sessionId: user.session))
+            // This gateway refuses the token at once; the others learn it from the event.
+            auth.sessionRevoked(SessionRevoked(sessionId: user.session, until: Date().addingTimeInterval(901)))
+            return .noContent()
+        }
+        r.get("/v1/me") { [self] req in
+            let user = try await auth.requireUser(req)
+            return .json(200, try await accounts.request(Accounts.Me(accountId: user.account)))
+        }
+        r.post("/v1/me/cloudkit") { [self] req in
+            let user = try await auth.requireUser(req)
+            let b = try JSONBody.decode(CloudKitBody.self, from: req)
+            return .json(200, try await accounts.request(Accounts.LinkCloudKit(accountId: user.account, recordName: b.recordName)))
+        }
+        r.post("/v1/api-keys") { [self] req in
+            try await auth.requireRole(req, .admin)
+            let b = try JSONBody.decode(APIKeyBody.self, from: req)
+            let made = try await accounts.request(APIKeys.Create(name: b.name, role: b.role, mode: b.mode))
+            let k = made.apiKey
+            return .json(201, CreatedKey(id: k.id, prefix: k.prefix, name: k.name, role: k.role, mode: k.mode,
+                                         createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, key: made.key))
+        }
+        r.get("/v1/api-keys") { [self] req in
+            try await auth.requireRole(req, .admin)
+            return .json(200, Page(data: try await accounts.request(APIKeys.List()).data, nextCursor: nil))
+        }
+        r.delete("/v1/api-keys/{id}") { [self] req in
+            try await auth.requireRole(req, .admin)
+            guard let id = req.pathParameters["id"].flatMap(UUID.init(uuidString:)) else {
+                throw ServiceError("notFound", "no such API key")
+            }
+            _ = try await accounts.request(APIKeys.Revoke(id: id))
+            auth.apiKeyRevoked(id)
+            return .noContent()
+        }
+    }
+}

@@ -1,0 +1,26 @@
+import Foundation
+
+/// The claims of a session's access token: an EdDSA (Ed25519) JWT minted by accounts and
+/// verified by every gateway with the public key alone, without a bus round trip.
+public struct AccessClaims: Codable, Sendable, Equatable {
+    /// The account id.
+    public var sub: String
+    /// The session id (revocation is per session).
+    public var sid: String
+    /// Issued at / expires at, Unix seconds.
+    public var iat: Int64
+    public var exp: Int64
+    public var typ: String
+
+    public init(account: UUID, session: UUID, issuedAt: Date, expiresAt: Date) {
+        sub = account.uuidString.lowercased()
+        sid = session.uuidString.lowercased()
+        iat = Int64(issuedAt.timeIntervalSince1970)
+        exp = Int64(expiresAt.timeIntervalSince1970)
+        typ = "access"
+    }
+
+    public var accountId: UUID? { UUID(uuidString: sub) }
+    public var sessionId: UUID? { UUID(uuidString: sid) }
+    public var expiresAt: Date { Date(timeIntervalSince1970: TimeInterval(exp)) }
+}

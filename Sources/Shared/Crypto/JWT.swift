@@ -1,0 +1,49 @@
+import Foundation
+
+/// Compact JSON Web Tokens (RFC 7519) signed with EdDSA (Ed25519) or RS256. Only the algorithm
+/// the verifier expects is accepted: `alg: none` or a swapped algorithm is refused.
+public enum JWT {
+    public struct Header: Codable, Sendable {
+        public var alg: String
+        public var typ: String?
+        public var kid: String?
+        public init(alg: String, typ: String? = "JWT", kid: String? = nil) {
+            self.alg = alg
+            self.typ = typ
+            self.kid = kid
+        }
+    }
+
+    public enum Failure: Error, Sendable, Equatable {
+        case malformed, wrongAlgorithm, unknownKey, badSignature
+    }
+
+    public static func algorithmName(_ a: AsymmetricKey.Algorithm) -> String { a == .ed25519 ? "EdDSA" : "RS256" }
+
+    /// Signs `claims` with `key`; `kid` names the key for verifiers.
+    public static func sign<C: Encodable>(_ claims: C, key: AsymmetricKey, kid: String?) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let header = Base64URL.encode(try encoder.encode(Header(alg: algorithmName(key.algorithm), kid: kid)))
+        let payload = Base64URL.encode(try encoder.encode(claims))
+        let input = Array("\(header).\(payload)".utf8)
+        guard let sig = key.sign(input) else { throw Failure.badSignature }
+        return "\(header).\(payload).\(Base64URL.encode(sig))"
+    }
+
+    /// Checks the signature with the key `keyFor` answers for the header's `kid` and decodes the
+    /// claims. Expiry, issuer and audience are the caller's to check (they differ per token kind).
+    public static func verify<C: Decodable>(_ token: String, as: C.Type, algorithm: AsymmetricKey.Algorithm,
+                                            keyFor: (String?) -> AsymmetricKey?) throws -> (Header, C) {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, token.utf8.count < 16_384,
+              let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]),
+              let sig = Base64URL.decode(parts[2]),
+              let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)) else { throw Failure.malformed }
+        guard header.alg == algorithmName(algorithm) else { throw Failure.wrongAlgorithm }
+        guard let key = keyFor(header.kid), key.algorithm == algorithm else { throw Failure.unknownKey }
+        guard key.verify(sig, of: Array("\(parts[0]).\(parts[1])".utf8)) else { throw Failure.badSignature }
+        guard let claims = try? JSONDecoder().decode(C.self, from: Data(payloadBytes)) else { throw Failure.malformed }
+        return (header, claims)
+    }
+}

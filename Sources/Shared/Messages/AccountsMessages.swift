@@ -1,0 +1,267 @@
+import Foundation
+
+// Requests the accounts service answers (gateway → accounts) and the events it publishes.
+
+/// An account as clients see it (SPEC §4.1 `GET /v1/me`).
+public struct AccountView: Codable, Sendable, Equatable {
+    public struct Identity: Codable, Sendable, Equatable {
+        /// `email`, `apple` or `cloudkit`.
+        public var type: String
+        public var email: String?
+        public var recordName: String?
+        public init(type: String, email: String? = nil, recordName: String? = nil) {
+            self.type = type
+            self.email = email
+            self.recordName = recordName
+        }
+    }
+    public var id: UUID
+    public var email: String?
+    public var appUserId: String
+    public var identities: [Identity]
+    public var createdAt: Date
+    public init(id: UUID, email: String?, appUserId: String, identities: [Identity], createdAt: Date) {
+        self.id = id
+        self.email = email
+        self.appUserId = appUserId
+        self.identities = identities
+        self.createdAt = createdAt
+    }
+}
+
+/// `session` of SPEC §4.1. `expiresAt` is the access token's expiry.
+public struct SessionTokens: Codable, Sendable {
+    public var accessToken: String
+    public var refreshToken: String
+    public var expiresAt: Date
+    public init(accessToken: String, refreshToken: String, expiresAt: Date) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.expiresAt = expiresAt
+    }
+}
+
+/// The answer to sign-up, sign-in and refresh. `created` tells 201 from 200.
+public struct AuthResult: Codable, Sendable {
+    public var account: AccountView
+    public var session: SessionTokens
+    public var created: Bool
+    public init(account: AccountView, session: SessionTokens, created: Bool) {
+        self.account = account
+        self.session = session
+        self.created = created
+    }
+}
+
+public enum Accounts {
+    public struct SignUp: BusRequest {
+        public static let type = "accounts.signUp"
+        public typealias Response = AuthResult
+        public var email: String
+        public var password: String
+        public var cloudkitRecordName: String?
+        public init(email: String, password: String, cloudkitRecordName: String?) {
+            self.email = email
+            self.password = password
+            self.cloudkitRecordName = cloudkitRecordName
+        }
+    }
+
+    public struct SignIn: BusRequest {
+        public static let type = "accounts.signIn"
+        public typealias Response = AuthResult
+        public var email: String
+        public var password: String
+        public init(email: String, password: String) {
+            self.email = email
+            self.password = password
+        }
+    }
+
+    public struct SignInWithApple: BusRequest {
+        public static let type = "accounts.signInWithApple"
+        public typealias Response = AuthResult
+        public var identityToken: String
+        public var cloudkitRecordName: String?
+        public init(identityToken: String, cloudkitRecordName: String?) {
+            self.identityToken = identityToken
+            self.cloudkitRecordName = cloudkitRecordName
+        }
+    }
+
+    public struct Refresh: BusRequest {
+        public static let type = "accounts.refresh"
+        public typealias Response = AuthResult
+        public var refreshToken: String
+        public init(refreshToken: String) { self.refreshToken = refreshToken }
+    }
+
+    public struct SignOut: BusRequest {
+        public static let type = "accounts.signOut"
+        public typealias Response = Empty
+        public var sessionId: UUID
+        public init(sessionId: UUID) { self.sessionId = sessionId }
+    }
+
+    public struct Me: BusRequest {
+        public static let type = "accounts.me"
+        public typealias Response = AccountView
+        public var accountId: UUID
+        public init(accountId: UUID) { self.accountId = accountId }
+    }
+
+    public struct LinkCloudKit: BusRequest {
+        public static let type = "accounts.linkCloudKit"
+        public struct Response: Codable, Sendable {
+            public var appUserId: String
+            public init(appUserId: String) { self.appUserId = appUserId }
+        }
+        public var accountId: UUID
+        public var recordName: String
+        public init(accountId: UUID, recordName: String) {
+            self.accountId = accountId
+            self.recordName = recordName
+        }
+    }
+
+    /// The public keys access tokens are verified with, by key id.
+    public struct SigningKeys: BusRequest {
+        public static let type = "accounts.signingKeys"
+        public struct Key: Codable, Sendable {
+            public var kid: String
+            /// Raw Ed25519 public key, base64url.
+            public var publicKey: String
+            public init(kid: String, publicKey: String) {
+                self.kid = kid
+                self.publicKey = publicKey
+            }
+        }
+        public struct Response: Codable, Sendable {
+            public var keys: [Key]
+            public init(keys: [Key]) { self.keys = keys }
+        }
+        public init() {}
+    }
+
+    /// Sessions revoked since a moment, whose access tokens may still be unexpired.
+    public struct Revocations: BusRequest {
+        public static let type = "accounts.revocations"
+        public struct Response: Codable, Sendable {
+            public var revoked: [SessionRevoked]
+            /// The server's clock at the time of the answer (the next `since`).
+            public var asOf: Date
+            public init(revoked: [SessionRevoked], asOf: Date) {
+                self.revoked = revoked
+                self.asOf = asOf
+            }
+        }
+        public var since: Date
+        public init(since: Date) { self.since = since }
+    }
+}
+
+/// Published when a session is revoked: its access tokens stop working until `until` (their
+/// latest possible expiry), after which they are expired anyway.
+public struct SessionRevoked: BusEvent, Equatable {
+    public static let topic = "session.revoked"
+    public var sessionId: UUID
+    public var until: Date
+    public init(sessionId: UUID, until: Date) {
+        self.sessionId = sessionId
+        self.until = until
+    }
+}
+
+// MARK: - API keys
+
+public enum Role: String, Codable, Sendable, CaseIterable, Comparable {
+    case readonly, support, admin
+    var rank: Int { Role.allCases.firstIndex(of: self)! }
+    public static func < (a: Role, b: Role) -> Bool { a.rank < b.rank }
+}
+
+public enum Mode: String, Codable, Sendable { case live, test }
+
+/// An API key as listed: never the secret.
+public struct APIKeyView: Codable, Sendable, Equatable {
+    public var id: UUID
+    public var prefix: String
+    public var name: String
+    public var role: Role
+    public var mode: Mode
+    public var createdAt: Date
+    public var lastUsedAt: Date?
+    public init(id: UUID, prefix: String, name: String, role: Role, mode: Mode, createdAt: Date, lastUsedAt: Date?) {
+        self.id = id
+        self.prefix = prefix
+        self.name = name
+        self.role = role
+        self.mode = mode
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+    }
+}
+
+public enum APIKeys {
+    public struct Create: BusRequest {
+        public static let type = "apiKeys.create"
+        public struct Response: Codable, Sendable {
+            public var apiKey: APIKeyView
+            /// The secret, shown this once.
+            public var key: String
+            public init(apiKey: APIKeyView, key: String) {
+                self.apiKey = apiKey
+                self.key = key
+            }
+        }
+        public var name: String
+        public var role: Role
+        public var mode: Mode
+        public init(name: String, role: Role, mode: Mode) {
+            self.name = name
+            self.role = role
+            self.mode = mode
+        }
+    }
+
+    public struct List: BusRequest {
+        public static let type = "apiKeys.list"
+        public struct Response: Codable, Sendable {
+            public var data: [APIKeyView]
+            public init(data: [APIKeyView]) { self.data = data }
+        }
+        public init() {}
+    }
+
+    public struct Revoke: BusRequest {
+        public static let type = "apiKeys.revoke"
+        public typealias Response = Empty
+        public var id: UUID
+        public init(id: UUID) { self.id = id }
+    }
+
+    /// Resolves a secret key, by its SHA-256 (hex; the secret itself never crosses the bus), to
+    /// its role and mode; `invalidToken` for an unknown or revoked one.
+    public struct Authenticate: BusRequest {
+        public static let type = "apiKeys.authenticate"
+        public struct Response: Codable, Sendable {
+            public var id: UUID
+            public var role: Role
+            public var mode: Mode
+            public init(id: UUID, role: Role, mode: Mode) {
+                self.id = id
+                self.role = role
+                self.mode = mode
+            }
+        }
+        public var keyHash: String
+        public init(keyHash: String) { self.keyHash = keyHash }
+    }
+}
+
+/// Published when an API key is revoked, so gateways drop it from their caches at once.
+public struct APIKeyRevoked: BusEvent {
+    public static let topic = "apiKey.revoked"
+    public var id: UUID
+    public init(id: UUID) { self.id = id }
+}
