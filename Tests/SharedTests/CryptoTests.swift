@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+@testable import Shared
+
+@Suite struct CryptoTests {
+    struct Claims: Codable, Equatable { var sub: String; var n: Int }
+
+    @Test func hmacMatchesRFC4231Case2() {
+        let mac = Crypto.hmacSHA256(key: Array("Jefe".utf8), Array("what do ya want for nothing?".utf8))
+        #expect(mac.hex == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+    }
+
+    @Test func sha256OfEmptyInput() {
+        #expect(Crypto.sha256([UInt8]()).hex == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+
+    @Test func base64URLRoundTripsWithoutPadding() {
+        let bytes: [UInt8] = [0xfb, 0xff, 0x01]
+        #expect(Base64URL.encode(bytes) == "-_8B")
+        #expect(Base64URL.decode("-_8B") == bytes)
+        #expect(Base64URL.decode("a=") == nil)
+    }
+
+    @Test func argon2idHashesVerifyAndDiffer() {
+        let h = PasswordHasher()
+        let a = h.hash("correct horse battery")
+        #expect(a.hasPrefix("$argon2id$v=19$m=19456,t=2,p=1$"))
+        #expect(h.verify("correct horse battery", against: a))
+        #expect(!h.verify("correct horse batterY", against: a))
+        #expect(h.hash("correct horse battery") != a)  // salted
+    }
+
+    @Test func ed25519TokensVerifyOnlyWithTheirKey() throws {
+        let key = try #require(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32)))
+        let other = try #require(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32)))
+        let raw = try #require(key.ed25519PublicKey)
+        let pub = try #require(AsymmetricKey.ed25519(publicKey: raw))
+        let token = try JWT.sign(Claims(sub: "a", n: 1), key: key, kid: "k1")
+        let (header, claims) = try JWT.verify(token, as: Claims.self, algorithm: .ed25519) { _ in pub }
+        #expect(header.kid == "k1")
+        #expect(claims == Claims(sub: "a", n: 1))
+        let forged = try JWT.sign(Claims(sub: "a", n: 1), key: other, kid: "k1")
+        #expect(throws: JWT.Failure.badSignature) { try JWT.verify(forged, as: Claims.self, algorithm: .ed25519) { _ in pub } }
+        // A changed payload with the old signature.
+        let parts = token.split(separator: ".")
+        let tampered = "\(parts[0]).\(Base64URL.encode(Array(#"{"n":2,"sub":"a"}"#.utf8))).\(parts[2])"
+        #expect(throws: JWT.Failure.badSignature) { try JWT.verify(tampered, as: Claims.self, algorithm: .ed25519) { _ in pub } }
+    }
+
+    @Test func rs256TokensVerifyFromJWKComponentsAndAlgNoneIsRefused() throws {
+        let key = try #require(AsymmetricKey.generateRSA(bits: 2048))
+        let (n, e) = try #require(key.rsaComponents)
+        let pub = try #require(AsymmetricKey.rsa(n: n, e: e))
+        let token = try JWT.sign(Claims(sub: "apple", n: 7), key: key, kid: "A")
+        #expect(try JWT.verify(token, as: Claims.self, algorithm: .rs256) { _ in pub }.1.n == 7)
+        let none = Base64URL.encode(Array(#"{"alg":"none","kid":"A"}"#.utf8)) + "." + token.split(separator: ".")[1] + "."
+        #expect(throws: JWT.Failure.self) { try JWT.verify(none, as: Claims.self, algorithm: .rs256) { _ in pub } }
+        // An RS256 verifier does not accept an EdDSA token, even with a matching kid.
+        let ed = try #require(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32)))
+        let swapped = try JWT.sign(Claims(sub: "apple", n: 7), key: ed, kid: "A")
+        #expect(throws: JWT.Failure.wrongAlgorithm) { try JWT.verify(swapped, as: Claims.self, algorithm: .rs256) { _ in pub } }
+    }
+}
