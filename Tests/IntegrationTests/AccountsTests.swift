@@ -262,10 +262,10 @@ final class AccountsTests: XCTestCase {
         let parts = s.access.split(separator: ".")
         let claims = try JSONDecoder().decode(AccessClaims.self, from: Data(try XCTUnwrap(Base64URL.decode(parts[1]))))
         let account = try XCTUnwrap(claims.accountId), session = try XCTUnwrap(claims.sessionId)
-        let valid = try JWT.sign(AccessClaims(account: account, session: session, issuedAt: Date(), expiresAt: Date().addingTimeInterval(60)), key: key, kid: kid)
+        let valid = try JWT.sign(AccessClaims(account: account, appUserId: claims.app, session: session, issuedAt: Date(), expiresAt: Date().addingTimeInterval(60)), key: key, kid: kid)
         let v4 = try await client.get("/v1/me", token: valid).status
         XCTAssertEqual(v4, 200, "control: a token from the real key works")
-        let expired = try JWT.sign(AccessClaims(account: account, session: session, issuedAt: Date().addingTimeInterval(-120), expiresAt: Date().addingTimeInterval(-60)), key: key, kid: kid)
+        let expired = try JWT.sign(AccessClaims(account: account, appUserId: claims.app, session: session, issuedAt: Date().addingTimeInterval(-120), expiresAt: Date().addingTimeInterval(-60)), key: key, kid: kid)
         let foreignKey = try XCTUnwrap(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32)))
         let foreign = try JWT.sign(claims, key: foreignKey, kid: kid)
         var otherClaims = claims

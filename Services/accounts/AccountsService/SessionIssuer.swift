@@ -34,16 +34,18 @@ final class SessionIssuer: Sendable {
     func open(_ tx: PGConnection, account: UUID) throws -> SessionTokens {
         let session = UUID()
         let refresh = "rt_" + Crypto.randomToken(bytes: 32)
-        try tx.query("INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))",
-                     [session, account, PGBytes(Data(Crypto.sha256(Array(refresh.utf8)))), config.refreshTokenTTL])
-        return try tokens(account: account, session: session, refresh: refresh)
+        let row = try tx.query("""
+            INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+            RETURNING (SELECT app_user_id FROM accounts.accounts WHERE id = $2) AS app_user_id
+            """, [session, account, PGBytes(Data(Crypto.sha256(Array(refresh.utf8)))), config.refreshTokenTTL]).first!
+        return try tokens(account: account, appUserId: try row.decode("app_user_id"), session: session, refresh: refresh)
     }
 
-    private func tokens(account: UUID, session: UUID, refresh: String) throws -> SessionTokens {
+    private func tokens(account: UUID, appUserId: String, session: UUID, refresh: String) throws -> SessionTokens {
         guard let (kid, key) = signingKey.withLock({ $0 }) else { throw ServiceError.unavailable }
         let now = Date()
         let expires = now.addingTimeInterval(config.accessTokenTTL)
-        let access = try JWT.sign(AccessClaims(account: account, session: session, issuedAt: now, expiresAt: expires), key: key, kid: kid)
+        let access = try JWT.sign(AccessClaims(account: account, appUserId: appUserId, session: session, issuedAt: now, expiresAt: expires), key: key, kid: kid)
         return SessionTokens(accessToken: access, refreshToken: refresh, expiresAt: Date(timeIntervalSince1970: expires.timeIntervalSince1970.rounded(.down)))
     }
 
@@ -62,13 +64,14 @@ final class SessionIssuer: Sendable {
         let rotated = try tx.query("""
             UPDATE accounts.sessions SET refresh_hash = $2, refreshed_at = now()
             WHERE refresh_hash = $1 AND revoked_at IS NULL AND expires_at > now()
-            RETURNING id, account_id
+            RETURNING id, account_id, (SELECT app_user_id FROM accounts.accounts a WHERE a.id = account_id) AS app_user_id
             """, [old, PGBytes(Data(Crypto.sha256(Array(next.utf8))))]).first
         if let rotated {
             let session = try rotated.decode("id", as: UUID.self)
             let account = try rotated.decode("account_id", as: UUID.self)
             try tx.query("INSERT INTO accounts.spent_refresh_tokens (hash, session_id) VALUES ($1, $2)", [old, session])
-            return .rotated(account: account, tokens: try tokens(account: account, session: session, refresh: next))
+            let appUserId = try rotated.decode("app_user_id", as: String.self)
+            return .rotated(account: account, tokens: try tokens(account: account, appUserId: appUserId, session: session, refresh: next))
         }
         guard let spent = try tx.query("SELECT session_id FROM accounts.spent_refresh_tokens WHERE hash = $1", [old]).first else {
             return .invalid

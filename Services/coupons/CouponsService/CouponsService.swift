@@ -1,18 +1,110 @@
 import Foundation
 import Shared
+import Synchronization
 
 /// Coupons, validation, reservations, redemptions and caps (SPEC §4.2, §4.3). Owns schema `coupons`.
 public final class CouponsService: BackendService {
     public static let name = "coupons"
+    public static let migrator = Migrator(schema: "coupons", migrations: CouponsMigrations.all)
+
     let runtime: ServiceRuntime
+    let config: CouponsConfig
+    private let workers = Mutex<[Task<Void, Never>]>([])
+
+    var pool: PGPool { runtime.pool }
+    var logger: Logger { runtime.logger }
 
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
+        config = try CouponsConfig(env: env)
     }
 
-    public static let migrator = Migrator(schema: "coupons", migrations: CouponsMigrations.all)
+    public func start() async throws {
+        let sweeper = Task { [self] in
+            while !Task.isCancelled {
+                do {
+                    let n = try await pool.withConnection { try RedemptionStore.releaseExpired($0) }
+                    if n > 0 { logger.info("released expired reservations", ["coupons.released": n]) }
+                } catch {
+                    logger.warning("reservation sweep failed", ["error": String(describing: error)])
+                }
+                try? await Task.sleep(for: config.sweepInterval)
+            }
+        }
+        workers.withLock { $0.append(sweeper) }
+    }
+
+    public func stop() async {
+        workers.withLock { $0.forEach { $0.cancel() } }
+    }
 
     public func router() -> BusRouter {
-        BusRouter(logger: runtime.logger)
+        var r = BusRouter(logger: logger)
+        r.on(Coupons.Create.self) { [self] req, _ in try await create(req) }
+        r.on(Coupons.List.self) { [self] req, _ in
+            try await pool.withConnection { try CouponStore.list($0, active: req.active, limit: req.limit, cursor: req.cursor) }
+        }
+        r.on(Coupons.Get.self) { [self] req, _ in try await pool.withConnection { try CouponStore.get($0, code: req.code) } }
+        r.on(Coupons.Patch.self) { [self] req, _ in try await pool.transaction { try CouponStore.patch($0, req, now: Date()) } }
+        r.on(Coupons.Redemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.page($0, req) } }
+        r.on(Coupons.Validate.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.validate($0, req, now: Date()) } }
+        r.on(Coupons.Redeem.self) { [self] req, _ in try await redeem(req) }
+        r.on(Coupons.GetRedemption.self) { [self] req, _ in
+            try await pool.withConnection { try RedemptionStore.get($0, id: req.id, account: req.accountId) }
+        }
+        r.on(Coupons.MyRedemptions.self) { [self] req, _ in
+            .init(data: try await pool.withConnection { try RedemptionStore.forAccount($0, account: req.accountId) })
+        }
+        r.on(Coupons.Purchase.self) { [self] req, _ in try await pool.transaction { try RedemptionStore.purchase($0, req) } }
+        r.on(Coupons.Release.self) { [self] req, _ in
+            try await pool.withConnection { try RedemptionStore.end($0, id: req.redemptionId, status: "failed", reason: req.reason) }
+            return Empty()
+        }
+        r.on(Coupons.Complete.self) { [self] req, _ in
+            try await pool.withConnection { try RedemptionStore.complete($0, id: req.redemptionId, entitlement: req.entitlement) }
+            return Empty()
+        }
+        return r
+    }
+
+    func create(_ req: Coupons.Create) async throws -> CouponView {
+        let now = Date()
+        let d = try CouponRules.definition(req.input, defaultEntitlement: config.defaultEntitlement, now: now)
+        try CouponRules.checkStoreLimits(d, now: now)
+        if req.dryRun {
+            // Everything a real creation checks, then rolled back.
+            struct DryRun: Error {}
+            do {
+                try await pool.transaction { tx in
+                    _ = try CouponStore.insert(tx, d, mode: req.mode, now: now)
+                    throw DryRun()
+                }
+            } catch is DryRun {}
+            return CouponStore.preview(d, mode: req.mode, now: now)
+        }
+        return try await pool.transaction { tx in
+            _ = try CouponStore.insert(tx, d, mode: req.mode, now: now)
+            return try CouponStore.get(tx, code: d.code)
+        }
+    }
+
+    func redeem(_ req: Coupons.Redeem) async throws -> Coupons.Redeem.Response {
+        guard CouponRules.platforms.contains(req.platform) else {
+            throw ServiceError("invalid", "platform must be ios, android or web", field: "platform")
+        }
+        let ttl = config.reservationTTL
+        // A concurrent twin of this request (same account and coupon) may win the unique index;
+        // the loser's transaction rolls back whole and the retry answers the twin's redemption.
+        for attempt in 0..<3 {
+            do {
+                let reservation = try await pool.transaction { tx in try RedemptionStore.redeem(tx, req, reservationTTL: ttl, now: Date()) }
+                return .init(redemption: reservation.redemption, created: reservation.created)
+            } catch let r as RedemptionStore.Refusal {
+                return .init(redemption: nil, created: false, refusal: r.reason)
+            } catch let e as PGError where e.isUniqueViolation && e.constraint == "redemptions_one_active" && attempt < 2 {
+                continue
+            }
+        }
+        throw ServiceError.internal
     }
 }

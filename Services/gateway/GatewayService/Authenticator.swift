@@ -4,7 +4,7 @@ import Synchronization
 
 /// Who made a request.
 enum Principal: Sendable {
-    case user(account: UUID, session: UUID)
+    case user(account: UUID, appUserId: String, session: UUID)
     case apiKey(id: UUID, role: Role, mode: Mode)
 }
 
@@ -107,7 +107,7 @@ final class Authenticator: Sendable {
         guard let claims = verified, claims.typ == "access", let account = claims.accountId, let session = claims.sessionId,
               claims.expiresAt > Date() else { throw Self.invalidToken }
         if let until = revoked.withLock({ $0[session] }), until > Date() { throw Self.invalidToken }
-        return .user(account: account, session: session)
+        return .user(account: account, appUserId: claims.app, session: session)
     }
 
     private func apiKey(_ key: String) async throws -> Principal {
@@ -121,9 +121,9 @@ final class Authenticator: Sendable {
     }
 
     /// The signed-in user, or 401 `notIdentified` / 403 `forbidden` for an operator key.
-    func requireUser(_ request: HTTPRequest) async throws -> (account: UUID, session: UUID) {
+    func requireUser(_ request: HTTPRequest) async throws -> (account: UUID, appUserId: String, session: UUID) {
         switch try await principal(request) {
-        case .user(let account, let session)?: return (account, session)
+        case .user(let account, let appUserId, let session)?: return (account, appUserId, session)
         case .apiKey?: throw Self.forbidden
         case nil: throw Self.notIdentified
         }

@@ -40,6 +40,7 @@ public final class Gateway: Sendable {
         var r = Router(mapError: { error, request in GatewayErrors.response(for: error, request: request) })
         addOperationsRoutes(to: &r)
         addAccountRoutes(to: &r)
+        addCouponRoutes(to: &r)
         return r
     }
 

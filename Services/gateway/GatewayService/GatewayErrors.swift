@@ -7,11 +7,11 @@ enum GatewayErrors {
         "notIdentified": 401, "invalidToken": 401, "invalidCredentials": 401, "invalidIdentityToken": 401,
         "forbidden": 403,
         "notFound": 404, "routeNotFound": 404,
-        "emailInUse": 409, "recordNameInUse": 409, "codeInUse": 409, "transactionInUse": 409, "invalidState": 409,
+        "emailInUse": 409, "recordNameInUse": 409, "codeInUse": 409, "transactionInUse": 409,
         "invalid": 422, "weakPassword": 422, "storeLimit": 422,
         "rateLimited": 429,
         "timeout": 504, "unavailable": 503,
-        "malformedMessage": 500, "unknownMessageType": 500, "unsupportedVersion": 500, "internal": 500,
+        "malformedMessage": 500, "invalidState": 409, "unknownMessageType": 500, "unsupportedVersion": 500, "internal": 500,
     ]
 
     static func response(for error: any Error, request: HTTPRequest) -> HTTPResponse {

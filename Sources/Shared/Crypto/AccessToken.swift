@@ -7,13 +7,16 @@ public struct AccessClaims: Codable, Sendable, Equatable {
     public var sub: String
     /// The session id (revocation is per session).
     public var sid: String
+    /// The account's appUserId, which never changes (so services need not look it up).
+    public var app: String
     /// Issued at / expires at, Unix seconds.
     public var iat: Int64
     public var exp: Int64
     public var typ: String
 
-    public init(account: UUID, session: UUID, issuedAt: Date, expiresAt: Date) {
+    public init(account: UUID, appUserId: String, session: UUID, issuedAt: Date, expiresAt: Date) {
         sub = account.uuidString.lowercased()
+        app = appUserId
         sid = session.uuidString.lowercased()
         iat = Int64(issuedAt.timeIntervalSince1970)
         exp = Int64(expiresAt.timeIntervalSince1970)

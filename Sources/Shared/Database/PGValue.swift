@@ -124,3 +124,43 @@ enum PGTime {
         return c
     }()
 }
+
+/// A one-dimensional `text[]` parameter and parser for its text output.
+public struct PGArray: PGBindable {
+    public let items: [String]
+    public init(_ items: [String]) { self.items = items }
+
+    public var pgText: String? {
+        "{" + items.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }.joined(separator: ",") + "}"
+    }
+
+    /// Parses `{a,"b c","d\"e"}` (PostgreSQL's output for text[]).
+    public static func parse(_ text: String) -> [String] {
+        var out: [String] = []
+        var chars = Array(text)
+        guard chars.first == "{", chars.last == "}" else { return [] }
+        chars = Array(chars.dropFirst().dropLast())
+        guard !chars.isEmpty else { return [] }
+        var i = 0
+        while i < chars.count {
+            var item = ""
+            if chars[i] == "\"" {
+                i += 1
+                while i < chars.count, chars[i] != "\"" {
+                    if chars[i] == "\\", i + 1 < chars.count { i += 1 }
+                    item.append(chars[i])
+                    i += 1
+                }
+                i += 1  // closing quote
+            } else {
+                while i < chars.count, chars[i] != "," {
+                    item.append(chars[i])
+                    i += 1
+                }
+            }
+            out.append(item)
+            i += 1  // comma
+        }
+        return out
+    }
+}

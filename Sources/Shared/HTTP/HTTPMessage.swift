@@ -34,11 +34,21 @@ public struct HTTPResponse: Sendable {
     public var headers: [(String, String)]
     public var body: Data
     public var route: String?
+    /// When set, the body is produced while it is sent (chunked), instead of `body`.
+    public var producer: (@Sendable (HTTPBodyStream) async -> Void)?
 
     public init(status: Int, headers: [(String, String)] = [], body: Data = Data()) {
         self.status = status
         self.headers = headers
         self.body = body
+    }
+
+    /// A streamed response: `produce` writes the body piece by piece.
+    public static func stream(_ status: Int, contentType: String, headers: [(String, String)] = [],
+                              _ produce: @escaping @Sendable (HTTPBodyStream) async -> Void) -> HTTPResponse {
+        var r = HTTPResponse(status: status, headers: [("Content-Type", contentType)] + headers)
+        r.producer = produce
+        return r
     }
 
     public static let jsonContentType = "application/json; charset=utf-8"

@@ -207,8 +207,28 @@ extension HTTPServer {
 }
 
 private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
-    let resp = response.body.withUnsafeBytes { buf -> OpaquePointer? in
-        MHD_create_response_from_buffer(buf.count, UnsafeMutableRawPointer(mutating: buf.baseAddress), .RESPMEM_MUST_COPY)
+    let resp: OpaquePointer?
+    if let producer = response.producer {
+        // Chunked: MHD pulls from the stream; the stream is released by the free callback.
+        let stream = HTTPBodyStream()
+        resp = MHD_create_response_from_callback(UInt64.max, 32 * 1024, { cls, _, buf, max in
+            guard let cls, let buf else { return -2 }
+            return Unmanaged<HTTPBodyStream>.fromOpaque(cls).takeUnretainedValue().read(into: buf, max: max)
+        }, Unmanaged.passRetained(stream).toOpaque(), { cls in
+            guard let cls else { return }
+            let stream = Unmanaged<HTTPBodyStream>.fromOpaque(cls).takeRetainedValue()
+            stream.cancel()
+        })
+        if resp != nil {
+            Task {
+                await producer(stream)
+                stream.finish()
+            }
+        }
+    } else {
+        resp = response.body.withUnsafeBytes { buf -> OpaquePointer? in
+            MHD_create_response_from_buffer(buf.count, UnsafeMutableRawPointer(mutating: buf.baseAddress), .RESPMEM_MUST_COPY)
+        }
     }
     guard let resp else { return .NO }
     defer { MHD_destroy_response(resp) }

@@ -1,0 +1,171 @@
+import Foundation
+import Shared
+
+/// A coupon's definition once every field has passed the rules of SPEC §4.2 and §4.7.
+struct CouponDefinition: Sendable {
+    var code: String
+    var kind: String
+    var percentOff: Int?
+    var amountOff: Decimal?
+    var currency: String?
+    var duration: CouponDuration
+    var periodCount: Int?
+    var entitlementId: String?
+    var productIds: [String]
+    var platforms: [String]
+    var startsAt: Date?
+    var expiresAt: Date?
+    var maxRedemptions: Int?
+    var newCustomersOnly: Bool
+
+    var isDiscount: Bool { kind != "freePeriod" }
+    /// Discounts that cover iOS go through App Store offer codes, which have limits.
+    var hasStoreLimits: Bool { isDiscount && platforms.contains("ios") }
+}
+
+/// The rules for coupon fields, each violation a 422 naming its field.
+enum CouponRules {
+    static let kinds = ["freePeriod", "percentOff", "amountOff"]
+    static let platforms = ["ios", "android", "web"]
+    static let units = ["day", "week", "month", "year"]
+
+    // App Store offer-code limits (SPEC §4.2).
+    static let storeMaxRedemptions = 25_000
+    static let storeMaxMonthsAhead = 6
+    static let storeMaxActivePerProduct = 10
+
+    static func invalid(_ field: String, _ message: String) -> ServiceError { ServiceError("invalid", message, field: field) }
+    static func storeLimit(_ field: String, _ message: String) -> ServiceError { ServiceError("storeLimit", message, field: field) }
+
+    /// Codes are matched without case and stored upper-case.
+    static func normalizeCode(_ code: String) -> String { code.uppercased() }
+
+    static func checkCode(_ code: String?) throws -> String {
+        guard let code else { throw invalid("code", "code is required") }
+        let upper = normalizeCode(code)
+        guard (3...64).contains(upper.count),
+              upper.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" }) else {
+            throw invalid("code", "code must be 3 to 64 of A-Z, 0-9, - and _")
+        }
+        return upper
+    }
+
+    static func definition(_ input: CouponInput, defaultEntitlement: String, now: Date) throws -> CouponDefinition {
+        let code = try checkCode(input.code)
+        guard let kind = input.kind else { throw invalid("kind", "kind is required") }
+        guard kinds.contains(kind) else { throw invalid("kind", "kind must be one of \(kinds.joined(separator: ", "))") }
+        let discount = kind != "freePeriod"
+
+        var percent: Int?
+        if kind == "percentOff" {
+            guard let p = input.percentOff else { throw invalid("percentOff", "percentOff is required for percentOff coupons") }
+            guard (1...100).contains(p) else { throw invalid("percentOff", "percentOff must be a whole number from 1 to 100") }
+            percent = p
+        } else if input.percentOff != nil {
+            throw invalid("percentOff", "percentOff is only for percentOff coupons")
+        }
+
+        var amount: Decimal?, currency: String?
+        if kind == "amountOff" {
+            guard let money = input.amountOff else { throw invalid("amountOff", "amountOff is required for amountOff coupons") }
+            (amount, currency) = try checkMoney(money, field: "amountOff")
+        } else if input.amountOff != nil {
+            throw invalid("amountOff", "amountOff is only for amountOff coupons")
+        }
+
+        guard let duration = input.duration else { throw invalid("duration", "duration is required") }
+        guard units.contains(duration.unit) else { throw invalid("duration.unit", "duration.unit must be day, week, month or year") }
+        guard (1...1000).contains(duration.count) else { throw invalid("duration.count", "duration.count must be from 1 to 1000") }
+
+        var periodCount: Int?
+        if discount {
+            guard let pc = input.periodCount else { throw invalid("periodCount", "periodCount is required for discounts") }
+            guard (1...1000).contains(pc) else { throw invalid("periodCount", "periodCount must be at least 1") }
+            periodCount = pc
+        } else if input.periodCount != nil {
+            throw invalid("periodCount", "periodCount is only for discounts")
+        }
+
+        var entitlement: String?
+        if !discount {
+            let e = input.entitlementId ?? defaultEntitlement
+            guard (1...200).contains(e.count), !e.contains("/") else { throw invalid("entitlementId", "entitlementId must be 1 to 200 characters without /") }
+            entitlement = e
+        } else if input.entitlementId != nil {
+            throw invalid("entitlementId", "entitlementId is only for freePeriod coupons")
+        }
+
+        let products = input.productIds ?? []
+        for p in products where p.isEmpty || p.count > 200 {
+            throw invalid("productIds", "product ids must be 1 to 200 characters")
+        }
+        guard Set(products).count == products.count else { throw invalid("productIds", "productIds has duplicates") }
+        if discount && products.isEmpty { throw invalid("productIds", "discounts need at least one product id") }
+
+        let platformList = input.platforms ?? platforms
+        guard !platformList.isEmpty else { throw invalid("platforms", "platforms must name at least one of ios, android, web") }
+        for p in platformList where !platforms.contains(p) {
+            throw invalid("platforms", "unknown platform \(p.prefix(20)); use ios, android or web")
+        }
+
+        if let expires = input.expiresAt {
+            guard expires > now else { throw invalid("expiresAt", "expiresAt is in the past") }
+            if let starts = input.startsAt, expires <= starts { throw invalid("expiresAt", "expiresAt must be after startsAt") }
+        }
+        if let max = input.maxRedemptions, max < 1 || max > 100_000_000 {
+            throw invalid("maxRedemptions", "maxRedemptions must be at least 1")
+        }
+        return CouponDefinition(code: code, kind: kind, percentOff: percent, amountOff: amount, currency: currency, duration: duration,
+                                periodCount: periodCount, entitlementId: entitlement, productIds: products,
+                                platforms: Array(Set(platformList)).sorted(), startsAt: input.startsAt, expiresAt: input.expiresAt,
+                                maxRedemptions: input.maxRedemptions, newCustomersOnly: input.newCustomersOnly ?? false)
+    }
+
+    /// A positive amount with at most 2 decimals and an ISO 4217 currency code.
+    static func checkMoney(_ money: Money, field: String) throws -> (Decimal, String) {
+        let text = money.amount
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), !parts[0].isEmpty, parts[0].count <= 10,
+              parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+              parts.count == 1 || (1...2).contains(parts[1].count),
+              let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), value > 0 else {
+            throw invalid("\(field).amount", "\(field).amount must be a positive decimal string with at most 2 decimals, like \"4.99\"")
+        }
+        guard money.currency.count == 3, money.currency.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) }) else {
+            throw invalid("\(field).currency", "\(field).currency must be an ISO 4217 code such as EUR")
+        }
+        return (value, money.currency)
+    }
+
+    /// The limits that apply to a coupon (shown as `storeLimits`).
+    static func storeLimits(_ d: CouponDefinition) -> [StoreLimit] {
+        guard d.hasStoreLimits else { return [] }
+        return [
+            StoreLimit(store: "appStore", limit: "maxRedemptions", value: storeMaxRedemptions),
+            StoreLimit(store: "appStore", limit: "expiresWithinMonths", value: storeMaxMonthsAhead),
+            StoreLimit(store: "appStore", limit: "usesPerAccount", value: 1),
+            StoreLimit(store: "appStore", limit: "activeCouponsPerProduct", value: storeMaxActivePerProduct),
+        ]
+    }
+
+    /// Checks the store limits that depend on the coupon alone (the per-product count needs the
+    /// database: `CouponStore`).
+    static func checkStoreLimits(_ d: CouponDefinition, now: Date) throws {
+        guard d.hasStoreLimits else { return }
+        guard let max = d.maxRedemptions else {
+            throw storeLimit("maxRedemptions", "App Store offer codes need maxRedemptions (at most \(storeMaxRedemptions))")
+        }
+        guard max <= storeMaxRedemptions else {
+            throw storeLimit("maxRedemptions", "App Store offer codes allow at most \(storeMaxRedemptions) redemptions")
+        }
+        guard let expires = d.expiresAt else {
+            throw storeLimit("expiresAt", "App Store offer codes need an expiresAt at most \(storeMaxMonthsAhead) months out")
+        }
+        var utc = Calendar(identifier: .gregorian)
+        utc.timeZone = TimeZone(identifier: "UTC")!
+        let latest = utc.date(byAdding: .month, value: storeMaxMonthsAhead, to: now)!
+        guard expires <= latest else {
+            throw storeLimit("expiresAt", "App Store offer codes expire at most \(storeMaxMonthsAhead) calendar months after they are made")
+        }
+    }
+}

@@ -1,0 +1,157 @@
+import Foundation
+import Shared
+
+/// Coupons in SQL: create (with the App Store per-product limit), read with counts, list, change.
+enum CouponStore {
+    static let columns = """
+        c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
+        c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only,
+        c.active, c.mode, c.used_count, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
+        (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status = 'completed') AS redeemed_count,
+        (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status IN ('reserved', 'granting')) AS reserved_count
+        """
+
+    static func insert(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, now: Date) throws -> UUID {
+        try checkActivePerProduct(tx, d, excluding: nil)
+        let id = UUID()
+        do {
+            try tx.query("""
+                INSERT INTO coupons.coupons (id, code, kind, percent_off, amount_off, currency, duration_unit, duration_count, period_count,
+                    entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode)
+                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17)
+                """, [id, d.code, d.kind, d.percentOff, d.amountOff, d.currency, d.duration.unit, d.duration.count, d.periodCount,
+                      d.entitlementId, PGArray(d.productIds), PGArray(d.platforms), d.startsAt, d.expiresAt, d.maxRedemptions,
+                      d.newCustomersOnly, mode.rawValue])
+        } catch let e as PGError where e.isUniqueViolation {
+            throw ServiceError("codeInUse", "a coupon with this code exists", field: "code")
+        }
+        return id
+    }
+
+    /// At most 10 active iOS discount coupons per product. Serialised per product with an
+    /// advisory lock, so two creations at once cannot both pass the count.
+    static func checkActivePerProduct(_ tx: PGConnection, _ d: CouponDefinition, excluding: UUID?) throws {
+        guard d.hasStoreLimits else { return }
+        for product in d.productIds.sorted() {
+            try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["coupons.store-product." + product])
+            let n = try tx.query("""
+                SELECT count(*) AS n FROM coupons.coupons
+                WHERE active AND kind <> 'freePeriod' AND 'ios' = ANY(platforms) AND $1 = ANY(product_ids)
+                  AND (expires_at IS NULL OR expires_at > now()) AND ($2::uuid IS NULL OR id <> $2::uuid)
+                """, [product, excluding]).first!.decode("n", as: Int.self)
+            guard n < CouponRules.storeMaxActivePerProduct else {
+                throw CouponRules.storeLimit("productIds", "the App Store allows at most \(CouponRules.storeMaxActivePerProduct) active offer-code coupons per product (\(product.prefix(60)))")
+            }
+        }
+    }
+
+    static func find(_ c: PGConnection, code: String, lock: Bool = false) throws -> PGRow? {
+        try c.query("SELECT \(columns) FROM coupons.coupons c WHERE c.code = $1\(lock ? " FOR UPDATE" : "")", [CouponRules.normalizeCode(code)]).first
+    }
+
+    static func get(_ c: PGConnection, code: String) throws -> CouponView {
+        guard let row = try find(c, code: code) else { throw ServiceError("notFound", "no coupon with this code") }
+        return try view(row)
+    }
+
+    static func list(_ c: PGConnection, active: Bool?, limit: Int, cursor: String?) throws -> Coupons.List.Response {
+        let after = try cursor.map(Cursor.decode)
+        let rows = try c.query("""
+            SELECT \(columns) FROM coupons.coupons c
+            WHERE ($1::boolean IS NULL OR c.active = $1::boolean)
+              AND ($2::bigint IS NULL OR (c.created_at, c.id) < ('epoch'::timestamptz + $2::bigint * interval '1 microsecond', $3::uuid))
+            ORDER BY c.created_at DESC, c.id DESC LIMIT $4
+            """, [active, after?.micros, after?.id, limit + 1]).rows
+        let page = try rows.prefix(limit).map(view)
+        let next = rows.count > limit ? Cursor.encode(micros: try rows[limit - 1].decode("created_us"), id: try rows[limit - 1].decode("id")) : nil
+        return .init(data: page, nextCursor: next)
+    }
+
+    static func patch(_ tx: PGConnection, _ p: Coupons.Patch, now: Date) throws -> CouponView {
+        guard let row = try find(tx, code: p.code, lock: true) else { throw ServiceError("notFound", "no coupon with this code") }
+        var d = try definition(row)
+        let id = try row.decode("id", as: UUID.self)
+        let used = try row.decode("used_count", as: Int.self)
+        var active = try row.decode("active", as: Bool.self)
+        if let max = p.maxRedemptions {
+            guard max >= 1 else { throw CouponRules.invalid("maxRedemptions", "maxRedemptions must be at least 1") }
+            guard max >= used else { throw CouponRules.invalid("maxRedemptions", "maxRedemptions can't go below the \(used) uses already made") }
+            d.maxRedemptions = max
+        }
+        if let expires = p.expiresAt {
+            guard expires > now else { throw CouponRules.invalid("expiresAt", "expiresAt is in the past") }
+            if let starts = d.startsAt, expires <= starts { throw CouponRules.invalid("expiresAt", "expiresAt must be after startsAt") }
+            d.expiresAt = expires
+        }
+        try CouponRules.checkStoreLimits(d, now: now)
+        if let a = p.active {
+            if a && !active { try checkActivePerProduct(tx, d, excluding: id) }
+            active = a
+        }
+        try tx.query("UPDATE coupons.coupons SET max_redemptions = $2, expires_at = $3, active = $4 WHERE id = $1",
+                     [id, d.maxRedemptions, d.expiresAt, active])
+        return try get(tx, code: d.code)
+    }
+
+    static func definition(_ row: PGRow) throws -> CouponDefinition {
+        CouponDefinition(code: try row.decode("code"), kind: try row.decode("kind"), percentOff: try row.decodeIfPresent("percent_off"),
+                         amountOff: try row.decodeIfPresent("amount_off"), currency: try row.decodeIfPresent("currency"),
+                         duration: CouponDuration(unit: try row.decode("duration_unit"), count: try row.decode("duration_count")),
+                         periodCount: try row.decodeIfPresent("period_count"), entitlementId: try row.decodeIfPresent("entitlement_id"),
+                         productIds: PGArray.parse(try row.decode("product_ids")), platforms: PGArray.parse(try row.decode("platforms")),
+                         startsAt: try row.decodeIfPresent("starts_at"), expiresAt: try row.decodeIfPresent("expires_at"),
+                         maxRedemptions: try row.decodeIfPresent("max_redemptions"), newCustomersOnly: try row.decode("new_customers_only"))
+    }
+
+    static func view(_ row: PGRow) throws -> CouponView {
+        let d = try definition(row)
+        let used = try row.decode("used_count", as: Int.self)
+        return CouponView(code: d.code, kind: d.kind, percentOff: d.percentOff,
+                          amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
+                          duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId, productIds: d.productIds,
+                          platforms: d.platforms, startsAt: d.startsAt, expiresAt: d.expiresAt, maxRedemptions: d.maxRedemptions,
+                          newCustomersOnly: d.newCustomersOnly, active: try row.decode("active"),
+                          mode: Mode(rawValue: try row.decode("mode")) ?? .live, redeemedCount: try row.decode("redeemed_count"),
+                          reservedCount: try row.decode("reserved_count"), remaining: d.maxRedemptions.map { max(0, $0 - used) },
+                          createdAt: try row.decode("created_at"), storeLimits: CouponRules.storeLimits(d))
+    }
+
+    /// A preview of what `insert` would store (dry run).
+    static func preview(_ d: CouponDefinition, mode: Mode, now: Date) -> CouponView {
+        CouponView(code: d.code, kind: d.kind, percentOff: d.percentOff,
+                   amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
+                   duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId, productIds: d.productIds,
+                   platforms: d.platforms, startsAt: d.startsAt, expiresAt: d.expiresAt, maxRedemptions: d.maxRedemptions,
+                   newCustomersOnly: d.newCustomersOnly, active: true, mode: mode, redeemedCount: 0, reservedCount: 0,
+                   remaining: d.maxRedemptions, createdAt: now, storeLimits: CouponRules.storeLimits(d))
+    }
+}
+
+/// Decimal money as its wire text with two decimals ("4.90").
+enum MoneyText {
+    static func format(_ d: Decimal) -> String {
+        var v = d
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &v, 2, .plain)
+        let s = "\(rounded)"
+        let parts = s.split(separator: ".")
+        if parts.count == 1 { return s + ".00" }
+        return parts[1].count == 1 ? s + "0" : s
+    }
+}
+
+/// Opaque keyset cursors: base64url of "microseconds|id" (exact, unlike a formatted time).
+enum Cursor {
+    static func encode(micros: Int64, id: UUID) -> String {
+        Base64URL.encode(Array("\(micros)|\(id.uuidString.lowercased())".utf8))
+    }
+
+    static func decode(_ text: String) throws -> (micros: Int64, id: UUID) {
+        guard let bytes = Base64URL.decode(text), let s = String(bytes: bytes, encoding: .utf8) else { throw bad }
+        let parts = s.split(separator: "|")
+        guard parts.count == 2, let micros = Int64(parts[0]), let id = UUID(uuidString: String(parts[1])) else { throw bad }
+        return (micros, id)
+    }
+
+    static let bad = ServiceError("invalid", "cursor is not one this API gave out", field: "cursor")
+}

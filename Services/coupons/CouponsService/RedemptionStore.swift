@@ -1,0 +1,224 @@
+import Foundation
+import Shared
+
+/// Validation, reservation and the life of a redemption (SPEC §4.3), in SQL. The cap is a
+/// conditional update of the coupon's counter and the one-use rule a unique index: concurrent
+/// redeemers can't pass either, whatever the Swift code in front of them does.
+enum RedemptionStore {
+    static let columns = """
+        r.id, r.code, r.status, r.platform, r.product_id, r.price_amount, r.price_currency, r.sandbox, r.reserved_at,
+        r.completed_at, r.failure_reason, r.entitlement_id, r.entitlement_expires_at, r.account_id, r.app_user_id,
+        (extract(epoch FROM r.reserved_at) * 1000000)::bigint AS reserved_us
+        """
+
+    static func view(_ row: PGRow) throws -> RedemptionView {
+        let price: Money? = try row.decodeIfPresent("price_amount", as: Decimal.self).map {
+            Money(amount: MoneyText.format($0), currency: (try? row.decode("price_currency", as: String.self)) ?? "")
+        }
+        var entitlement: RedemptionView.Entitlement?
+        if let e = try row.decodeIfPresent("entitlement_id", as: String.self), let at = try row.decodeIfPresent("entitlement_expires_at", as: Date.self) {
+            entitlement = .init(entitlementId: e, expiresAt: at)
+        }
+        return RedemptionView(redemptionId: try row.decode("id"), code: try row.decode("code"), status: try row.decode("status"),
+                              platform: try row.decode("platform"), productId: try row.decodeIfPresent("product_id"), pricePaid: price,
+                              sandbox: try row.decode("sandbox"), reservedAt: try row.decode("reserved_at"),
+                              completedAt: try row.decodeIfPresent("completed_at"), failureReason: try row.decodeIfPresent("failure_reason"),
+                              entitlement: entitlement, accountId: try row.decode("account_id"), appUserId: try row.decode("app_user_id"))
+    }
+
+    struct Refusal: Error { let reason: String }
+
+    // MARK: - Checks shared by validate and redeem (in SPEC §4.7 order)
+
+    /// `notFound` … `notEligible` (platform or product), on the coupon alone.
+    static func checkCoupon(_ coupon: PGRow?, platform: String?, productId: String?, now: Date) throws -> (PGRow, CouponDefinition) {
+        guard let coupon else { throw Refusal(reason: "notFound") }
+        let d = try CouponStore.definition(coupon)
+        guard try coupon.decode("active", as: Bool.self) else { throw Refusal(reason: "inactive") }
+        if let starts = d.startsAt, starts > now { throw Refusal(reason: "notStarted") }
+        if let expires = d.expiresAt, expires <= now { throw Refusal(reason: "expired") }
+        if let platform, !d.platforms.contains(platform) { throw Refusal(reason: "notEligible") }
+        if let productId, !d.productIds.isEmpty, !d.productIds.contains(productId) { throw Refusal(reason: "notEligible") }
+        return (coupon, d)
+    }
+
+    /// A new customer has no completed live redemption (so never held an entitlement through Redeem).
+    static func isNewCustomer(_ c: PGConnection, account: UUID) throws -> Bool {
+        try c.query("SELECT 1 FROM coupons.redemptions WHERE account_id = $1 AND status = 'completed' AND NOT sandbox LIMIT 1", [account]).first == nil
+    }
+
+    static func active(_ c: PGConnection, coupon: UUID, account: UUID, sandbox: Bool) throws -> PGRow? {
+        try c.query("""
+            SELECT \(columns) FROM coupons.redemptions r
+            WHERE r.coupon_id = $1 AND r.account_id = $2 AND r.sandbox = $3 AND r.status IN ('reserved', 'granting', 'completed')
+            """, [coupon, account, sandbox]).first
+    }
+
+    static func validate(_ c: PGConnection, _ req: Coupons.Validate, now: Date) throws -> Coupons.Validate.Response {
+        let row = try CouponStore.find(c, code: req.code)
+        var publicView: PublicCoupon?
+        var products: [String] = []
+        if let row {
+            let v = try CouponStore.view(row)
+            publicView = v.publicView
+            products = v.productIds
+        }
+        do {
+            let (coupon, d) = try checkCoupon(row, platform: req.platform, productId: nil, now: now)
+            let couponId = try coupon.decode("id", as: UUID.self)
+            if try active(c, coupon: couponId, account: req.accountId, sandbox: false) != nil { throw Refusal(reason: "alreadyRedeemed") }
+            if d.newCustomersOnly, try !isNewCustomer(c, account: req.accountId) { throw Refusal(reason: "notEligible") }
+            if let max = d.maxRedemptions, try coupon.decode("used_count", as: Int.self) >= max { throw Refusal(reason: "exhausted") }
+            return .init(valid: true, reason: nil, coupon: publicView, eligibleProductIds: products)
+        } catch let r as Refusal {
+            return .init(valid: false, reason: r.reason, coupon: r.reason == "notFound" ? nil : publicView, eligibleProductIds: products)
+        }
+    }
+
+    // MARK: - Redeem
+
+    struct Reservation: Sendable {
+        let redemption: RedemptionView
+        let created: Bool
+        let grant: GrantCommand?
+    }
+
+    /// Reserves one use (or answers the account's existing redemption). Runs in the caller's
+    /// transaction; a unique violation from a concurrent twin aborts it and the caller retries,
+    /// finding the twin's redemption.
+    static func redeem(_ tx: PGConnection, _ req: Coupons.Redeem, reservationTTL: TimeInterval, now: Date) throws -> Reservation {
+        let couponRow = try CouponStore.find(tx, code: req.code)
+        let testCoupon = try couponRow.map { try $0.decode("mode", as: String.self) == "test" } ?? false
+        let sandbox = req.sandbox || testCoupon
+        if let couponRow, let existing = try active(tx, coupon: try couponRow.decode("id"), account: req.accountId, sandbox: sandbox) {
+            return Reservation(redemption: try view(existing), created: false, grant: nil)
+        }
+        let (coupon, d) = try checkCoupon(couponRow, platform: req.platform, productId: req.productId, now: now)
+        let couponId = try coupon.decode("id", as: UUID.self)
+        var productId = req.productId
+        if productId == nil && d.isDiscount {
+            guard d.productIds.count == 1 else {
+                throw ServiceError("invalid", "productId is required: this coupon covers several products", field: "productId")
+            }
+            productId = d.productIds[0]
+        }
+        if d.newCustomersOnly, try !isNewCustomer(tx, account: req.accountId) { throw Refusal(reason: "notEligible") }
+        if !sandbox {
+            let took = try tx.query("""
+                UPDATE coupons.coupons SET used_count = used_count + 1
+                WHERE id = $1 AND (max_redemptions IS NULL OR used_count < max_redemptions) RETURNING id
+                """, [couponId]).first
+            guard took != nil else { throw Refusal(reason: "exhausted") }
+        }
+        let id = UUID()
+        let status = d.isDiscount ? "reserved" : "granting"
+        let row = try tx.query("""
+            INSERT INTO coupons.redemptions AS r (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status,
+                reservation_expires_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $9 = 'reserved' THEN now() + make_interval(secs => $10) END)
+            RETURNING \(columns)
+            """, [id, couponId, d.code, req.accountId, req.appUserId, req.platform, productId, sandbox, status, reservationTTL]).first!
+        var grant: GrantCommand?
+        if !d.isDiscount, let entitlement = d.entitlementId {
+            let command = GrantCommand(redemptionId: id, accountId: req.accountId, appUserId: req.appUserId, entitlementId: entitlement,
+                                       duration: d.duration, sandbox: sandbox, code: d.code)
+            let payload = String(decoding: try JSONEncoder.wire().encode(command), as: UTF8.self)
+            try tx.query("INSERT INTO coupons.outbox (redemption_id, payload) VALUES ($1, $2)", [id, payload])
+            grant = command
+        }
+        return Reservation(redemption: try view(row), created: true, grant: grant)
+    }
+
+    // MARK: - After the reservation
+
+    static func get(_ c: PGConnection, id: UUID, account: UUID?) throws -> RedemptionView {
+        guard let row = try c.query("SELECT \(columns) FROM coupons.redemptions r WHERE r.id = $1 AND ($2::uuid IS NULL OR r.account_id = $2::uuid)",
+                                    [id, account]).first else {
+            throw ServiceError("notFound", "no such redemption")
+        }
+        return try view(row)
+    }
+
+    static func forAccount(_ c: PGConnection, account: UUID) throws -> [RedemptionView] {
+        try c.query("SELECT \(columns) FROM coupons.redemptions r WHERE r.account_id = $1 ORDER BY r.reserved_at DESC, r.id DESC LIMIT 500",
+                    [account]).rows.map(view)
+    }
+
+    static func page(_ c: PGConnection, _ req: Coupons.Redemptions) throws -> Coupons.Redemptions.Response {
+        guard let coupon = try CouponStore.find(c, code: req.code) else { throw ServiceError("notFound", "no coupon with this code") }
+        let after = try req.cursor.map(Cursor.decode)
+        let order = req.oldestFirst ? "ASC" : "DESC"
+        let cmp = req.oldestFirst ? ">" : "<"
+        let rows = try c.query("""
+            SELECT \(columns) FROM coupons.redemptions r
+            WHERE r.coupon_id = $1
+              AND ($2::bigint IS NULL OR (r.reserved_at, r.id) \(cmp) ('epoch'::timestamptz + $2::bigint * interval '1 microsecond', $3::uuid))
+            ORDER BY r.reserved_at \(order), r.id \(order) LIMIT $4
+            """, [try coupon.decode("id", as: UUID.self), after?.micros, after?.id, req.limit + 1]).rows
+        let data = try rows.prefix(req.limit).map(view)
+        let next = rows.count > req.limit ? Cursor.encode(micros: try rows[req.limit - 1].decode("reserved_us"), id: try rows[req.limit - 1].decode("id")) : nil
+        return .init(data: data, nextCursor: next)
+    }
+
+    /// Ends a held redemption and gives its use back (live only), in one statement.
+    @discardableResult
+    static func end(_ c: PGConnection, id: UUID, status: String, reason: String?) throws -> Bool {
+        try c.query("""
+            WITH ended AS (
+                UPDATE coupons.redemptions SET status = $2, failure_reason = $3, ended_at = now()
+                WHERE id = $1 AND status IN ('reserved', 'granting') RETURNING coupon_id, sandbox
+            )
+            UPDATE coupons.coupons c SET used_count = c.used_count - 1 FROM ended
+            WHERE c.id = ended.coupon_id AND NOT ended.sandbox RETURNING c.id
+            """, [id, status, reason]).first != nil
+    }
+
+    /// Releases discount reservations whose purchase did not come in time.
+    static func releaseExpired(_ c: PGConnection) throws -> Int {
+        try c.query("""
+            WITH released AS (
+                UPDATE coupons.redemptions SET status = 'released', ended_at = now(), failure_reason = 'purchase not confirmed in time'
+                WHERE status = 'reserved' AND reservation_expires_at <= now() RETURNING coupon_id, sandbox
+            ), counts AS (
+                SELECT coupon_id, count(*) AS n FROM released WHERE NOT sandbox GROUP BY coupon_id
+            )
+            UPDATE coupons.coupons c SET used_count = c.used_count - counts.n FROM counts WHERE c.id = counts.coupon_id
+            """).affectedRows
+    }
+
+    static func complete(_ c: PGConnection, id: UUID, entitlement: RedemptionView.Entitlement) throws {
+        try c.query("""
+            UPDATE coupons.redemptions SET status = 'completed', completed_at = now(), entitlement_id = $2, entitlement_expires_at = $3
+            WHERE id = $1 AND status IN ('reserved', 'granting')
+            """, [id, entitlement.entitlementId, entitlement.expiresAt])
+    }
+
+    /// Confirms the store purchase of a discount redemption: idempotent per `storeTransactionId`.
+    static func purchase(_ tx: PGConnection, _ req: Coupons.Purchase) throws -> RedemptionView {
+        let (amount, currency) = try CouponRules.checkMoney(req.pricePaid, field: "pricePaid")
+        let txn = req.storeTransactionId.trimmingCharacters(in: .whitespaces)
+        guard (1...200).contains(txn.count) else {
+            throw ServiceError("invalid", "storeTransactionId must be 1 to 200 characters", field: "storeTransactionId")
+        }
+        guard let row = try tx.query("""
+            SELECT r.status, r.store_transaction_id, c.kind FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
+            WHERE r.id = $1 FOR UPDATE OF r
+            """, [req.id]).first else { throw ServiceError("notFound", "no such redemption") }
+        let status = try row.decode("status", as: String.self)
+        let existing = try row.decodeIfPresent("store_transaction_id", as: String.self)
+        if status == "completed", existing == txn { return try get(tx, id: req.id, account: nil) }  // a repeat
+        guard try row.decode("kind", as: String.self) != "freePeriod", status == "reserved" else {
+            throw ServiceError("invalidState", "only a reserved discount redemption can be confirmed (this one is \(status))")
+        }
+        do {
+            try tx.query("""
+                UPDATE coupons.redemptions SET status = 'completed', completed_at = now(), price_amount = $2::numeric,
+                    price_currency = $3, store_transaction_id = $4
+                WHERE id = $1
+                """, [req.id, amount, currency, txn])
+        } catch let e as PGError where e.isUniqueViolation {
+            throw ServiceError("transactionInUse", "this store transaction confirmed another redemption", field: "storeTransactionId")
+        }
+        return try get(tx, id: req.id, account: nil)
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import Shared
+
+/// Routes of SPEC §4.2 and §4.3: coupons for operators, validate and redeem for users.
+extension Gateway {
+    struct PatchBody: Decodable { var active: Bool?; var maxRedemptions: Int?; var expiresAt: Date? }
+    struct ValidateBody: Decodable { var code: String; var platform: String? }
+    struct RedeemBody: Decodable { var code: String; var productId: String?; var platform: String; var environment: String? }
+    struct PurchaseBody: Decodable { var pricePaid: Money; var storeTransactionId: String }
+    struct ValidateAnswer: Encodable {
+        var valid: Bool
+        var reason: String?
+        var coupon: PublicCoupon?
+        var eligibleProductIds: [String]
+    }
+
+    static let platforms = ["ios", "android", "web"]
+
+    func addCouponRoutes(to r: inout Router) {
+        r.post("/v1/coupons") { [self] req in
+            let key = try await auth.requireRole(req, .admin)
+            let dryRun = try Query.bool(req, "dryRun") ?? false
+            let input = try JSONBody.decode(CouponInput.self, from: req)
+            let coupon = try await coupons.request(Coupons.Create(input: input, mode: key.mode, dryRun: dryRun))
+            return .json(dryRun ? 200 : 201, coupon)
+        }
+        r.get("/v1/coupons") { [self] req in
+            try await auth.requireRole(req, .readonly)
+            let page = try await coupons.request(Coupons.List(active: try Query.bool(req, "active"), limit: try Query.limit(req),
+                                                              cursor: req.query["cursor"]))
+            return .json(200, Page(data: page.data, nextCursor: page.nextCursor))
+        }
+        r.get("/v1/coupons/{code}") { [self] req in
+            try await auth.requireRole(req, .readonly)
+            return .json(200, try await coupons.request(Coupons.Get(code: req.pathParameters["code"] ?? "")))
+        }
+        r.patch("/v1/coupons/{code}") { [self] req in
+            try await auth.requireRole(req, .admin)
+            let b = try JSONBody.decode(PatchBody.self, from: req)
+            return .json(200, try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", active: b.active,
+                                                                      maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt)))
+        }
+        r.delete("/v1/coupons/{code}") { [self] req in
+            try await auth.requireRole(req, .admin)
+            _ = try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", active: false, maxRedemptions: nil, expiresAt: nil))
+            return .noContent()
+        }
+        r.get("/v1/coupons/{code}/redemptions") { [self] req in
+            try await auth.requireRole(req, .readonly)
+            let code = req.pathParameters["code"] ?? ""
+            if req.header("accept")?.lowercased().contains("text/csv") == true { return try await exportCSV(code: code) }
+            let page = try await coupons.request(Coupons.Redemptions(code: code, limit: try Query.limit(req), cursor: req.query["cursor"]))
+            return .json(200, Page(data: page.data, nextCursor: page.nextCursor))
+        }
+        r.post("/v1/coupons/validate") { [self] req in
+            let user = try await auth.requireUser(req)
+            let b = try JSONBody.decode(ValidateBody.self, from: req)
+            if let p = b.platform, !Self.platforms.contains(p) { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
+            let a = try await coupons.request(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform))
+            return .json(200, ValidateAnswer(valid: a.valid, reason: a.reason, coupon: a.coupon, eligibleProductIds: a.eligibleProductIds))
+        }
+        r.post("/v1/redemptions") { [self] req in
+            let user = try await auth.requireUser(req)
+            let b = try JSONBody.decode(RedeemBody.self, from: req)
+            guard Self.platforms.contains(b.platform) else { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
+            let environment = b.environment ?? "production"
+            guard ["production", "sandbox"].contains(environment) else {
+                throw HTTPError.invalid("environment", "environment must be production or sandbox")
+            }
+            let answer = try await coupons.request(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
+                                                                  productId: b.productId, platform: b.platform, sandbox: environment == "sandbox"))
+            if let reason = answer.refusal { throw HTTPError(422, reason, RefusalText.sentence(reason)) }
+            guard let redemption = answer.redemption else { throw ServiceError.internal }
+            return .json(answer.created ? 201 : 200, redemption)
+        }
+        r.get("/v1/redemptions/{id}") { [self] req in
+            let owner: UUID?
+            switch try await auth.principal(req) {
+            case .user(let account, _, _)?: owner = account
+            case .apiKey?: owner = nil
+            case nil: throw Authenticator.notIdentified
+            }
+            let wait = try Query.wait(req)
+            guard let id = req.pathParameters["id"].flatMap(UUID.init(uuidString:)) else { throw ServiceError("notFound", "no such redemption") }
+            return .json(200, try await redemption(id, owner: owner, wait: wait))
+        }
+        r.get("/v1/me/redemptions") { [self] req in
+            let user = try await auth.requireUser(req)
+            return .json(200, Page(data: try await coupons.request(Coupons.MyRedemptions(accountId: user.account)).data, nextCursor: nil))
+        }
+        r.post("/v1/redemptions/{id}/purchase") { [self] req in
+            try await auth.requireRole(req, .support)
+            let b = try JSONBody.decode(PurchaseBody.self, from: req)
+            guard let id = req.pathParameters["id"].flatMap(UUID.init(uuidString:)) else { throw ServiceError("notFound", "no such redemption") }
+            return .json(200, try await coupons.request(Coupons.Purchase(id: id, pricePaid: b.pricePaid, storeTransactionId: b.storeTransactionId)))
+        }
+    }
+
+    /// A redemption as it is now, or once it completes or fails when `wait` seconds are given.
+    func redemption(_ id: UUID, owner: UUID?, wait: Int) async throws -> RedemptionView {
+        try await coupons.request(Coupons.GetRedemption(id: id, accountId: owner))
+    }
+
+    /// Streams every redemption of a coupon as CSV, a page at a time (never all in memory).
+    func exportCSV(code: String) async throws -> HTTPResponse {
+        // The first page is fetched before answering, so an unknown coupon is a 404, not a broken stream.
+        let first = try await coupons.request(Coupons.Redemptions(code: code, limit: 500, cursor: nil, oldestFirst: true))
+        let client = coupons
+        let logger = self.logger
+        let filename = code.filter { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
+        return .stream(200, contentType: "text/csv; charset=utf-8",
+                       headers: [("Content-Disposition", "attachment; filename=\"redemptions-\(filename).csv\"")]) { stream in
+            var page = first
+            guard await stream.write(Data(RedemptionCSV.header.utf8)) else { return }
+            while true {
+                var text = ""
+                for r in page.data { text += RedemptionCSV.row(r) }
+                guard await stream.write(Data(text.utf8)) else { return }
+                guard let next = page.nextCursor else { return }
+                do {
+                    page = try await client.request(Coupons.Redemptions(code: code, limit: 500, cursor: next, oldestFirst: true))
+                } catch {
+                    logger.error("csv export stopped", ["error": String(describing: error)])
+                    return
+                }
+            }
+        }
+    }
+}
+
+/// Query-string parameters with the rules of SPEC §4.7.
+enum Query {
+    static func limit(_ req: HTTPRequest) throws -> Int {
+        guard let text = req.query["limit"] else { return 20 }
+        guard let n = Int(text), (1...100).contains(n) else { throw HTTPError.invalid("limit", "limit must be a whole number from 1 to 100") }
+        return n
+    }
+
+    static func bool(_ req: HTTPRequest, _ name: String) throws -> Bool? {
+        guard let text = req.query[name] else { return nil }
+        switch text.lowercased() {
+        case "true", "1": return true
+        case "false", "0": return false
+        default: throw HTTPError.invalid(name, "\(name) must be true or false")
+        }
+    }
+
+    /// `wait` in seconds: at most 30 (larger is treated as 30); not a number is 422.
+    static func wait(_ req: HTTPRequest) throws -> Int {
+        guard let text = req.query["wait"] else { return 0 }
+        guard let n = Int(text), n >= 0 else { throw HTTPError.invalid("wait", "wait must be a whole number of seconds") }
+        return min(n, 30)
+    }
+}
+
+/// A human sentence for each refusal reason (SPEC §4.3).
+enum RefusalText {
+    static func sentence(_ reason: String) -> String {
+        switch reason {
+        case "notFound": "There is no coupon with this code."
+        case "inactive": "This coupon is no longer active."
+        case "notStarted": "This coupon can't be used yet."
+        case "expired": "This coupon has expired."
+        case "exhausted": "This coupon has been used up."
+        case "alreadyRedeemed": "You have already redeemed this coupon."
+        case "notEligible": "This coupon doesn't apply to your account, platform or product."
+        case "notReady": "This offer isn't available in the store yet; try again later."
+        default: "This coupon can't be redeemed."
+        }
+    }
+}

@@ -1,0 +1,29 @@
+import Foundation
+import Shared
+
+/// Redemptions as CSV (RFC 4180): every field quoted when it holds a comma, quote, CR or LF,
+/// quotes doubled; a cell that would start with `=`, `+`, `-` or `@` gets a leading `'` so a
+/// spreadsheet never runs it as a formula (SPEC §4.7).
+enum RedemptionCSV {
+    static let columns = ["redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",
+                          "currency", "status", "sandbox", "reservedAt", "completedAt"]
+
+    static var header: String { line(columns) }
+
+    static func row(_ r: RedemptionView) -> String {
+        line([
+            r.redemptionId.uuidString.lowercased(), r.code, r.accountId.uuidString.lowercased(), r.appUserId, r.platform,
+            r.productId ?? "", r.pricePaid?.amount ?? "", r.pricePaid?.currency ?? "", r.status, r.sandbox ? "true" : "false",
+            Timestamp.iso8601(r.reservedAt), r.completedAt.map(Timestamp.iso8601) ?? "",
+        ])
+    }
+
+    static func line(_ cells: [String]) -> String { cells.map(cell).joined(separator: ",") + "\r\n" }
+
+    static func cell(_ raw: String) -> String {
+        var value = raw
+        if let first = value.first, "=+-@".contains(first) { value = "'" + value }
+        guard value.contains(where: { $0 == "," || $0 == "\"" || $0 == "\r" || $0 == "\n" }) else { return value }
+        return "\"" + value.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}

@@ -1,0 +1,334 @@
+import Foundation
+
+// Requests the coupons service answers (gateway → coupons, grants → coupons).
+
+/// Money on the wire: `{ "amount": "4.99", "currency": "EUR" }` (SPEC §4).
+public struct Money: Codable, Sendable, Equatable {
+    public var amount: String
+    public var currency: String
+    public init(amount: String, currency: String) {
+        self.amount = amount
+        self.currency = currency
+    }
+}
+
+public struct CouponDuration: Codable, Sendable, Equatable {
+    public var unit: String
+    public var count: Int
+    public init(unit: String, count: Int) {
+        self.unit = unit
+        self.count = count
+    }
+}
+
+public struct StoreLimit: Codable, Sendable, Equatable {
+    public var store: String
+    public var limit: String
+    public var value: Int
+    public init(store: String, limit: String, value: Int) {
+        self.store = store
+        self.limit = limit
+        self.value = value
+    }
+}
+
+/// The fields an operator sends to create a coupon; each is checked with a 422 naming it.
+public struct CouponInput: Codable, Sendable {
+    public var code: String?
+    public var kind: String?
+    public var percentOff: Int?
+    public var amountOff: Money?
+    public var duration: CouponDuration?
+    public var periodCount: Int?
+    public var entitlementId: String?
+    public var productIds: [String]?
+    public var platforms: [String]?
+    public var startsAt: Date?
+    public var expiresAt: Date?
+    public var maxRedemptions: Int?
+    public var newCustomersOnly: Bool?
+    public init() {}
+}
+
+/// A coupon as operators see it (SPEC §4.2).
+public struct CouponView: Codable, Sendable {
+    public var code: String
+    public var kind: String
+    public var percentOff: Int?
+    public var amountOff: Money?
+    public var duration: CouponDuration
+    public var periodCount: Int?
+    public var entitlementId: String?
+    public var productIds: [String]
+    public var platforms: [String]
+    public var startsAt: Date?
+    public var expiresAt: Date?
+    public var maxRedemptions: Int?
+    public var newCustomersOnly: Bool
+    public var active: Bool
+    public var mode: Mode
+    public var redeemedCount: Int
+    public var reservedCount: Int
+    public var remaining: Int?
+    public var createdAt: Date
+    public var storeLimits: [StoreLimit]
+
+    public init(code: String, kind: String, percentOff: Int?, amountOff: Money?, duration: CouponDuration, periodCount: Int?,
+                entitlementId: String?, productIds: [String], platforms: [String], startsAt: Date?, expiresAt: Date?,
+                maxRedemptions: Int?, newCustomersOnly: Bool, active: Bool, mode: Mode, redeemedCount: Int, reservedCount: Int,
+                remaining: Int?, createdAt: Date, storeLimits: [StoreLimit]) {
+        self.code = code; self.kind = kind; self.percentOff = percentOff; self.amountOff = amountOff; self.duration = duration
+        self.periodCount = periodCount; self.entitlementId = entitlementId; self.productIds = productIds; self.platforms = platforms
+        self.startsAt = startsAt; self.expiresAt = expiresAt; self.maxRedemptions = maxRedemptions; self.newCustomersOnly = newCustomersOnly
+        self.active = active; self.mode = mode; self.redeemedCount = redeemedCount; self.reservedCount = reservedCount
+        self.remaining = remaining; self.createdAt = createdAt; self.storeLimits = storeLimits
+    }
+
+    /// What end users may see of it.
+    public var publicView: PublicCoupon {
+        PublicCoupon(code: code, kind: kind, percentOff: percentOff, amountOff: amountOff, duration: duration,
+                     periodCount: periodCount, entitlementId: entitlementId)
+    }
+}
+
+/// `coupon` (public view) of SPEC §4.3.
+public struct PublicCoupon: Codable, Sendable, Equatable {
+    public var code: String
+    public var kind: String
+    public var percentOff: Int?
+    public var amountOff: Money?
+    public var duration: CouponDuration
+    public var periodCount: Int?
+    public var entitlementId: String?
+
+    public init(code: String, kind: String, percentOff: Int?, amountOff: Money?, duration: CouponDuration, periodCount: Int?, entitlementId: String?) {
+        self.code = code; self.kind = kind; self.percentOff = percentOff; self.amountOff = amountOff
+        self.duration = duration; self.periodCount = periodCount; self.entitlementId = entitlementId
+    }
+}
+
+/// A redemption (SPEC §4.3), plus who made it (for operators, exports and webhooks).
+public struct RedemptionView: Codable, Sendable, Equatable {
+    public struct Entitlement: Codable, Sendable, Equatable {
+        public var entitlementId: String
+        public var expiresAt: Date
+        public init(entitlementId: String, expiresAt: Date) {
+            self.entitlementId = entitlementId
+            self.expiresAt = expiresAt
+        }
+    }
+    public var redemptionId: UUID
+    public var code: String
+    public var status: String
+    public var platform: String
+    public var productId: String?
+    public var pricePaid: Money?
+    public var sandbox: Bool
+    public var reservedAt: Date
+    public var completedAt: Date?
+    public var failureReason: String?
+    public var entitlement: Entitlement?
+    public var accountId: UUID
+    public var appUserId: String
+
+    public init(redemptionId: UUID, code: String, status: String, platform: String, productId: String?, pricePaid: Money?,
+                sandbox: Bool, reservedAt: Date, completedAt: Date?, failureReason: String?, entitlement: Entitlement?,
+                accountId: UUID, appUserId: String) {
+        self.redemptionId = redemptionId; self.code = code; self.status = status; self.platform = platform
+        self.productId = productId; self.pricePaid = pricePaid; self.sandbox = sandbox; self.reservedAt = reservedAt
+        self.completedAt = completedAt; self.failureReason = failureReason; self.entitlement = entitlement
+        self.accountId = accountId; self.appUserId = appUserId
+    }
+}
+
+public enum Coupons {
+    public struct Create: BusRequest {
+        public static let type = "coupons.create"
+        public typealias Response = CouponView
+        public var input: CouponInput
+        public var mode: Mode
+        public var dryRun: Bool
+        public init(input: CouponInput, mode: Mode, dryRun: Bool) {
+            self.input = input
+            self.mode = mode
+            self.dryRun = dryRun
+        }
+    }
+
+    public struct List: BusRequest {
+        public static let type = "coupons.list"
+        public struct Response: Codable, Sendable {
+            public var data: [CouponView]
+            public var nextCursor: String?
+            public init(data: [CouponView], nextCursor: String?) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+        }
+        public var active: Bool?
+        public var limit: Int
+        public var cursor: String?
+        public init(active: Bool?, limit: Int, cursor: String?) {
+            self.active = active
+            self.limit = limit
+            self.cursor = cursor
+        }
+    }
+
+    public struct Get: BusRequest {
+        public static let type = "coupons.get"
+        public typealias Response = CouponView
+        public var code: String
+        public init(code: String) { self.code = code }
+    }
+
+    public struct Patch: BusRequest {
+        public static let type = "coupons.patch"
+        public typealias Response = CouponView
+        public var code: String
+        public var active: Bool?
+        public var maxRedemptions: Int?
+        public var expiresAt: Date?
+        public init(code: String, active: Bool?, maxRedemptions: Int?, expiresAt: Date?) {
+            self.code = code
+            self.active = active
+            self.maxRedemptions = maxRedemptions
+            self.expiresAt = expiresAt
+        }
+    }
+
+    public struct Redemptions: BusRequest {
+        public static let type = "coupons.redemptions"
+        public struct Response: Codable, Sendable {
+            public var data: [RedemptionView]
+            public var nextCursor: String?
+            public init(data: [RedemptionView], nextCursor: String?) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+        }
+        public var code: String
+        public var limit: Int
+        public var cursor: String?
+        /// Oldest first (exports) instead of newest first (pages).
+        public var oldestFirst: Bool
+        public init(code: String, limit: Int, cursor: String?, oldestFirst: Bool = false) {
+            self.code = code
+            self.limit = limit
+            self.cursor = cursor
+            self.oldestFirst = oldestFirst
+        }
+    }
+
+    public struct Validate: BusRequest {
+        public static let type = "coupons.validate"
+        public struct Response: Codable, Sendable {
+            public var valid: Bool
+            public var reason: String?
+            public var coupon: PublicCoupon?
+            public var eligibleProductIds: [String]
+            public init(valid: Bool, reason: String?, coupon: PublicCoupon?, eligibleProductIds: [String]) {
+                self.valid = valid
+                self.reason = reason
+                self.coupon = coupon
+                self.eligibleProductIds = eligibleProductIds
+            }
+        }
+        public var accountId: UUID
+        public var code: String
+        public var platform: String?
+        public init(accountId: UUID, code: String, platform: String?) {
+            self.accountId = accountId
+            self.code = code
+            self.platform = platform
+        }
+    }
+
+    public struct Redeem: BusRequest {
+        public static let type = "coupons.redeem"
+        /// Either the redemption (`created` tells 201 from 200) or the refusal reason (SPEC §4.3).
+        public struct Response: Codable, Sendable {
+            public var redemption: RedemptionView?
+            public var created: Bool
+            public var refusal: String?
+            public init(redemption: RedemptionView?, created: Bool, refusal: String? = nil) {
+                self.redemption = redemption
+                self.created = created
+                self.refusal = refusal
+            }
+        }
+        public var accountId: UUID
+        public var appUserId: String
+        public var code: String
+        public var productId: String?
+        public var platform: String
+        public var sandbox: Bool
+        public init(accountId: UUID, appUserId: String, code: String, productId: String?, platform: String, sandbox: Bool) {
+            self.accountId = accountId
+            self.appUserId = appUserId
+            self.code = code
+            self.productId = productId
+            self.platform = platform
+            self.sandbox = sandbox
+        }
+    }
+
+    /// One redemption; `accountId` nil for operators, else it must own it (`notFound` otherwise).
+    public struct GetRedemption: BusRequest {
+        public static let type = "coupons.getRedemption"
+        public typealias Response = RedemptionView
+        public var id: UUID
+        public var accountId: UUID?
+        public init(id: UUID, accountId: UUID?) {
+            self.id = id
+            self.accountId = accountId
+        }
+    }
+
+    public struct MyRedemptions: BusRequest {
+        public static let type = "coupons.myRedemptions"
+        public struct Response: Codable, Sendable {
+            public var data: [RedemptionView]
+            public init(data: [RedemptionView]) { self.data = data }
+        }
+        public var accountId: UUID
+        public init(accountId: UUID) { self.accountId = accountId }
+    }
+
+    public struct Purchase: BusRequest {
+        public static let type = "coupons.purchase"
+        public typealias Response = RedemptionView
+        public var id: UUID
+        public var pricePaid: Money
+        public var storeTransactionId: String
+        public init(id: UUID, pricePaid: Money, storeTransactionId: String) {
+            self.id = id
+            self.pricePaid = pricePaid
+            self.storeTransactionId = storeTransactionId
+        }
+    }
+
+    /// A grant failed: the redemption fails and its use is given back (grants → coupons).
+    public struct Release: BusRequest {
+        public static let type = "coupons.release"
+        public typealias Response = Empty
+        public var redemptionId: UUID
+        public var reason: String
+        public init(redemptionId: UUID, reason: String) {
+            self.redemptionId = redemptionId
+            self.reason = reason
+        }
+    }
+
+    /// A grant succeeded: the redemption completes (grants → coupons).
+    public struct Complete: BusRequest {
+        public static let type = "coupons.complete"
+        public typealias Response = Empty
+        public var redemptionId: UUID
+        public var entitlement: RedemptionView.Entitlement
+        public init(redemptionId: UUID, entitlement: RedemptionView.Entitlement) {
+            self.redemptionId = redemptionId
+            self.entitlement = entitlement
+        }
+    }
+}
