@@ -17,12 +17,38 @@ public enum JSONBody {
         do {
             return try JSONDecoder.wire().decode(T.self, from: body)
         } catch let error as DecodingError {
-            throw describe(error, body: body)
+            var described = describe(error, body: body)
+            if described.status == 422, described.field == nil, let key = culprit(T.self, body) {
+                described = .invalid(key, "\(key) has the wrong type or an out-of-range number")
+            }
+            throw described
         } catch let error as HTTPError {
             throw error
         } catch {
             throw HTTPError.malformedJson()
         }
+    }
+
+    /// Foundation reports a number that does not fit its field (12.5 for an Int) as "not valid
+    /// JSON" without a path. Find the top-level key at fault by decoding without each key in turn.
+    static func culprit<T: Decodable>(_ type: T.Type, _ body: Data) -> String? {
+        guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else { return nil }
+        for key in object.keys.sorted() {
+            var without = object
+            without[key] = nil
+            guard let data = try? JSONSerialization.data(withJSONObject: without) else { continue }
+            do {
+                _ = try JSONDecoder.wire().decode(T.self, from: data)
+                return key
+            } catch let DecodingError.keyNotFound(k, ctx) where ctx.codingPath.isEmpty && k.stringValue == key {
+                return key
+            } catch DecodingError.dataCorrupted(let ctx) where ctx.codingPath.isEmpty {
+                continue
+            } catch {
+                return key
+            }
+        }
+        return nil
     }
 
     public static func isJSON(_ contentType: String) -> Bool {

@@ -1,0 +1,504 @@
+import Foundation
+import XCTest
+import TestSupport
+import Shared
+
+/// SPEC §4.2 and §4.3 through the gateway: the operator API with every rule and store limit,
+/// validate and redeem with every reason, purchases, releases, races and the CSV export.
+final class CouponsTests: XCTestCase {
+    nonisolated(unsafe) static var stack: Stack!
+    nonisolated(unsafe) static var minter: TokenMinter!
+
+    override class func setUp() {
+        super.setUp()
+        do {
+            stack = try Stack(environment: ["REDEEM_RESERVATION_TTL": "2", "REDEEM_RESERVATION_SWEEP_MS": "200"])
+            minter = try TokenMinter(databaseURL: try stack.wiring()["REDEEM_DATABASE_URL"]!)
+        } catch { fatalError("cannot start the stack: \(error)") }
+    }
+
+    override class func tearDown() {
+        stack?.stop()
+        super.tearDown()
+    }
+
+    var client: HTTPClient { Self.stack.client }
+    var admin: String { Self.stack.adminKey }
+
+    static func code(_ prefix: String = "C") -> String { prefix + "-" + UUID().uuidString.prefix(8).uppercased() }
+    static var inAMonth: String { Timestamp.iso8601(Date().addingTimeInterval(30 * 86400)) }
+
+    @discardableResult
+    func create(_ fields: [String: Any], token: String? = nil, query: String = "") async throws -> HTTPClient.Response {
+        try await client.json("POST", "/v1/coupons" + query, fields, token: token ?? admin)
+    }
+
+    func freePeriod(_ extra: [String: Any] = [:]) async throws -> String {
+        let code = Self.code("FREE")
+        var body: [String: Any] = ["code": code.lowercased(), "kind": "freePeriod", "duration": ["unit": "month", "count": 1]]
+        for (k, v) in extra { body[k] = v }
+        let r = try await create(body)
+        XCTAssertEqual(r.status, 201, r.text)
+        return code
+    }
+
+    func user() throws -> TokenMinter.User { try Self.minter.user() }
+
+    func redeem(_ code: String, _ u: TokenMinter.User, platform: String = "web", extra: [String: Any] = [:]) async throws -> HTTPClient.Response {
+        var body: [String: Any] = ["code": code, "platform": platform]
+        for (k, v) in extra { body[k] = v }
+        return try await client.json("POST", "/v1/redemptions", body, token: u.token)
+    }
+
+    func validate(_ code: String, _ u: TokenMinter.User, platform: String? = nil) async throws -> [String: Any] {
+        var body: [String: Any] = ["code": code]
+        if let platform { body["platform"] = platform }
+        let r = try await client.json("POST", "/v1/coupons/validate", body, token: u.token)
+        XCTAssertEqual(r.status, 200, r.text)
+        return try r.json()
+    }
+
+    func coupon(_ code: String) async throws -> [String: Any] {
+        let r = try await client.get("/v1/coupons/\(code)", token: admin)
+        XCTAssertEqual(r.status, 200, r.text)
+        return try r.json()
+    }
+
+    // MARK: - Operator API
+
+    func testCreateGetDryRunAndCodesMatchWithoutCase() async throws {
+        let code = try await freePeriod(["maxRedemptions": 5])
+        let got = try await coupon(code.lowercased())
+        XCTAssertEqual(got["code"] as? String, code, "stored upper-case")
+        XCTAssertEqual(got["entitlementId"] as? String, "all", "default entitlement")
+        XCTAssertEqual(got["remaining"] as? Int, 5)
+        XCTAssertEqual(got["mode"] as? String, "live")
+        XCTAssertEqual((got["storeLimits"] as? [Any])?.count, 0)
+        XCTAssertEqual(got["platforms"] as? [String], ["android", "ios", "web"])
+        let dup = try await create(["code": code.lowercased(), "kind": "freePeriod", "duration": ["unit": "day", "count": 7]])
+        XCTAssertEqual(dup.status, 409)
+        XCTAssertEqual(dup.errorCode, "codeInUse")
+        let dryCode = Self.code("DRY")
+        let dry = try await create(["code": dryCode, "kind": "percentOff", "percentOff": 20, "productIds": ["pro.monthly"],
+                                    "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["ios"],
+                                    "maxRedemptions": 100, "expiresAt": Self.inAMonth], query: "?dryRun=true")
+        XCTAssertEqual(dry.status, 200, dry.text)
+        XCTAssertEqual((try dry.json()["storeLimits"] as? [[String: Any]])?.first?["value"] as? Int, 25_000)
+        let notSaved = try await client.get("/v1/coupons/\(dryCode)", token: admin)
+        XCTAssertEqual(notSaved.status, 404)
+        let readonly = try await client.json("POST", "/v1/api-keys", ["name": "ro", "role": "readonly", "mode": "live"], token: admin)
+        let roKey = try XCTUnwrap(try readonly.json()["key"] as? String)
+        let forbidden = try await create(["code": Self.code(), "kind": "freePeriod", "duration": ["unit": "day", "count": 1]], token: roKey)
+        XCTAssertEqual(forbidden.status, 403)
+        let roGet = try await client.get("/v1/coupons/\(code)", token: roKey)
+        XCTAssertEqual(roGet.status, 200, "readonly keys read coupons")
+        let userGet = try await client.get("/v1/coupons/\(code)", token: try user().token)
+        XCTAssertEqual(userGet.status, 403)
+    }
+
+    func testEveryFieldRuleIs422NamingTheField() async throws {
+        let base: [String: Any] = ["kind": "percentOff", "percentOff": 10, "productIds": ["p1"], "duration": ["unit": "month", "count": 1],
+                                   "periodCount": 1, "platforms": ["android"]]
+        let cases: [(String, [String: Any], String)] = [
+            ("short code", ["code": "AB"], "code"),
+            ("long code", ["code": String(repeating: "A", count: 65)], "code"),
+            ("bad charset", ["code": "SPRING 25"], "code"),
+            ("unicode", ["code": "ÉTÉ-25"], "code"),
+            ("unknown kind", ["kind": "bogo"], "kind"),
+            ("percent 0", ["percentOff": 0], "percentOff"),
+            ("percent 101", ["percentOff": 101], "percentOff"),
+            ("percent fraction", ["percentOff": 12.5], "percentOff"),
+            ("amount on percent", ["amountOff": ["amount": "1.00", "currency": "EUR"]], "amountOff"),
+            ("no products", ["productIds": []], "productIds"),
+            ("no duration", ["duration": NSNull()], "duration"),
+            ("bad unit", ["duration": ["unit": "fortnight", "count": 1]], "duration.unit"),
+            ("zero count", ["duration": ["unit": "day", "count": 0]], "duration.count"),
+            ("no periods", ["periodCount": 0], "periodCount"),
+            ("unknown platform", ["platforms": ["windows"]], "platforms"),
+            ("expired", ["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(-60))], "expiresAt"),
+            ("before start", ["startsAt": Self.inAMonth, "expiresAt": Timestamp.iso8601(Date().addingTimeInterval(86400))], "expiresAt"),
+            ("bad time", ["expiresAt": "next tuesday"], "expiresAt"),
+            ("zero cap", ["maxRedemptions": 0], "maxRedemptions"),
+        ]
+        for (name, change, field) in cases {
+            var body = base
+            body["code"] = Self.code()
+            for (k, v) in change { if v is NSNull { body[k] = nil } else { body[k] = v } }
+            let r = try await create(body)
+            XCTAssertEqual(r.status, 422, "\(name): \(r.text)")
+            XCTAssertEqual(r.errorField, field, name)
+        }
+        let money: [(String, [String: Any], String)] = [
+            ("negative", ["amount": "-1.00", "currency": "EUR"], "amountOff.amount"),
+            ("three decimals", ["amount": "1.999", "currency": "EUR"], "amountOff.amount"),
+            ("not a number", ["amount": "1,50", "currency": "EUR"], "amountOff.amount"),
+            ("zero", ["amount": "0.00", "currency": "EUR"], "amountOff.amount"),
+            ("currency", ["amount": "1.50", "currency": "euro"], "amountOff.currency"),
+        ]
+        for (name, m, field) in money {
+            let r = try await create(["code": Self.code(), "kind": "amountOff", "amountOff": m, "productIds": ["p1"],
+                                      "duration": ["unit": "month", "count": 1], "periodCount": 1, "platforms": ["web"]])
+            XCTAssertEqual(r.status, 422, name)
+            XCTAssertEqual(r.errorField, field, name)
+        }
+        let ok = try await create(["code": Self.code(), "kind": "amountOff", "amountOff": ["amount": "4.9", "currency": "EUR"], "productIds": ["p1"],
+                                   "duration": ["unit": "month", "count": 1], "periodCount": 1, "platforms": ["web"]])
+        XCTAssertEqual(ok.status, 201, ok.text)
+        XCTAssertEqual((try ok.json()["amountOff"] as? [String: Any])?["amount"] as? String, "4.90")
+    }
+
+    func testStoreLimitsForIOSDiscounts() async throws {
+        let product = "pro.yearly." + UUID().uuidString.prefix(6)
+        func ios(_ extra: [String: Any]) -> [String: Any] {
+            var b: [String: Any] = ["code": Self.code("IOS"), "kind": "percentOff", "percentOff": 50, "productIds": [product],
+                                    "duration": ["unit": "year", "count": 1], "periodCount": 1, "platforms": ["ios", "web"],
+                                    "maxRedemptions": 1000, "expiresAt": Self.inAMonth]
+            for (k, v) in extra { if v is NSNull { b[k] = nil } else { b[k] = v } }
+            return b
+        }
+        let sevenMonths = Timestamp.iso8601(Calendar(identifier: .gregorian).date(byAdding: .month, value: 7, to: Date())!)
+        for (change, field) in [(["maxRedemptions": NSNull()] as [String: Any], "maxRedemptions"), (["maxRedemptions": 25_001], "maxRedemptions"),
+                                (["expiresAt": NSNull()], "expiresAt"), (["expiresAt": sevenMonths], "expiresAt")] {
+            let r = try await create(ios(change))
+            XCTAssertEqual(r.status, 422, r.text)
+            XCTAssertEqual(r.errorCode, "storeLimit")
+            XCTAssertEqual(r.errorField, field)
+        }
+        var codes: [String] = []
+        for _ in 0..<10 {
+            let b = ios([:])
+            let r = try await create(b)
+            XCTAssertEqual(r.status, 201, r.text)
+            codes.append(b["code"] as! String)
+        }
+        let eleventh = try await create(ios([:]))
+        XCTAssertEqual(eleventh.status, 422)
+        XCTAssertEqual(eleventh.errorCode, "storeLimit")
+        XCTAssertEqual(eleventh.errorField, "productIds")
+        XCTAssertTrue(eleventh.text.contains("10"), "the message names the limit")
+        // Limits apply on change too; android-only or freePeriod coupons have none.
+        let raise = try await client.json("PATCH", "/v1/coupons/\(codes[0])", ["maxRedemptions": 30_000], token: admin)
+        XCTAssertEqual(raise.errorCode, "storeLimit")
+        let android = try await create(ios(["platforms": ["android"], "maxRedemptions": NSNull(), "expiresAt": NSNull()]))
+        XCTAssertEqual(android.status, 201, android.text)
+        XCTAssertEqual((try android.json()["storeLimits"] as? [Any])?.count, 0)
+        // Deactivating one frees a place.
+        let del = try await client.send("DELETE", "/v1/coupons/\(codes[0])", headers: ["Authorization": "Bearer \(admin)"])
+        XCTAssertEqual(del.status, 204)
+        let now11 = try await create(ios([:]))
+        XCTAssertEqual(now11.status, 201)
+    }
+
+    func testListIsNewestFirstWithCursorsAndQueryRules() async throws {
+        var made: [String] = []
+        for _ in 0..<5 { made.append(try await freePeriod()) }
+        var seen: [String] = []
+        var cursor: String?
+        repeat {
+            let r = try await client.get("/v1/coupons?limit=2" + (cursor.map { "&cursor=\($0)" } ?? ""), token: admin)
+            XCTAssertEqual(r.status, 200, r.text)
+            let o = try r.json()
+            seen += (o["data"] as? [[String: Any]] ?? []).compactMap { $0["code"] as? String }
+            cursor = o["nextCursor"] as? String
+        } while cursor != nil
+        let mine = seen.filter { made.contains($0) }
+        XCTAssertEqual(mine, made.reversed(), "newest first, each once")
+        XCTAssertEqual(Set(seen).count, seen.count)
+        for bad in ["limit=0", "limit=101", "limit=ten", "active=maybe", "cursor=garbage"] {
+            let r = try await client.get("/v1/coupons?\(bad)", token: admin)
+            XCTAssertEqual(r.status, 422, bad)
+        }
+        let inactive = try await client.get("/v1/coupons?active=false&limit=100", token: admin)
+        XCTAssertTrue((try inactive.json()["data"] as? [[String: Any]] ?? []).allSatisfy { $0["active"] as? Bool == false })
+    }
+
+    // MARK: - Validate and redeem
+
+    func testEveryRefusalReasonForValidateAndRedeem() async throws {
+        let u = try user()
+        func expect(_ code: String, _ reason: String, platform: String = "web", line: UInt = #line) async throws {
+            let v = try await validate(code, u, platform: platform)
+            XCTAssertEqual(v["valid"] as? Bool, false, line: line)
+            XCTAssertEqual(v["reason"] as? String, reason, "validate", line: line)
+            let r = try await redeem(code, u, platform: platform)
+            XCTAssertEqual(r.status, 422, line: line)
+            XCTAssertEqual(r.errorCode, reason, "redeem", line: line)
+        }
+        try await expect("NO-SUCH-CODE", "notFound")
+        let inactive = try await freePeriod()
+        _ = try await client.send("DELETE", "/v1/coupons/\(inactive)", headers: ["Authorization": "Bearer \(admin)"])
+        try await expect(inactive, "inactive")
+        try await expect(try await freePeriod(["startsAt": Self.inAMonth]), "notStarted")
+        let soon = try await freePeriod(["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(1.5))])
+        try await Task.sleep(for: .seconds(2))
+        try await expect(soon, "expired")
+        try await expect(try await freePeriod(["platforms": ["ios"]]), "notEligible", platform: "android")
+        let capped = try await freePeriod(["maxRedemptions": 1])
+        let a1 = try await redeem(capped, try user()).status
+        XCTAssertEqual(a1, 201)
+        try await expect(capped, "exhausted")
+        // New customers only: an account with a completed redemption is not new.
+        let newOnly = try await freePeriod(["newCustomersOnly": true])
+        let veteran = try user()
+        let first = try await freePeriod()
+        let done = try await redeem(first, veteran)
+        let id = try XCTUnwrap(try done.json()["redemptionId"] as? String)
+        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        try db.query("UPDATE coupons.redemptions SET status = 'completed' WHERE id = $1", [UUID(uuidString: id)!])
+        let v = try await validate(newOnly, veteran)
+        XCTAssertEqual(v["reason"] as? String, "notEligible")
+        let r = try await redeem(newOnly, veteran)
+        XCTAssertEqual(r.errorCode, "notEligible")
+        let fresh = try await validate(newOnly, try user())
+        XCTAssertEqual(fresh["valid"] as? Bool, true)
+        // alreadyRedeemed (validate), and the same redemption again from redeem.
+        let again = try await validate(first, veteran)
+        XCTAssertEqual(again["reason"] as? String, "alreadyRedeemed")
+        let repeatRedeem = try await redeem(first, veteran)
+        XCTAssertEqual(repeatRedeem.status, 200)
+        XCTAssertEqual(try repeatRedeem.json()["redemptionId"] as? String, id)
+        // Several reasons: the first in the documented order wins (inactive before expired).
+        let both = try await freePeriod(["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(1.2)), "platforms": ["ios"]])
+        _ = try await client.send("DELETE", "/v1/coupons/\(both)", headers: ["Authorization": "Bearer \(admin)"])
+        try await Task.sleep(for: .seconds(1.5))
+        try await expect(both, "inactive", platform: "android")
+        let guest = try await client.json("POST", "/v1/coupons/validate", ["code": first])
+        XCTAssertEqual(guest.status, 401)
+        XCTAssertEqual(guest.errorCode, "notIdentified")
+    }
+
+    func testRedeemAnswersTheSameRedemptionAndSandboxNeverCounts() async throws {
+        let code = try await freePeriod(["maxRedemptions": 2, "productIds": []])
+        let u = try user()
+        let first = try await redeem(code, u)
+        XCTAssertEqual(first.status, 201, first.text)
+        let o = try first.json()
+        XCTAssertEqual(o["status"] as? String, "granting")
+        XCTAssertEqual(o["sandbox"] as? Bool, false)
+        let second = try await redeem(code, u)
+        XCTAssertEqual(second.status, 200)
+        XCTAssertEqual(try second.json()["redemptionId"] as? String, o["redemptionId"] as? String)
+        let sandbox = try await redeem(code, u, extra: ["environment": "sandbox"])
+        XCTAssertEqual(sandbox.status, 201, "sandbox is separate from the live use")
+        XCTAssertEqual(try sandbox.json()["sandbox"] as? Bool, true)
+        for _ in 0..<3 {
+            let s = try await redeem(code, try user(), extra: ["environment": "sandbox"])
+            XCTAssertEqual(s.status, 201)
+        }
+        let c = try await coupon(code)
+        XCTAssertEqual(c["remaining"] as? Int, 1, "only the live redemption counts")
+        XCTAssertEqual(c["reservedCount"] as? Int, 1)
+        let badEnv = try await redeem(code, u, extra: ["environment": "staging"])
+        XCTAssertEqual(badEnv.errorField, "environment")
+        let badPlatform = try await redeem(code, u, platform: "windows")
+        XCTAssertEqual(badPlatform.errorField, "platform")
+        // Owner and operators may read it; anyone else gets 404.
+        let id = try XCTUnwrap(o["redemptionId"] as? String)
+        let mine = try await client.get("/v1/redemptions/\(id)", token: u.token)
+        XCTAssertEqual(mine.status, 200)
+        let other = try await client.get("/v1/redemptions/\(id)", token: try user().token)
+        XCTAssertEqual(other.status, 404)
+        let op = try await client.get("/v1/redemptions/\(id)", token: admin)
+        XCTAssertEqual(op.status, 200)
+        let badWait = try await client.get("/v1/redemptions/\(id)?wait=soon", token: u.token)
+        XCTAssertEqual(badWait.errorField, "wait")
+        let list = try await client.get("/v1/me/redemptions", token: u.token)
+        XCTAssertEqual((try list.json()["data"] as? [Any])?.count, 2)
+    }
+
+    func testTestModeCouponsAlwaysRedeemAsSandbox() async throws {
+        let key = try await client.json("POST", "/v1/api-keys", ["name": "test admin", "role": "admin", "mode": "test"], token: admin)
+        let testKey = try XCTUnwrap(try key.json()["key"] as? String)
+        let code = Self.code("TEST")
+        let made = try await create(["code": code, "kind": "freePeriod", "duration": ["unit": "week", "count": 1], "maxRedemptions": 1], token: testKey)
+        XCTAssertEqual(try made.json()["mode"] as? String, "test")
+        for _ in 0..<3 {
+            let r = try await redeem(code, try user())
+            XCTAssertEqual(r.status, 201)
+            XCTAssertEqual(try r.json()["sandbox"] as? Bool, true)
+        }
+    }
+
+    func testDiscountsNeedAProductConfirmOncePerTransactionAndExpire() async throws {
+        let code = Self.code("DISC")
+        let r = try await create(["code": code, "kind": "percentOff", "percentOff": 30, "productIds": ["pro.monthly", "pro.yearly"],
+                                  "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["android", "web"], "maxRedemptions": 10])
+        XCTAssertEqual(r.status, 201, r.text)
+        let u = try user()
+        let noProduct = try await redeem(code, u)
+        XCTAssertEqual(noProduct.status, 422)
+        XCTAssertEqual(noProduct.errorField, "productId")
+        let wrongProduct = try await redeem(code, u, extra: ["productId": "other"])
+        XCTAssertEqual(wrongProduct.errorCode, "notEligible")
+        let reserved = try await redeem(code, u, extra: ["productId": "pro.yearly"])
+        XCTAssertEqual(reserved.status, 201)
+        XCTAssertEqual(try reserved.json()["status"] as? String, "reserved")
+        let id = try XCTUnwrap(try reserved.json()["redemptionId"] as? String)
+        let a2 = try await client.json("POST", "/v1/api-keys", ["name": "bridge", "role": "support", "mode": "live"], token: admin).json()["key"] as? String
+        let support = try XCTUnwrap(a2)
+        let txn = "GPA." + UUID().uuidString
+        let paid = try await client.json("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "34.99", "currency": "USD"], "storeTransactionId": txn], token: support)
+        XCTAssertEqual(paid.status, 200, paid.text)
+        XCTAssertEqual(try paid.json()["status"] as? String, "completed")
+        XCTAssertEqual((try paid.json()["pricePaid"] as? [String: Any])?["amount"] as? String, "34.99")
+        let repeated = try await client.json("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "34.99", "currency": "USD"], "storeTransactionId": txn], token: support)
+        XCTAssertEqual(repeated.status, 200, "idempotent per storeTransactionId")
+        let another = try await redeem(code, try user(), extra: ["productId": "pro.monthly"])
+        let anotherId = try XCTUnwrap(try another.json()["redemptionId"] as? String)
+        let reused = try await client.json("POST", "/v1/redemptions/\(anotherId)/purchase", ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": txn], token: support)
+        XCTAssertEqual(reused.status, 409)
+        XCTAssertEqual(reused.errorCode, "transactionInUse")
+        let a3 = try await client.json("POST", "/v1/api-keys", ["name": "ro", "role": "readonly", "mode": "live"], token: admin).json()["key"] as? String
+        let readonlyKey = try XCTUnwrap(a3)
+        let ro = try await client.json("POST", "/v1/redemptions/\(anotherId)/purchase", ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": "x"], token: readonlyKey)
+        XCTAssertEqual(ro.status, 403)
+        // Not confirmed within the TTL (2 s here): released, and the use is given back.
+        let a4 = try await coupon(code)["remaining"] as? Int
+        XCTAssertEqual(a4, 8)
+        let released = try await Self.stack.eventually(8) {
+            try await self.client.get("/v1/redemptions/\(anotherId)", token: self.admin).json()["status"] as? String == "released"
+        }
+        XCTAssertTrue(released)
+        let a5 = try await coupon(code)["remaining"] as? Int
+        XCTAssertEqual(a5, 9)
+        let late = try await client.json("POST", "/v1/redemptions/\(anotherId)/purchase", ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": "late-1"], token: support)
+        XCTAssertEqual(late.errorCode, "invalidState")
+        let free = try await freePeriod()
+        let a6 = try await redeem(free, try user()).json()["redemptionId"] as? String
+        let freeRedemption = try XCTUnwrap(a6)
+        let notDiscount = try await client.json("POST", "/v1/redemptions/\(freeRedemption)/purchase", ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": "f-1"], token: support)
+        XCTAssertEqual(notDiscount.errorCode, "invalidState")
+    }
+
+    func testPatchCannotLowerTheCapBelowUsesMade() async throws {
+        let code = try await freePeriod(["maxRedemptions": 5])
+        for _ in 0..<3 { _ = try await redeem(code, try user()) }
+        let low = try await client.json("PATCH", "/v1/coupons/\(code)", ["maxRedemptions": 2], token: admin)
+        XCTAssertEqual(low.status, 422)
+        XCTAssertEqual(low.errorField, "maxRedemptions")
+        let ok = try await client.json("PATCH", "/v1/coupons/\(code)", ["maxRedemptions": 3], token: admin)
+        XCTAssertEqual(ok.status, 200)
+        XCTAssertEqual(try ok.json()["remaining"] as? Int, 0)
+        let missing = try await client.json("PATCH", "/v1/coupons/NOPE-NOPE", ["active": false], token: admin)
+        XCTAssertEqual(missing.status, 404)
+    }
+
+    // MARK: - Races
+
+    func race(_ code: String, users: [TokenMinter.User], via client: HTTPClient) async throws -> [(Int, String?, String?)] {
+        try await withThrowingTaskGroup(of: (Int, String?, String?).self) { group in
+            for u in users {
+                group.addTask {
+                    let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: u.token)
+                    return (r.status, r.errorCode, (try? r.json())?["redemptionId"] as? String)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
+    func testFiveHundredAccountsRacingForACapOfOneHundred() async throws {
+        let code = try await freePeriod(["maxRedemptions": 100])
+        let users = try (0..<500).map { _ in try user() }
+        let results = try await race(code, users: users, via: client)
+        XCTAssertEqual(results.filter { $0.0 == 201 }.count, 100)
+        XCTAssertEqual(results.filter { $0.1 == "exhausted" }.count, 400)
+        let c = try await coupon(code)
+        XCTAssertEqual(c["remaining"] as? Int, 0)
+        XCTAssertEqual(c["reservedCount"] as? Int, 100)
+    }
+
+    func testOneAccountFiringFiftyRedeemsGetsOneRedemption() async throws {
+        let code = try await freePeriod(["maxRedemptions": 10])
+        let u = try user()
+        let results = try await race(code, users: Array(repeating: u, count: 50), via: client)
+        XCTAssertEqual(results.filter { $0.0 == 201 }.count, 1, "\(results.map(\.0))")
+        XCTAssertEqual(results.filter { $0.0 == 200 }.count, 49)
+        XCTAssertEqual(Set(results.compactMap(\.2)).count, 1, "every answer names the same redemption")
+        let a7 = try await coupon(code)["remaining"] as? Int
+        XCTAssertEqual(a7, 9)
+    }
+
+    func testTheRacesHoldWithTwoCouponsInstances() async throws {
+        let wiring = try Self.stack.wiring()
+        let secondBus = "tcp://127.0.0.1:\(Project.freePort())"
+        try Self.stack.startService("coupons", overrides: ["REDEEM_COUPONS_BUS_BIND": secondBus, "REDEEM_COUPONS_HTTP_PORT": String(Project.freePort())])
+        let port = Project.freePort()
+        try Self.stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(port),
+                                                            "REDEEM_COUPONS_BUS": wiring["REDEEM_COUPONS_BUS"]! + "," + secondBus])
+        let gateway = HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!, maxConnections: 128)
+        let ready = try await Self.stack.eventually(20) { try await gateway.get("/readyz").status == 200 }
+        XCTAssertTrue(ready)
+        let code = try await freePeriod(["maxRedemptions": 100])
+        let results = try await race(code, users: try (0..<300).map { _ in try user() }, via: gateway)
+        XCTAssertEqual(results.filter { $0.0 == 201 }.count, 100)
+        XCTAssertEqual(results.filter { $0.1 == "exhausted" }.count, 200)
+        let single = try await freePeriod(["maxRedemptions": 10])
+        let u = try user()
+        let same = try await race(single, users: Array(repeating: u, count: 50), via: gateway)
+        XCTAssertEqual(Set(same.compactMap(\.2)).count, 1)
+        XCTAssertEqual(same.filter { $0.0 == 201 }.count, 1)
+        // Both instances took part (their logs name the redemptions they made).
+        let db = try PGConnection(url: wiring["REDEEM_DATABASE_URL"]!)
+        let used = try db.query("SELECT used_count FROM coupons.coupons WHERE code = $1", [code]).first!.decode("used_count", as: Int.self)
+        XCTAssertEqual(used, 100)
+    }
+
+    // MARK: - Export
+
+    func testCSVExportStreamsTenThousandRowsThatParseBack() async throws {
+        let code = try await freePeriod()
+        // Rows whose values need quoting or neutralising, made through the API…
+        let tricky = [("=HYPERLINK(\"x\")", "a,b"), ("+1", "quote\"d"), ("-2", "line\nbreak"), ("@me", "plain")]
+        for (app, product) in tricky {
+            let u = try Self.minter.user(appUserId: app)
+            let r = try await redeem(code, u, extra: ["productId": product])
+            XCTAssertEqual(r.status, 201, r.text)
+        }
+        // …and 10,000 more written straight into the schema (setup, not the behaviour under test).
+        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        try db.query("""
+            INSERT INTO coupons.redemptions (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status, reserved_at)
+            SELECT gen_random_uuid(), c.id, c.code, gen_random_uuid(), 'user-' || g, 'ios', NULL, g % 7 = 0, 'completed',
+                   now() - (g || ' milliseconds')::interval
+            FROM coupons.coupons c, generate_series(1, 10000) g WHERE c.code = $1
+            """, [code])
+        let resp = try await client.send("GET", "/v1/coupons/\(code)/redemptions", headers: ["Authorization": "Bearer \(admin)", "Accept": "text/csv"])
+        XCTAssertEqual(resp.status, 200)
+        XCTAssertEqual(resp.header("Content-Type"), "text/csv; charset=utf-8")
+        XCTAssertNil(resp.header("Content-Length"), "streamed in chunks, not buffered whole")
+        // Parsed with Python's csv module, an independent RFC 4180 reader.
+        let dir = try Project.temporaryDirectory("csv")
+        let file = dir.appendingPathComponent("export.csv")
+        try resp.body.write(to: file)
+        let json = try Subprocess.run("/usr/bin/python3", ["-c", """
+            import csv, json, sys
+            with open(sys.argv[1], newline='') as f:
+                rows = list(csv.DictReader(f))
+            print(json.dumps({"count": len(rows), "columns": list(rows[0].keys()), "apps": [r["appUserId"] for r in rows],
+                              "products": [r["productId"] for r in rows], "sandbox": sorted(set(r["sandbox"] for r in rows))}))
+            """, file.path])
+        let parsed = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        XCTAssertEqual(parsed["count"] as? Int, 10_004)
+        XCTAssertEqual(parsed["columns"] as? [String], ["redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",
+                                                       "currency", "status", "sandbox", "reservedAt", "completedAt"])
+        let apps = parsed["apps"] as? [String] ?? []
+        let products = parsed["products"] as? [String] ?? []
+        for (app, product) in tricky {
+            XCTAssertTrue(apps.contains("'" + app), "formula-like \(app) neutralised")
+            XCTAssertTrue(products.contains(product), "\(product.debugDescription) round-trips")
+        }
+        XCTAssertEqual(parsed["sandbox"] as? [String], ["false", "true"])
+        // The same rows as the JSON pages.
+        var jsonCount = 0
+        var cursor: String?
+        repeat {
+            let page = try await client.get("/v1/coupons/\(code)/redemptions?limit=100" + (cursor.map { "&cursor=\($0)" } ?? ""), token: admin).json()
+            jsonCount += (page["data"] as? [Any])?.count ?? 0
+            cursor = page["nextCursor"] as? String
+        } while cursor != nil
+        XCTAssertEqual(jsonCount, 10_004)
+        let unknown = try await client.send("GET", "/v1/coupons/NOPE-NOPE/redemptions", headers: ["Authorization": "Bearer \(admin)", "Accept": "text/csv"])
+        XCTAssertEqual(unknown.status, 404)
+    }
+}
