@@ -65,12 +65,14 @@ enum CouponsMigrations {
             -- Grant commands, written in the reservation's transaction (transactional outbox).
             CREATE TABLE outbox (
                 id bigserial PRIMARY KEY,
-                redemption_id uuid NOT NULL UNIQUE REFERENCES redemptions(id),
+                redemption_id uuid NOT NULL REFERENCES redemptions(id),
+                type text NOT NULL,
                 payload text NOT NULL,
                 created_at timestamptz NOT NULL DEFAULT now(),
                 attempts int NOT NULL DEFAULT 0,
                 next_attempt_at timestamptz NOT NULL DEFAULT now(),
-                acked_at timestamptz
+                acked_at timestamptz,
+                UNIQUE (redemption_id, type)
             );
             CREATE INDEX outbox_pending ON outbox (next_attempt_at) WHERE acked_at IS NULL;
             """),

@@ -9,6 +9,8 @@ public final class CouponsService: BackendService {
 
     let runtime: ServiceRuntime
     let config: CouponsConfig
+    let relay: OutboxRelay
+    private let pusher: Pusher
     private let workers = Mutex<[Task<Void, Never>]>([])
 
     var pool: PGPool { runtime.pool }
@@ -17,6 +19,21 @@ public final class CouponsService: BackendService {
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
         config = try CouponsConfig(env: env)
+        pusher = try Pusher(context: runtime.context, connect: config.grantCommands, logger: runtime.logger)
+        relay = OutboxRelay(pool: runtime.pool, pusher: pusher, logger: runtime.logger)
+        let pool = runtime.pool
+        let depth = Mutex<Double>(0)
+        runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") {
+            [([:], depth.withLock { $0 })]
+        }
+        // Read by a background task, so a metrics scrape never waits on the database.
+        let sampler = Task {
+            while !Task.isCancelled {
+                if let n = try? await pool.withConnection({ try Outbox.depth($0) }) { depth.withLock { $0 = Double(n) } }
+                try? await Task.sleep(for: .seconds(2))
+            }
+        }
+        workers.withLock { $0.append(sampler) }
     }
 
     public func start() async throws {
@@ -31,11 +48,14 @@ public final class CouponsService: BackendService {
                 try? await Task.sleep(for: config.sweepInterval)
             }
         }
-        workers.withLock { $0.append(sweeper) }
+        let relayTask = Task { [relay] in await relay.run() }
+        workers.withLock { $0 += [sweeper, relayTask] }
     }
 
     public func stop() async {
         workers.withLock { $0.forEach { $0.cancel() } }
+        relay.nudge()
+        pusher.stop()
     }
 
     public func router() -> BusRouter {
@@ -55,7 +75,15 @@ public final class CouponsService: BackendService {
         r.on(Coupons.MyRedemptions.self) { [self] req, _ in
             .init(data: try await pool.withConnection { try RedemptionStore.forAccount($0, account: req.accountId) })
         }
-        r.on(Coupons.Purchase.self) { [self] req, _ in try await pool.transaction { try RedemptionStore.purchase($0, req) } }
+        r.on(Coupons.Purchase.self) { [self] req, _ in
+            let done = try await pool.transaction { try RedemptionStore.purchase($0, req) }
+            relay.nudge()
+            return done
+        }
+        r.on(OutboxAck.self) { [self] req, _ in
+            try await pool.withConnection { try Outbox.ack($0, redemptions: req.redemptionIds, type: req.type) }
+            return Empty()
+        }
         r.on(Coupons.Release.self) { [self] req, _ in
             try await pool.withConnection { try RedemptionStore.end($0, id: req.redemptionId, status: "failed", reason: req.reason) }
             return Empty()
@@ -98,6 +126,7 @@ public final class CouponsService: BackendService {
         for attempt in 0..<3 {
             do {
                 let reservation = try await pool.transaction { tx in try RedemptionStore.redeem(tx, req, reservationTTL: ttl, now: Date()) }
+                if reservation.grant != nil { relay.nudge() }
                 return .init(redemption: reservation.redemption, created: reservation.created)
             } catch let r as RedemptionStore.Refusal {
                 return .init(redemption: nil, created: false, refusal: r.reason)

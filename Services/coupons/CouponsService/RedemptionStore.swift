@@ -118,15 +118,16 @@ enum RedemptionStore {
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $9 = 'reserved' THEN now() + make_interval(secs => $10) END)
             RETURNING \(columns)
             """, [id, couponId, d.code, req.accountId, req.appUserId, req.platform, productId, sandbox, status, reservationTTL]).first!
+        let redemption = try view(row)
         var grant: GrantCommand?
         if !d.isDiscount, let entitlement = d.entitlementId {
             let command = GrantCommand(redemptionId: id, accountId: req.accountId, appUserId: req.appUserId, entitlementId: entitlement,
-                                       duration: d.duration, sandbox: sandbox, code: d.code)
-            let payload = String(decoding: try JSONEncoder.wire().encode(command), as: UTF8.self)
-            try tx.query("INSERT INTO coupons.outbox (redemption_id, payload) VALUES ($1, $2)", [id, payload])
+                                       duration: d.duration, sandbox: sandbox, coupon: try CouponStore.view(coupon).publicView,
+                                       platform: req.platform, productId: productId, reservedAt: redemption.reservedAt)
+            try Outbox.add(tx, redemption: id, command)
             grant = command
         }
-        return Reservation(redemption: try view(row), created: true, grant: grant)
+        return Reservation(redemption: redemption, created: true, grant: grant)
     }
 
     // MARK: - After the reservation
@@ -219,6 +220,10 @@ enum RedemptionStore {
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError("transactionInUse", "this store transaction confirmed another redemption", field: "storeTransactionId")
         }
-        return try get(tx, id: req.id, account: nil)
+        let done = try get(tx, id: req.id, account: nil)
+        // coupon.redeemed goes out for discounts too: grants sends it, reached through the outbox.
+        guard let coupon = try CouponStore.find(tx, code: done.code) else { throw ServiceError.internal }
+        try Outbox.add(tx, redemption: req.id, RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.view(coupon).publicView))
+        return done
     }
 }

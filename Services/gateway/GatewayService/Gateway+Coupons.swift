@@ -98,8 +98,18 @@ extension Gateway {
 
     /// A redemption as it is now, or once it completes or fails when `wait` seconds are given.
     func redemption(_ id: UUID, owner: UUID?, wait: Int) async throws -> RedemptionView {
-        try await coupons.request(Coupons.GetRedemption(id: id, accountId: owner))
+        let current = try await coupons.request(Coupons.GetRedemption(id: id, accountId: owner))
+        guard wait > 0, !Self.settled(current.status) else { return current }
+        let coupons = self.coupons
+        _ = await waiters.wait(for: id, seconds: wait) {
+            let now = try? await coupons.request(Coupons.GetRedemption(id: id, accountId: owner))
+            return now.map { !Self.settled($0.status) } ?? true
+        }
+        return try await coupons.request(Coupons.GetRedemption(id: id, accountId: owner))
     }
+
+    /// A status a long poll stops at (a discount's `reserved` waits for its purchase).
+    static func settled(_ status: String) -> Bool { ["completed", "failed", "released"].contains(status) }
 
     /// Streams every redemption of a coupon as CSV, a page at a time (never all in memory).
     func exportCSV(code: String) async throws -> HTTPResponse {

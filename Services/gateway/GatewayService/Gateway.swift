@@ -14,6 +14,8 @@ public final class Gateway: Sendable {
     let grants: BusClient
     let auth: Authenticator
     let events: EventSubscriber
+    let grantEvents: EventSubscriber
+    let waiters = SettlementWaiters()
     private let background = Mutex<[Task<Void, Never>]>([])
 
     public init(config: GatewayConfig) throws {
@@ -33,6 +35,12 @@ public final class Gateway: Sendable {
                 if let e = EventSubscriber.decode(APIKeyRevoked.self, data, logger: logger) { auth.apiKeyRevoked(e.body.id) }
             },
         ])
+        let waiters = self.waiters
+        grantEvents = try EventSubscriber(context: context, connect: config.grantsEvents, logger: logger, handlers: [
+            RedemptionSettled.topic: { data in
+                if let e = EventSubscriber.decode(RedemptionSettled.self, data, logger: logger) { waiters.settled(e.body.redemptionId) }
+            },
+        ])
     }
 
     /// Every route of the public API.
@@ -41,6 +49,7 @@ public final class Gateway: Sendable {
         addOperationsRoutes(to: &r)
         addAccountRoutes(to: &r)
         addCouponRoutes(to: &r)
+        addGrantRoutes(to: &r)
         return r
     }
 
@@ -53,6 +62,7 @@ public final class Gateway: Sendable {
     public func stop() {
         background.withLock { $0.forEach { $0.cancel() } }
         events.stop()
+        grantEvents.stop()
         accounts.stop()
         coupons.stop()
         grants.stop()

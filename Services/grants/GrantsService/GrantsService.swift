@@ -1,19 +1,148 @@
 import Foundation
 import Shared
+import Synchronization
 
 /// Grant commands to entitlements, the grant ledger, events and webhooks (SPEC §3, §4.4, §5).
 /// Owns schema `grants`.
 public final class GrantsService: BackendService {
     public static let name = "grants"
+    public static let migrator = Migrator(schema: "grants", migrations: GrantsMigrations.all)
+
     let runtime: ServiceRuntime
+    let config: GrantsConfig
+    let coupons: BusClient
+    let events: EventPublisher
+    let worker: GrantWorker
+    let deliverer: WebhookDeliverer
+    private let intake = Mutex<Puller?>(nil)
+    private let tasks = Mutex<[Task<Void, Never>]>([])
+    /// The provider for live grants and the one for sandbox grants (SPEC §5).
+    let liveProvider: String
+    let sandboxProvider: String
+
+    var pool: PGPool { runtime.pool }
+    var logger: Logger { runtime.logger }
 
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
+        config = try GrantsConfig(env: env)
+        coupons = try BusClient(context: runtime.context, service: "coupons", connect: config.couponsBus, metrics: runtime.metrics)
+        events = try EventPublisher(context: runtime.context, bind: config.eventsBind)
+        var providers: [String: any EntitlementProvider] = ["local": LocalLedger(name: "local"), "local-sandbox": LocalLedger(name: "local-sandbox")]
+        var limiters: [String: RateLimiter] = [:]
+        if config.provider == "revenuecat", let key = config.revenueCatKey {
+            providers["revenuecat"] = RevenueCat(name: "revenuecat", base: config.revenueCatURL, key: key, timeout: config.providerTimeout)
+            limiters["revenuecat"] = RateLimiter(perSecond: config.providerRate)
+            liveProvider = "revenuecat"
+        } else {
+            liveProvider = "local"
+        }
+        if let key = config.revenueCatSandboxKey {
+            providers["revenuecat-sandbox"] = RevenueCat(name: "revenuecat-sandbox", base: config.revenueCatURL, key: key, timeout: config.providerTimeout)
+            limiters["revenuecat-sandbox"] = RateLimiter(perSecond: config.providerRate)
+            sandboxProvider = "revenuecat-sandbox"
+        } else {
+            sandboxProvider = "local-sandbox"
+        }
+        worker = GrantWorker(pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, coupons: coupons, events: events,
+                             providers: providers, limiters: limiters, retry: RetryPolicy(initial: 1, max: config.maxRetryDelay),
+                             lease: config.providerTimeout * 3)
+        deliverer = WebhookDeliverer(pool: runtime.pool, logger: runtime.logger, schedule: config.webhookSchedule, allowPrivate: config.webhookAllowPrivate)
     }
 
-    public static let migrator = Migrator(schema: "grants", migrations: GrantsMigrations.all)
+    /// Commands are taken only once the schema exists; until then they stay in the coupons
+    /// outbox and are re-sent.
+    public func start() async throws {
+        var commands = BusRouter(logger: logger)
+        commands.on(GrantCommand.self) { [self] command, _ in
+            try await storeCommand(command)
+            return Empty()
+        }
+        commands.on(RedemptionCompletedNotice.self) { [self] notice, _ in
+            try await pool.transaction { tx in
+                try Webhooks.enqueue(tx, type: "coupon.redeemed", redemption: notice.redemption.redemptionId,
+                                     data: WebhookData(notice.redemption, coupon: notice.coupon), sandbox: notice.redemption.sandbox)
+            }
+            ack([notice.redemption.redemptionId], type: RedemptionCompletedNotice.type)
+            return Empty()
+        }
+        intake.withLock { $0 = try? Puller(context: runtime.context, bind: config.commandsBind, router: commands) }
+        guard intake.withLock({ $0 != nil }) else { throw ServiceError("unavailable", "cannot bind \(config.commandsBind)") }
+        let deliverer = self.deliverer
+        let w = Task { [worker] in await worker.run() }
+        let d = Task {
+            while !Task.isCancelled {
+                if await deliverer.runOnce() == 0 { try? await Task.sleep(for: .milliseconds(250)) }
+            }
+        }
+        tasks.withLock { $0 += [w, d] }
+    }
+
+    public func stop() async {
+        intake.withLock { $0?.stop() }
+        tasks.withLock { $0.forEach { $0.cancel() } }
+        worker.nudge()
+        events.stop()
+        coupons.stop()
+    }
+
+    func storeCommand(_ c: GrantCommand) async throws {
+        let provider = c.sandbox ? sandboxProvider : liveProvider
+        try await pool.transaction { tx in try GrantLedger.store(tx, c, provider: provider) }
+        ack([c.redemptionId], type: GrantCommand.type)
+        worker.nudge()
+    }
+
+    /// Tells coupons a message is stored, so its outbox stops re-sending it.
+    func ack(_ ids: [UUID], type: String) {
+        let coupons = self.coupons
+        let logger = self.logger
+        Task {
+            do { _ = try await coupons.request(OutboxAck(redemptionIds: ids, type: type)) } catch {
+                logger.debug("outbox ack not delivered; the command will come again", ["error": String(describing: error)])
+            }
+        }
+    }
 
     public func router() -> BusRouter {
-        BusRouter(logger: runtime.logger)
+        var r = BusRouter(logger: logger)
+        r.on(Grants.Entitlements.self) { [self] req, _ in
+            .init(data: try await pool.withConnection { try GrantLedger.entitlements($0, appUserId: req.appUserId) })
+        }
+        r.on(Grants.CreateWebhook.self) { [self] req, _ in
+            let url = try Webhooks.checkURL(req.url, allowPrivate: config.webhookAllowPrivate)
+            guard !req.events.isEmpty, req.events.allSatisfy(Webhooks.events.contains) else {
+                throw ServiceError("invalid", "events must be a non-empty list of \(Webhooks.events.joined(separator: ", "))", field: "events")
+            }
+            let secret = Webhooks.newSecret()
+            let row = try await pool.query("""
+                INSERT INTO grants.webhook_endpoints (id, url, events, secret) VALUES ($1, $2, $3::text[], $4)
+                RETURNING id, url, events, active, created_at
+                """, [UUID(), url.absoluteString, PGArray(Array(Set(req.events)).sorted()), secret]).first!
+            return .init(endpoint: try Webhooks.endpointView(row), secret: secret)
+        }
+        r.on(Grants.ListWebhooks.self) { [self] _, _ in
+            .init(data: try await pool.query("SELECT id, url, events, active, created_at FROM grants.webhook_endpoints WHERE disabled_reason IS DISTINCT FROM 'deleted' ORDER BY created_at DESC").rows.map(Webhooks.endpointView))
+        }
+        r.on(Grants.DeleteWebhook.self) { [self] req, _ in
+            let row = try await pool.query("""
+                UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = 'deleted'
+                WHERE id = $1 AND disabled_reason IS DISTINCT FROM 'deleted' RETURNING id
+                """, [req.id]).first
+            guard row != nil else { throw ServiceError("notFound", "no such webhook") }
+            return Empty()
+        }
+        r.on(Grants.Deliveries.self) { [self] req, _ in
+            let exists = try await pool.query("SELECT 1 FROM grants.webhook_endpoints WHERE id = $1", [req.endpointId]).first
+            guard exists != nil else { throw ServiceError("notFound", "no such webhook") }
+            let offset = Int(req.cursor ?? "0") ?? 0
+            let rows = try await pool.query("""
+                SELECT id, webhook_id, type, status, attempts, last_status_code, last_error, created_at, delivered_at, next_attempt_at
+                FROM grants.webhook_deliveries WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3
+                """, [req.endpointId, req.limit + 1, offset]).rows
+            let data = try rows.prefix(req.limit).map(Webhooks.deliveryView)
+            return .init(data: data, nextCursor: rows.count > req.limit ? String(offset + req.limit) : nil)
+        }
+        return r
     }
 }

@@ -79,6 +79,9 @@ public final class Pusher: Sendable {
         worker.enqueue([data])
     }
 
+    /// Pushes an envelope that is already encoded (e.g. stored in an outbox).
+    public func pushRaw(_ envelope: Data) { worker.enqueue([envelope]) }
+
     public func stop() { worker.stop() }
 }
 

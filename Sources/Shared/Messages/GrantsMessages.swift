@@ -12,14 +12,171 @@ public struct GrantCommand: BusRequest, Equatable {
     public var entitlementId: String
     public var duration: CouponDuration
     public var sandbox: Bool
-    public var code: String
-    public init(redemptionId: UUID, accountId: UUID, appUserId: String, entitlementId: String, duration: CouponDuration, sandbox: Bool, code: String) {
+    public var coupon: PublicCoupon
+    public var platform: String
+    public var productId: String?
+    public var reservedAt: Date
+    public init(redemptionId: UUID, accountId: UUID, appUserId: String, entitlementId: String, duration: CouponDuration, sandbox: Bool,
+                coupon: PublicCoupon, platform: String, productId: String?, reservedAt: Date) {
         self.redemptionId = redemptionId
         self.accountId = accountId
         self.appUserId = appUserId
         self.entitlementId = entitlementId
         self.duration = duration
         self.sandbox = sandbox
-        self.code = code
+        self.coupon = coupon
+        self.platform = platform
+        self.productId = productId
+        self.reservedAt = reservedAt
+    }
+}
+
+/// A discount redemption was completed by its store purchase: grants sends its webhook
+/// (through the same outbox and pipeline as grant commands).
+public struct RedemptionCompletedNotice: BusRequest, Equatable {
+    public static let type = "grants.redemptionCompleted"
+    public typealias Response = Empty
+    public var redemption: RedemptionView
+    public var coupon: PublicCoupon
+    public init(redemption: RedemptionView, coupon: PublicCoupon) {
+        self.redemption = redemption
+        self.coupon = coupon
+    }
+}
+
+/// Grants tells coupons which outbox messages it has safely stored.
+public struct OutboxAck: BusRequest {
+    public static let type = "coupons.outboxAck"
+    public typealias Response = Empty
+    public var redemptionIds: [UUID]
+    public var type: String
+    public init(redemptionIds: [UUID], type: String) {
+        self.redemptionIds = redemptionIds
+        self.type = type
+    }
+}
+
+/// Published by grants when a redemption reaches its end (wakes long polls).
+public struct RedemptionSettled: BusEvent {
+    public static let topic = "redemption.settled"
+    public var redemptionId: UUID
+    /// `completed` or `failed`.
+    public var status: String
+    public init(redemptionId: UUID, status: String) {
+        self.redemptionId = redemptionId
+        self.status = status
+    }
+}
+
+public struct EntitlementView: Codable, Sendable, Equatable {
+    public var entitlementId: String
+    public var expiresAt: Date
+    public var sandbox: Bool
+    public var source: String
+    public init(entitlementId: String, expiresAt: Date, sandbox: Bool, source: String) {
+        self.entitlementId = entitlementId
+        self.expiresAt = expiresAt
+        self.sandbox = sandbox
+        self.source = source
+    }
+}
+
+public struct WebhookEndpointView: Codable, Sendable {
+    public var id: UUID
+    public var url: String
+    public var events: [String]
+    public var active: Bool
+    public var createdAt: Date
+    public init(id: UUID, url: String, events: [String], active: Bool, createdAt: Date) {
+        self.id = id
+        self.url = url
+        self.events = events
+        self.active = active
+        self.createdAt = createdAt
+    }
+}
+
+public struct WebhookDeliveryView: Codable, Sendable {
+    public var id: UUID
+    public var webhookId: String
+    public var type: String
+    public var status: String
+    public var attempts: Int
+    public var lastStatusCode: Int?
+    public var lastError: String?
+    public var createdAt: Date
+    public var deliveredAt: Date?
+    public var nextAttemptAt: Date?
+    public init(id: UUID, webhookId: String, type: String, status: String, attempts: Int, lastStatusCode: Int?, lastError: String?,
+                createdAt: Date, deliveredAt: Date?, nextAttemptAt: Date?) {
+        self.id = id; self.webhookId = webhookId; self.type = type; self.status = status; self.attempts = attempts
+        self.lastStatusCode = lastStatusCode; self.lastError = lastError; self.createdAt = createdAt
+        self.deliveredAt = deliveredAt; self.nextAttemptAt = nextAttemptAt
+    }
+}
+
+public enum Grants {
+    public struct Entitlements: BusRequest {
+        public static let type = "grants.entitlements"
+        public struct Response: Codable, Sendable {
+            public var data: [EntitlementView]
+            public init(data: [EntitlementView]) { self.data = data }
+        }
+        public var appUserId: String
+        public init(appUserId: String) { self.appUserId = appUserId }
+    }
+
+    public struct CreateWebhook: BusRequest {
+        public static let type = "grants.createWebhook"
+        public struct Response: Codable, Sendable {
+            public var endpoint: WebhookEndpointView
+            public var secret: String
+            public init(endpoint: WebhookEndpointView, secret: String) {
+                self.endpoint = endpoint
+                self.secret = secret
+            }
+        }
+        public var url: String
+        public var events: [String]
+        public init(url: String, events: [String]) {
+            self.url = url
+            self.events = events
+        }
+    }
+
+    public struct ListWebhooks: BusRequest {
+        public static let type = "grants.listWebhooks"
+        public struct Response: Codable, Sendable {
+            public var data: [WebhookEndpointView]
+            public init(data: [WebhookEndpointView]) { self.data = data }
+        }
+        public init() {}
+    }
+
+    public struct DeleteWebhook: BusRequest {
+        public static let type = "grants.deleteWebhook"
+        public typealias Response = Empty
+        public var id: UUID
+        public init(id: UUID) { self.id = id }
+    }
+
+    public struct Deliveries: BusRequest {
+        public static let type = "grants.deliveries"
+        public struct Response: Codable, Sendable {
+            public var data: [WebhookDeliveryView]
+            public var nextCursor: String?
+            public init(data: [WebhookDeliveryView], nextCursor: String?) {
+                self.data = data
+                self.nextCursor = nextCursor
+            }
+        }
+        public var endpointId: UUID
+        public var limit: Int
+        public var cursor: String?
+        public init(endpointId: UUID, limit: Int, cursor: String?) {
+            self.endpointId = endpointId
+            self.limit = limit
+            self.cursor = cursor
+        }
     }
 }

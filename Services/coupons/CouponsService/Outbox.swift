@@ -1,0 +1,108 @@
+import Foundation
+import Shared
+import Synchronization
+
+/// The transactional outbox (SPEC §3): messages for grants are written in the transaction that
+/// makes them true, then pushed by `OutboxRelay` until grants acknowledges them.
+enum Outbox {
+    static func add<M: BusRequest>(_ tx: PGConnection, redemption: UUID, _ message: M) throws {
+        let payload = String(decoding: try JSONEncoder.wire().encode(Envelope(id: UUID().uuidString.lowercased(), type: M.type, body: message)), as: UTF8.self)
+        try tx.query("INSERT INTO coupons.outbox (redemption_id, type, payload) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                     [redemption, M.type, payload])
+    }
+
+    /// Claims messages that are due (new, or sent without an acknowledgement for a while). Several
+    /// relays (instances) share the work: SKIP LOCKED hands each row to one of them at a time.
+    static func claim(_ c: PGConnection, limit: Int, resendAfter: TimeInterval) throws -> [(id: Int64, payload: String)] {
+        try c.query("""
+            UPDATE coupons.outbox SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
+            WHERE id IN (
+                SELECT id FROM coupons.outbox WHERE acked_at IS NULL AND next_attempt_at <= now()
+                ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+            )
+            RETURNING id, payload
+            """, [limit, resendAfter]).rows.map { (try $0.decode("id"), try $0.decode("payload")) }
+    }
+
+    static func ack(_ c: PGConnection, redemptions: [UUID], type: String) throws {
+        guard !redemptions.isEmpty else { return }
+        try c.query("UPDATE coupons.outbox SET acked_at = now() WHERE type = $2 AND acked_at IS NULL AND redemption_id = ANY($1::uuid[])",
+                    [PGArray(redemptions.map { $0.uuidString.lowercased() }), type])
+    }
+
+    static func prune(_ c: PGConnection, olderThan: TimeInterval) throws -> Int {
+        try c.query("DELETE FROM coupons.outbox WHERE acked_at < now() - make_interval(secs => $1)", [olderThan]).affectedRows
+    }
+
+    static func depth(_ c: PGConnection) throws -> Int {
+        try c.query("SELECT count(*) AS n FROM coupons.outbox WHERE acked_at IS NULL").first!.decode("n")
+    }
+}
+
+/// Pushes outbox messages to grants. It wakes at once when a reservation wrote one (`nudge`),
+/// and otherwise every `interval` to re-send what was not acknowledged.
+final class OutboxRelay: Sendable {
+    private let pool: PGPool
+    private let pusher: Pusher
+    private let logger: Logger
+    private let wake = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    private let pendingNudge = Atomic<Bool>(false)
+    let interval: Duration
+    let resendAfter: TimeInterval
+
+    init(pool: PGPool, pusher: Pusher, logger: Logger, interval: Duration = .seconds(1), resendAfter: TimeInterval = 3) {
+        self.pool = pool
+        self.pusher = pusher
+        self.logger = logger
+        self.interval = interval
+        self.resendAfter = resendAfter
+    }
+
+    /// New rows were committed: send them now.
+    func nudge() {
+        pendingNudge.store(true, ordering: .releasing)
+        wake.withLock { w in
+            w?.resume()
+            w = nil
+        }
+    }
+
+    func run() async {
+        var lastPrune = ContinuousClock.now
+        while !Task.isCancelled {
+            pendingNudge.store(false, ordering: .releasing)
+            do {
+                var batch: [(id: Int64, payload: String)]
+                repeat {
+                    batch = try await pool.withConnection { [resendAfter] in try Outbox.claim($0, limit: 500, resendAfter: resendAfter) }
+                    for row in batch { pusher.pushRaw(Data(row.payload.utf8)) }
+                } while batch.count == 500
+                if ContinuousClock.now - lastPrune > .seconds(60) {
+                    lastPrune = .now
+                    _ = try await pool.withConnection { try Outbox.prune($0, olderThan: 3600) }
+                }
+            } catch {
+                logger.warning("outbox relay pass failed", ["error": String(describing: error)])
+            }
+            await sleep()
+        }
+    }
+
+    /// Sleeps for `interval` or until nudged.
+    private func sleep() async {
+        if pendingNudge.load(ordering: .acquiring) { return }
+        let timer = Task { [interval] in
+            guard (try? await Task.sleep(for: interval)) != nil else { return }  // cancelled: woken already
+            self.nudge()
+        }
+        await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
+            let resumeNow = wake.withLock { w -> Bool in
+                if pendingNudge.load(ordering: .acquiring) { return true }
+                w = cont
+                return false
+            }
+            if resumeNow { cont.resume() }
+        }
+        timer.cancel()
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import Shared
+
+/// A stored grant, as the worker sees it.
+struct Grant: Sendable {
+    let redemptionId: UUID
+    let appUserId: String
+    let entitlementId: String
+    let provider: String
+    let endTime: Date
+    let status: String
+    let attempts: Int
+    let failureReason: String?
+    let command: GrantCommand
+
+    var endTimeMs: Int64 { Timestamp.milliseconds(endTime) }
+}
+
+/// The grant ledger in SQL: one grant per redemption (primary key), `end_time` computed once.
+enum GrantLedger {
+    /// Stores a command unless its redemption has a grant already. The period starts where the
+    /// holder's latest Redeem grant of the entitlement ends, or now (SPEC §5); grants of one
+    /// holder and entitlement are stored one at a time so each sees the one before.
+    static func store(_ tx: PGConnection, _ c: GrantCommand, provider: String) throws {
+        try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)"])
+        let command = String(decoding: try JSONEncoder.wire().encode(c), as: UTF8.self)
+        let (years, months, weeks, days) = components(c.duration)
+        try tx.query("""
+            WITH s AS (
+                SELECT date_trunc('milliseconds', greatest(now(), coalesce(max(end_time), now()))) AS start
+                FROM grants.grants WHERE app_user_id = $2 AND entitlement_id = $3 AND sandbox = $4 AND status <> 'failed'
+            )
+            INSERT INTO grants.grants (redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, start_time, end_time, command)
+            SELECT $1, $5, $2, $3, $4, $6, s.start,
+                   s.start + make_interval(years => $7, months => $8, weeks => $9, days => $10), $11
+            FROM s
+            ON CONFLICT (redemption_id) DO NOTHING
+            """, [c.redemptionId, c.appUserId, c.entitlementId, c.sandbox, c.accountId, provider, years, months, weeks, days, command])
+    }
+
+    static func components(_ d: CouponDuration) -> (Int, Int, Int, Int) {
+        switch d.unit {
+        case "year": (d.count, 0, 0, 0)
+        case "month": (0, d.count, 0, 0)
+        case "week": (0, 0, d.count, 0)
+        default: (0, 0, 0, d.count)
+        }
+    }
+
+    /// Grants due for a provider call, leased for `lease` seconds so no other worker takes them
+    /// meanwhile (a worker that dies mid-call leaves them to be retried after the lease).
+    static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Grant] {
+        try c.query("""
+            UPDATE grants.grants SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
+            WHERE redemption_id IN (
+                SELECT redemption_id FROM grants.grants WHERE status = 'pending' AND next_attempt_at <= now()
+                ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+            )
+            RETURNING redemption_id, app_user_id, entitlement_id, provider, end_time, status, attempts, failure_reason, command
+            """, [limit, lease]).rows.map(grant)
+    }
+
+    /// Settled grants whose outcome coupons has not confirmed yet.
+    static func claimUnnotified(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Grant] {
+        try c.query("""
+            UPDATE grants.grants SET next_attempt_at = now() + make_interval(secs => $2)
+            WHERE redemption_id IN (
+                SELECT redemption_id FROM grants.grants WHERE status <> 'pending' AND NOT coupons_notified AND next_attempt_at <= now()
+                ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+            )
+            RETURNING redemption_id, app_user_id, entitlement_id, provider, end_time, status, attempts, failure_reason, command
+            """, [limit, lease]).rows.map(grant)
+    }
+
+    static func grant(_ row: PGRow) throws -> Grant {
+        Grant(redemptionId: try row.decode("redemption_id"), appUserId: try row.decode("app_user_id"), entitlementId: try row.decode("entitlement_id"),
+              provider: try row.decode("provider"), endTime: try row.decode("end_time"), status: try row.decode("status"),
+              attempts: try row.decode("attempts"), failureReason: try row.decodeIfPresent("failure_reason"),
+              command: try JSONDecoder.wire().decode(GrantCommand.self, from: Data(try row.decode("command", as: String.self).utf8)))
+    }
+
+    /// Records the final outcome; answers false if the grant was settled already.
+    static func settle(_ tx: PGConnection, _ g: Grant, succeeded: Bool, reason: String?) throws -> Bool {
+        try tx.query("""
+            UPDATE grants.grants SET status = $2, failure_reason = $3, settled_at = now(), next_attempt_at = now()
+            WHERE redemption_id = $1 AND status = 'pending' RETURNING redemption_id
+            """, [g.redemptionId, succeeded ? "succeeded" : "failed", reason]).first != nil
+    }
+
+    static func retryLater(_ c: PGConnection, _ g: Grant, after: TimeInterval, reason: String) throws {
+        try c.query("UPDATE grants.grants SET next_attempt_at = now() + make_interval(secs => $2), failure_reason = $3 WHERE redemption_id = $1 AND status = 'pending'",
+                    [g.redemptionId, after, reason])
+    }
+
+    static func markNotified(_ c: PGConnection, _ id: UUID) throws {
+        try c.query("UPDATE grants.grants SET coupons_notified = true WHERE redemption_id = $1", [id])
+    }
+
+    /// Active entitlements of a holder: the latest expiry per entitlement and environment.
+    static func entitlements(_ c: PGConnection, appUserId: String) throws -> [EntitlementView] {
+        try c.query("""
+            SELECT entitlement_id, sandbox, max(end_time) AS expires_at, min(provider) AS provider FROM grants.grants
+            WHERE app_user_id = $1 AND status = 'succeeded' GROUP BY entitlement_id, sandbox
+            HAVING max(end_time) > now() ORDER BY entitlement_id, sandbox
+            """, [appUserId]).rows.map {
+            EntitlementView(entitlementId: try $0.decode("entitlement_id"), expiresAt: try $0.decode("expires_at"),
+                            sandbox: try $0.decode("sandbox"), source: try $0.decode("provider"))
+        }
+    }
+}

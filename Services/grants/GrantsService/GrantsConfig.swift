@@ -1,0 +1,43 @@
+import Foundation
+import Shared
+
+/// Settings of the grants service (README configuration table).
+struct GrantsConfig: Sendable {
+    var provider: String
+    var revenueCatURL: URL
+    var revenueCatKey: String?
+    var revenueCatSandboxKey: String?
+    /// Provider calls per second (RevenueCat allows about 480 customer requests a minute).
+    var providerRate: Double
+    var webhookSchedule: [TimeInterval]
+    var webhookAllowPrivate: Bool
+    var commandsBind: [String]
+    var eventsBind: [String]
+    var couponsBus: [String]
+    var maxRetryDelay: TimeInterval
+    var providerTimeout: TimeInterval
+
+    init(env: Environment) throws {
+        provider = try env.choice("REDEEM_ENTITLEMENT_PROVIDER", default: "local", allowed: ["local", "revenuecat"])
+        revenueCatURL = try env.url("REDEEM_REVENUECAT_URL", default: "https://api.revenuecat.com")
+        revenueCatKey = env.raw("REDEEM_REVENUECAT_KEY")
+        revenueCatSandboxKey = env.raw("REDEEM_REVENUECAT_SANDBOX_KEY")
+        if provider == "revenuecat" && revenueCatKey == nil {
+            throw ConfigError(variable: "REDEEM_REVENUECAT_KEY", problem: "is required when REDEEM_ENTITLEMENT_PROVIDER is revenuecat")
+        }
+        providerRate = try env.double("REDEEM_PROVIDER_RATE", default: 8, range: 0.1...100_000)
+        let gaps = env.list("REDEEM_WEBHOOK_RETRY_SCHEDULE", default: ["5", "300", "1800", "7200", "18000", "36000", "50400", "72000", "86400"])
+        webhookSchedule = try gaps.map {
+            guard let v = Double($0), v >= 0 else {
+                throw ConfigError(variable: "REDEEM_WEBHOOK_RETRY_SCHEDULE", problem: "expected seconds separated by commas, got \"\($0.prefix(20))\"")
+            }
+            return v
+        }
+        webhookAllowPrivate = try env.flag("REDEEM_WEBHOOK_ALLOW_PRIVATE", default: false)
+        commandsBind = try BusAddress.grantCommands(env)
+        eventsBind = try BusAddress.events("grants", env)
+        couponsBus = try BusAddress.requests("coupons", env)
+        maxRetryDelay = TimeInterval(try env.int("REDEEM_GRANT_MAX_RETRY_SECONDS", default: 300, range: 1...3600))
+        providerTimeout = TimeInterval(try env.int("REDEEM_PROVIDER_TIMEOUT_SECONDS", default: 10, range: 1...120))
+    }
+}

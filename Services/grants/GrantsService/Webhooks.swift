@@ -1,0 +1,232 @@
+import Foundation
+import Shared
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Operator webhooks (SPEC §4.4), signed per Standard Webhooks.
+enum Webhooks {
+    static let events = ["coupon.redeemed", "redemption.failed"]
+
+    /// `whsec_` + base64 of 24 random bytes; the HMAC key is the decoded bytes.
+    static func newSecret() -> String { "whsec_" + Data(Crypto.randomBytes(24)).base64EncodedString() }
+
+    static func key(fromSecret secret: String) -> [UInt8] {
+        Array(Data(base64Encoded: String(secret.dropFirst("whsec_".count))) ?? Data())
+    }
+
+    /// `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`.
+    static func signature(secret: String, id: String, timestamp: Int, body: Data) -> String {
+        let signed = Array("\(id).\(timestamp).".utf8) + Array(body)
+        return "v1," + Data(Crypto.hmacSHA256(key: key(fromSecret: secret), signed)).base64EncodedString()
+    }
+
+    /// The `webhook-id` of an event: one per event, the same on every endpoint and every retry.
+    static func eventId(type: String, redemption: UUID) -> String {
+        "msg_" + Crypto.sha256(Array("\(type)|\(redemption.uuidString.lowercased())".utf8)).hex.prefix(32)
+    }
+
+    // MARK: - Destinations
+
+    /// Checks a URL before it is stored and before each delivery: https, and a host that
+    /// resolves only to public addresses (no request forgery into private networks), unless
+    /// `allowPrivate`, which also allows plain http.
+    static func checkURL(_ text: String, allowPrivate: Bool) throws -> URL {
+        let invalid = { (why: String) in ServiceError("invalid", why, field: "url") }
+        guard text.count <= 2000, let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+            throw invalid("url must be an absolute https URL")
+        }
+        guard scheme == "https" || (allowPrivate && scheme == "http") else { throw invalid("url must use https") }
+        guard url.user == nil, url.password == nil else { throw invalid("url must not carry credentials") }
+        let addresses = resolve(host)
+        guard !addresses.isEmpty else { throw invalid("url's host does not resolve") }
+        if !allowPrivate, let bad = addresses.first(where: isPrivate) {
+            throw invalid("url resolves to a private or loopback address (\(bad))")
+        }
+        return url
+    }
+
+    static func resolve(_ host: String) -> [String] {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &result) == 0, let first = result else { return [] }
+        defer { freeaddrinfo(result) }
+        var out: [String] = []
+        var p: UnsafeMutablePointer<addrinfo>? = first
+        while let ai = p {
+            var buf = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            if getnameinfo(ai.pointee.ai_addr, ai.pointee.ai_addrlen, &buf, socklen_t(buf.count), nil, 0, NI_NUMERICHOST) == 0 {
+                out.append(buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+            }
+            p = ai.pointee.ai_next
+        }
+        return out
+    }
+
+    static func isPrivate(_ address: String) -> Bool {
+        let a = address.lowercased()
+        if a.contains(":") {
+            if a == "::1" || a == "::" { return true }
+            if a.hasPrefix("fc") || a.hasPrefix("fd") || a.hasPrefix("fe8") || a.hasPrefix("fe9") || a.hasPrefix("fea") || a.hasPrefix("feb") { return true }
+            if a.hasPrefix("::ffff:") { return isPrivate(String(a.dropFirst(7))) }
+            return false
+        }
+        let o = a.split(separator: ".").compactMap { Int($0) }
+        guard o.count == 4 else { return true }
+        switch (o[0], o[1]) {
+        case (10, _), (127, _), (0, _): return true
+        case (169, 254), (192, 168): return true
+        case (172, 16...31): return true
+        case (100, 64...127): return true
+        case (224...255, _): return true
+        default: return false
+        }
+    }
+
+    // MARK: - Storage
+
+    static func endpointView(_ row: PGRow) throws -> WebhookEndpointView {
+        WebhookEndpointView(id: try row.decode("id"), url: try row.decode("url"), events: PGArray.parse(try row.decode("events")),
+                            active: try row.decode("active"), createdAt: try row.decode("created_at"))
+    }
+
+    /// Queues one delivery of an event to every active endpoint that takes it (in the caller's
+    /// transaction; a repeat of the same event adds nothing).
+    static func enqueue(_ tx: PGConnection, type: String, redemption: UUID, data: some Encodable, sandbox: Bool) throws {
+        let payload = String(decoding: try JSONEncoder.wire().encode(WebhookBody(type: type, timestamp: Date(), data: data)), as: UTF8.self)
+        try tx.query("""
+            INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
+            SELECT gen_random_uuid(), e.id, $1, $2, $3 FROM grants.webhook_endpoints e WHERE e.active AND $2 = ANY(e.events)
+            ON CONFLICT (endpoint_id, webhook_id) DO NOTHING
+            """, [eventId(type: type, redemption: redemption), type, payload])
+    }
+
+    struct Due: Sendable {
+        let id: UUID
+        let endpoint: UUID
+        let url: String
+        let secret: String
+        let webhookId: String
+        let payload: String
+        let attempts: Int
+    }
+
+    static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Due] {
+        try c.query("""
+            UPDATE grants.webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
+            FROM grants.webhook_endpoints e
+            WHERE e.id = d.endpoint_id AND d.id IN (
+                SELECT id FROM grants.webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= now()
+                ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+            )
+            RETURNING d.id, d.endpoint_id, e.url, e.secret, e.active, d.webhook_id, d.payload, d.attempts
+            """, [limit, lease]).rows.map {
+            Due(id: try $0.decode("id"), endpoint: try $0.decode("endpoint_id"), url: try $0.decode("url"), secret: try $0.decode("secret"),
+                webhookId: try $0.decode("webhook_id"), payload: try $0.decode("payload"), attempts: try $0.decode("attempts"))
+        }
+    }
+
+    static func deliveryView(_ row: PGRow) throws -> WebhookDeliveryView {
+        let status = try row.decode("status", as: String.self)
+        return WebhookDeliveryView(id: try row.decode("id"), webhookId: try row.decode("webhook_id"), type: try row.decode("type"),
+                                   status: status, attempts: try row.decode("attempts"), lastStatusCode: try row.decodeIfPresent("last_status_code"),
+                                   lastError: try row.decodeIfPresent("last_error"), createdAt: try row.decode("created_at"),
+                                   deliveredAt: try row.decodeIfPresent("delivered_at"),
+                                   nextAttemptAt: status == "pending" ? try row.decodeIfPresent("next_attempt_at") : nil)
+    }
+}
+
+/// `{type, timestamp, data}` (SPEC §4.4).
+struct WebhookBody<D: Encodable>: Encodable {
+    var type: String
+    var timestamp: Date
+    var data: D
+}
+
+/// Sends due webhook deliveries and records each attempt.
+final class WebhookDeliverer: Sendable {
+    let pool: PGPool
+    let logger: Logger
+    let schedule: [TimeInterval]
+    let allowPrivate: Bool
+    let session: URLSession
+
+    init(pool: PGPool, logger: Logger, schedule: [TimeInterval], allowPrivate: Bool) {
+        self.pool = pool
+        self.logger = logger
+        self.schedule = schedule
+        self.allowPrivate = allowPrivate
+        let config = URLSessionConfiguration.ephemeral
+        config.timeoutIntervalForRequest = 10
+        session = URLSession(configuration: config)
+    }
+
+    /// The gap before the next attempt after `attempts` failed ones (nil: give up), with up to
+    /// 10% jitter.
+    static func nextGap(schedule: [TimeInterval], attempts: Int, random: Double) -> TimeInterval? {
+        guard attempts >= 1, attempts <= schedule.count else { return nil }
+        return schedule[attempts - 1] * (1 + 0.1 * random)
+    }
+
+    func runOnce() async -> Int {
+        let due: [Webhooks.Due]
+        do { due = try await pool.withConnection { try Webhooks.claimDue($0, limit: 50, lease: 60) } } catch {
+            logger.warning("webhook claim failed", ["error": String(describing: error)])
+            return 0
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for d in due { group.addTask { await self.deliver(d) } }
+        }
+        return due.count
+    }
+
+    func deliver(_ d: Webhooks.Due) async {
+        let body = Data(d.payload.utf8)
+        var status: Int?
+        var failure: String?
+        do {
+            let url = try Webhooks.checkURL(d.url, allowPrivate: allowPrivate)
+            let ts = Int(Date().timeIntervalSince1970)
+            var req = URLRequest(url: url, timeoutInterval: 10)
+            req.httpMethod = "POST"
+            req.httpBody = body
+            req.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            req.setValue(d.webhookId, forHTTPHeaderField: "webhook-id")
+            req.setValue(String(ts), forHTTPHeaderField: "webhook-timestamp")
+            req.setValue(Webhooks.signature(secret: d.secret, id: d.webhookId, timestamp: ts, body: body), forHTTPHeaderField: "webhook-signature")
+            let (_, resp) = try await session.data(for: req)
+            status = (resp as? HTTPURLResponse)?.statusCode
+        } catch let e as ServiceError {
+            failure = e.message
+        } catch {
+            failure = "no answer (timeout or connection failure)"
+        }
+        let gap = Self.nextGap(schedule: schedule, attempts: d.attempts, random: Double.random(in: 0..<1))
+        let s = status
+        let err = failure
+        do {
+            try await pool.transaction { tx in
+                if let s, (200..<300).contains(s) {
+                    try tx.query("UPDATE grants.webhook_deliveries SET status = 'delivered', delivered_at = now(), last_status_code = $2, last_error = NULL WHERE id = $1",
+                                 [d.id, s])
+                } else if s == 410 {
+                    // Gone: the receiver asks us to stop. The endpoint is disabled and its queue dropped.
+                    try tx.query("UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = '410 Gone' WHERE id = $1", [d.endpoint])
+                    try tx.query("UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = 410, last_error = 'endpoint disabled (410 Gone)' WHERE endpoint_id = $1 AND status = 'pending'", [d.endpoint])
+                } else if let gap {
+                    try tx.query("UPDATE grants.webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2), last_status_code = $3, last_error = $4 WHERE id = $1",
+                                 [d.id, gap, s, err])
+                } else {
+                    try tx.query("UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = $2, last_error = $3 WHERE id = $1",
+                                 [d.id, s, err ?? "gave up after the last retry"])
+                }
+            }
+        } catch {
+            logger.warning("webhook outcome not recorded", ["error": String(describing: error)])
+        }
+    }
+}
