@@ -32,5 +32,9 @@ import Testing
         let d = Date(timeIntervalSince1970: 1_764_483_573.125)
         #expect(Timestamp.iso8601(d) == "2025-11-30T06:19:33.125Z")
         #expect(abs(Timestamp.parse("2025-11-30T06:19:33.125Z")!.timeIntervalSince(d)) < 0.001)
+        // A Double holds .293 as .29299…: still printed (and sent as milliseconds) as .293.
+        let tricky = Date(timeIntervalSince1970: 1_798_614_830.293)
+        #expect(Timestamp.iso8601(tricky).hasSuffix(".293Z"))
+        #expect(Timestamp.milliseconds(tricky) == 1_798_614_830_293)
     }
 }

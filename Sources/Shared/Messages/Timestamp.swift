@@ -5,7 +5,15 @@ public enum Timestamp {
     private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)
     private static let plainStyle = Date.ISO8601FormatStyle(timeZone: .gmt)
 
-    public static func iso8601(_ date: Date) -> String { style.format(date) }
+    /// Rounded to the nearest millisecond (a Double holds .293 as .29299…, which a formatter
+    /// that truncates would print as .292).
+    public static func iso8601(_ date: Date) -> String {
+        let ms = milliseconds(date)
+        let seconds = Date(timeIntervalSince1970: TimeInterval(ms.floorDiv(1000)))
+        let whole = plainStyle.format(seconds)  // 2026-11-30T06:19:33Z
+        let frac = ms - ms.floorDiv(1000) * 1000
+        return whole.dropLast() + "." + String(format: "%03d", frac) + "Z"
+    }
 
     /// Parses with or without fractional seconds; `nil` for anything else.
     public static func parse(_ text: String) -> Date? {
@@ -13,7 +21,7 @@ public enum Timestamp {
     }
 
     /// Milliseconds since the Unix epoch.
-    public static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+    public static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 }
 
 extension JSONEncoder {
@@ -43,4 +51,9 @@ extension JSONDecoder {
         }
         return d
     }
+}
+
+extension Int64 {
+    /// Division rounding toward minus infinity (for times before 1970 too).
+    func floorDiv(_ d: Int64) -> Int64 { self >= 0 ? self / d : -((-self + d - 1) / d) }
 }
