@@ -39,5 +39,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Shared"], path: "Tests/TestSupport"),
         .testTarget(name: "SharedTests", dependencies: ["Shared", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Shared", "TestSupport"]),
+        // The services' logic without sockets: rules, policies, documents.
+        .testTarget(name: "ServiceTests", dependencies: ["Shared", "GatewayService", "CouponsService", "GrantsService", "AccountsService"]),
     ]
 )

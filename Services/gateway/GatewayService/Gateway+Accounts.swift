@@ -31,16 +31,19 @@ extension Gateway {
 
     func addAccountRoutes(to r: inout Router) {
         r.post("/v1/accounts") { [self] req in
+            try abuse.checkSignUp(ip: req.clientAddress)
             let b = try JSONBody.decode(SignUpBody.self, from: req)
             let result = try await accounts.request(Accounts.SignUp(email: b.email, password: b.password, cloudkitRecordName: b.cloudkitRecordName))
             return .json(201, AuthBody(account: result.account, session: result.session))
         }
         r.post("/v1/sessions") { [self] req in
             let b = try JSONBody.decode(SignInBody.self, from: req)
+            try abuse.checkAuth(ip: req.clientAddress, email: b.email)
             let result = try await accounts.request(Accounts.SignIn(email: b.email, password: b.password))
             return .json(200, AuthBody(account: result.account, session: result.session))
         }
         r.post("/v1/sessions/apple") { [self] req in
+            try abuse.checkAuth(ip: req.clientAddress, email: nil)
             let b = try JSONBody.decode(AppleBody.self, from: req)
             let result = try await accounts.request(Accounts.SignInWithApple(identityToken: b.identityToken, cloudkitRecordName: b.cloudkitRecordName))
             return .json(result.created ? 201 : 200, AuthBody(account: result.account, session: result.session))

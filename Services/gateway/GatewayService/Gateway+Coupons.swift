@@ -54,13 +54,16 @@ extension Gateway {
         }
         r.post("/v1/coupons/validate") { [self] req in
             let user = try await auth.requireUser(req)
+            try abuse.checkCodes(ip: req.clientAddress, account: user.account)
             let b = try JSONBody.decode(ValidateBody.self, from: req)
             if let p = b.platform, !Self.platforms.contains(p) { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
             let a = try await coupons.request(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform))
+            if a.reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
             return .json(200, ValidateAnswer(valid: a.valid, reason: a.reason, coupon: a.coupon, eligibleProductIds: a.eligibleProductIds))
         }
         r.post("/v1/redemptions") { [self] req in
             let user = try await auth.requireUser(req)
+            try abuse.checkCodes(ip: req.clientAddress, account: user.account)
             let b = try JSONBody.decode(RedeemBody.self, from: req)
             guard Self.platforms.contains(b.platform) else { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
             let environment = b.environment ?? "production"
@@ -69,7 +72,10 @@ extension Gateway {
             }
             let answer = try await coupons.request(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
                                                                   productId: b.productId, platform: b.platform, sandbox: environment == "sandbox"))
-            if let reason = answer.refusal { throw HTTPError(422, reason, RefusalText.sentence(reason)) }
+            if let reason = answer.refusal {
+                if reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
+                throw HTTPError(422, reason, RefusalText.sentence(reason))
+            }
             guard let redemption = answer.redemption else { throw ServiceError.internal }
             return .json(answer.created ? 201 : 200, redemption)
         }

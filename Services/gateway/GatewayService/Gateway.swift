@@ -16,6 +16,7 @@ public final class Gateway: Sendable {
     let events: EventSubscriber
     let grantEvents: EventSubscriber
     let waiters = SettlementWaiters()
+    let abuse: AbuseGuard
     private let background = Mutex<[Task<Void, Never>]>([])
 
     public init(config: GatewayConfig) throws {
@@ -24,6 +25,7 @@ public final class Gateway: Sendable {
         accounts = try BusClient(context: context, service: "accounts", connect: config.accountsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         coupons = try BusClient(context: context, service: "coupons", connect: config.couponsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         grants = try BusClient(context: context, service: "grants", connect: config.grantsBus, metrics: metrics, defaultTimeout: config.busTimeout)
+        abuse = AbuseGuard(limits: config.limits)
         let auth = Authenticator(accounts: accounts, logger: logger)
         self.auth = auth
         let logger = self.logger
@@ -50,6 +52,7 @@ public final class Gateway: Sendable {
         addAccountRoutes(to: &r)
         addCouponRoutes(to: &r)
         addGrantRoutes(to: &r)
+        addPageRoutes(to: &r)
         return r
     }
 
@@ -77,7 +80,11 @@ extension Gateway {
         options.host = config.httpHost
         options.port = config.httpPort
         options.threads = config.httpThreads
-        let server = HTTPServer(options: options, logger: logger, metrics: metrics) { await router.handle($0) }
+        let server = HTTPServer(options: options, logger: logger, metrics: metrics) { request in
+            var response = await router.handle(request)
+            response.headers += Gateway.securityHeaders
+            return response
+        }
         Lifecycle.run(logger: logger, start: { [self] in
             try server.start()
             startBackground()

@@ -11,6 +11,7 @@ public struct GatewayConfig: Sendable {
     public var couponsBus: [String]
     public var grantsBus: [String]
     public var busTimeout: Duration
+    var limits: AbuseGuard.Limits
     /// Publishers of events this gateway listens to.
     public var accountsEvents: [String]
     public var grantsEvents: [String]
@@ -25,6 +26,7 @@ public struct GatewayConfig: Sendable {
         grantsBus = try BusAddress.requests("grants", env)
         accountsEvents = try BusAddress.events("accounts", env)
         grantsEvents = try BusAddress.events("grants", env)
+        limits = try AbuseGuard.Limits(env: env)
         busTimeout = .milliseconds(try env.int("REDEEM_BUS_TIMEOUT_MS", default: 5000, range: 50...60000))
     }
 }

@@ -1,0 +1,167 @@
+extension RedeemPage {
+    /// Tokens live in this script's memory only: never in the URL, storage or logs. Text from the
+    /// URL or from responses is only ever set with `textContent` / `value`, never as markup.
+    static let script = #"""
+    "use strict";
+    (function () {
+      var session = null;
+      var checkedCode = null;
+      var $ = function (id) { return document.getElementById(id); };
+
+      var reasons = {
+        notFound: "We couldn't find that code. Check it and try again.",
+        inactive: "This code is no longer active.",
+        notStarted: "This code can't be used yet.",
+        expired: "This code has expired.",
+        exhausted: "This code has been used up.",
+        alreadyRedeemed: "You have already redeemed this code.",
+        notEligible: "This code doesn't apply to your account.",
+        notReady: "This offer isn't available yet. Please try again later.",
+        invalidCredentials: "The email or password is not right.",
+        emailInUse: "An account with this email exists. Sign in instead.",
+        weakPassword: "Choose a longer, less common password (at least 10 characters).",
+        invalid: "Please check what you entered.",
+        rateLimited: "Too many attempts. Please wait a moment and try again.",
+        invalidToken: "Your session has ended. Please sign in again.",
+        notIdentified: "Please sign in first."
+      };
+
+      function say(text, isError) {
+        var s = $("status");
+        s.textContent = text;
+        s.className = isError ? "status error" : "status";
+      }
+
+      function sentence(code, fallback) { return reasons[code] || fallback || "Something went wrong. Please try again."; }
+
+      function api(method, path, body) {
+        var headers = { "Accept": "application/json" };
+        if (body !== undefined) headers["Content-Type"] = "application/json";
+        if (session) headers["Authorization"] = "Bearer " + session.accessToken;
+        return fetch(path, { method: method, headers: headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "omit", cache: "no-store" })
+          .then(function (r) {
+            return r.text().then(function (t) {
+              var data = null;
+              try { data = t ? JSON.parse(t) : null; } catch (e) { data = null; }
+              return { status: r.status, data: data };
+            });
+          }, function () {
+            throw new Error("network");
+          });
+      }
+
+      function describe(c) {
+        if (!c) return "";
+        var n = c.duration ? c.duration.count : 1;
+        var unit = c.duration ? c.duration.unit : "month";
+        var span = n + " " + unit + (n === 1 ? "" : "s");
+        if (c.kind === "freePeriod") return span + " of Pro, free.";
+        var periods = c.periodCount || 1;
+        var off = c.kind === "percentOff" ? c.percentOff + "% off" : (c.amountOff ? c.amountOff.amount + " " + c.amountOff.currency + " off" : "A discount");
+        return off + " for " + periods + " billing period" + (periods === 1 ? "" : "s") + " of " + span + ".";
+      }
+
+      function signedIn(result) {
+        session = result.session;
+        $("auth-form").hidden = true;
+        $("signed-in").hidden = false;
+        $("signed-in-email").textContent = result.account.email || "your account";
+        $("password").value = "";
+        say("You're signed in. Now enter your code.");
+        $("code").focus();
+      }
+
+      function authenticate(path) {
+        var email = $("email").value.trim();
+        var password = $("password").value;
+        if (!email || !password) { say("Enter your email and password.", true); return; }
+        say("One moment…");
+        api("POST", path, { email: email, password: password }).then(function (r) {
+          if (r.status === 200 || r.status === 201) { signedIn(r.data); return; }
+          var code = r.data && r.data.error ? r.data.error.code : "";
+          say(sentence(code, r.data && r.data.error ? r.data.error.message : null), true);
+        }).catch(function () { say("We couldn't reach the server. Check your connection and try again.", true); });
+      }
+
+      function check() {
+        var code = $("code").value.trim();
+        $("redeem-button").disabled = true;
+        $("offer").hidden = true;
+        if (!code) { say("Enter a code.", true); return; }
+        if (!session) { say(sentence("notIdentified"), true); $("email").focus(); return; }
+        say("Checking the code…");
+        api("POST", "/v1/coupons/validate", { code: code, platform: "web" }).then(function (r) {
+          if (r.status !== 200) { say(sentence(r.data && r.data.error ? r.data.error.code : ""), true); return; }
+          if (!r.data.valid) { say(sentence(r.data.reason), true); return; }
+          checkedCode = code;
+          $("offer").textContent = describe(r.data.coupon);
+          $("offer").hidden = false;
+          $("redeem-button").disabled = false;
+          say("This code is valid. Press Redeem to use it.");
+        }).catch(function () { say("We couldn't reach the server. Check your connection and try again.", true); });
+      }
+
+      function finish(redemption) {
+        if (redemption.status === "completed") {
+          var until = redemption.entitlement ? new Date(redemption.entitlement.expiresAt) : null;
+          var text = until ? "Pro until " + until.toLocaleDateString(undefined, { year: "numeric", month: "long", day: "numeric" }) : "Your purchase is confirmed.";
+          $("result-text").textContent = text;
+          $("result").hidden = false;
+          $("redeem-button").disabled = true;
+          say("Done! " + text + ".");
+          $("result-title").focus();
+        } else if (redemption.status === "failed" || redemption.status === "released") {
+          say("We couldn't apply this code. Your code was not used up; please try again later.", true);
+        } else if (redemption.status === "reserved") {
+          say("Your discount is reserved. Finish the purchase in the app store to use it.");
+        } else {
+          say("Still working on it… this can take a moment.");
+          wait(redemption.redemptionId, 1);
+        }
+      }
+
+      function wait(id, attempt) {
+        if (attempt > 6) { say("This is taking longer than usual. Check back in a few minutes.", true); return; }
+        api("GET", "/v1/redemptions/" + encodeURIComponent(id) + "?wait=20").then(function (r) {
+          if (r.status !== 200) { say(sentence(r.data && r.data.error ? r.data.error.code : ""), true); return; }
+          if (r.data.status === "granting") { wait(id, attempt + 1); return; }
+          finish(r.data);
+        }).catch(function () { say("We couldn't reach the server. Check your connection and try again.", true); });
+      }
+
+      function redeem() {
+        if (!session || !checkedCode) return;
+        $("redeem-button").disabled = true;
+        say("Redeeming…");
+        api("POST", "/v1/redemptions", { code: checkedCode, platform: "web" }).then(function (r) {
+          if (r.status === 200 || r.status === 201) { finish(r.data); return; }
+          $("redeem-button").disabled = false;
+          say(sentence(r.data && r.data.error ? r.data.error.code : ""), true);
+        }).catch(function () {
+          $("redeem-button").disabled = false;
+          say("We couldn't reach the server. Check your connection and try again.", true);
+        });
+      }
+
+      document.addEventListener("DOMContentLoaded", function () {
+        var params = new URLSearchParams(window.location.search);
+        var code = params.get("code");
+        if (code) $("code").value = code.slice(0, 64);
+        $("auth-form").addEventListener("submit", function (e) { e.preventDefault(); authenticate("/v1/sessions"); });
+        $("sign-up").addEventListener("click", function () { authenticate("/v1/accounts"); });
+        $("code-form").addEventListener("submit", function (e) { e.preventDefault(); check(); });
+        $("code").addEventListener("input", function () { $("redeem-button").disabled = true; $("offer").hidden = true; });
+        $("redeem-button").addEventListener("click", redeem);
+        $("sign-out").addEventListener("click", function () {
+          if (session) api("DELETE", "/v1/sessions/current").catch(function () {});
+          session = null;
+          $("auth-form").hidden = false;
+          $("signed-in").hidden = true;
+          say("You're signed out.");
+          $("email").focus();
+        });
+        $("email").focus();
+      });
+    })();
+    """#
+}

@@ -1,0 +1,74 @@
+import Foundation
+import Testing
+@testable import GatewayService
+@testable import Shared
+
+@Suite struct GatewayLogicTests {
+    @Test func everyRouteIsDocumentedAndEveryDocumentedRouteExists() throws {
+        let gateway = try Gateway(config: GatewayConfig(env: Environment([:])))
+        defer { gateway.stop() }
+        let routes = Set(gateway.router().routes.map { "\($0.method.lowercased()) \($0.template)" })
+        let documented = Set(OpenAPIDocument.operations.map { "\($0.method) \($0.path)" })
+        #expect(routes.subtracting(documented).isEmpty, "undocumented: \(routes.subtracting(documented).sorted())")
+        #expect(documented.subtracting(routes).isEmpty, "documented but missing: \(documented.subtracting(routes).sorted())")
+        let doc = try #require(try JSONSerialization.jsonObject(with: OpenAPIDocument.json) as? [String: Any])
+        #expect(doc["openapi"] as? String == "3.1.0")
+        // Every schema reference resolves.
+        let text = String(decoding: OpenAPIDocument.json, as: UTF8.self)
+        let schemas = ((doc["components"] as? [String: Any])?["schemas"] as? [String: Any]) ?? [:]
+        let refs = text.components(separatedBy: "#/components/schemas/").dropFirst().map { String($0.prefix { $0 != "\"" }) }
+        for r in Set(refs) { #expect(schemas[r] != nil, "dangling $ref \(r)") }
+    }
+
+    @Test func tokenBucketRefillsOverTimeAndSaysHowLongToWait() {
+        var b = TokenBucket(capacity: 3, perSecond: 1, now: 0)
+        #expect(b.take(now: 0) == nil)
+        #expect(b.take(now: 0) == nil)
+        #expect(b.take(now: 0) == nil)
+        let wait = b.take(now: 0)
+        #expect(wait != nil && abs(wait! - 1) < 0.001)
+        #expect(b.take(now: 1.0) == nil, "one token back after a second")
+        #expect(b.take(now: 1.0) != nil)
+    }
+
+    @Test func invalidCodesLockOutAfterTheThresholdWithinTheWindow() {
+        var l = Lockout()
+        for t in 0..<4 { l.fail(now: Double(t), threshold: 5, window: 60, lockSeconds: 100) }
+        #expect(l.locked(now: 4) == nil)
+        l.fail(now: 100, threshold: 5, window: 60, lockSeconds: 100)  // the first four fell out of the window
+        #expect(l.locked(now: 100) == nil)
+        for t in 101..<105 { l.fail(now: Double(t), threshold: 5, window: 60, lockSeconds: 100) }
+        #expect(l.locked(now: 105) != nil)
+        #expect(l.locked(now: 205) == nil, "the lock ends")
+    }
+
+    @Test func abuseGuardAnswers429WithRetryAfterAndCanBeOff() throws {
+        var limits = AbuseGuard.Limits()
+        limits.signUpPerMinute = 2
+        let guardOn = AbuseGuard(limits: limits, clock: { 1000 })
+        try guardOn.checkSignUp(ip: "1.2.3.4")
+        try guardOn.checkSignUp(ip: "1.2.3.4")
+        do {
+            try guardOn.checkSignUp(ip: "1.2.3.4")
+            Issue.record("third sign-up allowed")
+        } catch let e as HTTPError {
+            #expect(e.status == 429)
+            #expect(e.code == "rateLimited")
+            #expect(e.headers.contains { $0.0 == "Retry-After" && $0.1 == "30" })
+        }
+        try guardOn.checkSignUp(ip: "5.6.7.8")  // another address has its own budget
+        limits.enabled = false
+        let guardOff = AbuseGuard(limits: limits, clock: { 1000 })
+        for _ in 0..<10 { try guardOff.checkSignUp(ip: "1.2.3.4") }
+    }
+
+    @Test func csvCellsAreQuotedAndFormulasNeutralised() {
+        #expect(RedemptionCSV.cell("plain") == "plain")
+        #expect(RedemptionCSV.cell("a,b") == "\"a,b\"")
+        #expect(RedemptionCSV.cell("say \"hi\"") == "\"say \"\"hi\"\"\"")
+        #expect(RedemptionCSV.cell("two\nlines") == "\"two\nlines\"")
+        #expect(RedemptionCSV.cell("=SUM(A1)") == "'=SUM(A1)")
+        #expect(RedemptionCSV.cell("-1") == "'-1")
+        #expect(RedemptionCSV.cell("@x,y") == "\"'@x,y\"")
+    }
+}

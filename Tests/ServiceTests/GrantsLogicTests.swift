@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+@testable import GrantsService
+@testable import Shared
+
+@Suite struct GrantsLogicTests {
+    @Test func retryDelaysDoubleFromOneSecondCapAtTheMaximumAndHonourRetryAfter() {
+        let p = RetryPolicy(initial: 1, max: 300)
+        #expect(p.delay(afterAttempt: 1, retryAfter: nil, random: 0.5) == 1)
+        #expect(p.delay(afterAttempt: 2, retryAfter: nil, random: 0.5) == 2)
+        #expect(p.delay(afterAttempt: 4, retryAfter: nil, random: 0.5) == 8)
+        #expect(p.delay(afterAttempt: 30, retryAfter: nil, random: 0.99) == 300, "never more than 5 minutes apart")
+        let low = p.delay(afterAttempt: 3, retryAfter: nil, random: 0)
+        let high = p.delay(afterAttempt: 3, retryAfter: nil, random: 0.999)
+        #expect(low >= 3.2 && high <= 4.8 && low < high, "jitter around 4 s")
+        #expect(p.delay(afterAttempt: 1, retryAfter: 7, random: 0.5) == 7, "Retry-After wins when later")
+    }
+
+    @Test func theRateLimiterSpacesCallsSoNoSecondHoldsMoreThanTheRate() {
+        let limiter = RateLimiter(perSecond: 20)
+        let start = ContinuousClock.now
+        let slots = (0..<100).map { _ in limiter.reserve(now: start) }
+        for (i, s) in slots.enumerated() {
+            let window = slots[i...].prefix { $0 - s < .seconds(1) }
+            #expect(window.count <= 20)
+        }
+        #expect(slots.last! - start < .seconds(5.1), "and no slower than needed")
+    }
+
+    @Test func webhookGapsFollowTheScheduleWithAtMostTenPercentJitterThenGiveUp() {
+        let schedule: [TimeInterval] = [5, 300, 1800]
+        #expect(WebhookDeliverer.nextGap(schedule: schedule, attempts: 1, random: 0) == 5)
+        #expect(WebhookDeliverer.nextGap(schedule: schedule, attempts: 2, random: 0.999)! <= 330)
+        #expect(WebhookDeliverer.nextGap(schedule: schedule, attempts: 3, random: 0.5) == 1890)
+        #expect(WebhookDeliverer.nextGap(schedule: schedule, attempts: 4, random: 0.5) == nil)
+    }
+
+    @Test func webhookURLsMustBeHTTPSAndPublicUnlessAllowed() throws {
+        #expect(throws: ServiceError.self) { try Webhooks.checkURL("http://example.com/hook", allowPrivate: false) }
+        for bad in ["https://127.0.0.1/x", "https://localhost/x", "https://10.1.2.3/x", "https://192.168.0.9/x", "https://169.254.169.254/latest",
+                    "https://[::1]/x", "https://172.20.0.1/x", "https://user:pw@127.0.0.1/x"] {
+            #expect(throws: ServiceError.self, "\(bad)") { try Webhooks.checkURL(bad, allowPrivate: false) }
+        }
+        #expect(throws: Never.self) { try Webhooks.checkURL("http://127.0.0.1:9/x", allowPrivate: true) }
+        #expect(Webhooks.isPrivate("8.8.8.8") == false)
+        #expect(Webhooks.isPrivate("::ffff:10.0.0.1") == true)
+    }
+
+    @Test func signaturesMatchTheStandardWebhooksExample() {
+        // From the Standard Webhooks reference tests: secret, id, timestamp and body give this signature.
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+        let body = Data(#"{"test": 2432232314}"#.utf8)
+        let sig = Webhooks.signature(secret: secret, id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1614265330, body: body)
+        #expect(sig == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+    }
+
+    @Test func webhookIdsAreStablePerEventAndDifferPerType() {
+        let r = UUID()
+        #expect(Webhooks.eventId(type: "coupon.redeemed", redemption: r) == Webhooks.eventId(type: "coupon.redeemed", redemption: r))
+        #expect(Webhooks.eventId(type: "coupon.redeemed", redemption: r) != Webhooks.eventId(type: "redemption.failed", redemption: r))
+    }
+}
