@@ -1,0 +1,144 @@
+import Foundation
+import XCTest
+import TestSupport
+import Shared
+
+/// The gateway as people meet it (SPEC §4, §4.5, §4.6): abuse limits with real concurrent
+/// clients, security headers, the page never reflecting its URL, input hardening and metrics.
+final class GatewayEdgeTests: XCTestCase {
+    nonisolated(unsafe) static var stack: Stack!
+    nonisolated(unsafe) static var minter: TokenMinter!
+
+    override class func setUp() {
+        super.setUp()
+        do {
+            stack = try Stack(environment: [
+                "REDEEM_RATE_LIMITS": "on", "REDEEM_LIMIT_AUTH_PER_MINUTE": "5", "REDEEM_LIMIT_SIGNUP_PER_MINUTE": "3",
+                "REDEEM_LIMIT_CODES_PER_MINUTE": "20", "REDEEM_LOCKOUT_INVALID_CODES": "5", "REDEEM_LOCKOUT_SECONDS": "60",
+            ])
+            minter = try TokenMinter(databaseURL: try stack.wiring()["REDEEM_DATABASE_URL"]!)
+        } catch { fatalError("cannot start the stack: \(error)") }
+    }
+
+    override class func tearDown() {
+        stack?.stop()
+        super.tearDown()
+    }
+
+    var client: HTTPClient { Self.stack.client }
+
+    func concurrently(_ n: Int, _ body: @escaping @Sendable (Int) async throws -> HTTPClient.Response) async throws -> [HTTPClient.Response] {
+        try await withThrowingTaskGroup(of: HTTPClient.Response.self) { group in
+            for i in 0..<n { group.addTask { try await body(i) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
+    func test1_signInAndSignUpAreRateLimitedWithRetryAfter() async throws {
+        let client = self.client
+        let email = "limited-\(UUID().uuidString.prefix(6))@example.com"
+        let attempts = try await concurrently(12) { _ in try await client.json("POST", "/v1/sessions", ["email": email, "password": "wrong wrong wrong"]) }
+        let limited = attempts.filter { $0.status == 429 }
+        XCTAssertEqual(attempts.filter { $0.status == 401 }.count, 5, "\(attempts.map(\.status))")
+        XCTAssertEqual(limited.count, 7)
+        XCTAssertTrue(limited.allSatisfy { $0.errorCode == "rateLimited" && Int($0.header("Retry-After") ?? "") ?? 0 >= 1 })
+        let signUps = try await concurrently(6) { i in
+            try await client.json("POST", "/v1/accounts", ["email": "new-\(i)-\(UUID().uuidString.prefix(6))@example.com", "password": "correct horse battery"])
+        }
+        XCTAssertEqual(signUps.filter { $0.status == 201 }.count, 3, "\(signUps.map(\.status))")
+        XCTAssertEqual(signUps.filter { $0.status == 429 }.count, 3)
+    }
+
+    func test2_validateAndRedeemAreRateLimitedPerAccount() async throws {
+        let code = "EDGE-" + UUID().uuidString.prefix(6)
+        let made = try await client.json("POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "day", "count": 1]], token: Self.stack.adminKey)
+        XCTAssertEqual(made.status, 201)
+        let u = try Self.minter.user()
+        let client = self.client
+        let answers = try await concurrently(30) { _ in try await client.json("POST", "/v1/coupons/validate", ["code": code], token: u.token) }
+        XCTAssertEqual(answers.filter { $0.status == 200 }.count, 20, "\(answers.map(\.status))")
+        XCTAssertEqual(answers.filter { $0.status == 429 }.count, 10)
+        // Another account still has its own budget.
+        let other = try await client.json("POST", "/v1/coupons/validate", ["code": code], token: try Self.minter.user().token)
+        XCTAssertEqual(other.status, 200)
+    }
+
+    func test3_pageHeadersAndNoReflection() async throws {
+        let page = try await client.get("/redeem?code=%3Cscript%3Ealert(1)%3C%2Fscript%3E")
+        XCTAssertEqual(page.status, 200)
+        XCTAssertEqual(page.header("Content-Type"), "text/html; charset=utf-8")
+        let csp = try XCTUnwrap(page.header("Content-Security-Policy"))
+        XCTAssertTrue(csp.contains("script-src 'self'"))
+        XCTAssertFalse(csp.contains("unsafe-inline"))
+        XCTAssertTrue(csp.contains("frame-ancestors 'none'"))
+        XCTAssertEqual(page.header("X-Content-Type-Options"), "nosniff")
+        XCTAssertEqual(page.header("Referrer-Policy"), "no-referrer")
+        XCTAssertEqual(page.header("X-Frame-Options"), "DENY")
+        XCTAssertFalse(page.text.contains("alert(1)"), "the URL is never reflected into the document")
+        XCTAssertFalse(page.text.contains("http://") || page.text.contains("https://"), "no external assets")
+        // Every script tag loads a file; none is inline.
+        let scripts = page.text.components(separatedBy: "<script").dropFirst()
+        XCTAssertFalse(scripts.isEmpty)
+        XCTAssertTrue(scripts.allSatisfy { $0.hasPrefix(" src=\"/redeem/app.js\"") })
+        for asset in ["/redeem/app.js", "/redeem/app.css", "/openapi.json"] {
+            let r = try await client.get(asset)
+            XCTAssertEqual(r.status, 200, asset)
+        }
+        let js = try await client.get("/redeem/app.js").text
+        XCTAssertFalse(js.contains("innerHTML"), "responses and the URL are only ever set as text")
+    }
+
+    func test4_malformedInputIsAlwaysA4xxInTheErrorShape() async throws {
+        let deep = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
+        let cases: [(Data, String, Int, String)] = [
+            (Data("{".utf8), "application/json", 400, "malformedJson"),
+            (Data(#"{"email": "#.utf8), "application/json", 400, "malformedJson"),
+            (Data(#"{"x": \#(deep)}"#.utf8), "application/json", 400, "malformedJson"),
+            (Data("[1,2]".utf8), "application/json", 422, "invalid"),
+            (Data("\"str\"".utf8), "application/json", 422, "invalid"),
+            (Data(#"{"email":"a@b.co"}"#.utf8), "text/plain", 415, "unsupportedMediaType"),
+            (Data(repeating: 0x20, count: (1 << 20) + 10), "application/json", 413, "tooLarge"),
+            (Data([0xff, 0xfe, 0x00]), "application/json", 400, "malformedJson"),
+        ]
+        for (body, type, status, code) in cases {
+            let r = try await client.send("POST", "/v1/sessions/refresh", body: body, headers: ["Content-Type": type])
+            XCTAssertEqual(r.status, status, "\(code) \(r.text.prefix(200))")
+            XCTAssertEqual(r.errorCode, code)
+        }
+        let unknownFields = try await client.json("POST", "/v1/sessions/refresh", ["refreshToken": "rt_x", "surprise": [1, 2, 3]])
+        XCTAssertEqual(unknownFields.status, 401, "unknown fields are ignored")
+        let badUUID = try await client.get("/v1/redemptions/not-a-uuid", token: try Self.minter.user().token)
+        XCTAssertEqual(badUUID.status, 404)
+    }
+
+    func test5_metricsUseRouteTemplatesNeverRawPaths() async throws {
+        let u = try Self.minter.user()
+        _ = try await client.get("/v1/redemptions/\(UUID().uuidString)", token: u.token)
+        let text = try await client.get("/metrics").text
+        XCTAssertTrue(text.contains("redeem_http_requests_total{method=\"GET\",route=\"/v1/redemptions/{id}\",status=\"404\"}"), text)
+        XCTAssertTrue(text.contains("redeem_http_request_duration_seconds_bucket{method=\"GET\",route=\"/v1/redemptions/{id}\""))
+        XCTAssertTrue(text.contains("redeem_bus_request_duration_seconds_count{service=\"coupons\",type=\"coupons.getRedemption\"}"))
+        XCTAssertFalse(text.contains("/v1/redemptions/" + String(UUID().uuidString.prefix(4))))
+        let coupons = try Self.stack.wiring()["REDEEM_COUPONS_HTTP_PORT"]!
+        let internalMetrics = try await HTTPClient(base: URL(string: "http://127.0.0.1:\(coupons)")!).get("/metrics").text
+        XCTAssertTrue(internalMetrics.contains("redeem_outbox_depth"))
+    }
+
+    func test9_repeatedInvalidCodesLockTheCallerOut() async throws {
+        let u = try Self.minter.user()
+        for i in 0..<5 {
+            let r = try await client.json("POST", "/v1/coupons/validate", ["code": "GUESS-\(i)-\(UUID().uuidString.prefix(4))"], token: u.token)
+            XCTAssertEqual(r.status, 200)
+            XCTAssertEqual(try r.json()["reason"] as? String, "notFound")
+        }
+        let locked = try await client.json("POST", "/v1/coupons/validate", ["code": "ANY-CODE"], token: u.token)
+        XCTAssertEqual(locked.status, 429)
+        XCTAssertEqual(locked.errorCode, "rateLimited")
+        XCTAssertGreaterThan(Int(locked.header("Retry-After") ?? "") ?? 0, 30)
+        let redeem = try await client.json("POST", "/v1/redemptions", ["code": "ANY-CODE", "platform": "web"], token: u.token)
+        XCTAssertEqual(redeem.status, 429, "redeem is locked too")
+        // The address is locked as well: guessing from new accounts doesn't get around it.
+        let fresh = try await client.json("POST", "/v1/coupons/validate", ["code": "ANY-CODE"], token: try Self.minter.user().token)
+        XCTAssertEqual(fresh.status, 429)
+    }
+}
