@@ -1,0 +1,62 @@
+import Foundation
+import XCTest
+import TestSupport
+import Shared
+
+/// The redeem page in a real browser (headless Chromium driven over the DevTools protocol by
+/// Tests/Browser/redeem_flow.py). Screenshots of each end state go to test-output/.
+final class BrowserTests: XCTestCase {
+    nonisolated(unsafe) static var stack: Stack!
+
+    override class func setUp() {
+        super.setUp()
+        do { stack = try Stack() } catch { fatalError("cannot start the stack: \(error)") }
+    }
+
+    override class func tearDown() {
+        stack?.stop()
+        super.tearDown()
+    }
+
+    var output: URL {
+        let dir = Project.root.appendingPathComponent("test-output")
+        try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    func drive(code: String, expect: String, screenshot: String) throws -> [String: Any] {
+        let shot = output.appendingPathComponent(screenshot)
+        let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/redeem_flow.py").path,
+                                                          Self.stack.gateway.absoluteString, code, expect, shot.path])
+        let result = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out.split(separator: "\n").last.map { Data($0.utf8) } ?? Data())) as? [String: Any])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path), "screenshot written")
+        return result
+    }
+
+    func coupon(_ extra: [String: Any]) async throws -> String {
+        let code = "WEB-" + UUID().uuidString.prefix(6)
+        var body: [String: Any] = ["code": code, "kind": "freePeriod", "duration": ["unit": "month", "count": 1]]
+        for (k, v) in extra { body[k] = v }
+        let r = try await Self.stack.client.json("POST", "/v1/coupons", body, token: Self.stack.adminKey)
+        XCTAssertEqual(r.status, 201, r.text)
+        return code
+    }
+
+    func testSignUpRedeemAndSeeProUntil() async throws {
+        let code = try await coupon([:])
+        let r = try drive(code: code, expect: "completed", screenshot: "redeem-completed.png")
+        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
+        let text = r["result"] as? String ?? ""
+        XCTAssertTrue(text.hasPrefix("Pro until "), text)
+        XCTAssertEqual(r["live"] as? String, "polite", "status is a live region")
+        XCTAssertEqual(r["labelled"] as? Bool, true, "every input has a label")
+    }
+
+    func testAnExpiredCodeShowsItsSentence() async throws {
+        let code = try await coupon(["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(1))])
+        try await Task.sleep(for: .seconds(1.5))
+        let r = try drive(code: code, expect: "expired", screenshot: "redeem-expired.png")
+        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
+        XCTAssertEqual(r["status"] as? String, "This code has expired.")
+    }
+}
