@@ -32,6 +32,8 @@ import Testing
         let wrong = await r.handle(HTTPRequest(method: "PUT", path: "/v1/coupons/X"))
         #expect(wrong.status == 405)
         #expect(wrong.header("Allow") == "DELETE, GET")
+        let literal = await r.handle(HTTPRequest(method: "PUT", path: "/v1/coupons/validate"))
+        #expect(literal.header("Allow") == "POST", "only the methods of the most specific template")
         #expect(String(decoding: wrong.body, as: UTF8.self).contains("methodNotAllowed"))
     }
 

@@ -43,7 +43,7 @@ enum OpenAPIDocument {
         Operation(method: "post", path: "/v1/sessions/refresh", summary: "Rotate a refresh token", who: nil, request: "Refresh",
                   responses: [200: "AuthResult", 401: "Error", 422: "Error"]),
         Operation(method: "delete", path: "/v1/sessions/current", summary: "Sign out", who: "user", request: nil, responses: [204: nil, 401: "Error"]),
-        Operation(method: "get", path: "/v1/me", summary: "The signed-in account", who: "user", request: nil, responses: [200: "Account", 401: "Error", 403: "Error"]),
+        Operation(method: "get", path: "/v1/me", summary: "The signed-in account", who: "user", request: nil, responses: [200: "Account", 401: "Error", 403: "Error", 404: "Error"]),
         Operation(method: "post", path: "/v1/me/cloudkit", summary: "Link a CloudKit record name", who: "user", request: "CloudKitLink",
                   responses: [200: "AppUserId", 401: "Error", 409: "Error", 422: "Error"]),
         Operation(method: "get", path: "/v1/me/entitlements", summary: "Active entitlements from the grant ledger", who: "user", request: nil,
@@ -110,7 +110,13 @@ enum OpenAPIDocument {
                 o["requestBody"] = ["required": true, "content": ["application/json": ["schema": ref(req)]]]
             }
             var responses: JSON = [:]
-            for (status, schema) in op.responses {
+            var answers = op.responses
+            if op.who != nil {
+                // Any credential route: none or a bad one (401), the wrong kind or role (403).
+                answers[401] = "Error"
+                answers[403] = "Error"
+            }
+            for (status, schema) in answers {
                 var r: JSON = ["description": description(status)]
                 if let schema {
                     r["content"] = ["application/json": ["schema": ref(schema)]]
@@ -122,6 +128,7 @@ enum OpenAPIDocument {
             for status in [400, 413, 415, 500] where op.method != "get" || status == 500 {
                 responses[String(status)] = ["description": description(status), "content": ["application/json": ["schema": ref("Error")]]]
             }
+            o["responses"] = responses
             paths[op.path, default: [:]][op.method] = o
         }
         return [

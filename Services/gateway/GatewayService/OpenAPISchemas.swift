@@ -1,9 +1,22 @@
+import Foundation
+
 /// The schemas of the OpenAPI document: every body the API takes or gives. (The tables are
 /// constants built once and never mutated, hence `nonisolated(unsafe)` on their `let`s.)
 enum OpenAPISchemas {
     typealias JSON = [String: Any]
 
+    /// Optional fields may also be sent as null: the decoders treat null as absent.
+    static func nullable(_ schema: JSON) -> JSON {
+        if let ref = schema["$ref"] { return ["anyOf": [["$ref": ref], ["type": "null"]]] }
+        var s = schema
+        if let t = s["type"] as? String { s["type"] = [t, "null"] }
+        if let e = s["enum"] as? [Any] { s["enum"] = e + [NSNull()] }
+        return s
+    }
+
     static func object(_ props: [String: JSON], required: [String] = []) -> JSON {
+        var props = props
+        for (k, v) in props where !required.contains(k) { props[k] = nullable(v) }
         var o: JSON = ["type": "object", "properties": props]
         if !required.isEmpty { o["required"] = required }
         return o

@@ -48,10 +48,12 @@ public struct Router: Sendable {
             guard let (params, literals) = Router.match(r.segments, parts) else { return nil }
             return (r, params, literals)
         }.sorted { $0.2 > $1.2 }
-        for (route, params, _) in candidates {
+        let mostSpecific = candidates.first?.2
+        for (route, params, literals) in candidates {
             let methodMatches = route.method == request.method || (route.method == "GET" && request.method == "HEAD")
             guard methodMatches else {
-                allowed.append(route.method)
+                // `Allow` names the methods of the path's own template, not of wider ones.
+                if literals == mostSpecific { allowed.append(route.method) }
                 continue
             }
             var req = request

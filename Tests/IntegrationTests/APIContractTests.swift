@@ -1,0 +1,61 @@
+import Foundation
+import XCTest
+import TestSupport
+import Shared
+
+/// `/openapi.json` against the OpenAPI 3.1 schema, and schemathesis fuzzing the live stack from
+/// it: no 5xx, no crash, no response that contradicts the document.
+final class APIContractTests: XCTestCase {
+    nonisolated(unsafe) static var stack: Stack!
+
+    override class func setUp() {
+        super.setUp()
+        do { stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"]) } catch { fatalError("cannot start the stack: \(error)") }
+    }
+
+    override class func tearDown() {
+        stack?.stop()
+        super.tearDown()
+    }
+
+    var document: String { Self.stack.gateway.appendingPathComponent("openapi.json").absoluteString }
+
+    func python(_ args: [String]) throws -> String {
+        try Subprocess.run("/usr/bin/env", ["python3"] + args)
+    }
+
+    func testTheDocumentIsValidOpenAPI31() throws {
+        let out = try python(["-c", """
+            import json, sys, urllib.request
+            from openapi_spec_validator import validate
+            from openapi_spec_validator.validation.validators import OpenAPIV31SpecValidator
+            doc = json.load(urllib.request.urlopen(sys.argv[1]))
+            validate(doc, cls=OpenAPIV31SpecValidator)
+            print(doc["openapi"], len(doc["paths"]))
+            """, document])
+        XCTAssertTrue(out.hasPrefix("3.1.0 "), out)
+    }
+
+    func fuzz(token: String, examples: Int) throws {
+        let log = Project.root.appendingPathComponent("test-output/schemathesis-\(token.prefix(3)).log")
+        try? FileManager.default.createDirectory(at: log.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(at: log)
+        let p = try Subprocess("/usr/bin/env", ["python3", "-c", "import sys; from schemathesis.cli import schemathesis; sys.argv[0] = 'schemathesis'; sys.exit(schemathesis())",
+                                                "run", document, "-H", "Authorization: Bearer \(token)", "-n", String(examples),
+                                                "--checks", "all", "--exclude-checks", "positive_data_acceptance", "-w", "2", "--seed", "1"],
+                               stdout: log.path, stderr: log.path)
+        let status = p.wait()
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        XCTAssertEqual(status, 0, String(text.suffix(3000)))
+        XCTAssertFalse(text.contains("Server error"), "a 5xx was seen")
+    }
+
+    func testFuzzingAsAnOperatorFindsNoServerErrorOrContradiction() throws {
+        try fuzz(token: Self.stack.adminKey, examples: 20)
+    }
+
+    func testFuzzingAsAUserFindsNoServerErrorOrContradiction() throws {
+        let minter = try TokenMinter(databaseURL: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        try fuzz(token: try minter.user().token, examples: 10)
+    }
+}
