@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "coupons", targets: ["coupons"]),
         .executable(name: "grants", targets: ["grants"]),
         .executable(name: "gateway", targets: ["gateway"]),
+        .executable(name: "bench-tokens", targets: ["bench-tokens"]),
     ],
     targets: [
         // System libraries. No pkgConfig for libzmq: its .pc adds -isystem flags SwiftPM prohibits.
@@ -35,6 +36,8 @@ let package = Package(
     + service("grants", library: "GrantsService")
     + service("gateway", library: "GatewayService")
     + [
+        // Signs access tokens for the benchmark's many simulated users (bench/run).
+        .executableTarget(name: "bench-tokens", dependencies: ["Shared"], path: "bench/tokens"),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.
         .target(name: "TestSupport", dependencies: ["Shared"], path: "Tests/TestSupport"),
         .testTarget(name: "SharedTests", dependencies: ["Shared", "TestSupport"]),

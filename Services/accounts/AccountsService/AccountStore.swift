@@ -21,10 +21,15 @@ enum AccountStore {
     /// Links a CloudKit record name to an account (idempotent for the same account) and answers
     /// the account's appUserId, which never changes.
     static func linkRecordName(_ tx: PGConnection, account: UUID, recordName: String) throws -> String {
-        let inserted = try tx.query("""
-            INSERT INTO accounts.user_ids (value, account_id, kind) VALUES ($1, $2, 'cloudkit')
-            ON CONFLICT (value) DO NOTHING RETURNING account_id
-            """, [recordName, account]).first
+        let inserted: PGRow?
+        do {
+            inserted = try tx.query("""
+                INSERT INTO accounts.user_ids (value, account_id, kind) VALUES ($1, $2, 'cloudkit')
+                ON CONFLICT (value) DO NOTHING RETURNING account_id
+                """, [recordName, account]).first
+        } catch let e as PGError where e.sqlState == "23503" {
+            throw ServiceError("notFound", "no such account")  // a token outliving its account
+        }
         if inserted == nil {
             let owner = try tx.query("SELECT account_id FROM accounts.user_ids WHERE value = $1", [recordName]).first
             guard let owner, try owner.decode("account_id", as: UUID.self) == account else {

@@ -45,7 +45,7 @@ enum OpenAPIDocument {
         Operation(method: "delete", path: "/v1/sessions/current", summary: "Sign out", who: "user", request: nil, responses: [204: nil, 401: "Error"]),
         Operation(method: "get", path: "/v1/me", summary: "The signed-in account", who: "user", request: nil, responses: [200: "Account", 401: "Error", 403: "Error", 404: "Error"]),
         Operation(method: "post", path: "/v1/me/cloudkit", summary: "Link a CloudKit record name", who: "user", request: "CloudKitLink",
-                  responses: [200: "AppUserId", 401: "Error", 409: "Error", 422: "Error"]),
+                  responses: [200: "AppUserId", 401: "Error", 404: "Error", 409: "Error", 422: "Error"]),
         Operation(method: "get", path: "/v1/me/entitlements", summary: "Active entitlements from the grant ledger", who: "user", request: nil,
                   responses: [200: "EntitlementList", 401: "Error"]),
         Operation(method: "get", path: "/v1/me/redemptions", summary: "The user's redemptions", who: "user", request: nil,
