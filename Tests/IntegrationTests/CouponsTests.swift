@@ -408,6 +408,26 @@ final class CouponsTests: XCTestCase {
         XCTAssertEqual((c["reservedCount"] as? Int ?? 0) + (c["redeemedCount"] as? Int ?? 0), 100)
     }
 
+    func testTwoThousandRedeemersOfACapOfOneThousandThroughTheCoalescedPath() async throws {
+        let code = try await freePeriod(["maxRedemptions": 1000])
+        let users = try (0..<2000).map { _ in try user() }
+        let results = try await race(code, users: users, via: client)
+        XCTAssertEqual(results.filter { $0.0 == 201 }.count, 1000)
+        XCTAssertEqual(results.filter { $0.1 == "exhausted" }.count, 1000)
+        XCTAssertEqual(Set(results.compactMap(\.2)).count, 1000, "a distinct redemption per winner")
+        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let count = try db.query("SELECT count(*) AS n FROM coupons.redemptions WHERE code = $1", [code]).first!.decode("n", as: Int.self)
+        XCTAssertEqual(count, 1000)
+        // Requests really were committed together.
+        let port = try Self.stack.wiring()["REDEEM_COUPONS_HTTP_PORT"]!
+        let metrics = try await HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!).get("/metrics").text
+        func value(_ name: String) -> Double {
+            metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last!) } ?? 0
+        }
+        let batches = value("redeem_reservation_batch_size_count"), reservations = value("redeem_reservation_batch_size_sum")
+        XCTAssertGreaterThan(reservations / max(batches, 1), 1.5, "\(reservations) requests in \(batches) batches")
+    }
+
     func testOneAccountFiringFiftyRedeemsGetsOneRedemption() async throws {
         let code = try await freePeriod(["maxRedemptions": 10])
         let u = try user()

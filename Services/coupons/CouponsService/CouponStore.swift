@@ -11,6 +11,27 @@ enum CouponStore {
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status IN ('reserved', 'granting')) AS reserved_count
         """
 
+    /// The coupon without its counts: what validate and redeem need (counting redemptions of a
+    /// hot coupon on every request would cost more than the request).
+    static let definitionColumns = """
+        c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
+        c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only,
+        c.active, c.mode, c.used_count
+        """
+
+    static func findDefinition(_ c: PGConnection, code: String, lock: Bool = false) throws -> PGRow? {
+        try c.prepared(lock ? "coupon_definition_lock" : "coupon_definition",
+                       "SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1\(lock ? " FOR UPDATE" : "")",
+                       [CouponRules.normalizeCode(code)]).first
+    }
+
+    static func publicView(_ row: PGRow) throws -> PublicCoupon {
+        let d = try definition(row)
+        return PublicCoupon(code: d.code, kind: d.kind, percentOff: d.percentOff,
+                            amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
+                            duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId)
+    }
+
     static func insert(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, now: Date) throws -> UUID {
         try checkActivePerProduct(tx, d, excluding: nil)
         let id = UUID()

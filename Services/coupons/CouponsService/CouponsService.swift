@@ -10,6 +10,8 @@ public final class CouponsService: BackendService {
     let runtime: ServiceRuntime
     let config: CouponsConfig
     let relay: OutboxRelay
+    /// Set once in init, after the closures it needs exist.
+    private let batcherBox = Mutex<ReservationBatcher?>(nil)
     private let pusher: Pusher
     private let workers = Mutex<[Task<Void, Never>]>([])
 
@@ -21,6 +23,13 @@ public final class CouponsService: BackendService {
         config = try CouponsConfig(env: env)
         pusher = try Pusher(context: runtime.context, connect: config.grantCommands, logger: runtime.logger)
         relay = OutboxRelay(pool: runtime.pool, pusher: pusher, logger: runtime.logger)
+        let batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, logger: runtime.logger, metrics: runtime.metrics,
+                                         granted: { [relay] in relay.nudge() },
+                                         single: { [weak self] req in
+                                             guard let self else { throw ServiceError.unavailable }
+                                             return try await self.redeemOne(req)
+                                         })
+        batcherBox.withLock { $0 = batcher }
         let pool = runtime.pool
         let depth = Mutex<Double>(0)
         runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") {
@@ -120,6 +129,12 @@ public final class CouponsService: BackendService {
         guard CouponRules.platforms.contains(req.platform) else {
             throw ServiceError("invalid", "platform must be ios, android or web", field: "platform")
         }
+        guard let batcher = batcherBox.withLock({ $0 }) else { return try await redeemOne(req) }
+        return try await batcher.redeem(req)
+    }
+
+    /// One reservation in its own transaction (the batcher's fallback).
+    func redeemOne(_ req: Coupons.Redeem) async throws -> Coupons.Redeem.Response {
         let ttl = config.reservationTTL
         // A concurrent twin of this request (same account and coupon) may win the unique index;
         // the loser's transaction rolls back whole and the retry answers the twin's redemption.

@@ -44,24 +44,24 @@ enum RedemptionStore {
 
     /// A new customer has no completed live redemption (so never held an entitlement through Redeem).
     static func isNewCustomer(_ c: PGConnection, account: UUID) throws -> Bool {
-        try c.query("SELECT 1 FROM coupons.redemptions WHERE account_id = $1 AND status = 'completed' AND NOT sandbox LIMIT 1", [account]).first == nil
+        try c.prepared("is_new_customer", "SELECT 1 FROM coupons.redemptions WHERE account_id = $1 AND status = 'completed' AND NOT sandbox LIMIT 1",
+                       [account]).first == nil
     }
 
     static func active(_ c: PGConnection, coupon: UUID, account: UUID, sandbox: Bool) throws -> PGRow? {
-        try c.query("""
+        try c.prepared("active_redemption", """
             SELECT \(columns) FROM coupons.redemptions r
             WHERE r.coupon_id = $1 AND r.account_id = $2 AND r.sandbox = $3 AND r.status IN ('reserved', 'granting', 'completed')
             """, [coupon, account, sandbox]).first
     }
 
     static func validate(_ c: PGConnection, _ req: Coupons.Validate, now: Date) throws -> Coupons.Validate.Response {
-        let row = try CouponStore.find(c, code: req.code)
+        let row = try CouponStore.findDefinition(c, code: req.code)
         var publicView: PublicCoupon?
         var products: [String] = []
         if let row {
-            let v = try CouponStore.view(row)
-            publicView = v.publicView
-            products = v.productIds
+            publicView = try CouponStore.publicView(row)
+            products = try CouponStore.definition(row).productIds
         }
         do {
             let (coupon, d) = try checkCoupon(row, platform: req.platform, productId: nil, now: now)
@@ -87,7 +87,7 @@ enum RedemptionStore {
     /// transaction; a unique violation from a concurrent twin aborts it and the caller retries,
     /// finding the twin's redemption.
     static func redeem(_ tx: PGConnection, _ req: Coupons.Redeem, reservationTTL: TimeInterval, now: Date) throws -> Reservation {
-        let couponRow = try CouponStore.find(tx, code: req.code)
+        let couponRow = try CouponStore.findDefinition(tx, code: req.code)
         let testCoupon = try couponRow.map { try $0.decode("mode", as: String.self) == "test" } ?? false
         let sandbox = req.sandbox || testCoupon
         if let couponRow, let existing = try active(tx, coupon: try couponRow.decode("id"), account: req.accountId, sandbox: sandbox) {
@@ -122,7 +122,7 @@ enum RedemptionStore {
         var grant: GrantCommand?
         if !d.isDiscount, let entitlement = d.entitlementId {
             let command = GrantCommand(redemptionId: id, accountId: req.accountId, appUserId: req.appUserId, entitlementId: entitlement,
-                                       duration: d.duration, sandbox: sandbox, coupon: try CouponStore.view(coupon).publicView,
+                                       duration: d.duration, sandbox: sandbox, coupon: try CouponStore.publicView(coupon),
                                        platform: req.platform, productId: productId, reservedAt: redemption.reservedAt)
             try Outbox.add(tx, redemption: id, command)
             grant = command
@@ -225,5 +225,122 @@ enum RedemptionStore {
         guard let coupon = try CouponStore.find(tx, code: done.code) else { throw ServiceError.internal }
         try Outbox.add(tx, redemption: req.id, RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.view(coupon).publicView))
         return done
+    }
+}
+
+// MARK: - Group commit
+
+extension RedemptionStore {
+    /// Reserves for many requests of one coupon in one transaction (SPEC §4.3 rules, in order, per
+    /// request). The coupon row is locked first, so batches of one coupon — from any instance — run
+    /// one after another and each sees the uses the one before took; the counter's CHECK and the
+    /// unique index still stand behind every decision.
+    static func redeemBatch(_ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, now: Date) throws
+        -> (results: [Result<Coupons.Redeem.Response, any Error>], grants: Int) {
+        let refused = { (reason: String) -> Result<Coupons.Redeem.Response, any Error> in .success(.init(redemption: nil, created: false, refusal: reason)) }
+        guard let coupon = try CouponStore.findDefinition(tx, code: reqs[0].code, lock: true) else {
+            return (reqs.map { _ in refused("notFound") }, 0)
+        }
+        let d = try CouponStore.definition(coupon)
+        let couponId = try coupon.decode("id", as: UUID.self)
+        let testCoupon = try coupon.decode("mode", as: String.self) == "test"
+        var used = try coupon.decode("used_count", as: Int.self)
+        let accounts = PGArray(Array(Set(reqs.map { $0.accountId.uuidString.lowercased() })))
+
+        struct Key: Hashable { let account: UUID; let sandbox: Bool }
+        var existing: [Key: RedemptionView] = [:]
+        for row in try tx.prepared("batch_existing", """
+            SELECT \(columns) FROM coupons.redemptions r
+            WHERE r.coupon_id = $1 AND r.account_id = ANY($2::uuid[]) AND r.status IN ('reserved', 'granting', 'completed')
+            """, [couponId, accounts]).rows {
+            let v = try view(row)
+            existing[Key(account: v.accountId, sandbox: v.sandbox)] = v
+        }
+        var notNew = Set<UUID>()
+        if d.newCustomersOnly {
+            for row in try tx.prepared("batch_not_new", """
+                SELECT DISTINCT account_id FROM coupons.redemptions WHERE account_id = ANY($1::uuid[]) AND status = 'completed' AND NOT sandbox
+                """, [accounts]).rows {
+                notNew.insert(try row.decode("account_id"))
+            }
+        }
+
+        struct New { let index: Int; let id: UUID; let req: Coupons.Redeem; let sandbox: Bool; let productId: String? }
+        var results = [Result<Coupons.Redeem.Response, any Error>?](repeating: nil, count: reqs.count)
+        var fresh: [New] = []
+        var freshByKey: [Key: Int] = [:]
+        var twins: [(index: Int, of: Int)] = []
+        for (i, req) in reqs.enumerated() {
+            let sandbox = req.sandbox || testCoupon
+            let key = Key(account: req.accountId, sandbox: sandbox)
+            if let e = existing[key] { results[i] = .success(.init(redemption: e, created: false)); continue }
+            if let j = freshByKey[key] { twins.append((i, j)); continue }  // a double tap inside the batch
+            do {
+                _ = try checkCoupon(coupon, platform: req.platform, productId: req.productId, now: now)
+                var productId = req.productId
+                if productId == nil && d.isDiscount {
+                    guard d.productIds.count == 1 else {
+                        throw ServiceError("invalid", "productId is required: this coupon covers several products", field: "productId")
+                    }
+                    productId = d.productIds[0]
+                }
+                if d.newCustomersOnly && notNew.contains(req.accountId) { throw Refusal(reason: "notEligible") }
+                if !sandbox {
+                    if let max = d.maxRedemptions, used >= max { throw Refusal(reason: "exhausted") }
+                    used += 1
+                }
+                freshByKey[key] = fresh.count
+                fresh.append(New(index: i, id: UUID(), req: req, sandbox: sandbox, productId: productId))
+            } catch let r as Refusal {
+                results[i] = refused(r.reason)
+            } catch {
+                results[i] = .failure(error)
+            }
+        }
+        guard !fresh.isEmpty else { return (results.map { $0! }, 0) }
+
+        let status = d.isDiscount ? "reserved" : "granting"
+        let rows = try tx.prepared("batch_insert", """
+            INSERT INTO coupons.redemptions AS r (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status, reservation_expires_at)
+            SELECT u.id, $2, $3, u.account, u.app, u.platform, u.product, u.sandbox, $9,
+                   CASE WHEN $9 = 'reserved' THEN now() + make_interval(secs => $10) END
+            FROM unnest($1::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::boolean[]) AS u(id, account, app, platform, product, sandbox)
+            RETURNING \(columns)
+            """, [PGArray(fresh.map { $0.id.uuidString.lowercased() }), couponId, d.code,
+                  PGArray(fresh.map { $0.req.accountId.uuidString.lowercased() }), PGArray(fresh.map { $0.req.appUserId }),
+                  PGArray(fresh.map { $0.req.platform }), PGArray(optionals: fresh.map { $0.productId }),
+                  PGArray(fresh.map { $0.sandbox ? "t" : "f" }), status, reservationTTL]).rows
+        var views: [UUID: RedemptionView] = [:]
+        for row in rows { let v = try view(row); views[v.redemptionId] = v }
+        let live = fresh.filter { !$0.sandbox }.count
+        if live > 0 {
+            try tx.prepared("batch_take", "UPDATE coupons.coupons SET used_count = used_count + $2 WHERE id = $1", [couponId, live])
+        }
+        var grants = 0
+        if !d.isDiscount, let entitlement = d.entitlementId {
+            let publicCoupon = try CouponStore.publicView(coupon)
+            var ids: [String] = [], payloads: [String] = []
+            for n in fresh {
+                guard let v = views[n.id] else { continue }
+                let command = GrantCommand(redemptionId: n.id, accountId: n.req.accountId, appUserId: n.req.appUserId, entitlementId: entitlement,
+                                           duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.req.platform,
+                                           productId: n.productId, reservedAt: v.reservedAt)
+                let envelope = Envelope(id: UUID().uuidString.lowercased(), type: GrantCommand.type, body: command)
+                ids.append(n.id.uuidString.lowercased())
+                payloads.append(String(decoding: try JSONEncoder.wire().encode(envelope), as: UTF8.self))
+            }
+            try tx.prepared("batch_outbox", """
+                INSERT INTO coupons.outbox (redemption_id, type, payload) SELECT u.id, $2, u.payload FROM unnest($1::uuid[], $3::text[]) AS u(id, payload)
+                """, [PGArray(ids), GrantCommand.type, PGArray(payloads)])
+            grants = ids.count
+        }
+        for n in fresh {
+            guard let v = views[n.id] else { throw ServiceError.internal }
+            results[n.index] = .success(.init(redemption: v, created: true))
+        }
+        for (i, j) in twins {
+            results[i] = .success(.init(redemption: views[fresh[j].id], created: false))
+        }
+        return (results.map { $0! }, grants)
     }
 }

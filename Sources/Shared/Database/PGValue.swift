@@ -127,11 +127,16 @@ enum PGTime {
 
 /// A one-dimensional `text[]` parameter and parser for its text output.
 public struct PGArray: PGBindable {
-    public let items: [String]
+    public let items: [String?]
     public init(_ items: [String]) { self.items = items }
+    /// An array whose nil elements are SQL NULLs.
+    public init(optionals items: [String?]) { self.items = items }
 
     public var pgText: String? {
-        "{" + items.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }.joined(separator: ",") + "}"
+        "{" + items.map { item in
+            guard let item else { return "NULL" }
+            return "\"" + item.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }.joined(separator: ",") + "}"
     }
 
     /// Parses `{a,"b c","d\"e"}` (PostgreSQL's output for text[]).
