@@ -55,8 +55,16 @@ enum RedemptionStore {
             """, [coupon, account, sandbox]).first
     }
 
+    /// One round trip: the coupon, whether the account holds a live redemption of it, and whether
+    /// it is a new customer.
     static func validate(_ c: PGConnection, _ req: Coupons.Validate, now: Date) throws -> Coupons.Validate.Response {
-        let row = try CouponStore.findDefinition(c, code: req.code)
+        let row = try c.prepared("validate", """
+            SELECT \(CouponStore.definitionColumns),
+                EXISTS (SELECT 1 FROM coupons.redemptions r WHERE r.coupon_id = c.id AND r.account_id = $2 AND NOT r.sandbox
+                        AND r.status IN ('reserved', 'granting', 'completed')) AS already,
+                NOT EXISTS (SELECT 1 FROM coupons.redemptions r WHERE r.account_id = $2 AND r.status = 'completed' AND NOT r.sandbox) AS new_customer
+            FROM coupons.coupons c WHERE c.code = $1
+            """, [CouponRules.normalizeCode(req.code), req.accountId]).first
         var publicView: PublicCoupon?
         var products: [String] = []
         if let row {
@@ -65,9 +73,8 @@ enum RedemptionStore {
         }
         do {
             let (coupon, d) = try checkCoupon(row, platform: req.platform, productId: nil, now: now)
-            let couponId = try coupon.decode("id", as: UUID.self)
-            if try active(c, coupon: couponId, account: req.accountId, sandbox: false) != nil { throw Refusal(reason: "alreadyRedeemed") }
-            if d.newCustomersOnly, try !isNewCustomer(c, account: req.accountId) { throw Refusal(reason: "notEligible") }
+            if try coupon.decode("already", as: Bool.self) { throw Refusal(reason: "alreadyRedeemed") }
+            if d.newCustomersOnly, try !coupon.decode("new_customer", as: Bool.self) { throw Refusal(reason: "notEligible") }
             if let max = d.maxRedemptions, try coupon.decode("used_count", as: Int.self) >= max { throw Refusal(reason: "exhausted") }
             return .init(valid: true, reason: nil, coupon: publicView, eligibleProductIds: products)
         } catch let r as Refusal {
