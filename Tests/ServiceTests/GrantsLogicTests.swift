@@ -24,7 +24,7 @@ import Testing
             let window = slots[i...].prefix { $0 - s < .seconds(1) }
             #expect(window.count <= 20)
         }
-        #expect(slots.last! - start < .seconds(5.1), "and no slower than needed")
+        #expect(slots.last! - start < .seconds(5.5), "and no more than 10% slower than the rate")
     }
 
     @Test func webhookGapsFollowTheScheduleWithAtMostTenPercentJitterThenGiveUp() {

@@ -97,6 +97,10 @@ public final class CouponsService: BackendService {
             try await pool.withConnection { try RedemptionStore.end($0, id: req.redemptionId, status: "failed", reason: req.reason) }
             return Empty()
         }
+        r.on(Coupons.CompleteMany.self) { [self] req, _ in
+            try await pool.withConnection { try RedemptionStore.completeMany($0, req.items) }
+            return Empty()
+        }
         r.on(Coupons.Complete.self) { [self] req, _ in
             try await pool.withConnection { try RedemptionStore.complete($0, id: req.redemptionId, entitlement: req.entitlement) }
             return Empty()

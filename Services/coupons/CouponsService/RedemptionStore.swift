@@ -201,6 +201,16 @@ enum RedemptionStore {
             """, [id, entitlement.entitlementId, entitlement.expiresAt])
     }
 
+    static func completeMany(_ c: PGConnection, _ items: [Coupons.CompleteMany.Item]) throws {
+        guard !items.isEmpty else { return }
+        try c.prepared("complete_many", """
+            UPDATE coupons.redemptions r SET status = 'completed', completed_at = now(), entitlement_id = u.ent, entitlement_expires_at = u.exp
+            FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS u(id, ent, exp)
+            WHERE r.id = u.id AND r.status IN ('reserved', 'granting')
+            """, [PGArray(items.map { $0.redemptionId.uuidString.lowercased() }), PGArray(items.map { $0.entitlement.entitlementId }),
+                  PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })])
+    }
+
     /// Confirms the store purchase of a discount redemption: idempotent per `storeTransactionId`.
     static func purchase(_ tx: PGConnection, _ req: Coupons.Purchase) throws -> RedemptionView {
         let (amount, currency) = try CouponRules.checkMoney(req.pricePaid, field: "pricePaid")

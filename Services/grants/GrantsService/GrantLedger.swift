@@ -22,10 +22,10 @@ enum GrantLedger {
     /// holder's latest Redeem grant of the entitlement ends, or now (SPEC §5); grants of one
     /// holder and entitlement are stored one at a time so each sees the one before.
     static func store(_ tx: PGConnection, _ c: GrantCommand, provider: String) throws {
-        try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)"])
+        try tx.prepared("holder_lock", "SELECT pg_advisory_xact_lock(hashtext($1))", ["grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)"])
         let command = String(decoding: try JSONEncoder.wire().encode(c), as: UTF8.self)
         let (years, months, weeks, days) = components(c.duration)
-        try tx.query("""
+        try tx.prepared("store_grant", """
             WITH s AS (
                 SELECT date_trunc('milliseconds', greatest(now(), coalesce(max(end_time), now()))) AS start
                 FROM grants.grants WHERE app_user_id = $2 AND entitlement_id = $3 AND sandbox = $4 AND status <> 'failed'
@@ -87,14 +87,26 @@ enum GrantLedger {
             """, [g.redemptionId, succeeded ? "succeeded" : "failed", reason]).first != nil
     }
 
+    /// Settles many successful grants at once; answers the ids this call settled.
+    static func settleSucceeded(_ tx: PGConnection, _ ids: [UUID]) throws -> Set<UUID> {
+        guard !ids.isEmpty else { return [] }
+        return Set(try tx.prepared("settle_succeeded", """
+            UPDATE grants.grants SET status = 'succeeded', settled_at = now(), next_attempt_at = now()
+            WHERE redemption_id = ANY($1::uuid[]) AND status = 'pending' RETURNING redemption_id
+            """, [PGArray(ids.map { $0.uuidString.lowercased() })]).rows.map { try $0.decode("redemption_id", as: UUID.self) })
+    }
+
+    static func markNotified(_ c: PGConnection, _ ids: [UUID]) throws {
+        guard !ids.isEmpty else { return }
+        try c.prepared("mark_notified", "UPDATE grants.grants SET coupons_notified = true WHERE redemption_id = ANY($1::uuid[])",
+                       [PGArray(ids.map { $0.uuidString.lowercased() })])
+    }
+
     static func retryLater(_ c: PGConnection, _ g: Grant, after: TimeInterval, reason: String) throws {
         try c.query("UPDATE grants.grants SET next_attempt_at = now() + make_interval(secs => $2), failure_reason = $3 WHERE redemption_id = $1 AND status = 'pending'",
                     [g.redemptionId, after, reason])
     }
 
-    static func markNotified(_ c: PGConnection, _ id: UUID) throws {
-        try c.query("UPDATE grants.grants SET coupons_notified = true WHERE redemption_id = $1", [id])
-    }
 
     /// Active entitlements of a holder: the latest expiry per entitlement and environment.
     static func entitlements(_ c: PGConnection, appUserId: String) throws -> [EntitlementView] {

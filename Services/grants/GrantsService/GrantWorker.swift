@@ -16,11 +16,16 @@ final class GrantWorker: Sendable {
     let retry: RetryPolicy
     private let wake = Mutex<CheckedContinuation<Void, Never>?>(nil)
     private let nudged = Atomic<Bool>(false)
-    /// How long a claimed grant stays leased to this worker (longer than one provider call).
+    /// How long a claimed grant stays leased to this worker (longer than one provider call); a
+    /// worker that dies leaves its grants to others once the lease is over.
     let lease: TimeInterval
+    /// Grants claimed per pass: with a rate-limited provider, no more than the limiter lets through
+    /// well within the lease (the rest stay unclaimed for other workers).
+    let claimLimit: Int
 
     init(pool: PGPool, logger: Logger, metrics: MetricsRegistry, coupons: BusClient, events: EventPublisher,
-         providers: [String: any EntitlementProvider], limiters: [String: RateLimiter], retry: RetryPolicy, lease: TimeInterval) {
+         providers: [String: any EntitlementProvider], limiters: [String: RateLimiter], retry: RetryPolicy, lease: TimeInterval,
+         claimLimit: Int) {
         self.pool = pool
         self.logger = logger
         self.metrics = metrics
@@ -30,6 +35,7 @@ final class GrantWorker: Sendable {
         self.limiters = limiters
         self.retry = retry
         self.lease = lease
+        self.claimLimit = claimLimit
     }
 
     func nudge() {
@@ -40,18 +46,22 @@ final class GrantWorker: Sendable {
         }
     }
 
+    /// One pass: claim due grants, call their providers (concurrently, each at its rate), record
+    /// all outcomes in one transaction, then tell coupons in one request per batch.
     func run() async {
         while !Task.isCancelled {
             nudged.store(false, ordering: .releasing)
             var worked = 0
             do {
-                let due = try await pool.withConnection { [lease] in try GrantLedger.claimDue($0, limit: 200, lease: lease) }
-                let unnotified = try await pool.withConnection { try GrantLedger.claimUnnotified($0, limit: 200, lease: 5) }
+                let due = try await pool.withConnection { [lease, claimLimit] in try GrantLedger.claimDue($0, limit: claimLimit, lease: lease) }
+                let unnotified = try await pool.withConnection { try GrantLedger.claimUnnotified($0, limit: 500, lease: 5) }
                 worked = due.count + unnotified.count
-                await withTaskGroup(of: Void.self) { group in
-                    for g in due { group.addTask { await self.process(g) } }
-                    for g in unnotified { group.addTask { await self.notifyCoupons(g) } }
+                let outcomes = await withTaskGroup(of: (Grant, ProviderOutcome)?.self) { group in
+                    for g in due { group.addTask { await self.call(g) } }
+                    return await group.reduce(into: [(Grant, ProviderOutcome)]()) { if let o = $1 { $0.append(o) } }
                 }
+                let settled = await record(outcomes)
+                await notifyCoupons(settled + unnotified)
             } catch {
                 logger.warning("grant pass failed", ["error": String(describing: error)])
             }
@@ -76,63 +86,104 @@ final class GrantWorker: Sendable {
         timer.cancel()
     }
 
-    func process(_ g: Grant) async {
+    /// Calls the grant's provider (after waiting for its rate limiter).
+    func call(_ g: Grant) async -> (Grant, ProviderOutcome)? {
         guard let provider = providers[g.provider] else {
             logger.error("grant names an unknown provider", ["redemption.id": g.redemptionId.uuidString.lowercased(), "provider": g.provider])
-            return
+            return nil
         }
         await limiters[g.provider]?.acquire()
-        let outcome = await provider.grant(appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs)
-        let id = g.redemptionId.uuidString.lowercased()
+        return (g, await provider.grant(appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs))
+    }
+
+    /// Records outcomes in one transaction: successes and permanent failures settle (with their
+    /// webhook deliveries), the rest are scheduled again. Answers the grants it settled. If the
+    /// transaction fails, nothing is recorded and the leases expire, so the grants are retried
+    /// with the same `end_time_ms`.
+    func record(_ outcomes: [(Grant, ProviderOutcome)]) async -> [Grant] {
+        guard !outcomes.isEmpty else { return [] }
+        let retry = self.retry
         do {
-            switch outcome {
-            case .granted:
-                let settled = try await pool.transaction { tx in
-                    guard try GrantLedger.settle(tx, g, succeeded: true, reason: nil) else { return false }
-                    try Webhooks.enqueue(tx, type: "coupon.redeemed", redemption: g.redemptionId, data: WebhookData(g, status: "completed", reason: nil), sandbox: g.command.sandbox)
-                    return true
+            let (settled, retried) = try await pool.transaction { tx -> ([Grant], Int) in
+                var settled: [Grant] = []
+                var retried = 0
+                let succeeded = outcomes.filter { $0.1 == .granted }.map(\.0)
+                let done = try GrantLedger.settleSucceeded(tx, succeeded.map(\.redemptionId))
+                let redeemedHooks = try !done.isEmpty && Webhooks.anyEndpoint(tx, type: "coupon.redeemed")
+                for g in succeeded where done.contains(g.redemptionId) {
+                    if redeemedHooks {
+                        try Webhooks.enqueue(tx, type: "coupon.redeemed", redemption: g.redemptionId,
+                                             data: WebhookData(g, status: "completed", reason: nil), sandbox: g.command.sandbox)
+                    }
+                    settled.append(g.settled(status: "succeeded", reason: nil))
                 }
-                if settled {
-                    metrics.increment("redeem_grants_total", help: "Grant attempts by outcome.", labels: ["outcome": "succeeded"])
-                    logger.info("grant succeeded", ["redemption.id": id, "provider": g.provider])
+                for (g, outcome) in outcomes {
+                    switch outcome {
+                    case .granted:
+                        continue
+                    case .fail(let reason):
+                        guard try GrantLedger.settle(tx, g, succeeded: false, reason: reason) else { continue }
+                        try Webhooks.enqueue(tx, type: "redemption.failed", redemption: g.redemptionId,
+                                             data: WebhookData(g, status: "failed", reason: reason), sandbox: g.command.sandbox)
+                        settled.append(g.settled(status: "failed", reason: reason))
+                    case .retry(let after, let reason):
+                        try GrantLedger.retryLater(tx, g, after: retry.delay(afterAttempt: g.attempts, retryAfter: after, random: Double.random(in: 0..<1)), reason: reason)
+                        retried += 1
+                    }
                 }
-                await notifyCoupons(g.settled(status: "succeeded", reason: nil))
-            case .fail(let reason):
-                let settled = try await pool.transaction { tx in
-                    guard try GrantLedger.settle(tx, g, succeeded: false, reason: reason) else { return false }
-                    try Webhooks.enqueue(tx, type: "redemption.failed", redemption: g.redemptionId, data: WebhookData(g, status: "failed", reason: reason), sandbox: g.command.sandbox)
-                    return true
-                }
-                if settled {
-                    metrics.increment("redeem_grants_total", help: "Grant attempts by outcome.", labels: ["outcome": "failed"])
-                    logger.warning("grant failed for good", ["redemption.id": id, "provider": g.provider, "reason": reason])
-                }
-                await notifyCoupons(g.settled(status: "failed", reason: reason))
-            case .retry(let after, let reason):
-                let delay = retry.delay(afterAttempt: g.attempts, retryAfter: after, random: Double.random(in: 0..<1))
-                try await pool.withConnection { try GrantLedger.retryLater($0, g, after: delay, reason: reason) }
-                metrics.increment("redeem_grants_total", help: "Grant attempts by outcome.", labels: ["outcome": "retried"])
-                logger.info("grant will be retried", ["redemption.id": id, "reason": reason, "retry.seconds": delay])
+                return (settled, retried)
             }
+            for g in settled {
+                metrics.increment("redeem_grants_total", help: "Grant attempts by outcome.", labels: ["outcome": g.status == "succeeded" ? "succeeded" : "failed"])
+                if g.status != "succeeded" {
+                    logger.warning("grant failed for good", ["redemption.id": g.redemptionId.uuidString.lowercased(), "reason": g.failureReason ?? ""])
+                }
+            }
+            if retried > 0 {
+                metrics.increment("redeem_grants_total", help: "Grant attempts by outcome.", labels: ["outcome": "retried"], by: Double(retried))
+                logger.info("grants will be retried", ["grants.retried": retried])
+            }
+            return settled
         } catch {
-            logger.warning("grant outcome not recorded; the lease will expire and it is retried", ["redemption.id": id, "error": String(describing: error)])
+            logger.warning("grant outcomes not recorded; the leases will expire and they are retried", ["error": String(describing: error)])
+            return []
         }
     }
 
-    /// Tells coupons the outcome (complete, or fail and give the use back), then wakes waiters.
-    func notifyCoupons(_ g: Grant) async {
-        do {
-            if g.status == "succeeded" {
-                _ = try await coupons.request(Coupons.Complete(redemptionId: g.redemptionId,
-                                                               entitlement: .init(entitlementId: g.entitlementId, expiresAt: g.endTime)))
-            } else {
-                _ = try await coupons.request(Coupons.Release(redemptionId: g.redemptionId, reason: g.failureReason ?? "the grant failed"))
+    /// Tells coupons the outcomes (completions in one request per 500, failures one by one, which
+    /// gives their uses back), marks them told, and publishes the events that wake long polls.
+    func notifyCoupons(_ grants: [Grant]) async {
+        var told: [Grant] = []
+        let succeeded = grants.filter { $0.status == "succeeded" }
+        var start = 0
+        while start < succeeded.count {
+            let chunk = Array(succeeded[start..<min(start + 500, succeeded.count)])
+            start += chunk.count
+            do {
+                _ = try await coupons.request(Coupons.CompleteMany(items: chunk.map {
+                    .init(redemptionId: $0.redemptionId, entitlement: .init(entitlementId: $0.entitlementId, expiresAt: $0.endTime))
+                }))
+                told += chunk
+            } catch {
+                logger.info("coupons not told yet; will retry", ["grants.count": chunk.count, "error": String(describing: error)])
             }
-            try await pool.withConnection { try GrantLedger.markNotified($0, g.redemptionId) }
-            events.publish(RedemptionSettled(redemptionId: g.redemptionId, status: g.status == "succeeded" ? "completed" : "failed"))
-        } catch {
-            logger.info("coupons not told yet; will retry", ["redemption.id": g.redemptionId.uuidString.lowercased(), "error": String(describing: error)])
         }
+        for g in grants where g.status != "succeeded" {
+            do {
+                _ = try await coupons.request(Coupons.Release(redemptionId: g.redemptionId, reason: g.failureReason ?? "the grant failed"))
+                told.append(g)
+            } catch {
+                logger.info("coupons not told yet; will retry", ["redemption.id": g.redemptionId.uuidString.lowercased(), "error": String(describing: error)])
+            }
+        }
+        guard !told.isEmpty else { return }
+        let ids = told.map(\.redemptionId)
+        do {
+            try await pool.withConnection { try GrantLedger.markNotified($0, ids) }
+        } catch {
+            logger.info("notifications not marked; coupons will be told again (harmless)", ["error": String(describing: error)])
+        }
+        for g in told { events.publish(RedemptionSettled(redemptionId: g.redemptionId, status: g.status == "succeeded" ? "completed" : "failed")) }
     }
 }
 

@@ -15,6 +15,8 @@ public final class GrantsService: BackendService {
     let worker: GrantWorker
     let deliverer: WebhookDeliverer
     private let intake = Mutex<Puller?>(nil)
+    /// Commands arriving together are stored in one transaction and acknowledged in one request.
+    private let commandBatches = Mutex<Coalescer<GrantCommand, Empty>?>(nil)
     private let tasks = Mutex<[Task<Void, Never>]>([])
     /// The provider for live grants and the one for sandbox grants (SPEC §5).
     let liveProvider: String
@@ -46,7 +48,7 @@ public final class GrantsService: BackendService {
         }
         worker = GrantWorker(pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, coupons: coupons, events: events,
                              providers: providers, limiters: limiters, retry: RetryPolicy(initial: 1, max: config.maxRetryDelay),
-                             lease: config.providerTimeout * 3)
+                             lease: config.providerTimeout + 5, claimLimit: limiters.isEmpty ? 500 : max(1, min(500, Int(config.providerRate * 4))))
         deliverer = WebhookDeliverer(pool: runtime.pool, logger: runtime.logger, schedule: config.webhookSchedule, allowPrivate: config.webhookAllowPrivate)
     }
 
@@ -64,9 +66,12 @@ public final class GrantsService: BackendService {
                                      data: WebhookData(notice.redemption, coupon: notice.coupon), sandbox: notice.redemption.sandbox)
             }
             ack([notice.redemption.redemptionId], type: RedemptionCompletedNotice.type)
+            events.publish(RedemptionSettled(redemptionId: notice.redemption.redemptionId, status: "completed"))  // wakes long polls
             return Empty()
         }
-        intake.withLock { $0 = try? Puller(context: runtime.context, bind: config.commandsBind, router: commands) }
+        if intake.withLock({ $0 == nil }) {
+            intake.withLock { $0 = try? Puller(context: runtime.context, bind: config.commandsBind, router: commands) }
+        }
         guard intake.withLock({ $0 != nil }) else { throw ServiceError("unavailable", "cannot bind \(config.commandsBind)") }
         let deliverer = self.deliverer
         let w = Task { [worker] in await worker.run() }
@@ -87,10 +92,31 @@ public final class GrantsService: BackendService {
     }
 
     func storeCommand(_ c: GrantCommand) async throws {
-        let provider = c.sandbox ? sandboxProvider : liveProvider
-        try await pool.transaction { tx in try GrantLedger.store(tx, c, provider: provider) }
-        ack([c.redemptionId], type: GrantCommand.type)
+        let batches = commandBatches.withLock { b -> Coalescer<GrantCommand, Empty> in
+            if let b { return b }
+            let made = Coalescer<GrantCommand, Empty>(maxBatch: 500) { [self] commands in await storeCommands(commands) }
+            b = made
+            return made
+        }
+        _ = try await batches.submit(c)
+    }
+
+    /// Stores a batch in one transaction, holders in a fixed order (so two instances storing
+    /// overlapping batches cannot deadlock on their locks), then acknowledges them together.
+    func storeCommands(_ commands: [GrantCommand]) async -> [Result<Empty, any Error>] {
+        let live = liveProvider, sandbox = sandboxProvider
+        let ordered = commands.sorted { ($0.appUserId, $0.entitlementId, $0.redemptionId.uuidString) < ($1.appUserId, $1.entitlementId, $1.redemptionId.uuidString) }
+        do {
+            try await pool.transaction { tx in
+                for c in ordered { try GrantLedger.store(tx, c, provider: c.sandbox ? sandbox : live) }
+            }
+        } catch {
+            logger.warning("grant commands not stored; they will be sent again", ["batch.size": commands.count, "error": String(describing: error)])
+            return commands.map { _ in .failure(error) }
+        }
+        ack(commands.map(\.redemptionId), type: GrantCommand.type)
         worker.nudge()
+        return commands.map { _ in .success(Empty()) }
     }
 
     /// Tells coupons a message is stored, so its outbox stops re-sending it.

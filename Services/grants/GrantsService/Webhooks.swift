@@ -105,6 +105,12 @@ enum Webhooks {
             """, [eventId(type: type, redemption: redemption), type, payload])
     }
 
+    /// Whether any active endpoint takes `type` (so a batch with none skips the inserts).
+    static func anyEndpoint(_ c: PGConnection, type: String) throws -> Bool {
+        try c.prepared("any_endpoint", "SELECT EXISTS (SELECT 1 FROM grants.webhook_endpoints WHERE active AND $1 = ANY(events)) AS yes",
+                       [type]).first!.decode("yes", as: Bool.self)
+    }
+
     struct Due: Sendable {
         let id: UUID
         let endpoint: UUID

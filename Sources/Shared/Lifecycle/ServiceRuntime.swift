@@ -108,8 +108,17 @@ public final class ServiceRuntime: Sendable {
             try runtime.serveBus(service.router())
             Task {
                 await runtime.migrate(S.migrator)
-                do { try await service.start() } catch {
-                    runtime.logger.error("service failed to start its workers", ["error": String(describing: error)])
+                // A database blip right after migrating must not leave the workers unstarted.
+                var delay = 0.2
+                while true {
+                    do {
+                        try await service.start()
+                        break
+                    } catch {
+                        runtime.logger.error("service could not start its workers; retrying", ["error": String(describing: error), "retry.seconds": delay])
+                        try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+                        delay = min(delay * 2, 5)
+                    }
                 }
             }
         }, stop: {

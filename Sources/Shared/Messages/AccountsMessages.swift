@@ -191,6 +191,20 @@ public struct APIKeyView: Codable, Sendable, Equatable {
     public var mode: Mode
     public var createdAt: Date
     public var lastUsedAt: Date?
+    /// `lastUsedAt` is written as null for a key never used, not left out.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(prefix, forKey: .prefix)
+        try c.encode(name, forKey: .name)
+        try c.encode(role, forKey: .role)
+        try c.encode(mode, forKey: .mode)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(lastUsedAt, forKey: .lastUsedAt)
+    }
+
+    private enum CodingKeys: String, CodingKey { case id, prefix, name, role, mode, createdAt, lastUsedAt }
+
     public init(id: UUID, prefix: String, name: String, role: Role, mode: Mode, createdAt: Date, lastUsedAt: Date?) {
         self.id = id
         self.prefix = prefix

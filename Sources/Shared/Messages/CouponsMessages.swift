@@ -84,6 +84,36 @@ public struct CouponView: Codable, Sendable {
         self.remaining = remaining; self.createdAt = createdAt; self.storeLimits = storeLimits
     }
 
+    /// Every field of the coupon table is present, null when unset (operators' tools read them all).
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(code, forKey: .code)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(percentOff, forKey: .percentOff)
+        try c.encode(amountOff, forKey: .amountOff)
+        try c.encode(duration, forKey: .duration)
+        try c.encode(periodCount, forKey: .periodCount)
+        try c.encode(entitlementId, forKey: .entitlementId)
+        try c.encode(productIds, forKey: .productIds)
+        try c.encode(platforms, forKey: .platforms)
+        try c.encode(startsAt, forKey: .startsAt)
+        try c.encode(expiresAt, forKey: .expiresAt)
+        try c.encode(maxRedemptions, forKey: .maxRedemptions)
+        try c.encode(newCustomersOnly, forKey: .newCustomersOnly)
+        try c.encode(active, forKey: .active)
+        try c.encode(mode, forKey: .mode)
+        try c.encode(redeemedCount, forKey: .redeemedCount)
+        try c.encode(reservedCount, forKey: .reservedCount)
+        try c.encode(remaining, forKey: .remaining)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(storeLimits, forKey: .storeLimits)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case code, kind, percentOff, amountOff, duration, periodCount, entitlementId, productIds, platforms, startsAt, expiresAt
+        case maxRedemptions, newCustomersOnly, active, mode, redeemedCount, reservedCount, remaining, createdAt, storeLimits
+    }
+
     /// What end users may see of it.
     public var publicView: PublicCoupon {
         PublicCoupon(code: code, kind: kind, percentOff: percentOff, amountOff: amountOff, duration: duration,
@@ -330,5 +360,23 @@ public enum Coupons {
             self.redemptionId = redemptionId
             self.entitlement = entitlement
         }
+    }
+}
+
+extension Coupons {
+    /// Many grants succeeded: their redemptions complete (grants → coupons, one request per batch).
+    public struct CompleteMany: BusRequest {
+        public static let type = "coupons.completeMany"
+        public typealias Response = Empty
+        public struct Item: Codable, Sendable {
+            public var redemptionId: UUID
+            public var entitlement: RedemptionView.Entitlement
+            public init(redemptionId: UUID, entitlement: RedemptionView.Entitlement) {
+                self.redemptionId = redemptionId
+                self.entitlement = entitlement
+            }
+        }
+        public var items: [Item]
+        public init(items: [Item]) { self.items = items }
     }
 }
