@@ -89,7 +89,20 @@ final class Authenticator: Sendable {
         return try await user(token)
     }
 
+    /// Tokens verified already, until they expire: a client sends the same access token with
+    /// many requests, and re-checking its signature each time is most of a request's CPU.
+    /// Revocation is still checked on every request.
+    private let verifiedTokens = Mutex<[String: AccessClaims]>([:])
+    static let verifiedCacheLimit = 50_000
+
     private func user(_ token: String) async throws -> Principal {
+        if let claims = verifiedTokens.withLock({ $0[token] }) {
+            if claims.expiresAt > Date(), let account = claims.accountId, let session = claims.sessionId {
+                if let until = revoked.withLock({ $0[session] }), until > Date() { throw Self.invalidToken }
+                return .user(account: account, appUserId: claims.app, session: session)
+            }
+            verifiedTokens.withLock { _ = $0.removeValue(forKey: token) }
+        }
         if keys.withLock({ $0.isEmpty }) { await loadKeys() }
         var known = keys.withLock { $0 }
         var verified: AccessClaims?
@@ -107,6 +120,14 @@ final class Authenticator: Sendable {
         guard let claims = verified, claims.typ == "access", let account = claims.accountId, let session = claims.sessionId,
               claims.expiresAt > Date() else { throw Self.invalidToken }
         if let until = revoked.withLock({ $0[session] }), until > Date() { throw Self.invalidToken }
+        verifiedTokens.withLock { cache in
+            if cache.count >= Self.verifiedCacheLimit {
+                let now = Date()
+                cache = cache.filter { $0.value.expiresAt > now }
+                if cache.count >= Self.verifiedCacheLimit { cache.removeAll() }
+            }
+            cache[token] = claims
+        }
         return .user(account: account, appUserId: claims.app, session: session)
     }
 
