@@ -84,7 +84,7 @@ final class Authenticator: Sendable {
     func principal(_ request: HTTPRequest) async throws -> Principal? {
         guard let header = request.header("authorization") else { return nil }
         guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw Self.invalidToken }
-        let token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        let token = String(header.dropFirst(7).trimmingSpaces)
         if token.hasPrefix("sk_") { return try await apiKey(token) }
         return try await user(token)
     }

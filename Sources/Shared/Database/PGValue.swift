@@ -135,6 +135,7 @@ public struct PGArray: PGBindable {
     public var pgText: String? {
         "{" + items.map { item in
             guard let item else { return "NULL" }
+            if !item.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") }) { return "\"" + item + "\"" }
             return "\"" + item.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }.joined(separator: ",") + "}"
     }

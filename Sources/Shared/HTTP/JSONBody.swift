@@ -52,7 +52,7 @@ public enum JSONBody {
     }
 
     public static func isJSON(_ contentType: String) -> Bool {
-        let mime = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let mime = contentType.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() } ?? ""
         return mime == "application/json" || (mime.hasPrefix("application/") && mime.hasSuffix("+json"))
     }
 
