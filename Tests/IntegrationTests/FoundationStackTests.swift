@@ -54,7 +54,7 @@ final class FoundationStackTests: XCTestCase {
         XCTAssertEqual(big.status, 413)
         XCTAssertEqual(big.errorCode, "tooLarge")
         // Garbage that is not HTTP at all: answered (or dropped) by libmicrohttpd; the gateway lives on.
-        _ = try? rawExchange(port: stack.gateway.port!, "\u{1}\u{2}GARBAGE / NOPE\r\n\r\n")
+        _ = try? RawHTTP.exchange(port: stack.gateway.port!, Data("\u{1}\u{2}GARBAGE / NOPE\r\n\r\n".utf8))
         let after = try await client.get("/healthz")
         XCTAssertEqual(after.status, 200)
     }
@@ -102,21 +102,5 @@ final class FoundationStackTests: XCTestCase {
         XCTAssertEqual(statuses["restarted#0"], 0, "the restarted coupons")
         XCTAssertEqual(statuses["coupons"], 137, "the first coupons was killed with SIGKILL")
         for pid in pids { XCTAssertNotEqual(kill(pid, 0), 0, "pid \(pid) still running") }
-    }
-
-    private func rawExchange(port: Int, _ text: String) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var tv = timeval(tv_sec: 3, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        _ = text.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-        var buf = [UInt8](repeating: 0, count: 4096)
-        let n = recv(fd, &buf, buf.count, 0)
-        return n > 0 ? String(decoding: buf[0..<n], as: UTF8.self) : ""
     }
 }

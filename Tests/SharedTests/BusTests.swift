@@ -78,7 +78,8 @@ struct Noted: BusEvent {
         defer { client.stop() }
         let started = ContinuousClock.now
         await #expect(throws: ServiceError.unavailable) { try await client.request(Echo(text: "x"), timeout: .milliseconds(300)) }
-        #expect(ContinuousClock.now - started < .seconds(1))
+        // Answered at its deadline rather than left hanging (generous bound: CI machines are busy).
+        #expect(ContinuousClock.now - started < .seconds(5))
     }
 
     @Test func aRequestWaitsForAServerThatComesUpBeforeItsDeadline() async throws {

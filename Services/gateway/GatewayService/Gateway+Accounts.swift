@@ -18,17 +18,6 @@ extension Gateway {
         var id: UUID, prefix: String, name: String, role: Role, mode: Mode, createdAt: Date, lastUsedAt: Date?, key: String
     }
 
-    struct Page<T: Encodable>: Encodable {
-        var data: [T]
-        var nextCursor: String?
-        func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(data, forKey: .data)
-            try c.encode(nextCursor, forKey: .nextCursor)  // null, not absent
-        }
-        enum CodingKeys: String, CodingKey { case data, nextCursor }
-    }
-
     func addAccountRoutes(to r: inout Router) {
         r.post("/v1/accounts") { [self] req in
             try abuse.checkSignUp(ip: req.clientAddress)

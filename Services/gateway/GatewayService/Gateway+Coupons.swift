@@ -28,7 +28,7 @@ extension Gateway {
             try await auth.requireRole(req, .readonly)
             let page = try await coupons.request(Coupons.List(active: try Query.bool(req, "active"), limit: try Query.limit(req),
                                                               cursor: req.query["cursor"]))
-            return .json(200, Page(data: page.data, nextCursor: page.nextCursor))
+            return .json(200, page)
         }
         r.get("/v1/coupons/{code}") { [self] req in
             try await auth.requireRole(req, .readonly)
@@ -50,7 +50,7 @@ extension Gateway {
             let code = req.pathParameters["code"] ?? ""
             if req.header("accept")?.lowercased().contains("text/csv") == true { return try await exportCSV(code: code) }
             let page = try await coupons.request(Coupons.Redemptions(code: code, limit: try Query.limit(req), cursor: req.query["cursor"]))
-            return .json(200, Page(data: page.data, nextCursor: page.nextCursor))
+            return .json(200, page)
         }
         r.post("/v1/coupons/validate") { [self] req in
             let user = try await auth.requireUser(req)

@@ -32,7 +32,7 @@ extension Gateway {
             try await auth.requireRole(req, .admin)
             guard let id = req.pathParameters["id"].flatMap(UUID.init(uuidString:)) else { throw ServiceError("notFound", "no such webhook") }
             let page = try await grants.request(Grants.Deliveries(endpointId: id, limit: try Query.limit(req), cursor: req.query["cursor"]))
-            return .json(200, Page(data: page.data, nextCursor: page.nextCursor))
+            return .json(200, page)
         }
     }
 }

@@ -187,14 +187,7 @@ public enum Coupons {
 
     public struct List: BusRequest {
         public static let type = "coupons.list"
-        public struct Response: Codable, Sendable {
-            public var data: [CouponView]
-            public var nextCursor: String?
-            public init(data: [CouponView], nextCursor: String?) {
-                self.data = data
-                self.nextCursor = nextCursor
-            }
-        }
+        public typealias Response = Page<CouponView>
         public var active: Bool?
         public var limit: Int
         public var cursor: String?
@@ -229,14 +222,7 @@ public enum Coupons {
 
     public struct Redemptions: BusRequest {
         public static let type = "coupons.redemptions"
-        public struct Response: Codable, Sendable {
-            public var data: [RedemptionView]
-            public var nextCursor: String?
-            public init(data: [RedemptionView], nextCursor: String?) {
-                self.data = data
-                self.nextCursor = nextCursor
-            }
-        }
+        public typealias Response = Page<RedemptionView>
         public var code: String
         public var limit: Int
         public var cursor: String?

@@ -162,14 +162,7 @@ public enum Grants {
 
     public struct Deliveries: BusRequest {
         public static let type = "grants.deliveries"
-        public struct Response: Codable, Sendable {
-            public var data: [WebhookDeliveryView]
-            public var nextCursor: String?
-            public init(data: [WebhookDeliveryView], nextCursor: String?) {
-                self.data = data
-                self.nextCursor = nextCursor
-            }
-        }
+        public typealias Response = Page<WebhookDeliveryView>
         public var endpointId: UUID
         public var limit: Int
         public var cursor: String?
