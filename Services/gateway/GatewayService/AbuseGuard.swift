@@ -56,10 +56,10 @@ final class AbuseGuard: Sendable {
     struct Limits: Sendable {
         var enabled = true
         /// Sign-in attempts (password or Apple) per minute, per address and per email.
-        var authPerMinute = 30
-        var signUpPerMinute = 10
+        var authPerMinute = 60
+        var signUpPerMinute = 30
         /// Validate + redeem per minute per account (addresses get twice as many).
-        var codesPerMinute = 60
+        var codesPerMinute = 120
         var lockoutThreshold = 10
         var lockoutWindow: Double = 600
         var lockoutSeconds: Double = 900
@@ -68,9 +68,9 @@ final class AbuseGuard: Sendable {
 
         init(env: Environment) throws {
             enabled = try env.flag("REDEEM_RATE_LIMITS", default: true)
-            authPerMinute = try env.int("REDEEM_LIMIT_AUTH_PER_MINUTE", default: 30, range: 1...100_000)
-            signUpPerMinute = try env.int("REDEEM_LIMIT_SIGNUP_PER_MINUTE", default: 10, range: 1...100_000)
-            codesPerMinute = try env.int("REDEEM_LIMIT_CODES_PER_MINUTE", default: 60, range: 1...100_000)
+            authPerMinute = try env.int("REDEEM_LIMIT_AUTH_PER_MINUTE", default: 60, range: 1...100_000)
+            signUpPerMinute = try env.int("REDEEM_LIMIT_SIGNUP_PER_MINUTE", default: 30, range: 1...100_000)
+            codesPerMinute = try env.int("REDEEM_LIMIT_CODES_PER_MINUTE", default: 120, range: 1...100_000)
             lockoutThreshold = try env.int("REDEEM_LOCKOUT_INVALID_CODES", default: 10, range: 1...10_000)
             lockoutSeconds = Double(try env.int("REDEEM_LOCKOUT_SECONDS", default: 900, range: 1...86_400))
         }
