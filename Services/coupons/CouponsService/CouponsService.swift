@@ -101,10 +101,6 @@ public final class CouponsService: BackendService {
             try await pool.withConnection { try RedemptionStore.completeMany($0, req.items) }
             return Empty()
         }
-        r.on(Coupons.Complete.self) { [self] req, _ in
-            try await pool.withConnection { try RedemptionStore.complete($0, id: req.redemptionId, entitlement: req.entitlement) }
-            return Empty()
-        }
         return r
     }
 

@@ -194,13 +194,6 @@ enum RedemptionStore {
             """).affectedRows
     }
 
-    static func complete(_ c: PGConnection, id: UUID, entitlement: RedemptionView.Entitlement) throws {
-        try c.query("""
-            UPDATE coupons.redemptions SET status = 'completed', completed_at = now(), entitlement_id = $2, entitlement_expires_at = $3
-            WHERE id = $1 AND status IN ('reserved', 'granting')
-            """, [id, entitlement.entitlementId, entitlement.expiresAt])
-    }
-
     static func completeMany(_ c: PGConnection, _ items: [Coupons.CompleteMany.Item]) throws {
         guard !items.isEmpty else { return }
         try c.prepared("complete_many", """

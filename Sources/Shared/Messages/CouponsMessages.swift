@@ -336,17 +336,6 @@ public enum Coupons {
         }
     }
 
-    /// A grant succeeded: the redemption completes (grants → coupons).
-    public struct Complete: BusRequest {
-        public static let type = "coupons.complete"
-        public typealias Response = Empty
-        public var redemptionId: UUID
-        public var entitlement: RedemptionView.Entitlement
-        public init(redemptionId: UUID, entitlement: RedemptionView.Entitlement) {
-            self.redemptionId = redemptionId
-            self.entitlement = entitlement
-        }
-    }
 }
 
 extension Coupons {
