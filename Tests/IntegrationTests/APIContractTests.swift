@@ -10,7 +10,7 @@ final class APIContractTests: XCTestCase {
 
     override class func setUp() {
         super.setUp()
-        do { stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"]) } catch { fatalError("cannot start the stack: \(error)") }
+        stack = Stack.forSuite(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"])
     }
 
     override class func tearDown() {
@@ -62,7 +62,7 @@ final class APIContractTests: XCTestCase {
     }
 
     func testFuzzingAsAUserFindsNoServerErrorOrContradiction() throws {
-        let minter = try TokenMinter(databaseURL: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let minter = try Self.stack.minter()
         try fuzz(token: try minter.user().token, examples: 10)
     }
 }

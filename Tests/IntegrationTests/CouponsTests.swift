@@ -11,10 +11,8 @@ final class CouponsTests: XCTestCase {
 
     override class func setUp() {
         super.setUp()
-        do {
-            stack = try Stack(environment: ["REDEEM_RESERVATION_TTL": "2", "REDEEM_RESERVATION_SWEEP_MS": "200"])
-            minter = try TokenMinter(databaseURL: try stack.wiring()["REDEEM_DATABASE_URL"]!)
-        } catch { fatalError("cannot start the stack: \(error)") }
+        stack = Stack.forSuite(environment: ["REDEEM_RESERVATION_TTL": "2", "REDEEM_RESERVATION_SWEEP_MS": "200"])
+        do { minter = try stack.minter() } catch { fatalError("no token minter: \(error)") }
     }
 
     override class func tearDown() {

@@ -10,7 +10,7 @@ final class FoundationStackTests: XCTestCase {
 
     override class func setUp() {
         super.setUp()
-        do { stack = try Stack() } catch { fatalError("cannot start the stack: \(error)") }
+        stack = Stack.forSuite()
     }
 
     override class func tearDown() {

@@ -11,13 +11,11 @@ final class GatewayEdgeTests: XCTestCase {
 
     override class func setUp() {
         super.setUp()
-        do {
-            stack = try Stack(environment: [
+        stack = Stack.forSuite(environment: [
                 "REDEEM_RATE_LIMITS": "on", "REDEEM_LIMIT_AUTH_PER_MINUTE": "5", "REDEEM_LIMIT_SIGNUP_PER_MINUTE": "3",
                 "REDEEM_LIMIT_CODES_PER_MINUTE": "20", "REDEEM_LOCKOUT_INVALID_CODES": "5", "REDEEM_LOCKOUT_SECONDS": "60",
             ])
-            minter = try TokenMinter(databaseURL: try stack.wiring()["REDEEM_DATABASE_URL"]!)
-        } catch { fatalError("cannot start the stack: \(error)") }
+        do { minter = try stack.minter() } catch { fatalError("no token minter: \(error)") }
     }
 
     override class func tearDown() {

@@ -22,7 +22,7 @@ final class GrantsTests: XCTestCase {
                 "REDEEM_REVENUECAT_KEY": rcKey, "REDEEM_PROVIDER_RATE": "20", "REDEEM_GRANT_MAX_RETRY_SECONDS": "2",
                 "REDEEM_WEBHOOK_RETRY_SCHEDULE": "1,1,1", "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1",
             ])
-            minter = try TokenMinter(databaseURL: try stack.wiring()["REDEEM_DATABASE_URL"]!)
+            minter = try stack.minter()
         } catch { fatalError("cannot start the stack: \(error)") }
     }
 
