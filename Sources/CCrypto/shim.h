@@ -8,6 +8,7 @@
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/param_build.h>
+#include <openssl/x509.h>
 
 /* Key construction and one-shot signatures. OpenSSL 3 builds keys from parameters through
  * macros and variadic calls Swift cannot import, so these few helpers are C. */
@@ -77,6 +78,51 @@ ccrypto_ed25519_public_of(EVP_PKEY *key, unsigned char *out)
 {
   size_t len = 32;
   return EVP_PKEY_get_raw_public_key(key, out, &len) == 1 && len == 32;
+}
+
+/* A private key as DER (PKCS#1 for RSA), written to out (cap bytes); answers its length, 0 on
+ * failure or when it does not fit. */
+static inline size_t
+ccrypto_private_to_der(EVP_PKEY *key, unsigned char *out, size_t cap)
+{
+  int len = i2d_PrivateKey(key, NULL);
+  if (len <= 0 || (size_t) len > cap) return 0;
+  unsigned char *p = out;
+  return i2d_PrivateKey(key, &p) == len ? (size_t) len : 0;
+}
+
+/* A private key from DER of any type OpenSSL recognises. NULL on failure. */
+static inline EVP_PKEY *
+ccrypto_private_from_der(const unsigned char *der, size_t len)
+{
+  const unsigned char *p = der;
+  return d2i_AutoPrivateKey(NULL, &p, (long) len);
+}
+
+/* The public half of a key as DER (SubjectPublicKeyInfo), as ccrypto_private_to_der. */
+static inline size_t
+ccrypto_public_to_der(EVP_PKEY *key, unsigned char *out, size_t cap)
+{
+  int len = i2d_PUBKEY(key, NULL);
+  if (len <= 0 || (size_t) len > cap) return 0;
+  unsigned char *p = out;
+  return i2d_PUBKEY(key, &p) == len ? (size_t) len : 0;
+}
+
+/* A public key from SubjectPublicKeyInfo DER. NULL on failure. */
+static inline EVP_PKEY *
+ccrypto_public_from_der(const unsigned char *der, size_t len)
+{
+  const unsigned char *p = der;
+  return d2i_PUBKEY(NULL, &p, (long) len);
+}
+
+/* 1 for an RSA key, 2 for Ed25519, 0 for any other type. */
+static inline int
+ccrypto_key_kind(EVP_PKEY *key)
+{
+  int id = EVP_PKEY_get_base_id(key);
+  return id == EVP_PKEY_RSA ? 1 : id == EVP_PKEY_ED25519 ? 2 : 0;
 }
 
 /* Signs msg (SHA-256 for RSA; sha256 = 0 for Ed25519, which hashes itself). Answers the

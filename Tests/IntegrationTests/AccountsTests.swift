@@ -256,9 +256,8 @@ final class AccountsTests: XCTestCase {
         let s = try await signUp()
         // The service's own signing key, read from its schema, mints a valid and an expired token.
         let db = try PGConnection(url: try XCTUnwrap(Self.stack.wiring()["REDEEM_DATABASE_URL"]))
-        let row = try XCTUnwrap(try db.query("SELECT kid, private_key FROM accounts.signing_keys").first)
-        let key = try XCTUnwrap(AsymmetricKey.ed25519(privateKey: Array(try row.decode("private_key", as: PGBytes.self).data)))
-        let kid = try row.decode("kid", as: String.self)
+        let signing = try XCTUnwrap(try AccessTokenKeys.signing(db))
+        let (key, kid) = (signing.key, signing.kid)
         let parts = s.access.split(separator: ".")
         let claims = try JSONDecoder().decode(AccessClaims.self, from: Data(try XCTUnwrap(Base64URL.decode(parts[1]))))
         let account = try XCTUnwrap(claims.accountId), session = try XCTUnwrap(claims.sessionId)
@@ -266,13 +265,15 @@ final class AccountsTests: XCTestCase {
         let v4 = try await client.get("/v1/me", token: valid).status
         XCTAssertEqual(v4, 200, "control: a token from the real key works")
         let expired = try JWT.sign(AccessClaims(account: account, appUserId: claims.app, session: session, issuedAt: Date().addingTimeInterval(-120), expiresAt: Date().addingTimeInterval(-60)), key: key, kid: kid)
-        let foreignKey = try XCTUnwrap(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32)))
+        let foreignKey = try XCTUnwrap(AsymmetricKey.generateRSA())
         let foreign = try JWT.sign(claims, key: foreignKey, kid: kid)
+        // An EdDSA token under the RSA key's id: the key decides the algorithm, not the token.
+        let swapped = try JWT.sign(claims, key: try XCTUnwrap(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32))), kid: kid)
         var otherClaims = claims
         otherClaims.sub = UUID().uuidString.lowercased()
         let tampered = "\(parts[0]).\(Base64URL.encode(try JSONEncoder().encode(otherClaims))).\(parts[2])"
         let none = Base64URL.encode(Array(#"{"alg":"none","kid":"\#(kid)"}"#.utf8)) + ".\(parts[1])."
-        for (name, token) in [("expired", expired), ("foreign key", foreign), ("tampered", tampered), ("alg none", none), ("garbage", "abc.def.ghi")] {
+        for (name, token) in [("expired", expired), ("foreign key", foreign), ("swapped algorithm", swapped), ("tampered", tampered), ("alg none", none), ("garbage", "abc.def.ghi")] {
             let r = try await client.get("/v1/me", token: token)
             XCTAssertEqual(r.status, 401, name)
             XCTAssertEqual(r.errorCode, "invalidToken", name)

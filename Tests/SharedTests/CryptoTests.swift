@@ -60,4 +60,38 @@ import Testing
         let swapped = try JWT.sign(Claims(sub: "apple", n: 7), key: ed, kid: "A")
         #expect(throws: JWT.Failure.wrongAlgorithm) { try JWT.verify(swapped, as: Claims.self, algorithm: .rs256) { _ in pub } }
     }
+
+    /// Access tokens: RS256 keys stored as DER and published as SubjectPublicKeyInfo; a verifier
+    /// that accepts both algorithms still takes each token only with a key of its own algorithm.
+    @Test func storedKeysRoundTripAndEachTokenNeedsAKeyOfItsAlgorithm() throws {
+        let rsa = try #require(AsymmetricKey.generateRSA(bits: 2048))
+        let der = try #require(rsa.privateKeyDER)
+        let restored = try #require(AsymmetricKey.privateKey(der: der))
+        #expect(restored.algorithm == .rs256)
+        let rsaPublicDER = try #require(restored.publicKeyDER)
+        let rsaPub = try #require(AsymmetricKey.publicKey(der: rsaPublicDER))
+        let ed = try #require(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32)))
+        let edPublicDER = try #require(ed.publicKeyDER)
+        let edPub = try #require(AsymmetricKey.publicKey(der: edPublicDER))
+        #expect(edPub.algorithm == .ed25519)
+        #expect(AsymmetricKey.privateKey(der: Crypto.randomBytes(64)) == nil)
+
+        let keys = ["r": rsaPub, "e": edPub]
+        let both: Set<AsymmetricKey.Algorithm> = [.rs256, .ed25519]
+        let signed = try JWT.sign(Claims(sub: "a", n: 1), key: restored, kid: "r")
+        #expect(try JWT.verify(signed, as: Claims.self, algorithms: both) { keys[$0 ?? ""] }.1.n == 1)
+        #expect(try JWT.verify(try JWT.sign(Claims(sub: "a", n: 2), key: ed, kid: "e"), as: Claims.self, algorithms: both) { keys[$0 ?? ""] }.1.n == 2)
+        // An EdDSA token naming the RSA key's id, and an RS256 token naming the Ed25519 key's id.
+        #expect(throws: JWT.Failure.unknownKey) {
+            try JWT.verify(try JWT.sign(Claims(sub: "a", n: 3), key: ed, kid: "r"), as: Claims.self, algorithms: both) { keys[$0 ?? ""] }
+        }
+        #expect(throws: JWT.Failure.unknownKey) {
+            try JWT.verify(try JWT.sign(Claims(sub: "a", n: 4), key: rsa, kid: "e"), as: Claims.self, algorithms: both) { keys[$0 ?? ""] }
+        }
+        // A token signed by another RSA key fails on its signature.
+        let other = try #require(AsymmetricKey.generateRSA(bits: 2048))
+        #expect(throws: JWT.Failure.badSignature) {
+            try JWT.verify(try JWT.sign(Claims(sub: "a", n: 5), key: other, kid: "r"), as: Claims.self, algorithms: both) { keys[$0 ?? ""] }
+        }
+    }
 }

@@ -10,12 +10,9 @@ public struct TokenMinter: Sendable {
 
     public init(databaseURL: String) throws {
         let db = try PGConnection(url: databaseURL)
-        guard let row = try db.query("SELECT kid, private_key FROM accounts.signing_keys ORDER BY created_at DESC LIMIT 1").first,
-              let key = AsymmetricKey.ed25519(privateKey: Array(try row.decode("private_key", as: PGBytes.self).data)) else {
-            throw TestFailure("no signing key yet")
-        }
-        self.key = key
-        kid = try row.decode("kid")
+        guard let signing = try AccessTokenKeys.signing(db) else { throw TestFailure("no signing key yet") }
+        key = signing.key
+        kid = signing.kid
     }
 
     public struct User: Sendable {

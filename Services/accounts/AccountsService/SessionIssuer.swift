@@ -2,32 +2,37 @@ import Foundation
 import Shared
 import Synchronization
 
-/// Sessions: access tokens signed with the service's Ed25519 key, refresh tokens that are random,
+/// Sessions: access tokens signed with the service's RSA key (RS256), refresh tokens that are random,
 /// stored only as SHA-256 hashes and rotated on every use, and revocation.
 final class SessionIssuer: Sendable {
     private let config: AccountsConfig
-    private let signingKey = Mutex<(kid: String, key: AsymmetricKey)?>(nil)
+    /// The key new tokens are signed with, and every key tokens may still carry.
+    private let keys = Mutex<(signing: AccessTokenKeys.Stored, all: [AccessTokenKeys.Stored])?>(nil)
 
     init(config: AccountsConfig) { self.config = config }
 
-    /// Loads the signing key, creating it on first start. Several instances starting together
-    /// agree on one key: the insert of the first key id is a no-op for all but one of them.
+    /// Loads the signing keys, creating the RS256 key on first start. Several instances starting
+    /// together agree on one key: the insert of its key id is a no-op for all but one of them.
     func loadSigningKey(_ pool: PGPool) async throws {
-        let seed = PGBytes(Data(Crypto.randomBytes(32)))
-        let row = try await pool.transaction { tx in
-            try tx.query("INSERT INTO accounts.signing_keys (kid, private_key) VALUES ('k1', $1) ON CONFLICT (kid) DO NOTHING", [seed])
-            return try tx.query("SELECT kid, private_key FROM accounts.signing_keys ORDER BY created_at DESC LIMIT 1").first
+        var stored = try await pool.withConnection { try AccessTokenKeys.all($0) }
+        if !stored.contains(where: { $0.key.algorithm == .rs256 }) {
+            guard let fresh = AsymmetricKey.generateRSA(bits: 2048)?.privateKeyDER else { throw ServiceError.internal }
+            stored = try await pool.transaction { tx in
+                try tx.query("INSERT INTO accounts.signing_keys (kid, algorithm, private_key) VALUES ('r1', 'RS256', $1) ON CONFLICT (kid) DO NOTHING",
+                             [PGBytes(Data(fresh))])
+                return try AccessTokenKeys.all(tx)
+            }
         }
-        guard let row, let key = AsymmetricKey.ed25519(privateKey: Array(try row.decode("private_key", as: PGBytes.self).data)) else {
-            throw ServiceError.internal
-        }
-        let kid = try row.decode("kid", as: String.self)
-        signingKey.withLock { $0 = (kid, key) }
+        guard let current = stored.first(where: { $0.key.algorithm == .rs256 }) else { throw ServiceError.internal }
+        keys.withLock { $0 = (current, stored) }
     }
 
     func publicKeys() throws -> Accounts.SigningKeys.Response {
-        guard let (kid, key) = signingKey.withLock({ $0 }), let pub = key.ed25519PublicKey else { throw ServiceError.unavailable }
-        return .init(keys: [.init(kid: kid, publicKey: Base64URL.encode(pub))])
+        guard let all = keys.withLock({ $0?.all }) else { throw ServiceError.unavailable }
+        return .init(keys: try all.map { k in
+            guard let der = k.key.publicKeyDER else { throw ServiceError.internal }
+            return .init(kid: k.kid, alg: JWT.algorithmName(k.key.algorithm), publicKey: Base64URL.encode(der))
+        })
     }
 
     /// Starts a session for an account inside the caller's transaction.
@@ -42,10 +47,10 @@ final class SessionIssuer: Sendable {
     }
 
     private func tokens(account: UUID, appUserId: String, session: UUID, refresh: String) throws -> SessionTokens {
-        guard let (kid, key) = signingKey.withLock({ $0 }) else { throw ServiceError.unavailable }
+        guard let signing = keys.withLock({ $0?.signing }) else { throw ServiceError.unavailable }
         let now = Date()
         let expires = now.addingTimeInterval(config.accessTokenTTL)
-        let access = try JWT.sign(AccessClaims(account: account, appUserId: appUserId, session: session, issuedAt: now, expiresAt: expires), key: key, kid: kid)
+        let access = try JWT.sign(AccessClaims(account: account, appUserId: appUserId, session: session, issuedAt: now, expiresAt: expires), key: signing.key, kid: signing.kid)
         return SessionTokens(accessToken: access, refreshToken: refresh, expiresAt: Date(timeIntervalSince1970: expires.timeIntervalSince1970.rounded(.down)))
     }
 

@@ -66,7 +66,9 @@ final class Authenticator: Sendable {
             let answer = try await accounts.request(Accounts.SigningKeys(), timeout: .seconds(2))
             var loaded: [String: AsymmetricKey] = [:]
             for k in answer.keys {
-                if let raw = Base64URL.decode(k.publicKey), let key = AsymmetricKey.ed25519(publicKey: raw) { loaded[k.kid] = key }
+                if let der = Base64URL.decode(k.publicKey), let key = AsymmetricKey.publicKey(der: der), JWT.algorithmName(key.algorithm) == k.alg {
+                    loaded[k.kid] = key
+                }
             }
             keys.withLock { $0.merge(loaded) { $1 } }
         } catch {
@@ -108,7 +110,7 @@ final class Authenticator: Sendable {
         var verified: AccessClaims?
         for attempt in 0..<2 {
             do {
-                verified = try JWT.verify(token, as: AccessClaims.self, algorithm: .ed25519) { kid in kid.flatMap { known[$0] } }.1
+                verified = try JWT.verify(token, as: AccessClaims.self, algorithms: [.rs256, .ed25519]) { kid in kid.flatMap { known[$0] } }.1
                 break
             } catch JWT.Failure.unknownKey where attempt == 0 {
                 await loadKeys()  // a key created since we last asked

@@ -1,7 +1,7 @@
 import Foundation
 
-/// Compact JSON Web Tokens (RFC 7519) signed with EdDSA (Ed25519) or RS256. Only the algorithm
-/// the verifier expects is accepted: `alg: none` or a swapped algorithm is refused.
+/// Compact JSON Web Tokens (RFC 7519) signed with EdDSA (Ed25519) or RS256. Only the algorithms
+/// the verifier expects are accepted: `alg: none` or a swapped algorithm is refused.
 public enum JWT {
     public struct Header: Codable, Sendable {
         public var alg: String
@@ -32,18 +32,25 @@ public enum JWT {
     }
 
     /// Checks the signature with the key `keyFor` answers for the header's `kid` and decodes the
-    /// claims. Expiry, issuer and audience are the caller's to check (they differ per token kind).
-    public static func verify<C: Decodable>(_ token: String, as: C.Type, algorithm: AsymmetricKey.Algorithm,
+    /// claims. The header's algorithm must be the key's own and one of `algorithms`, so neither
+    /// `alg: none` nor a token signed for another key type passes. Expiry, issuer and audience are
+    /// the caller's to check (they differ per token kind).
+    public static func verify<C: Decodable>(_ token: String, as: C.Type, algorithms: Set<AsymmetricKey.Algorithm>,
                                             keyFor: (String?) -> AsymmetricKey?) throws -> (Header, C) {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, token.utf8.count < 16_384,
               let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]),
               let sig = Base64URL.decode(parts[2]),
               let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)) else { throw Failure.malformed }
-        guard header.alg == algorithmName(algorithm) else { throw Failure.wrongAlgorithm }
+        guard let algorithm = algorithms.first(where: { algorithmName($0) == header.alg }) else { throw Failure.wrongAlgorithm }
         guard let key = keyFor(header.kid), key.algorithm == algorithm else { throw Failure.unknownKey }
         guard key.verify(sig, of: Array("\(parts[0]).\(parts[1])".utf8)) else { throw Failure.badSignature }
         guard let claims = try? JSONDecoder().decode(C.self, from: Data(payloadBytes)) else { throw Failure.malformed }
         return (header, claims)
+    }
+
+    public static func verify<C: Decodable>(_ token: String, as type: C.Type, algorithm: AsymmetricKey.Algorithm,
+                                            keyFor: (String?) -> AsymmetricKey?) throws -> (Header, C) {
+        try verify(token, as: type, algorithms: [algorithm], keyFor: keyFor)
     }
 }

@@ -17,6 +17,18 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     deinit { EVP_PKEY_free(raw) }
 
+    /// Takes ownership of a key read from DER; its algorithm follows from its type (RSA or Ed25519).
+    private static func adopt(_ key: OpaquePointer?) -> AsymmetricKey? {
+        guard let key else { return nil }
+        switch ccrypto_key_kind(key) {
+        case 1: return AsymmetricKey(key, .rs256)
+        case 2: return AsymmetricKey(key, .ed25519)
+        default:
+            EVP_PKEY_free(key)
+            return nil
+        }
+    }
+
     /// An Ed25519 private key from 32 secret bytes.
     public static func ed25519(privateKey bytes: [UInt8]) -> AsymmetricKey? {
         guard bytes.count == 32 else { return nil }
@@ -50,6 +62,29 @@ public final class AsymmetricKey: @unchecked Sendable {
         var nlen = 0, elen = 0
         guard ccrypto_rsa_export_ne(raw, &n, &nlen, &e, &elen) == 1 else { return nil }
         return (Array(n[0..<nlen]), Array(e[0..<elen]))
+    }
+
+    /// A private key as DER (RSA keys as PKCS#1), for storage.
+    public var privateKeyDER: [UInt8]? {
+        var out = [UInt8](repeating: 0, count: 8192)
+        let len = ccrypto_private_to_der(raw, &out, out.count)
+        return len > 0 ? Array(out[0..<len]) : nil
+    }
+
+    /// A private key from DER (RSA or Ed25519); its algorithm follows from the key's type.
+    public static func privateKey(der: [UInt8]) -> AsymmetricKey? {
+        adopt(ccrypto_private_from_der(der, der.count))
+    }
+
+    /// The public half as DER (SubjectPublicKeyInfo), whatever the algorithm.
+    public var publicKeyDER: [UInt8]? {
+        var out = [UInt8](repeating: 0, count: 4096)
+        let len = ccrypto_public_to_der(raw, &out, out.count)
+        return len > 0 ? Array(out[0..<len]) : nil
+    }
+
+    public static func publicKey(der: [UInt8]) -> AsymmetricKey? {
+        adopt(ccrypto_public_from_der(der, der.count))
     }
 
     public func sign(_ message: [UInt8]) -> [UInt8]? {

@@ -12,6 +12,7 @@ public final class ServiceRuntime: Sendable {
     public let pool: PGPool
     public let instance: String
     private let migrated = Atomic<Bool>(false)
+    private let started = Atomic<Bool>(false)
     private let parts = Mutex<[@Sendable () async -> Void]>([])
 
     public init(config: ServiceConfig) {
@@ -21,8 +22,10 @@ public final class ServiceRuntime: Sendable {
         self.instance = "\(config.name)-\(ProcessInfo.processInfo.processIdentifier)"
     }
 
-    /// Whether the schema is migrated and the service takes work.
+    /// Whether the schema is migrated.
     public var isMigrated: Bool { migrated.load(ordering: .acquiring) }
+    /// Whether the service has started its workers (loaded its keys, …) and so takes work.
+    public var isStarted: Bool { started.load(ordering: .acquiring) }
 
     /// Applies migrations, retrying in the background while the database is unreachable: the
     /// service keeps running and reports not ready meanwhile (SPEC §6).
@@ -45,7 +48,7 @@ public final class ServiceRuntime: Sendable {
     /// Answers `ping` with a round trip to the database.
     public func ping() async -> Ping.Response {
         let up = (try? await pool.query("SELECT 1")) != nil
-        return Ping.Response(service: config.name, instance: instance, database: up ? "up" : "down", ready: up && isMigrated)
+        return Ping.Response(service: config.name, instance: instance, database: up ? "up" : "down", ready: up && isMigrated && isStarted)
     }
 
     /// Starts the bus server with the service's handlers plus `ping`.
@@ -113,6 +116,7 @@ public final class ServiceRuntime: Sendable {
                 while true {
                     do {
                         try await service.start()
+                        runtime.started.store(true, ordering: .releasing)
                         break
                     } catch {
                         runtime.logger.error("service could not start its workers; retrying", ["error": String(describing: error), "retry.seconds": delay])

@@ -129,10 +129,13 @@ public enum Accounts {
         public static let type = "accounts.signingKeys"
         public struct Key: Codable, Sendable {
             public var kid: String
-            /// Raw Ed25519 public key, base64url.
+            /// The JWT algorithm the key signs with: `RS256`, or `EdDSA` for keys of earlier versions.
+            public var alg: String
+            /// The public key as DER (SubjectPublicKeyInfo), base64url.
             public var publicKey: String
-            public init(kid: String, publicKey: String) {
+            public init(kid: String, alg: String, publicKey: String) {
                 self.kid = kid
+                self.alg = alg
                 self.publicKey = publicKey
             }
         }
