@@ -159,4 +159,17 @@ struct Noted: BusEvent {
         for _ in 0..<50 where got.withLock({ $0.count }) < 50 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(got.withLock { $0 } == Set((0..<50).map(String.init)))
     }
+
+    /// Bus envelopes carry times as Unix milliseconds, and still read the ISO 8601 text that
+    /// envelopes of earlier versions (outbox rows written before an upgrade) hold.
+    @Test func busTimesAreMillisecondsAndEarlierISOTextStillReads() throws {
+        struct At: Codable, Equatable { var at: Date }
+        let at = Date(timeIntervalSince1970: 1_764_483_573.123)
+        let data = try JSONEncoder.bus.encode(At(at: at))
+        #expect(String(decoding: data, as: UTF8.self) == #"{"at":1764483573123}"#)
+        #expect(abs(try JSONDecoder.bus.decode(At.self, from: data).at.timeIntervalSince(at)) < 0.000_001)
+        let legacy = try JSONDecoder.bus.decode(At.self, from: Data(#"{"at":"2025-11-30T06:19:33.123Z"}"#.utf8))
+        #expect(Timestamp.milliseconds(legacy.at) == 1_764_483_573_123)
+        #expect(throws: DecodingError.self) { try JSONDecoder.bus.decode(At.self, from: Data(#"{"at":"yesterday"}"#.utf8)) }
+    }
 }

@@ -337,7 +337,7 @@ extension RedemptionStore {
                                            productId: n.productId, reservedAt: v.reservedAt)
                 let envelope = Envelope(id: UUID().uuidString.lowercased(), type: GrantCommand.type, body: command)
                 ids.append(n.id.uuidString.lowercased())
-                payloads.append(String(decoding: try JSONEncoder.wire().encode(envelope), as: UTF8.self))
+                payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
             }
             try tx.prepared("batch_outbox", """
                 INSERT INTO coupons.outbox (redemption_id, type, payload) SELECT u.id, $2, u.payload FROM unnest($1::uuid[], $3::text[]) AS u(id, payload)

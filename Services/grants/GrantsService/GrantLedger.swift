@@ -23,7 +23,7 @@ enum GrantLedger {
     /// holder and entitlement are stored one at a time so each sees the one before.
     static func store(_ tx: PGConnection, _ c: GrantCommand, provider: String) throws {
         try tx.prepared("holder_lock", "SELECT pg_advisory_xact_lock(hashtext($1))", ["grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)"])
-        let command = String(decoding: try JSONEncoder.wire().encode(c), as: UTF8.self)
+        let command = String(decoding: try JSONEncoder.bus.encode(c), as: UTF8.self)
         let (years, months, weeks, days) = components(c.duration)
         try tx.prepared("store_grant", """
             WITH s AS (
@@ -76,7 +76,7 @@ enum GrantLedger {
         Grant(redemptionId: try row.decode("redemption_id"), appUserId: try row.decode("app_user_id"), entitlementId: try row.decode("entitlement_id"),
               provider: try row.decode("provider"), endTime: try row.decode("end_time"), status: try row.decode("status"),
               attempts: try row.decode("attempts"), failureReason: try row.decodeIfPresent("failure_reason"),
-              command: try JSONDecoder.wire().decode(GrantCommand.self, from: Data(try row.decode("command", as: String.self).utf8)))
+              command: try JSONDecoder.bus.decode(GrantCommand.self, from: Data(try row.decode("command", as: String.self).utf8)))
     }
 
     /// Records the final outcome; answers false if the grant was settled already.

@@ -3,14 +3,14 @@ import Synchronization
 
 /// The asking side of request-reply (SPEC §3): one DEALER socket connected to every instance of a
 /// service, with many requests in flight. Each request carries a correlation id and a deadline;
-/// a reply that arrives after its deadline finds no waiter and is dropped.
+/// a reply that arrives after its deadline finds no waiter and is dropped. The correlation id
+/// travels twice: in the envelope, and as a routing frame before it (`["", id, envelope]`), which
+/// the server echoes, so a reply finds its waiter without its JSON being parsed twice.
 public final class BusClient: Sendable {
     private struct Pending {
         let continuation: CheckedContinuation<Data, any Error>
         let deadline: ContinuousClock.Instant
     }
-
-    private struct ReplyHeader: Decodable { let id: String }
 
     /// The name of the service called (metrics label).
     public let service: String
@@ -81,11 +81,12 @@ public final class BusClient: Sendable {
             },
             tickInterval: .milliseconds(20),
             onSendFailure: { frames, error in
-                guard frames.count == 2, let header = try? JSONDecoder().decode(ReplyHeader.self, from: frames[1]) else { return }
+                guard frames.count == 3 else { return }
+                let id = String(decoding: frames[1], as: UTF8.self)
                 if error.isAgain {
-                    pending.markUnsent(header.id, frames)
+                    pending.markUnsent(id, frames)
                 } else {
-                    pending.take(header.id)?.continuation.resume(throwing: ServiceError.unavailable)
+                    pending.take(id)?.continuation.resume(throwing: ServiceError.unavailable)
                 }
             },
             onTick: {
@@ -95,9 +96,9 @@ public final class BusClient: Sendable {
                 for frames in pending.takeUnsent() { outbox.enqueue(frames) }
             },
             onMessage: { frames in
-                // DEALER receives [“”, reply envelope].
-                guard frames.count == 2, let header = try? JSONDecoder().decode(ReplyHeader.self, from: frames[1]) else { return }
-                pending.take(header.id)?.continuation.resume(returning: frames[1])
+                // DEALER receives ["", correlation id, reply envelope].
+                guard frames.count == 3 else { return }
+                pending.take(String(decoding: frames[1], as: UTF8.self))?.continuation.resume(returning: frames[2])
             }
         )
     }
@@ -115,13 +116,13 @@ public final class BusClient: Sendable {
         }
         let envelope = Envelope(id: id, type: R.type, deadlineMs: deadlineMs, body: request)
         let payload: Data
-        do { payload = try JSONEncoder.wire().encode(envelope) } catch { throw ServiceError.malformed("cannot encode \(R.type)") }
+        do { payload = try JSONEncoder.bus.encode(envelope) } catch { throw ServiceError.malformed("cannot encode \(R.type)") }
         let data: Data = try await withCheckedThrowingContinuation { cont in
             pending.add(id, Pending(continuation: cont, deadline: started + limit))
-            worker.enqueue([Data(), payload])
+            worker.enqueue([Data(), Data(id.utf8), payload])
         }
         let reply: ReplyEnvelope<R.Response>
-        do { reply = try JSONDecoder.wire().decode(ReplyEnvelope<R.Response>.self, from: data) } catch {
+        do { reply = try JSONDecoder.bus.decode(ReplyEnvelope<R.Response>.self, from: data) } catch {
             throw ServiceError.malformed("undecodable reply to \(R.type)")
         }
         if let error = reply.error { throw error }
@@ -133,7 +134,7 @@ public final class BusClient: Sendable {
     public func requestRaw(_ payload: Data, id: String, timeout: Duration = .seconds(2)) async throws -> Data {
         try await withCheckedThrowingContinuation { cont in
             pending.add(id, Pending(continuation: cont, deadline: ContinuousClock.now + timeout))
-            worker.enqueue([Data(), payload])
+            worker.enqueue([Data(), Data(id.utf8), payload])
         }
     }
 

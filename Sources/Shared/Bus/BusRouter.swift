@@ -9,51 +9,99 @@ public struct BusContext: Sendable {
 
 /// Maps request types to handlers and turns raw envelopes into raw replies. It never throws and
 /// never traps on input: malformed frames, unknown types and versions, and handler errors all
-/// become error replies (and a log line).
+/// become error replies (and a log line). An envelope is parsed once: its header picks the body's
+/// type while the same JSON is decoded.
 public struct BusRouter: Sendable {
-    typealias Handler = @Sendable (Data, EnvelopeHeader, BusContext) async -> Data
+    typealias Handler = @Sendable (any Sendable, EnvelopeHeader, BusContext) async -> Data
 
-    private var handlers: [String: Handler] = [:]
+    private struct Route: Sendable {
+        let decodeBody: @Sendable (KeyedDecodingContainer<Incoming.Keys>) throws -> any Sendable
+        let handle: Handler
+    }
+
+    private var routes: [String: Route] = [:] {
+        didSet { decoder = BusRouter.decoder(for: routes) }
+    }
+    /// The bus decoder, carrying the routes so an envelope's body is decoded as its type.
+    private var decoder = BusRouter.decoder(for: [:])
     private let logger: Logger
 
     public init(logger: Logger) { self.logger = logger }
 
-    public var types: [String] { handlers.keys.sorted() }
+    private static func decoder(for routes: [String: Route]) -> JSONDecoder {
+        let d = JSONDecoder.makeBus()
+        d.userInfo[Incoming.routesKey] = routes
+        return d
+    }
+
+    public var types: [String] { routes.keys.sorted() }
 
     /// Registers the handler of one request type.
     public mutating func on<R: BusRequest>(_ type: R.Type, _ handler: @escaping @Sendable (R, BusContext) async throws -> R.Response) {
         let logger = self.logger
-        handlers[R.type] = { data, header, context in
+        routes[R.type] = Route(decodeBody: { try $0.decode(R.self, forKey: .body) }, handle: { body, header, context in
             let reply: ReplyEnvelope<R.Response>
             do {
-                let request = try JSONDecoder.wire().decode(Envelope<R>.self, from: data)
-                reply = ReplyEnvelope(v: 1, id: header.id, body: try await handler(request.body, context), error: nil)
+                guard let request = body as? R else { throw ServiceError.internal }
+                reply = ReplyEnvelope(v: 1, id: header.id, body: try await handler(request, context), error: nil)
             } catch let error as ServiceError {
                 reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: error)
-            } catch let error as DecodingError {
-                logger.warning("malformed bus message", ["bus.type": header.type, "error": BusRouter.describe(error)])
-                reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .malformed("body of \(header.type) is malformed: \(BusRouter.describe(error))"))
             } catch {
                 logger.error("bus handler failed", ["bus.type": header.type, "error": String(describing: error)])
                 reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .internal)
             }
             return BusRouter.encode(reply, id: header.id)
+        })
+    }
+
+    /// An envelope decoded in one pass: the header, then the body as its route's type, or why not.
+    private struct Incoming: Decodable {
+        enum Keys: String, CodingKey { case v, id, type, requestId, deadlineMs, body }
+        static let routesKey = CodingUserInfoKey(rawValue: "redeem.bus.routes")!
+
+        let header: EnvelopeHeader
+        let body: Result<any Sendable, DecodingError>?
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: Keys.self)
+            header = EnvelopeHeader(v: try c.decode(Int.self, forKey: .v), id: try c.decode(String.self, forKey: .id),
+                                    type: try c.decode(String.self, forKey: .type),
+                                    requestId: try c.decodeIfPresent(String.self, forKey: .requestId),
+                                    deadlineMs: try c.decodeIfPresent(Int64.self, forKey: .deadlineMs))
+            guard header.v == Envelope<Empty>.currentVersion,
+                  let route = (decoder.userInfo[Self.routesKey] as? [String: Route])?[header.type] else {
+                body = nil
+                return
+            }
+            do { body = .success(try route.decodeBody(c)) } catch let e as DecodingError { body = .failure(e) }
         }
     }
 
     /// Answers one raw request envelope with one raw reply envelope.
     public func handle(_ data: Data) async -> Data {
-        guard let header = try? JSONDecoder.wire().decode(EnvelopeHeader.self, from: data) else {
+        let incoming: Incoming
+        do {
+            incoming = try decoder.decode(Incoming.self, from: data)
+        } catch {
             logger.warning("malformed bus frame", ["bytes": data.count])
             return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: "", body: nil, error: .malformed("not a bus envelope")), id: "")
         }
+        let header = incoming.header
         guard header.v == Envelope<Empty>.currentVersion else {
             logger.warning("unsupported bus message version", ["bus.type": header.type, "bus.version": header.v])
             return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .unsupportedVersion(header.v)), id: header.id)
         }
-        guard let handler = handlers[header.type] else {
+        guard let route = routes[header.type], let decoded = incoming.body else {
             logger.warning("unknown bus message type", ["bus.type": header.type])
             return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .unknownType(header.type)), id: header.id)
+        }
+        let body: any Sendable
+        switch decoded {
+        case .success(let b): body = b
+        case .failure(let error):
+            logger.warning("malformed bus message", ["bus.type": header.type, "error": BusRouter.describe(error)])
+            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil,
+                                                         error: .malformed("body of \(header.type) is malformed: \(BusRouter.describe(error))")), id: header.id)
         }
         let deadline = header.deadlineMs.map { Date(timeIntervalSince1970: Double($0) / 1000) }
         if let deadline, deadline < Date() {
@@ -61,14 +109,14 @@ public struct BusRouter: Sendable {
         }
         let context = BusContext(type: header.type, requestId: header.requestId, deadline: deadline)
         return await LogContext.$requestId.withValue(header.requestId) {
-            await handler(data, header, context)
+            await route.handle(body, header, context)
         }
     }
 
     static func encode<B>(_ reply: ReplyEnvelope<B>, id: String) -> Data {
-        if let data = try? JSONEncoder.wire().encode(reply) { return data }
+        if let data = try? JSONEncoder.bus.encode(reply) { return data }
         // Encoding our own types cannot fail in practice; answer something well-formed anyway.
-        return (try? JSONEncoder.wire().encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: .internal))) ?? Data()
+        return (try? JSONEncoder.bus.encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: .internal))) ?? Data()
     }
 
     static func describe(_ error: DecodingError) -> String {

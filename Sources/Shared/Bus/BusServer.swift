@@ -17,16 +17,17 @@ public final class BusServer: Sendable {
                 for e in endpoints { try socket.bind(e) }
             },
             onMessage: { frames in
-                // ROUTER frames from a DEALER: [identity, "", envelope]. Anything else is dropped.
-                guard frames.count == 3, frames[1].isEmpty else {
+                // ROUTER frames from a DEALER: [identity, "", correlation id, envelope]; the reply
+                // echoes the first three. Anything else is dropped.
+                guard frames.count == 4, frames[1].isEmpty else {
                     logger.warning("dropped malformed bus frames", ["frames": frames.count])
                     return
                 }
-                let identity = frames[0]
-                let payload = frames[2]
+                let route = Array(frames[0..<3])
+                let payload = frames[3]
                 Task {
                     let reply = await router.handle(payload)
-                    replies.enqueue([identity, Data(), reply])
+                    replies.enqueue(route + [reply])
                 }
             }
         )

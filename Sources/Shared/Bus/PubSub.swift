@@ -15,7 +15,7 @@ public final class EventPublisher: Sendable {
 
     public func publish<E: BusEvent>(_ event: E) {
         let envelope = Envelope(id: UUID().uuidString.lowercased(), type: E.topic, body: event)
-        guard let data = try? JSONEncoder.wire().encode(envelope) else { return }
+        guard let data = try? JSONEncoder.bus.encode(envelope) else { return }
         worker.enqueue([Data(E.topic.utf8), data])
     }
 
@@ -47,7 +47,7 @@ public final class EventSubscriber: Sendable {
 
     /// Decodes an event envelope's body; nil (and a log line) for a malformed one.
     public static func decode<E: BusEvent>(_ type: E.Type, _ data: Data, logger: Logger) -> Envelope<E>? {
-        do { return try JSONDecoder.wire().decode(Envelope<E>.self, from: data) } catch {
+        do { return try JSONDecoder.bus.decode(Envelope<E>.self, from: data) } catch {
             logger.warning("malformed event", ["event.topic": E.topic])
             return nil
         }
@@ -75,7 +75,7 @@ public final class Pusher: Sendable {
 
     public func push<B: BusRequest>(_ body: B) {
         let envelope = Envelope(id: UUID().uuidString.lowercased(), type: B.type, body: body)
-        guard let data = try? JSONEncoder.wire().encode(envelope) else { return }
+        guard let data = try? JSONEncoder.bus.encode(envelope) else { return }
         worker.enqueue([data])
     }
 

@@ -27,7 +27,7 @@ public struct Envelope<Body: Codable & Sendable>: Codable, Sendable {
     }
 }
 
-/// The envelope without its body: read first to route a message by `type` and `v`.
+/// The envelope without its body: what routes a message (`type`, `v`) and answers it (`id`).
 public struct EnvelopeHeader: Codable, Sendable {
     public var v: Int
     public var id: String
