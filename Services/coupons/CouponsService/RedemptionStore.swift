@@ -153,7 +153,7 @@ enum RedemptionStore {
     }
 
     static func page(_ c: PGConnection, _ req: Coupons.Redemptions) throws -> Coupons.Redemptions.Response {
-        guard let coupon = try CouponStore.find(c, code: req.code) else { throw ServiceError("notFound", "no coupon with this code") }
+        guard let coupon = try CouponStore.findDefinition(c, code: req.code) else { throw ServiceError("notFound", "no coupon with this code") }
         let after = try req.cursor.map(Cursor.decode)
         let order = req.oldestFirst ? "ASC" : "DESC"
         let cmp = req.oldestFirst ? ">" : "<"
@@ -196,7 +196,7 @@ enum RedemptionStore {
 
     static func completeMany(_ c: PGConnection, _ items: [Coupons.CompleteMany.Item]) throws {
         guard !items.isEmpty else { return }
-        try c.prepared("complete_many", """
+        try c.query("""
             UPDATE coupons.redemptions r SET status = 'completed', completed_at = now(), entitlement_id = u.ent, entitlement_expires_at = u.exp
             FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS u(id, ent, exp)
             WHERE r.id = u.id AND r.status IN ('reserved', 'granting')
@@ -232,8 +232,9 @@ enum RedemptionStore {
         }
         let done = try get(tx, id: req.id, account: nil)
         // coupon.redeemed goes out for discounts too: grants sends it, reached through the outbox.
-        guard let coupon = try CouponStore.find(tx, code: done.code) else { throw ServiceError.internal }
-        try Outbox.add(tx, redemption: req.id, RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.view(coupon).publicView))
+        // The definition only: counting the coupon's redemptions would cost a scan of them all.
+        guard let coupon = try CouponStore.findDefinition(tx, code: done.code) else { throw ServiceError.internal }
+        try Outbox.add(tx, redemption: req.id, RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.publicView(coupon)))
         return done
     }
 }
@@ -259,16 +260,19 @@ extension RedemptionStore {
 
         struct Key: Hashable { let account: UUID; let sandbox: Bool }
         var existing: [Key: RedemptionView] = [:]
-        for row in try tx.prepared("batch_existing", """
-            SELECT \(columns) FROM coupons.redemptions r
-            WHERE r.coupon_id = $1 AND r.account_id = ANY($2::uuid[]) AND r.status IN ('reserved', 'granting', 'completed')
-            """, [couponId, accounts]).rows {
+        // By account alone, with the coupon matched here: given `coupon_id = $1` too, the planner
+        // may scan every redemption of the coupon (statistics lag behind a flash sale's inserts,
+        // so a hot coupon looks like it has a handful), once per batch. An account has few.
+        for row in try tx.query("""
+            SELECT \(columns), r.coupon_id FROM coupons.redemptions r
+            WHERE r.account_id = ANY($1::uuid[]) AND r.status IN ('reserved', 'granting', 'completed')
+            """, [accounts]).rows where try row.decode("coupon_id", as: UUID.self) == couponId {
             let v = try view(row)
             existing[Key(account: v.accountId, sandbox: v.sandbox)] = v
         }
         var notNew = Set<UUID>()
         if d.newCustomersOnly {
-            for row in try tx.prepared("batch_not_new", """
+            for row in try tx.query("""
                 SELECT DISTINCT account_id FROM coupons.redemptions WHERE account_id = ANY($1::uuid[]) AND status = 'completed' AND NOT sandbox
                 """, [accounts]).rows {
                 notNew.insert(try row.decode("account_id"))

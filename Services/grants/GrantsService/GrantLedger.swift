@@ -90,7 +90,7 @@ enum GrantLedger {
     /// Settles many successful grants at once; answers the ids this call settled.
     static func settleSucceeded(_ tx: PGConnection, _ ids: [UUID]) throws -> Set<UUID> {
         guard !ids.isEmpty else { return [] }
-        return Set(try tx.prepared("settle_succeeded", """
+        return Set(try tx.query("""
             UPDATE grants.grants SET status = 'succeeded', settled_at = now(), next_attempt_at = now()
             WHERE redemption_id = ANY($1::uuid[]) AND status = 'pending' RETURNING redemption_id
             """, [PGArray(ids.map { $0.uuidString.lowercased() })]).rows.map { try $0.decode("redemption_id", as: UUID.self) })
@@ -98,7 +98,7 @@ enum GrantLedger {
 
     static func markNotified(_ c: PGConnection, _ ids: [UUID]) throws {
         guard !ids.isEmpty else { return }
-        try c.prepared("mark_notified", "UPDATE grants.grants SET coupons_notified = true WHERE redemption_id = ANY($1::uuid[])",
+        try c.query("UPDATE grants.grants SET coupons_notified = true WHERE redemption_id = ANY($1::uuid[])",
                        [PGArray(ids.map { $0.uuidString.lowercased() })])
     }
 

@@ -39,7 +39,11 @@ public final class PGConnection {
         return try PGResult.checked(res, conn: conn)
     }
 
-    /// Runs a statement prepared once per connection under `name`.
+    /// Runs a statement prepared once per connection under `name`. PostgreSQL soon settles on one
+    /// generic plan for it, chosen with the statistics of that moment: fine for lookups by a key,
+    /// wrong for statements over arrays of keys (`= ANY($1)`, joins with `unnest`), whose generic
+    /// plan made on a small table scans every row once the table has grown. Those use `query`,
+    /// which is planned with its actual values each time.
     @discardableResult
     public func prepared(_ name: String, _ sql: String, _ params: [any PGBindable]) throws -> PGResult {
         statementCount += 1
