@@ -86,5 +86,12 @@ enum CouponsMigrations {
             DROP INDEX redemptions_one_active;
             ALTER INDEX redemptions_one_active_by_account RENAME TO redemptions_one_active;
             """),
+        // Acknowledged outbox rows are deleted at once (they were marked, then pruned an hour later).
+        Migration(3, "outbox rows leave on acknowledgement", """
+            DELETE FROM outbox WHERE acked_at IS NOT NULL;
+            DROP INDEX outbox_pending;
+            ALTER TABLE outbox DROP COLUMN acked_at;
+            CREATE INDEX outbox_due ON outbox (next_attempt_at);
+            """),
     ]
 }

@@ -3,7 +3,7 @@ import Shared
 import Synchronization
 
 /// The transactional outbox (SPEC §3): messages for grants are written in the transaction that
-/// makes them true, then pushed by `OutboxRelay` until grants acknowledges them.
+/// makes them true, then pushed by `OutboxRelay` until grants acknowledges them, which removes them.
 enum Outbox {
     static func add<M: BusRequest>(_ tx: PGConnection, redemption: UUID, _ message: M) throws {
         let payload = String(decoding: try JSONEncoder.bus.encode(Envelope(id: UUID().uuidString.lowercased(), type: M.type, body: message)), as: UTF8.self)
@@ -17,25 +17,23 @@ enum Outbox {
         try c.query("""
             UPDATE coupons.outbox SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
             WHERE id IN (
-                SELECT id FROM coupons.outbox WHERE acked_at IS NULL AND next_attempt_at <= now()
+                SELECT id FROM coupons.outbox WHERE next_attempt_at <= now()
                 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
             )
             RETURNING id, payload
             """, [limit, resendAfter]).rows.map { (try $0.decode("id"), try $0.decode("payload")) }
     }
 
+    /// Grants has the messages: they leave the outbox (one dead row each, where marking them and
+    /// pruning later cost two, and kept every unacknowledged-row scan wading through them).
     static func ack(_ c: PGConnection, redemptions: [UUID], type: String) throws {
         guard !redemptions.isEmpty else { return }
-        try c.query("UPDATE coupons.outbox SET acked_at = now() WHERE type = $2 AND acked_at IS NULL AND redemption_id = ANY($1::uuid[])",
+        try c.query("DELETE FROM coupons.outbox WHERE redemption_id = ANY($1::uuid[]) AND type = $2",
                     [PGArray(redemptions.map { $0.uuidString.lowercased() }), type])
     }
 
-    static func prune(_ c: PGConnection, olderThan: TimeInterval) throws -> Int {
-        try c.query("DELETE FROM coupons.outbox WHERE acked_at < now() - make_interval(secs => $1)", [olderThan]).affectedRows
-    }
-
     static func depth(_ c: PGConnection) throws -> Int {
-        try c.query("SELECT count(*) AS n FROM coupons.outbox WHERE acked_at IS NULL").first!.decode("n")
+        try c.query("SELECT count(*) AS n FROM coupons.outbox").first!.decode("n")
     }
 }
 
@@ -68,7 +66,6 @@ final class OutboxRelay: Sendable {
     }
 
     func run() async {
-        var lastPrune = ContinuousClock.now
         while !Task.isCancelled {
             pendingNudge.store(false, ordering: .releasing)
             do {
@@ -77,10 +74,6 @@ final class OutboxRelay: Sendable {
                     batch = try await pool.withConnection { [resendAfter] in try Outbox.claim($0, limit: 500, resendAfter: resendAfter) }
                     for row in batch { pusher.pushRaw(Data(row.payload.utf8)) }
                 } while batch.count == 500
-                if ContinuousClock.now - lastPrune > .seconds(60) {
-                    lastPrune = .now
-                    _ = try await pool.withConnection { try Outbox.prune($0, olderThan: 3600) }
-                }
             } catch {
                 logger.warning("outbox relay pass failed", ["error": String(describing: error)])
             }
