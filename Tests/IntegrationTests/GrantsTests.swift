@@ -93,6 +93,33 @@ final class GrantsTests: XCTestCase {
         XCTAssertEqual(entry?["source"] as? String, "revenuecat")
     }
 
+    /// Several coupons of one entitlement redeemed at once by one holder (so their commands can
+    /// share a batch): each period starts where another ends, none overlaps.
+    func test1b_concurrentCouponsOfOneHolderChainTheirPeriods() async throws {
+        let u = try Self.minter.user()
+        let ent = "chain-" + UUID().uuidString.prefix(4)
+        var codes: [String] = []
+        for _ in 0..<4 { codes.append(try await freePeriod(unit: "week", entitlement: ent)) }
+        let client = self.client
+        let ids = try await withThrowingTaskGroup(of: String.self) { group in
+            for code in codes {
+                group.addTask {
+                    let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "ios"], token: u.token)
+                    return try XCTUnwrap(try r.json()["redemptionId"] as? String, r.text)
+                }
+            }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        var ends: [Int64] = []
+        for id in ids {
+            let done = try await waitFor(id, u)
+            XCTAssertEqual(done["status"] as? String, "completed", "\(done)")
+            ends.append(try XCTUnwrap(Self.ms((done["entitlement"] as? [String: Any])?["expiresAt"])))
+        }
+        ends.sort()
+        for (a, b) in zip(ends, ends.dropFirst()) { XCTAssertEqual(b - a, 7 * 86_400_000, "each week starts where the one before ends") }
+    }
+
     func test2_sandboxGoesToTheLocalLedgerNeverToLiveRevenueCat() async throws {
         let u = try Self.minter.user()
         let before = Self.revenueCat.received.count

@@ -18,24 +18,44 @@ struct Grant: Sendable {
 
 /// The grant ledger in SQL: one grant per redemption (primary key), `end_time` computed once.
 enum GrantLedger {
-    /// Stores a command unless its redemption has a grant already. The period starts where the
-    /// holder's latest Redeem grant of the entitlement ends, or now (SPEC §5); grants of one
-    /// holder and entitlement are stored one at a time so each sees the one before.
-    static func store(_ tx: PGConnection, _ c: GrantCommand, provider: String) throws {
-        try tx.prepared("holder_lock", "SELECT pg_advisory_xact_lock(hashtext($1))", ["grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)"])
-        let command = String(decoding: try JSONEncoder.bus.encode(c), as: UTF8.self)
-        let (years, months, weeks, days) = components(c.duration)
-        try tx.prepared("store_grant", """
-            WITH s AS (
-                SELECT date_trunc('milliseconds', greatest(now(), coalesce(max(end_time), now()))) AS start
-                FROM grants.grants WHERE app_user_id = $2 AND entitlement_id = $3 AND sandbox = $4 AND status <> 'failed'
-            )
-            INSERT INTO grants.grants (redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, start_time, end_time, command)
-            SELECT $1, $5, $2, $3, $4, $6, s.start,
-                   s.start + make_interval(years => $7, months => $8, weeks => $9, days => $10), $11
-            FROM s
-            ON CONFLICT (redemption_id) DO NOTHING
-            """, [c.redemptionId, c.appUserId, c.entitlementId, c.sandbox, c.accountId, provider, years, months, weeks, days, command])
+    /// Stores commands unless their redemptions have a grant already. A period starts where the
+    /// holder's latest Redeem grant of the entitlement ends, or now (SPEC §5). Each holder's lock
+    /// is taken first, all in one statement and in one order (so two instances storing
+    /// overlapping batches cannot deadlock); then one insert per round, where round n holds each
+    /// holder's n-th command, so a holder's second coupon extends from its first.
+    static func store(_ tx: PGConnection, _ commands: [GrantCommand], provider: (GrantCommand) -> String) throws {
+        guard !commands.isEmpty else { return }
+        let holder = { (c: GrantCommand) in "grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)" }
+        try tx.query("""
+            SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY h) locks
+            """, [PGArray(commands.map(holder))])
+        var rounds: [[GrantCommand]] = []
+        var seen: [String: Int] = [:]
+        for c in commands.sorted(by: { $0.redemptionId.uuidString < $1.redemptionId.uuidString }) {
+            let n = seen[holder(c), default: 0]
+            seen[holder(c)] = n + 1
+            if n == rounds.count { rounds.append([]) }
+            rounds[n].append(c)
+        }
+        for round in rounds {
+            let periods = round.map { components($0.duration) }
+            try tx.query("""
+                INSERT INTO grants.grants (redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, start_time, end_time, command)
+                SELECT u.id, u.account, u.app, u.ent, u.sandbox, u.provider, s.start,
+                       s.start + make_interval(years => u.y, months => u.m, weeks => u.w, days => u.d), u.command
+                FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::int[], $8::int[], $9::int[], $10::int[], $11::text[])
+                    AS u(id, account, app, ent, sandbox, provider, y, m, w, d, command)
+                CROSS JOIN LATERAL (
+                    SELECT date_trunc('milliseconds', greatest(now(), coalesce(max(g.end_time), now()))) AS start
+                    FROM grants.grants g WHERE g.app_user_id = u.app AND g.entitlement_id = u.ent AND g.sandbox = u.sandbox AND g.status <> 'failed'
+                ) s
+                ON CONFLICT (redemption_id) DO NOTHING
+                """, [PGArray(round.map { $0.redemptionId.uuidString.lowercased() }), PGArray(round.map { $0.accountId.uuidString.lowercased() }),
+                      PGArray(round.map(\.appUserId)), PGArray(round.map(\.entitlementId)), PGArray(round.map { $0.sandbox ? "t" : "f" }),
+                      PGArray(round.map(provider)), PGArray(periods.map { String($0.0) }), PGArray(periods.map { String($0.1) }),
+                      PGArray(periods.map { String($0.2) }), PGArray(periods.map { String($0.3) }),
+                      PGArray(try round.map { String(decoding: try JSONEncoder.bus.encode($0), as: UTF8.self) })])
+        }
     }
 
     static func components(_ d: CouponDuration) -> (Int, Int, Int, Int) {

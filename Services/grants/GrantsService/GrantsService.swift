@@ -101,15 +101,11 @@ public final class GrantsService: BackendService {
         _ = try await batches.submit(c)
     }
 
-    /// Stores a batch in one transaction, holders in a fixed order (so two instances storing
-    /// overlapping batches cannot deadlock on their locks), then acknowledges them together.
+    /// Stores a batch in one transaction, then acknowledges it.
     func storeCommands(_ commands: [GrantCommand]) async -> [Result<Empty, any Error>] {
         let live = liveProvider, sandbox = sandboxProvider
-        let ordered = commands.sorted { ($0.appUserId, $0.entitlementId, $0.redemptionId.uuidString) < ($1.appUserId, $1.entitlementId, $1.redemptionId.uuidString) }
         do {
-            try await pool.transaction { tx in
-                for c in ordered { try GrantLedger.store(tx, c, provider: c.sandbox ? sandbox : live) }
-            }
+            try await pool.transaction { tx in try GrantLedger.store(tx, commands) { $0.sandbox ? sandbox : live } }
         } catch {
             logger.warning("grant commands not stored; they will be sent again", ["batch.size": commands.count, "error": String(describing: error)])
             return commands.map { _ in .failure(error) }
