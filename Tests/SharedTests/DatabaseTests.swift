@@ -32,6 +32,17 @@ import TestSupport
         #expect(throws: PGError.self) { try row.decode("s", as: Int.self) }
     }
 
+    /// Arrays reach the server element for element: quotes, backslashes, commas, braces, JSON,
+    /// non-ASCII text, the word NULL and real NULLs.
+    @Test func arraysRoundTripEveryElement() async throws {
+        let pool = PGPool(url: url, maxConnections: 1)
+        defer { pool.close() }
+        let items: [String?] = [#"{"a":"b\"c"}"#, #"back\slash"#, "a,b", "{x}", "NULL", nil, "", "café ✓", " padded "]
+        let rows = try await pool.query("SELECT u.v, u.n FROM unnest($1::text[]) WITH ORDINALITY AS u(v, n) ORDER BY u.n",
+                                        [PGArray(optionals: items)]).rows
+        #expect(try rows.map { try $0.decodeIfPresent("v", as: String.self) } == items)
+    }
+
     @Test func errorsCarrySQLStateAndConstraint() async throws {
         let pool = PGPool(url: url, maxConnections: 2)
         defer { pool.close() }

@@ -132,12 +132,26 @@ public struct PGArray: PGBindable {
     /// An array whose nil elements are SQL NULLs.
     public init(optionals items: [String?]) { self.items = items }
 
+    /// The array literal: every element quoted, with its quotes and backslashes escaped, in one pass
+    /// over the bytes (batches carry hundreds of JSON payloads, full of quotes).
     public var pgText: String? {
-        "{" + items.map { item in
-            guard let item else { return "NULL" }
-            if !item.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") }) { return "\"" + item + "\"" }
-            return "\"" + item.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
-        }.joined(separator: ",") + "}"
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        out.reserveCapacity(items.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
+        for (i, item) in items.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            guard let item else {
+                out.append(contentsOf: "NULL".utf8)
+                continue
+            }
+            out.append(UInt8(ascii: "\""))
+            for byte in item.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+                out.append(byte)
+            }
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Parses `{a,"b c","d\"e"}` (PostgreSQL's output for text[]).
