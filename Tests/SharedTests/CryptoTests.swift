@@ -94,4 +94,15 @@ import Testing
             try JWT.verify(try JWT.sign(Claims(sub: "a", n: 5), key: other, kid: "r"), as: Claims.self, algorithms: both) { keys[$0 ?? ""] }
         }
     }
+
+    @Test func randomUUIDsAreVersion4AndDistinct() throws {
+        let ids = (0..<1000).map { _ in UUID.random() }
+        #expect(Set(ids).count == 1000)
+        for id in ids.prefix(50) {
+            let text = id.uuidString
+            #expect(Array(text)[14] == "4")
+            #expect("89AB".contains(Array(text)[19]))
+            #expect(UUID(uuidString: text) == id)
+        }
+    }
 }

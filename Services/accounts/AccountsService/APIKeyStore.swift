@@ -17,7 +17,7 @@ enum APIKeyStore {
     @discardableResult
     static func insert(_ pool: PGPool, secret: String, name: String, role: Role) async throws -> APIKeyView {
         guard let mode = APIKeySecret.mode(of: secret) else { throw ServiceError("invalid", "not a secret key", field: "key") }
-        let id = UUID()
+        let id = UUID.random()
         let row = try await pool.query("""
             INSERT INTO accounts.api_keys (id, key_hash, prefix, name, role, mode) VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT (key_hash) DO UPDATE SET key_hash = EXCLUDED.key_hash

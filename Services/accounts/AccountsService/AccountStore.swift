@@ -7,8 +7,8 @@ enum AccountStore {
     /// Creates an account and answers its id. `recordName` (iOS-first) becomes the appUserId;
     /// otherwise a fresh UUID does.
     static func create(_ tx: PGConnection, email: String?, passwordHash: String?, recordName: String?) throws -> UUID {
-        let id = UUID()
-        let appUserId = recordName ?? UUID().uuidString.lowercased()
+        let id = UUID.random()
+        let appUserId = recordName ?? UUID.random().uuidString.lowercased()
         try mapConflicts {
             try tx.query("INSERT INTO accounts.accounts (id, email, password_hash, app_user_id) VALUES ($1, $2, $3, $4)",
                          [id, email, passwordHash, appUserId])

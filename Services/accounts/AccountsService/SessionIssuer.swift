@@ -37,7 +37,7 @@ final class SessionIssuer: Sendable {
 
     /// Starts a session for an account inside the caller's transaction.
     func open(_ tx: PGConnection, account: UUID) throws -> SessionTokens {
-        let session = UUID()
+        let session = UUID.random()
         let refresh = "rt_" + Crypto.randomToken(bytes: 32)
         let row = try tx.query("""
             INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))

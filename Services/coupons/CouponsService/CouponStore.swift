@@ -34,7 +34,7 @@ enum CouponStore {
 
     static func insert(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, now: Date) throws -> UUID {
         try checkActivePerProduct(tx, d, excluding: nil)
-        let id = UUID()
+        let id = UUID.random()
         do {
             try tx.query("""
                 INSERT INTO coupons.coupons (id, code, kind, percent_off, amount_off, currency, duration_unit, duration_count, period_count,

@@ -6,7 +6,7 @@ import Synchronization
 /// makes them true, then pushed by `OutboxRelay` until grants acknowledges them, which removes them.
 enum Outbox {
     static func add<M: BusRequest>(_ tx: PGConnection, redemption: UUID, _ message: M) throws {
-        let payload = String(decoding: try JSONEncoder.bus.encode(Envelope(id: UUID().uuidString.lowercased(), type: M.type, body: message)), as: UTF8.self)
+        let payload = String(decoding: try JSONEncoder.bus.encode(Envelope(id: UUID.random().uuidString.lowercased(), type: M.type, body: message)), as: UTF8.self)
         try tx.query("INSERT INTO coupons.outbox (redemption_id, type, payload) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                      [redemption, M.type, payload])
     }

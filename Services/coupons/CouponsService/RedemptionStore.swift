@@ -117,7 +117,7 @@ enum RedemptionStore {
                 """, [couponId]).first
             guard took != nil else { throw Refusal(reason: "exhausted") }
         }
-        let id = UUID()
+        let id = UUID.random()
         let status = d.isDiscount ? "reserved" : "granting"
         let row = try tx.query("""
             INSERT INTO coupons.redemptions AS r (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status,
@@ -304,7 +304,7 @@ extension RedemptionStore {
                     used += 1
                 }
                 freshByKey[key] = fresh.count
-                fresh.append(New(index: i, id: UUID(), req: req, sandbox: sandbox, productId: productId))
+                fresh.append(New(index: i, id: UUID.random(), req: req, sandbox: sandbox, productId: productId))
             } catch let r as Refusal {
                 results[i] = refused(r.reason)
             } catch {
@@ -339,7 +339,7 @@ extension RedemptionStore {
                 let command = GrantCommand(redemptionId: n.id, accountId: n.req.accountId, appUserId: n.req.appUserId, entitlementId: entitlement,
                                            duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.req.platform,
                                            productId: n.productId, reservedAt: v.reservedAt)
-                let envelope = Envelope(id: UUID().uuidString.lowercased(), type: GrantCommand.type, body: command)
+                let envelope = Envelope(id: UUID.random().uuidString.lowercased(), type: GrantCommand.type, body: command)
                 ids.append(n.id.uuidString.lowercased())
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
             }

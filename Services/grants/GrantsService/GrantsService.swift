@@ -140,7 +140,7 @@ public final class GrantsService: BackendService {
             let row = try await pool.query("""
                 INSERT INTO grants.webhook_endpoints (id, url, events, secret) VALUES ($1, $2, $3::text[], $4)
                 RETURNING id, url, events, active, created_at
-                """, [UUID(), url.absoluteString, PGArray(Array(Set(req.events)).sorted()), secret]).first!
+                """, [UUID.random(), url.absoluteString, PGArray(Array(Set(req.events)).sorted()), secret]).first!
             return .init(endpoint: try Webhooks.endpointView(row), secret: secret)
         }
         r.on(Grants.ListWebhooks.self) { [self] _, _ in
