@@ -23,8 +23,14 @@ enum GrantLedger {
     /// is taken first, all in one statement and in one order (so two instances storing
     /// overlapping batches cannot deadlock); then one insert per round, where round n holds each
     /// holder's n-th command, so a holder's second coupon extends from its first.
-    static func store(_ tx: PGConnection, _ commands: [GrantCommand], provider: (GrantCommand) -> String) throws {
-        guard !commands.isEmpty else { return }
+    ///
+    /// A grant whose provider has no rate limit is stored leased for `lease` seconds (its first
+    /// attempt counted) and answered, so the caller's worker calls the provider at once without
+    /// claiming it back from the table; if that worker dies, the lease runs out and any worker
+    /// claims it. The others are stored due, for `claimDue`.
+    static func store(_ tx: PGConnection, _ commands: [GrantCommand], provider: (GrantCommand) -> String,
+                      lease: (String) -> TimeInterval?) throws -> [Grant] {
+        guard !commands.isEmpty else { return [] }
         let holder = { (c: GrantCommand) in "grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)" }
         try tx.query("""
             SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY h) locks
@@ -37,25 +43,40 @@ enum GrantLedger {
             if n == rounds.count { rounds.append([]) }
             rounds[n].append(c)
         }
+        var leased: [Grant] = []
         for round in rounds {
             let periods = round.map { components($0.duration) }
-            try tx.query("""
-                INSERT INTO grants.grants (redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, start_time, end_time, command)
+            let providers = round.map(provider)
+            let rows = try tx.query("""
+                INSERT INTO grants.grants (redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, start_time, end_time, command,
+                                           attempts, next_attempt_at)
                 SELECT u.id, u.account, u.app, u.ent, u.sandbox, u.provider, s.start,
-                       s.start + make_interval(years => u.y, months => u.m, weeks => u.w, days => u.d), u.command
-                FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::int[], $8::int[], $9::int[], $10::int[], $11::text[])
-                    AS u(id, account, app, ent, sandbox, provider, y, m, w, d, command)
+                       s.start + make_interval(years => u.y, months => u.m, weeks => u.w, days => u.d), u.command,
+                       CASE WHEN u.lease IS NULL THEN 0 ELSE 1 END, now() + make_interval(secs => coalesce(u.lease, 0))
+                FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::int[], $8::int[], $9::int[], $10::int[],
+                            $11::text[], $12::float8[])
+                    AS u(id, account, app, ent, sandbox, provider, y, m, w, d, command, lease)
                 CROSS JOIN LATERAL (
                     SELECT date_trunc('milliseconds', greatest(now(), coalesce(max(g.end_time), now()))) AS start
                     FROM grants.grants g WHERE g.app_user_id = u.app AND g.entitlement_id = u.ent AND g.sandbox = u.sandbox AND g.status <> 'failed'
                 ) s
                 ON CONFLICT (redemption_id) DO NOTHING
+                RETURNING redemption_id, end_time, attempts
                 """, [PGArray(round.map { $0.redemptionId.uuidString.lowercased() }), PGArray(round.map { $0.accountId.uuidString.lowercased() }),
                       PGArray(round.map(\.appUserId)), PGArray(round.map(\.entitlementId)), PGArray(round.map { $0.sandbox ? "t" : "f" }),
-                      PGArray(round.map(provider)), PGArray(periods.map { String($0.0) }), PGArray(periods.map { String($0.1) }),
+                      PGArray(providers), PGArray(periods.map { String($0.0) }), PGArray(periods.map { String($0.1) }),
                       PGArray(periods.map { String($0.2) }), PGArray(periods.map { String($0.3) }),
-                      PGArray(try round.map { String(decoding: try JSONEncoder.bus.encode($0), as: UTF8.self) })])
+                      PGArray(try round.map { String(decoding: try JSONEncoder.bus.encode($0), as: UTF8.self) }),
+                      PGArray(optionals: providers.map { lease($0).map { String($0) } })]).rows
+            let byId = Dictionary(zip(round.map(\.redemptionId), zip(round, providers)), uniquingKeysWith: { a, _ in a })
+            for row in rows where try row.decode("attempts", as: Int.self) == 1 {
+                let id: UUID = try row.decode("redemption_id")
+                guard let (c, p) = byId[id] else { continue }
+                leased.append(Grant(redemptionId: id, appUserId: c.appUserId, entitlementId: c.entitlementId, provider: p,
+                                    endTime: try row.decode("end_time"), status: "pending", attempts: 1, failureReason: nil, command: c))
+            }
         }
+        return leased
     }
 
     static func components(_ d: CouponDuration) -> (Int, Int, Int, Int) {

@@ -15,6 +15,8 @@ final class GrantWorker: Sendable {
     let limiters: [String: RateLimiter]
     let retry: RetryPolicy
     private let wake = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    /// Grants stored leased to this worker, to call without claiming them from the table.
+    private let handed = Mutex<[Grant]>([])
     private let nudged = Atomic<Bool>(false)
     /// How long a claimed grant stays leased to this worker (longer than one provider call); a
     /// worker that dies leaves its grants to others once the lease is over.
@@ -38,6 +40,19 @@ final class GrantWorker: Sendable {
         self.claimLimit = claimLimit
     }
 
+    /// The lease a new grant of `provider` is stored with when this worker takes it at once: only
+    /// for providers without a rate limit (a limited one could not be called before the lease ends).
+    func leaseAtBirth(_ provider: String) -> TimeInterval? {
+        limiters[provider] == nil && providers[provider] != nil ? lease : nil
+    }
+
+    /// Grants just stored, leased to this worker (see `leaseAtBirth`).
+    func take(_ grants: [Grant]) {
+        guard !grants.isEmpty else { return }
+        handed.withLock { $0 += grants }
+        nudge()
+    }
+
     func nudge() {
         nudged.store(true, ordering: .releasing)
         wake.withLock { w in
@@ -53,7 +68,8 @@ final class GrantWorker: Sendable {
             nudged.store(false, ordering: .releasing)
             var worked = 0
             do {
-                let due = try await pool.withConnection { [lease, claimLimit] in try GrantLedger.claimDue($0, limit: claimLimit, lease: lease) }
+                let mine = handed.withLock { h in defer { h.removeAll() }; return h }
+                let due = try await mine + pool.withConnection { [lease, claimLimit] in try GrantLedger.claimDue($0, limit: claimLimit, lease: lease) }
                 let unnotified = try await pool.withConnection { try GrantLedger.claimUnnotified($0, limit: 500, lease: 5) }
                 worked = due.count + unnotified.count
                 let outcomes = await withTaskGroup(of: (Grant, ProviderOutcome)?.self) { group in

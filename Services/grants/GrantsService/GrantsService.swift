@@ -104,8 +104,12 @@ public final class GrantsService: BackendService {
     /// Stores a batch in one transaction, then acknowledges it.
     func storeCommands(_ commands: [GrantCommand]) async -> [Result<Empty, any Error>] {
         let live = liveProvider, sandbox = sandboxProvider
+        let worker = self.worker
         do {
-            try await pool.transaction { tx in try GrantLedger.store(tx, commands) { $0.sandbox ? sandbox : live } }
+            let leased = try await pool.transaction { tx in
+                try GrantLedger.store(tx, commands, provider: { $0.sandbox ? sandbox : live }, lease: worker.leaseAtBirth)
+            }
+            worker.take(leased)
         } catch {
             logger.warning("grant commands not stored; they will be sent again", ["batch.size": commands.count, "error": String(describing: error)])
             return commands.map { _ in .failure(error) }
