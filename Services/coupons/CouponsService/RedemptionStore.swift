@@ -194,12 +194,19 @@ enum RedemptionStore {
             """).affectedRows
     }
 
+    /// Completes granted redemptions (a repeat changes nothing). The rows are found by primary
+    /// key alone: a status condition would let the planner read the whole one-use index instead,
+    /// which statistics lagging behind a burst of inserts make look tiny.
     static func completeMany(_ c: PGConnection, _ items: [Coupons.CompleteMany.Item]) throws {
         guard !items.isEmpty else { return }
         try c.query("""
-            UPDATE coupons.redemptions r SET status = 'completed', completed_at = now(), entitlement_id = u.ent, entitlement_expires_at = u.exp
-            FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS u(id, ent, exp)
-            WHERE r.id = u.id AND r.status IN ('reserved', 'granting')
+            UPDATE coupons.redemptions r SET
+                status = CASE WHEN r.status IN ('reserved', 'granting') THEN 'completed' ELSE r.status END,
+                completed_at = CASE WHEN r.status IN ('reserved', 'granting') THEN now() ELSE r.completed_at END,
+                entitlement_id = CASE WHEN r.status IN ('reserved', 'granting') THEN ($2::text[])[array_position($1::uuid[], r.id)] ELSE r.entitlement_id END,
+                entitlement_expires_at = CASE WHEN r.status IN ('reserved', 'granting')
+                    THEN ($3::timestamptz[])[array_position($1::uuid[], r.id)] ELSE r.entitlement_expires_at END
+            WHERE r.id = ANY($1::uuid[])
             """, [PGArray(items.map { $0.redemptionId.uuidString.lowercased() }), PGArray(items.map { $0.entitlement.entitlementId }),
                   PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })])
     }

@@ -64,13 +64,22 @@ final class GrantWorker: Sendable {
     /// One pass: claim due grants, call their providers (concurrently, each at its rate), record
     /// all outcomes in one transaction, then tell coupons in one request per batch.
     func run() async {
+        var lastClaim = ContinuousClock.now
         while !Task.isCancelled {
             nudged.store(false, ordering: .releasing)
             var worked = 0
             do {
+                // While grants are handed over, the table (retries, leases run out, other
+                // instances' leftovers, unconfirmed notifications) is claimed from twice a second.
                 let mine = handed.withLock { h in defer { h.removeAll() }; return h }
-                let due = try await mine + pool.withConnection { [lease, claimLimit] in try GrantLedger.claimDue($0, limit: claimLimit, lease: lease) }
-                let unnotified = try await pool.withConnection { try GrantLedger.claimUnnotified($0, limit: 500, lease: 5) }
+                let claim = mine.isEmpty || ContinuousClock.now - lastClaim > .milliseconds(500)
+                var due = mine
+                var unnotified: [Grant] = []
+                if claim {
+                    lastClaim = .now
+                    due += try await pool.withConnection { [lease, claimLimit] in try GrantLedger.claimDue($0, limit: claimLimit, lease: lease) }
+                    unnotified = try await pool.withConnection { try GrantLedger.claimUnnotified($0, limit: 500, lease: 5) }
+                }
                 worked = due.count + unnotified.count
                 let outcomes = await withTaskGroup(of: (Grant, ProviderOutcome)?.self) { group in
                     for g in due { group.addTask { await self.call(g) } }
