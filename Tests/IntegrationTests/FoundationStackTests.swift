@@ -93,14 +93,43 @@ final class FoundationStackTests: XCTestCase {
         for pid in others { XCTAssertEqual(kill(pid, 0), 0) }
     }
 
+    /// Access tokens moved from Ed25519 to RS256: tokens signed with a key of an earlier version
+    /// still verify until they expire, because accounts publishes every stored key and a gateway
+    /// asks again for a key id it does not know. New tokens are RS256.
+    func test5_tokensOfAnEarlierEd25519KeyStillVerify() async throws {
+        let db = try PGConnection(url: try XCTUnwrap(stack.wiring()["REDEEM_DATABASE_URL"]))
+        let seed = Crypto.randomBytes(32)
+        try db.query("""
+            INSERT INTO accounts.signing_keys (kid, algorithm, private_key, created_at) VALUES ('k0', 'EdDSA', $1, now() - interval '1 day')
+            """, [PGBytes(Data(seed))])
+        kill(try stack.pid("accounts"), SIGKILL)  // accounts reads its keys when it starts
+        try stack.startService("accounts")
+        let green = try await stack.eventually(20) { try await readiness().0 == 200 }
+        XCTAssertTrue(green, "accounts did not come back")
+
+        let account = UUID()
+        let claims = AccessClaims(account: account, appUserId: account.uuidString.lowercased(), session: UUID(),
+                                  issuedAt: Date(), expiresAt: Date().addingTimeInterval(300))
+        let earlier = try JWT.sign(claims, key: try XCTUnwrap(AsymmetricKey.ed25519(privateKey: seed)), kid: "k0")
+        let accepted = try await client.get("/v1/me/redemptions", token: earlier)
+        XCTAssertEqual(accepted.status, 200, accepted.text)
+        let forged = try JWT.sign(claims, key: try XCTUnwrap(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32))), kid: "k0")
+        let refused = try await client.get("/v1/me/redemptions", token: forged)
+        XCTAssertEqual(refused.status, 401)
+        let current = try XCTUnwrap(try AccessTokenKeys.signing(db))
+        XCTAssertEqual(current.key.algorithm, .rs256)
+        XCTAssertNotEqual(current.kid, "k0")
+    }
+
     func test9_sigtermStopsEveryProcessWithExitZero() throws {
         let pids = try Stack.services.map { try stack.pid($0) }
         let statuses = stack.stop()
-        XCTAssertEqual(statuses["accounts"], 0)
         XCTAssertEqual(statuses["grants"], 0)
         XCTAssertEqual(statuses["gateway"], 0)
         XCTAssertEqual(statuses["restarted#0"], 0, "the restarted coupons")
+        XCTAssertEqual(statuses["restarted#1"], 0, "the restarted accounts")
         XCTAssertEqual(statuses["coupons"], 137, "the first coupons was killed with SIGKILL")
+        XCTAssertEqual(statuses["accounts"], 137, "the first accounts was killed with SIGKILL")
         for pid in pids { XCTAssertNotEqual(kill(pid, 0), 0, "pid \(pid) still running") }
     }
 }

@@ -94,16 +94,32 @@ final class Authenticator: Sendable {
     /// Tokens verified already, until they expire: a client sends the same access token with
     /// many requests, and re-checking its signature each time is most of a request's CPU.
     /// Revocation is still checked on every request.
-    private let verifiedTokens = Mutex<[String: AccessClaims]>([:])
+    /// Keyed by the token's SHA-256, not the token (an RS256 token is ~600 bytes; a flash sale
+    /// brings one per user).
+    private let verifiedTokens = Mutex<[TokenDigest: Verified]>([:])
+
+    struct Verified {
+        let account: UUID, session: UUID, appUserId: String, expiresAt: Date
+    }
+
+    struct TokenDigest: Hashable {
+        let a: UInt64, b: UInt64, c: UInt64, d: UInt64
+        init(_ token: String) {
+            let h = Crypto.sha256(Array(token.utf8))
+            func word(_ i: Int) -> UInt64 { h[i..<i + 8].reduce(0) { $0 << 8 | UInt64($1) } }
+            (a, b, c, d) = (word(0), word(8), word(16), word(24))
+        }
+    }
     static let verifiedCacheLimit = 50_000
 
     private func user(_ token: String) async throws -> Principal {
-        if let claims = verifiedTokens.withLock({ $0[token] }) {
-            if claims.expiresAt > Date(), let account = claims.accountId, let session = claims.sessionId {
-                if let until = revoked.withLock({ $0[session] }), until > Date() { throw Self.invalidToken }
-                return .user(account: account, appUserId: claims.app, session: session)
+        let digest = TokenDigest(token)
+        if let known = verifiedTokens.withLock({ $0[digest] }) {
+            if known.expiresAt > Date() {
+                if let until = revoked.withLock({ $0[known.session] }), until > Date() { throw Self.invalidToken }
+                return .user(account: known.account, appUserId: known.appUserId, session: known.session)
             }
-            verifiedTokens.withLock { _ = $0.removeValue(forKey: token) }
+            verifiedTokens.withLock { _ = $0.removeValue(forKey: digest) }
         }
         if keys.withLock({ $0.isEmpty }) { await loadKeys() }
         var known = keys.withLock { $0 }
@@ -128,7 +144,7 @@ final class Authenticator: Sendable {
                 cache = cache.filter { $0.value.expiresAt > now }
                 if cache.count >= Self.verifiedCacheLimit { cache.removeAll() }
             }
-            cache[token] = claims
+            cache[digest] = Verified(account: account, session: session, appUserId: claims.app, expiresAt: claims.expiresAt)
         }
         return .user(account: account, appUserId: claims.app, session: session)
     }
