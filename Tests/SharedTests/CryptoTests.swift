@@ -105,4 +105,20 @@ import Testing
             #expect(UUID(uuidString: text) == id)
         }
     }
+
+    @Test func uuidTextMatchesFoundationBothWays() throws {
+        for _ in 0..<200 {
+            let id = UUID()
+            #expect(id.lowercasedString == id.uuidString.lowercased())
+            #expect(UUID(parsing: id.uuidString) == id)
+            #expect(UUID(parsing: id.lowercasedString) == id)
+        }
+        let good = "6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e11"
+        #expect(UUID(parsing: good[...]) == UUID(uuidString: good))
+        for bad in ["", "6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e1", good + "0", "6f9c2a0e1b7d-4a53-9b7e-2d1c1f0a9e11-",
+                    "6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e1g", "6f9c2a0e-1b7d-4a53-9b7e_2d1c1f0a9e11", "{6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e11}"] {
+            #expect(UUID(parsing: bad) == nil, "\(bad)")
+            #expect(UUID(uuidString: bad) == nil, "Foundation agrees: \(bad)")
+        }
+    }
 }

@@ -27,7 +27,7 @@ do {
         do {
             for _ in stride(from: chunk, to: count, by: chunks) {
                 let account = UUID()
-                let claims = AccessClaims(account: account, appUserId: account.uuidString.lowercased(), session: UUID(),
+                let claims = AccessClaims(account: account, appUserId: account.lowercasedString, session: UUID(),
                                           issuedAt: now, expiresAt: now.addingTimeInterval(900))
                 out += try JWT.sign(claims, key: signing.key, kid: signing.kid) + "\n"
             }

@@ -8,7 +8,7 @@ enum AccountStore {
     /// otherwise a fresh UUID does.
     static func create(_ tx: PGConnection, email: String?, passwordHash: String?, recordName: String?) throws -> UUID {
         let id = UUID.random()
-        let appUserId = recordName ?? UUID.random().uuidString.lowercased()
+        let appUserId = recordName ?? UUID.random().lowercasedString
         try mapConflicts {
             try tx.query("INSERT INTO accounts.accounts (id, email, password_hash, app_user_id) VALUES ($1, $2, $3, $4)",
                          [id, email, passwordHash, appUserId])

@@ -104,7 +104,7 @@ public final class AccountsService: BackendService {
         case (.replayed(let event), _):
             if let event {
                 events.publish(event)
-                runtime.logger.warning("refresh token replayed; session revoked", ["session.id": event.sessionId.uuidString.lowercased()])
+                runtime.logger.warning("refresh token replayed; session revoked", ["session.id": event.sessionId.lowercasedString])
             }
             throw ServiceError("invalidToken", "the refresh token was already used")
         default:

@@ -164,13 +164,13 @@ enum MoneyText {
 /// Opaque keyset cursors: base64url of "microseconds|id" (exact, unlike a formatted time).
 enum Cursor {
     static func encode(micros: Int64, id: UUID) -> String {
-        Base64URL.encode(Array("\(micros)|\(id.uuidString.lowercased())".utf8))
+        Base64URL.encode(Array("\(micros)|\(id.lowercasedString)".utf8))
     }
 
     static func decode(_ text: String) throws -> (micros: Int64, id: UUID) {
         guard let bytes = Base64URL.decode(text), let s = String(bytes: bytes, encoding: .utf8) else { throw bad }
         let parts = s.split(separator: "|")
-        guard parts.count == 2, let micros = Int64(parts[0]), let id = UUID(uuidString: String(parts[1])) else { throw bad }
+        guard parts.count == 2, let micros = Int64(parts[0]), let id = UUID(parsing: parts[1]) else { throw bad }
         return (micros, id)
     }
 

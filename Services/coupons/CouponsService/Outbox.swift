@@ -6,7 +6,7 @@ import Synchronization
 /// makes them true, then pushed by `OutboxRelay` until grants acknowledges them, which removes them.
 enum Outbox {
     static func add<M: BusRequest>(_ tx: PGConnection, redemption: UUID, _ message: M) throws {
-        let payload = String(decoding: try JSONEncoder.bus.encode(Envelope(id: UUID.random().uuidString.lowercased(), type: M.type, body: message)), as: UTF8.self)
+        let payload = String(decoding: try JSONEncoder.bus.encode(Envelope(id: UUID.random().lowercasedString, type: M.type, body: message)), as: UTF8.self)
         try tx.query("INSERT INTO coupons.outbox (redemption_id, type, payload) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                      [redemption, M.type, payload])
     }
@@ -29,7 +29,7 @@ enum Outbox {
     static func ack(_ c: PGConnection, redemptions: [UUID], type: String) throws {
         guard !redemptions.isEmpty else { return }
         try c.query("DELETE FROM coupons.outbox WHERE redemption_id = ANY($1::uuid[]) AND type = $2",
-                    [PGArray(redemptions.map { $0.uuidString.lowercased() }), type])
+                    [PGArray(redemptions.map { $0.lowercasedString }), type])
     }
 
     static func depth(_ c: PGConnection) throws -> Int {

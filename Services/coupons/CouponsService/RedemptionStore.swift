@@ -207,7 +207,7 @@ enum RedemptionStore {
                 entitlement_expires_at = CASE WHEN r.status IN ('reserved', 'granting')
                     THEN ($3::timestamptz[])[array_position($1::uuid[], r.id)] ELSE r.entitlement_expires_at END
             WHERE r.id = ANY($1::uuid[])
-            """, [PGArray(items.map { $0.redemptionId.uuidString.lowercased() }), PGArray(items.map { $0.entitlement.entitlementId }),
+            """, [PGArray(items.map { $0.redemptionId.lowercasedString }), PGArray(items.map { $0.entitlement.entitlementId }),
                   PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })])
     }
 
@@ -263,7 +263,7 @@ extension RedemptionStore {
         let couponId = try coupon.decode("id", as: UUID.self)
         let testCoupon = try coupon.decode("mode", as: String.self) == "test"
         var used = try coupon.decode("used_count", as: Int.self)
-        let accounts = PGArray(Array(Set(reqs.map { $0.accountId.uuidString.lowercased() })))
+        let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
 
         struct Key: Hashable { let account: UUID; let sandbox: Bool }
         var existing: [Key: RedemptionView] = [:]
@@ -327,8 +327,8 @@ extension RedemptionStore {
                    CASE WHEN $9 = 'reserved' THEN now() + make_interval(secs => $10) END
             FROM unnest($1::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::boolean[]) AS u(id, account, app, platform, product, sandbox)
             RETURNING \(columns)
-            """, [PGArray(fresh.map { $0.id.uuidString.lowercased() }), couponId, d.code,
-                  PGArray(fresh.map { $0.req.accountId.uuidString.lowercased() }), PGArray(fresh.map { $0.req.appUserId }),
+            """, [PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
+                  PGArray(fresh.map { $0.req.accountId.lowercasedString }), PGArray(fresh.map { $0.req.appUserId }),
                   PGArray(fresh.map { $0.req.platform }), PGArray(optionals: fresh.map { $0.productId }),
                   PGArray(fresh.map { $0.sandbox ? "t" : "f" }), status, reservationTTL]).rows
         var views: [UUID: RedemptionView] = [:]
@@ -346,8 +346,8 @@ extension RedemptionStore {
                 let command = GrantCommand(redemptionId: n.id, accountId: n.req.accountId, appUserId: n.req.appUserId, entitlementId: entitlement,
                                            duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.req.platform,
                                            productId: n.productId, reservedAt: v.reservedAt)
-                let envelope = Envelope(id: UUID.random().uuidString.lowercased(), type: GrantCommand.type, body: command)
-                ids.append(n.id.uuidString.lowercased())
+                let envelope = Envelope(id: UUID.random().lowercasedString, type: GrantCommand.type, body: command)
+                ids.append(n.id.lowercasedString)
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
             }
             try tx.prepared("batch_outbox", """

@@ -72,7 +72,7 @@ extension Gateway {
         }
         r.delete("/v1/api-keys/{id}") { [self] req in
             try await auth.requireRole(req, .admin)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(uuidString:)) else {
+            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else {
                 throw ServiceError("notFound", "no such API key")
             }
             _ = try await accounts.request(APIKeys.Revoke(id: id))

@@ -87,7 +87,7 @@ extension Gateway {
             case nil: throw Authenticator.notIdentified
             }
             let wait = try Query.wait(req)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(uuidString:)) else { throw ServiceError("notFound", "no such redemption") }
+            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError("notFound", "no such redemption") }
             return .json(200, try await redemption(id, owner: owner, wait: wait))
         }
         r.get("/v1/me/redemptions") { [self] req in
@@ -97,7 +97,7 @@ extension Gateway {
         r.post("/v1/redemptions/{id}/purchase") { [self] req in
             try await auth.requireRole(req, .support)
             let b = try JSONBody.decode(PurchaseBody.self, from: req)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(uuidString:)) else { throw ServiceError("notFound", "no such redemption") }
+            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError("notFound", "no such redemption") }
             return .json(200, try await coupons.request(Coupons.Purchase(id: id, pricePaid: b.pricePaid, storeTransactionId: b.storeTransactionId)))
         }
     }

@@ -12,7 +12,7 @@ enum RedemptionCSV {
 
     static func row(_ r: RedemptionView) -> String {
         line([
-            r.redemptionId.uuidString.lowercased(), r.code, r.accountId.uuidString.lowercased(), r.appUserId, r.platform,
+            r.redemptionId.lowercasedString, r.code, r.accountId.lowercasedString, r.appUserId, r.platform,
             r.productId ?? "", r.pricePaid?.amount ?? "", r.pricePaid?.currency ?? "", r.status, r.sandbox ? "true" : "false",
             Timestamp.iso8601(r.reservedAt), r.completedAt.map(Timestamp.iso8601) ?? "",
         ])

@@ -37,7 +37,7 @@ enum GrantLedger {
             """, [PGArray(commands.map(holder))])
         var rounds: [[GrantCommand]] = []
         var seen: [String: Int] = [:]
-        for c in commands.sorted(by: { $0.redemptionId.uuidString < $1.redemptionId.uuidString }) {
+        for c in commands.sorted(by: { $0.redemptionId.lowercasedString < $1.redemptionId.lowercasedString }) {
             let n = seen[holder(c), default: 0]
             seen[holder(c)] = n + 1
             if n == rounds.count { rounds.append([]) }
@@ -62,7 +62,7 @@ enum GrantLedger {
                 ) s
                 ON CONFLICT (redemption_id) DO NOTHING
                 RETURNING redemption_id, end_time, attempts
-                """, [PGArray(round.map { $0.redemptionId.uuidString.lowercased() }), PGArray(round.map { $0.accountId.uuidString.lowercased() }),
+                """, [PGArray(round.map { $0.redemptionId.lowercasedString }), PGArray(round.map { $0.accountId.lowercasedString }),
                       PGArray(round.map(\.appUserId)), PGArray(round.map(\.entitlementId)), PGArray(round.map { $0.sandbox ? "t" : "f" }),
                       PGArray(providers), PGArray(periods.map { String($0.0) }), PGArray(periods.map { String($0.1) }),
                       PGArray(periods.map { String($0.2) }), PGArray(periods.map { String($0.3) }),
@@ -134,13 +134,13 @@ enum GrantLedger {
         return Set(try tx.query("""
             UPDATE grants.grants SET status = 'succeeded', settled_at = now(), next_attempt_at = now()
             WHERE redemption_id = ANY($1::uuid[]) AND status = 'pending' RETURNING redemption_id
-            """, [PGArray(ids.map { $0.uuidString.lowercased() })]).rows.map { try $0.decode("redemption_id", as: UUID.self) })
+            """, [PGArray(ids.map { $0.lowercasedString })]).rows.map { try $0.decode("redemption_id", as: UUID.self) })
     }
 
     static func markNotified(_ c: PGConnection, _ ids: [UUID]) throws {
         guard !ids.isEmpty else { return }
         try c.query("UPDATE grants.grants SET coupons_notified = true WHERE redemption_id = ANY($1::uuid[])",
-                       [PGArray(ids.map { $0.uuidString.lowercased() })])
+                       [PGArray(ids.map { $0.lowercasedString })])
     }
 
     static func retryLater(_ c: PGConnection, _ g: Grant, after: TimeInterval, reason: String) throws {

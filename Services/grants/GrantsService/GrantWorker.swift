@@ -114,7 +114,7 @@ final class GrantWorker: Sendable {
     /// Calls the grant's provider (after waiting for its rate limiter).
     func call(_ g: Grant) async -> (Grant, ProviderOutcome)? {
         guard let provider = providers[g.provider] else {
-            logger.error("grant names an unknown provider", ["redemption.id": g.redemptionId.uuidString.lowercased(), "provider": g.provider])
+            logger.error("grant names an unknown provider", ["redemption.id": g.redemptionId.lowercasedString, "provider": g.provider])
             return nil
         }
         await limiters[g.provider]?.acquire()
@@ -161,7 +161,7 @@ final class GrantWorker: Sendable {
             for g in settled {
                 metrics.increment("redeem_grants_total", help: "Grant attempts by outcome.", labels: ["outcome": g.status == "succeeded" ? "succeeded" : "failed"])
                 if g.status != "succeeded" {
-                    logger.warning("grant failed for good", ["redemption.id": g.redemptionId.uuidString.lowercased(), "reason": g.failureReason ?? ""])
+                    logger.warning("grant failed for good", ["redemption.id": g.redemptionId.lowercasedString, "reason": g.failureReason ?? ""])
                 }
             }
             if retried > 0 {
@@ -198,7 +198,7 @@ final class GrantWorker: Sendable {
                 _ = try await coupons.request(Coupons.Release(redemptionId: g.redemptionId, reason: g.failureReason ?? "the grant failed"))
                 told.append(g)
             } catch {
-                logger.info("coupons not told yet; will retry", ["redemption.id": g.redemptionId.uuidString.lowercased(), "error": String(describing: error)])
+                logger.info("coupons not told yet; will retry", ["redemption.id": g.redemptionId.lowercasedString, "error": String(describing: error)])
             }
         }
         guard !told.isEmpty else { return }

@@ -26,7 +26,7 @@ enum Webhooks {
 
     /// The `webhook-id` of an event: one per event, the same on every endpoint and every retry.
     static func eventId(type: String, redemption: UUID) -> String {
-        "msg_" + Crypto.sha256(Array("\(type)|\(redemption.uuidString.lowercased())".utf8)).hex.prefix(32)
+        "msg_" + Crypto.sha256(Array("\(type)|\(redemption.lowercasedString)".utf8)).hex.prefix(32)
     }
 
     // MARK: - Destinations

@@ -64,7 +64,7 @@ public final class BusClient: Sendable {
         self.service = service
         self.metrics = metrics
         self.defaultTimeout = defaultTimeout
-        self.idPrefix = String(UUID.random().uuidString.prefix(8)).lowercased()
+        self.idPrefix = String(UUID.random().lowercasedString.prefix(8))
         let pending = PendingTable()
         self.pending = pending
         let outbox = SocketOutbox()

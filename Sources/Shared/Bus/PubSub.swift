@@ -14,7 +14,7 @@ public final class EventPublisher: Sendable {
     public var endpoint: String { worker.endpoint }
 
     public func publish<E: BusEvent>(_ event: E) {
-        let envelope = Envelope(id: UUID.random().uuidString.lowercased(), type: E.topic, body: event)
+        let envelope = Envelope(id: UUID.random().lowercasedString, type: E.topic, body: event)
         guard let data = try? JSONEncoder.bus.encode(envelope) else { return }
         worker.enqueue([Data(E.topic.utf8), data])
     }
@@ -74,7 +74,7 @@ public final class Pusher: Sendable {
     }
 
     public func push<B: BusRequest>(_ body: B) {
-        let envelope = Envelope(id: UUID.random().uuidString.lowercased(), type: B.type, body: body)
+        let envelope = Envelope(id: UUID.random().lowercasedString, type: B.type, body: body)
         guard let data = try? JSONEncoder.bus.encode(envelope) else { return }
         worker.enqueue([data])
     }

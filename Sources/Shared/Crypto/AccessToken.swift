@@ -15,16 +15,16 @@ public struct AccessClaims: Codable, Sendable, Equatable {
     public var typ: String
 
     public init(account: UUID, appUserId: String, session: UUID, issuedAt: Date, expiresAt: Date) {
-        sub = account.uuidString.lowercased()
+        sub = account.lowercasedString
         app = appUserId
-        sid = session.uuidString.lowercased()
+        sid = session.lowercasedString
         iat = Int64(issuedAt.timeIntervalSince1970)
         exp = Int64(expiresAt.timeIntervalSince1970)
         typ = "access"
     }
 
-    public var accountId: UUID? { UUID(uuidString: sub) }
-    public var sessionId: UUID? { UUID(uuidString: sid) }
+    public var accountId: UUID? { UUID(parsing: sub) }
+    public var sessionId: UUID? { UUID(parsing: sid) }
     public var expiresAt: Date { Date(timeIntervalSince1970: TimeInterval(exp)) }
 }
 

@@ -12,7 +12,7 @@ extension Int64: PGBindable { public var pgText: String? { String(self) } }
 extension Int32: PGBindable { public var pgText: String? { String(self) } }
 extension Double: PGBindable { public var pgText: String? { String(self) } }
 extension Bool: PGBindable { public var pgText: String? { self ? "t" : "f" } }
-extension UUID: PGBindable { public var pgText: String? { uuidString.lowercased() } }
+extension UUID: PGBindable { public var pgText: String? { lowercasedString } }
 extension Date: PGBindable { public var pgText: String? { Timestamp.iso8601(self) } }
 extension Decimal: PGBindable { public var pgText: String? { "\(self)" } }
 extension Optional: PGBindable where Wrapped: PGBindable {
@@ -46,7 +46,7 @@ extension Bool: PGDecodable {
         }
     }
 }
-extension UUID: PGDecodable { public init?(pgText: String) { self.init(uuidString: pgText) } }
+extension UUID: PGDecodable { public init?(pgText: String) { self.init(parsing: pgText) } }
 extension Date: PGDecodable {
     /// Reads `timestamptz` output. The pool sets `TimeZone=UTC` and `DateStyle=ISO`, so values look
     /// like `2026-11-30 06:19:33.123456+00`.

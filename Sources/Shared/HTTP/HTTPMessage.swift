@@ -15,7 +15,7 @@ public struct HTTPRequest: Sendable {
     public var pathParameters: [String: String] = [:]
 
     public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
-                body: Data = Data(), requestId: String = UUID.random().uuidString.lowercased(), clientAddress: String = "") {
+                body: Data = Data(), requestId: String = UUID.random().lowercasedString, clientAddress: String = "") {
         self.method = method
         self.path = path
         self.query = query

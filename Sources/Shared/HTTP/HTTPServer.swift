@@ -266,7 +266,7 @@ private func makeRequest(_ connection: OpaquePointer, url: UnsafePointer<CChar>?
     let query = collect(connection, .GET_ARGUMENT_KIND, lowercaseKeys: false)
     var ip = [CChar](repeating: 0, count: 64)
     cmicrohttpd_client_ip(connection, &ip, ip.count)
-    let requestId = headers["x-request-id"].flatMap(validRequestId) ?? UUID.random().uuidString.lowercased()
+    let requestId = headers["x-request-id"].flatMap(validRequestId) ?? UUID.random().lowercasedString
     return HTTPRequest(
         method: method.map { String(cString: $0) } ?? "GET",
         path: url.map { String(cString: $0) } ?? "/",
