@@ -101,7 +101,8 @@ enum GrantLedger {
             """, [limit, lease]).rows.map(grant)
     }
 
-    /// Settled grants whose outcome coupons has not confirmed yet.
+    /// Settled grants whose outcome coupons has not confirmed yet. Settling leaves a grant 5 s
+    /// for its worker to tell coupons before it counts as due here.
     static func claimUnnotified(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Grant] {
         try c.query("""
             UPDATE grants.grants SET next_attempt_at = now() + make_interval(secs => $2)
@@ -123,7 +124,7 @@ enum GrantLedger {
     /// Records the final outcome; answers false if the grant was settled already.
     static func settle(_ tx: PGConnection, _ g: Grant, succeeded: Bool, reason: String?) throws -> Bool {
         try tx.query("""
-            UPDATE grants.grants SET status = $2, failure_reason = $3, settled_at = now(), next_attempt_at = now()
+            UPDATE grants.grants SET status = $2, failure_reason = $3, settled_at = now(), next_attempt_at = now() + interval '5 seconds'
             WHERE redemption_id = $1 AND status = 'pending' RETURNING redemption_id
             """, [g.redemptionId, succeeded ? "succeeded" : "failed", reason]).first != nil
     }
@@ -132,7 +133,7 @@ enum GrantLedger {
     static func settleSucceeded(_ tx: PGConnection, _ ids: [UUID]) throws -> Set<UUID> {
         guard !ids.isEmpty else { return [] }
         return Set(try tx.query("""
-            UPDATE grants.grants SET status = 'succeeded', settled_at = now(), next_attempt_at = now()
+            UPDATE grants.grants SET status = 'succeeded', settled_at = now(), next_attempt_at = now() + interval '5 seconds'
             WHERE redemption_id = ANY($1::uuid[]) AND status = 'pending' RETURNING redemption_id
             """, [PGArray(ids.map { $0.lowercasedString })]).rows.map { try $0.decode("redemption_id", as: UUID.self) })
     }

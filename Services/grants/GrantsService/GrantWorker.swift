@@ -62,9 +62,12 @@ final class GrantWorker: Sendable {
     }
 
     /// One pass: claim due grants, call their providers (concurrently, each at its rate), record
-    /// all outcomes in one transaction, then tell coupons in one request per batch.
+    /// all outcomes in one transaction, then tell coupons in one request per batch. Telling coupons
+    /// overlaps the next pass (at most one batch is being told at a time).
     func run() async {
         var lastClaim = ContinuousClock.now
+        var telling: Task<Void, Never>?
+        defer { telling?.cancel() }
         while !Task.isCancelled {
             nudged.store(false, ordering: .releasing)
             var worked = 0
@@ -85,8 +88,9 @@ final class GrantWorker: Sendable {
                     for g in due { group.addTask { await self.call(g) } }
                     return await group.reduce(into: [(Grant, ProviderOutcome)]()) { if let o = $1 { $0.append(o) } }
                 }
-                let settled = await record(outcomes)
-                await notifyCoupons(settled + unnotified)
+                let told = await record(outcomes) + unnotified
+                await telling?.value
+                telling = told.isEmpty ? nil : Task { await self.notifyCoupons(told) }
             } catch {
                 logger.warning("grant pass failed", ["error": String(describing: error)])
             }
