@@ -24,7 +24,7 @@ public final class CouponsService: BackendService {
         pusher = try Pusher(context: runtime.context, connect: config.grantCommands, logger: runtime.logger)
         relay = OutboxRelay(pool: runtime.pool, pusher: pusher, logger: runtime.logger)
         let batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, logger: runtime.logger, metrics: runtime.metrics,
-                                         granted: { [relay] in relay.nudge() },
+                                         resendAfter: relay.resendAfter, granted: { [relay] in relay.send($0) },
                                          single: { [weak self] req in
                                              guard let self else { throw ServiceError.unavailable }
                                              return try await self.redeemOne(req)

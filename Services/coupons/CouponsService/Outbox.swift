@@ -37,8 +37,9 @@ enum Outbox {
     }
 }
 
-/// Pushes outbox messages to grants. It wakes at once when a reservation wrote one (`nudge`),
-/// and otherwise every `interval` to re-send what was not acknowledged.
+/// Pushes outbox messages to grants: a reservation batch's commands as soon as it commits
+/// (`send`), other rows when their writer wakes it (`nudge`), and every `interval` whatever is due
+/// again because grants has not acknowledged it.
 final class OutboxRelay: Sendable {
     private let pool: PGPool
     private let pusher: Pusher
@@ -54,6 +55,12 @@ final class OutboxRelay: Sendable {
         self.logger = logger
         self.interval = interval
         self.resendAfter = resendAfter
+    }
+
+    /// Grant commands a reservation batch just committed (due for the sweep only after
+    /// `resendAfter`): pushed now, without reading them back from the table.
+    func send(_ payloads: [String]) {
+        for p in payloads { pusher.pushRaw(Data(p.utf8)) }
     }
 
     /// New rows were committed: send them now.

@@ -253,11 +253,15 @@ extension RedemptionStore {
     /// request). The coupon row is locked first, so batches of one coupon — from any instance — run
     /// one after another and each sees the uses the one before took; the counter's CHECK and the
     /// unique index still stand behind every decision.
-    static func redeemBatch(_ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, now: Date) throws
-        -> (results: [Result<Coupons.Redeem.Response, any Error>], grants: Int) {
+    ///
+    /// Grant commands go to the outbox due `resendAfter` seconds from now and are answered too:
+    /// the caller pushes them once the transaction commits, and the relay's sweep re-sends any
+    /// grants has not acknowledged by then (after a crash, say).
+    static func redeemBatch(_ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval, now: Date) throws
+        -> (results: [Result<Coupons.Redeem.Response, any Error>], commands: [String]) {
         let refused = { (reason: String) -> Result<Coupons.Redeem.Response, any Error> in .success(.init(redemption: nil, created: false, refusal: reason)) }
         guard let coupon = try CouponStore.findDefinition(tx, code: reqs[0].code, lock: true) else {
-            return (reqs.map { _ in refused("notFound") }, 0)
+            return (reqs.map { _ in refused("notFound") }, [])
         }
         let d = try CouponStore.definition(coupon)
         let couponId = try coupon.decode("id", as: UUID.self)
@@ -318,7 +322,7 @@ extension RedemptionStore {
                 results[i] = .failure(error)
             }
         }
-        guard !fresh.isEmpty else { return (results.map { $0! }, 0) }
+        guard !fresh.isEmpty else { return (results.map { $0! }, []) }
 
         let status = d.isDiscount ? "reserved" : "granting"
         let rows = try tx.prepared("batch_insert", """
@@ -337,7 +341,7 @@ extension RedemptionStore {
         if live > 0 {
             try tx.prepared("batch_take", "UPDATE coupons.coupons SET used_count = used_count + $2 WHERE id = $1", [couponId, live])
         }
-        var grants = 0
+        var commands: [String] = []
         if !d.isDiscount, let entitlement = d.entitlementId {
             let publicCoupon = try CouponStore.publicView(coupon)
             var ids: [String] = [], payloads: [String] = []
@@ -351,9 +355,10 @@ extension RedemptionStore {
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
             }
             try tx.prepared("batch_outbox", """
-                INSERT INTO coupons.outbox (redemption_id, type, payload) SELECT u.id, $2, u.payload FROM unnest($1::uuid[], $3::text[]) AS u(id, payload)
-                """, [PGArray(ids), GrantCommand.type, PGArray(payloads)])
-            grants = ids.count
+                INSERT INTO coupons.outbox (redemption_id, type, payload, next_attempt_at)
+                SELECT u.id, $2, u.payload, now() + make_interval(secs => $4) FROM unnest($1::uuid[], $3::text[]) AS u(id, payload)
+                """, [PGArray(ids), GrantCommand.type, PGArray(payloads), resendAfter])
+            commands = payloads
         }
         for n in fresh {
             guard let v = views[n.id] else { throw ServiceError.internal }
@@ -362,6 +367,6 @@ extension RedemptionStore {
         for (i, j) in twins {
             results[i] = .success(.init(redemption: views[fresh[j].id], created: false))
         }
-        return (results.map { $0! }, grants)
+        return (results.map { $0! }, commands)
     }
 }

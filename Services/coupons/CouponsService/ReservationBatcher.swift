@@ -9,16 +9,16 @@ final class ReservationBatcher: Sendable {
     private let coalescer: Coalescer<Coupons.Redeem, Coupons.Redeem.Response>
 
     init(pool: PGPool, reservationTTL: TimeInterval, logger: Logger, metrics: MetricsRegistry? = nil, maxBatch: Int = 256,
-         granted: @escaping @Sendable () -> Void,
+         resendAfter: TimeInterval, granted: @escaping @Sendable ([String]) -> Void,
          single: @escaping @Sendable (Coupons.Redeem) async throws -> Coupons.Redeem.Response) {
         coalescer = Coalescer(maxBatch: maxBatch) { requests in
             metrics?.observe("redeem_reservation_batch_size", help: "Reservations committed together in one transaction.",
                              Double(requests.count), buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
             do {
-                let (results, grants) = try await pool.transaction { tx in
-                    try RedemptionStore.redeemBatch(tx, requests, reservationTTL: reservationTTL, now: Date())
+                let (results, commands) = try await pool.transaction { tx in
+                    try RedemptionStore.redeemBatch(tx, requests, reservationTTL: reservationTTL, resendAfter: resendAfter, now: Date())
                 }
-                if grants > 0 { granted() }
+                if !commands.isEmpty { granted(commands) }
                 return results
             } catch {
                 // Something unexpected failed the whole batch (and rolled it back): answer each request
