@@ -70,31 +70,29 @@ final class GrantWorker: Sendable {
         defer { telling?.cancel() }
         while !Task.isCancelled {
             nudged.store(false, ordering: .releasing)
-            var worked = 0
-            do {
-                // While grants are handed over, the table (retries, leases run out, other
-                // instances' leftovers, unconfirmed notifications) is claimed from twice a second.
-                let mine = handed.withLock { h in defer { h.removeAll() }; return h }
-                let claim = mine.isEmpty || ContinuousClock.now - lastClaim > .milliseconds(500)
-                var due = mine
-                var unnotified: [Grant] = []
-                if claim {
-                    lastClaim = .now
+            // While grants are handed over, the table (retries, leases run out, other instances'
+            // leftovers, unconfirmed notifications) is claimed from twice a second.
+            let mine = handed.withLock { h in defer { h.removeAll() }; return h }
+            var due = mine
+            var unnotified: [Grant] = []
+            if mine.isEmpty || ContinuousClock.now - lastClaim > .milliseconds(500) {
+                lastClaim = .now
+                do {
                     due += try await pool.withConnection { [lease, claimLimit] in try GrantLedger.claimDue($0, limit: claimLimit, lease: lease) }
                     unnotified = try await pool.withConnection { try GrantLedger.claimUnnotified($0, limit: 500, lease: 5) }
+                } catch {
+                    // The grants handed over are still called; the table is tried again next pass.
+                    logger.warning("claiming grants failed", ["error": String(describing: error)])
                 }
-                worked = due.count + unnotified.count
-                let outcomes = await withTaskGroup(of: (Grant, ProviderOutcome)?.self) { group in
-                    for g in due { group.addTask { await self.call(g) } }
-                    return await group.reduce(into: [(Grant, ProviderOutcome)]()) { if let o = $1 { $0.append(o) } }
-                }
-                let told = await record(outcomes) + unnotified
-                await telling?.value
-                telling = told.isEmpty ? nil : Task { await self.notifyCoupons(told) }
-            } catch {
-                logger.warning("grant pass failed", ["error": String(describing: error)])
             }
-            if worked == 0 { await sleep(.milliseconds(500)) }
+            let outcomes = await withTaskGroup(of: (Grant, ProviderOutcome)?.self) { group in
+                for g in due { group.addTask { await self.call(g) } }
+                return await group.reduce(into: [(Grant, ProviderOutcome)]()) { if let o = $1 { $0.append(o) } }
+            }
+            let told = await record(outcomes) + unnotified
+            await telling?.value
+            telling = told.isEmpty ? nil : Task { await self.notifyCoupons(told) }
+            if due.isEmpty && unnotified.isEmpty { await sleep(.milliseconds(500)) }
         }
     }
 
