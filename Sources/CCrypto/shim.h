@@ -80,41 +80,25 @@ ccrypto_ed25519_public_of(EVP_PKEY *key, unsigned char *out)
   return EVP_PKEY_get_raw_public_key(key, out, &len) == 1 && len == 32;
 }
 
-/* A private key as DER (PKCS#1 for RSA), written to out (cap bytes); answers its length, 0 on
- * failure or when it does not fit. */
+/* A key as DER, written to out (cap bytes): its public half as SubjectPublicKeyInfo when
+ * public_half is 1, else the private key (PKCS#1 for RSA). Answers the length, 0 on failure or
+ * when it does not fit. */
 static inline size_t
-ccrypto_private_to_der(EVP_PKEY *key, unsigned char *out, size_t cap)
+ccrypto_key_to_der(EVP_PKEY *key, int public_half, unsigned char *out, size_t cap)
 {
-  int len = i2d_PrivateKey(key, NULL);
+  int len = public_half ? i2d_PUBKEY(key, NULL) : i2d_PrivateKey(key, NULL);
   if (len <= 0 || (size_t) len > cap) return 0;
   unsigned char *p = out;
-  return i2d_PrivateKey(key, &p) == len ? (size_t) len : 0;
+  return (public_half ? i2d_PUBKEY(key, &p) : i2d_PrivateKey(key, &p)) == len ? (size_t) len : 0;
 }
 
-/* A private key from DER of any type OpenSSL recognises. NULL on failure. */
+/* A key from DER: SubjectPublicKeyInfo when public_half is 1, else a private key of any type
+ * OpenSSL recognises. NULL on failure. */
 static inline EVP_PKEY *
-ccrypto_private_from_der(const unsigned char *der, size_t len)
+ccrypto_key_from_der(const unsigned char *der, size_t len, int public_half)
 {
   const unsigned char *p = der;
-  return d2i_AutoPrivateKey(NULL, &p, (long) len);
-}
-
-/* The public half of a key as DER (SubjectPublicKeyInfo), as ccrypto_private_to_der. */
-static inline size_t
-ccrypto_public_to_der(EVP_PKEY *key, unsigned char *out, size_t cap)
-{
-  int len = i2d_PUBKEY(key, NULL);
-  if (len <= 0 || (size_t) len > cap) return 0;
-  unsigned char *p = out;
-  return i2d_PUBKEY(key, &p) == len ? (size_t) len : 0;
-}
-
-/* A public key from SubjectPublicKeyInfo DER. NULL on failure. */
-static inline EVP_PKEY *
-ccrypto_public_from_der(const unsigned char *der, size_t len)
-{
-  const unsigned char *p = der;
-  return d2i_PUBKEY(NULL, &p, (long) len);
+  return public_half ? d2i_PUBKEY(NULL, &p, (long) len) : d2i_AutoPrivateKey(NULL, &p, (long) len);
 }
 
 /* 1 for an RSA key, 2 for Ed25519, 0 for any other type. */

@@ -65,26 +65,20 @@ public final class AsymmetricKey: @unchecked Sendable {
     }
 
     /// A private key as DER (RSA keys as PKCS#1), for storage.
-    public var privateKeyDER: [UInt8]? {
-        var out = [UInt8](repeating: 0, count: 8192)
-        let len = ccrypto_private_to_der(raw, &out, out.count)
-        return len > 0 ? Array(out[0..<len]) : nil
-    }
-
-    /// A private key from DER (RSA or Ed25519); its algorithm follows from the key's type.
-    public static func privateKey(der: [UInt8]) -> AsymmetricKey? {
-        adopt(ccrypto_private_from_der(der, der.count))
-    }
+    public var privateKeyDER: [UInt8]? { der(publicHalf: false) }
 
     /// The public half as DER (SubjectPublicKeyInfo), whatever the algorithm.
-    public var publicKeyDER: [UInt8]? {
-        var out = [UInt8](repeating: 0, count: 4096)
-        let len = ccrypto_public_to_der(raw, &out, out.count)
-        return len > 0 ? Array(out[0..<len]) : nil
-    }
+    public var publicKeyDER: [UInt8]? { der(publicHalf: true) }
 
-    public static func publicKey(der: [UInt8]) -> AsymmetricKey? {
-        adopt(ccrypto_public_from_der(der, der.count))
+    /// A private key from DER (RSA or Ed25519); its algorithm follows from the key's type.
+    public static func privateKey(der: [UInt8]) -> AsymmetricKey? { adopt(ccrypto_key_from_der(der, der.count, 0)) }
+
+    public static func publicKey(der: [UInt8]) -> AsymmetricKey? { adopt(ccrypto_key_from_der(der, der.count, 1)) }
+
+    private func der(publicHalf: Bool) -> [UInt8]? {
+        var out = [UInt8](repeating: 0, count: 8192)
+        let len = ccrypto_key_to_der(raw, publicHalf ? 1 : 0, &out, out.count)
+        return len > 0 ? Array(out[0..<len]) : nil
     }
 
     public func sign(_ message: [UInt8]) -> [UInt8]? {

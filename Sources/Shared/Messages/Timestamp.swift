@@ -21,6 +21,15 @@ public enum Timestamp {
         (try? style.parse(text)) ?? (try? plainStyle.parse(text))
     }
 
+    /// An ISO 8601 time read from a decoder's single value; a decoding error for anything else.
+    static func decodeText(_ c: any SingleValueDecodingContainer) throws -> Date {
+        let text = try c.decode(String.self)
+        guard let date = parse(text) else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "not an ISO 8601 time: \(text.prefix(40))")
+        }
+        return date
+    }
+
     /// Milliseconds since the Unix epoch.
     public static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 }
@@ -55,14 +64,7 @@ extension JSONEncoder {
 extension JSONDecoder {
     private static let wireDecoder: JSONDecoder = {
         let d = JSONDecoder()
-        d.dateDecodingStrategy = .custom { decoder in
-            let c = try decoder.singleValueContainer()
-            let text = try c.decode(String.self)
-            guard let date = Timestamp.parse(text) else {
-                throw DecodingError.dataCorruptedError(in: c, debugDescription: "not an ISO 8601 time: \(text.prefix(40))")
-            }
-            return date
-        }
+        d.dateDecodingStrategy = .custom { try Timestamp.decodeText(try $0.singleValueContainer()) }
         return d
     }()
 
@@ -75,11 +77,7 @@ extension JSONDecoder {
             let c = try decoder.singleValueContainer()
             if let ms = try? c.decode(Double.self) { return Date(timeIntervalSince1970: ms / 1000) }
             // Envelopes written by earlier versions (outbox rows, grant commands) carry ISO 8601 text.
-            let text = try c.decode(String.self)
-            guard let date = Timestamp.parse(text) else {
-                throw DecodingError.dataCorruptedError(in: c, debugDescription: "not a time: \(text.prefix(40))")
-            }
-            return date
+            return try Timestamp.decodeText(c)
         }
         return d
     }
