@@ -417,13 +417,58 @@ final class CouponsTests: XCTestCase {
         let count = try db.query("SELECT count(*) AS n FROM coupons.redemptions WHERE code = $1", [code]).first!.decode("n", as: Int.self)
         XCTAssertEqual(count, 1000)
         // Requests really were committed together.
+        let (reservations, batches) = try await batchSizes("redeem_reservation_batch_size")
+        XCTAssertGreaterThan(reservations / max(batches, 1), 1.5, "\(reservations) requests in \(batches) batches")
+    }
+
+    /// (requests, batches) so far of a batch-size histogram of the coupons service.
+    func batchSizes(_ histogram: String) async throws -> (Double, Double) {
         let port = try Self.stack.wiring()["REDEEM_COUPONS_HTTP_PORT"]!
         let metrics = try await HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!).get("/metrics").text
         func value(_ name: String) -> Double {
             metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last!) } ?? 0
         }
-        let batches = value("redeem_reservation_batch_size_count"), reservations = value("redeem_reservation_batch_size_sum")
-        XCTAssertGreaterThan(reservations / max(batches, 1), 1.5, "\(reservations) requests in \(batches) batches")
+        return (value(histogram + "_sum"), value(histogram + "_count"))
+    }
+
+    /// Concurrent validations of a code share one query (read coalescing); each account still gets
+    /// its own answer: holders of a redemption `alreadyRedeemed`, veterans `notEligible` for a
+    /// new-customers coupon, everyone else valid.
+    func testConcurrentValidationsShareQueriesAndEachAccountKeepsItsAnswer() async throws {
+        let open = try await freePeriod(), newOnly = try await freePeriod(["newCustomersOnly": true])
+        let holders = try (0..<10).map { _ in try user() }, others = try (0..<10).map { _ in try user() }
+        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        for u in holders {
+            let r = try await redeem(open, u)
+            XCTAssertEqual(r.status, 201, r.text)
+            let id = try XCTUnwrap(UUID(uuidString: try XCTUnwrap(try r.json()["redemptionId"] as? String)))
+            try db.query("UPDATE coupons.redemptions SET status = 'completed' WHERE id = $1", [id])
+        }
+        let (before, batchesBefore) = try await batchSizes("redeem_validation_batch_size")
+        let answers = try await withThrowingTaskGroup(of: (Bool, String, String?).self) { group in
+            for _ in 0..<4 {
+                for (holder, u) in holders.map({ (true, $0) }) + others.map({ (false, $0) }) {
+                    for code in [open, newOnly] {
+                        group.addTask { [client] in
+                            let r = try await client.json("POST", "/v1/coupons/validate", ["code": code, "platform": "web"], token: u.token)
+                            XCTAssertEqual(r.status, 200, r.text)
+                            let v = try r.json()
+                            return (holder, code, (v["valid"] as? Bool) == true ? nil : (v["reason"] as? String ?? "?"))
+                        }
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        XCTAssertEqual(answers.count, 160)
+        for (holder, code, reason) in answers {
+            let expected = holder ? (code == open ? "alreadyRedeemed" : "notEligible") : nil
+            XCTAssertEqual(reason, expected, "holder \(holder), \(code == open ? "open" : "new customers only")")
+        }
+        let (after, batchesAfter) = try await batchSizes("redeem_validation_batch_size")
+        XCTAssertEqual(after - before, 160, "every validation went through the coalescer")
+        // Without coalescing there is one query per validation.
+        XCTAssertLessThan(batchesAfter - batchesBefore, after - before, "\(after - before) validations in \(batchesAfter - batchesBefore) queries")
     }
 
     func testOneAccountFiringFiftyRedeemsGetsOneRedemption() async throws {

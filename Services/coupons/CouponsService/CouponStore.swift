@@ -25,9 +25,10 @@ enum CouponStore {
                        [CouponRules.normalizeCode(code)]).first
     }
 
-    static func publicView(_ row: PGRow) throws -> PublicCoupon {
-        let d = try definition(row)
-        return PublicCoupon(code: d.code, kind: d.kind, percentOff: d.percentOff,
+    static func publicView(_ row: PGRow) throws -> PublicCoupon { publicView(try definition(row)) }
+
+    static func publicView(_ d: CouponDefinition) -> PublicCoupon {
+        PublicCoupon(code: d.code, kind: d.kind, percentOff: d.percentOff,
                             amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
                             duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId)
     }

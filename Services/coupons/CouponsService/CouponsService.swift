@@ -13,6 +13,8 @@ public final class CouponsService: BackendService {
     /// Set once in init, after the closures it needs exist.
     private let batcherBox = Mutex<ReservationBatcher?>(nil)
     private let pusher: Pusher
+    /// Read coalescing: concurrent validations of one code share one query.
+    private let validations: Coalescer<Coupons.Validate, Coupons.Validate.Response>
     private let workers = Mutex<[Task<Void, Never>]>([])
 
     var pool: PGPool { runtime.pool }
@@ -23,6 +25,17 @@ public final class CouponsService: BackendService {
         config = try CouponsConfig(env: env)
         pusher = try Pusher(context: runtime.context, connect: config.grantCommands, logger: runtime.logger)
         relay = OutboxRelay(pool: runtime.pool, pusher: pusher, logger: runtime.logger)
+        let pool = runtime.pool
+        let metrics = runtime.metrics
+        validations = Coalescer(maxBatch: 256) { requests in
+            metrics.observe("redeem_validation_batch_size", help: "Validations answered together by one query.",
+                            Double(requests.count), buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
+            do {
+                return try await pool.withConnection { try RedemptionStore.validateBatch($0, requests, now: Date()) }.map { .success($0) }
+            } catch {
+                return requests.map { _ in .failure(error) }
+            }
+        }
         let batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, logger: runtime.logger, metrics: runtime.metrics,
                                          resendAfter: relay.resendAfter, granted: { [relay] in relay.send($0) },
                                          single: { [weak self] req in
@@ -30,7 +43,6 @@ public final class CouponsService: BackendService {
                                              return try await self.redeemOne(req)
                                          })
         batcherBox.withLock { $0 = batcher }
-        let pool = runtime.pool
         let depth = Mutex<Double>(0)
         runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") {
             [([:], depth.withLock { $0 })]
@@ -76,7 +88,7 @@ public final class CouponsService: BackendService {
         r.on(Coupons.Get.self) { [self] req, _ in try await pool.withConnection { try CouponStore.get($0, code: req.code) } }
         r.on(Coupons.Patch.self) { [self] req, _ in try await pool.transaction { try CouponStore.patch($0, req, now: Date()) } }
         r.on(Coupons.Redemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.page($0, req) } }
-        r.on(Coupons.Validate.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.validate($0, req, now: Date()) } }
+        r.on(Coupons.Validate.self) { [self] req, _ in try await validations.submit(req, key: CouponRules.normalizeCode(req.code)) }
         r.on(Coupons.Redeem.self) { [self] req, _ in try await redeem(req) }
         r.on(Coupons.GetRedemption.self) { [self] req, _ in
             try await pool.withConnection { try RedemptionStore.get($0, id: req.id, account: req.accountId) }

@@ -30,16 +30,14 @@ enum RedemptionStore {
 
     // MARK: - Checks shared by validate and redeem (in SPEC §4.7 order)
 
-    /// `notFound` … `notEligible` (platform or product), on the coupon alone.
-    static func checkCoupon(_ coupon: PGRow?, platform: String?, productId: String?, now: Date) throws -> (PGRow, CouponDefinition) {
-        guard let coupon else { throw Refusal(reason: "notFound") }
-        let d = try CouponStore.definition(coupon)
-        guard try coupon.decode("active", as: Bool.self) else { throw Refusal(reason: "inactive") }
+    /// `inactive` … `notEligible` (platform or product), on the coupon alone (parsed once per
+    /// request or batch; `notFound` is the caller's, who has no row).
+    static func checkCoupon(_ d: CouponDefinition, active: Bool, platform: String?, productId: String?, now: Date) throws {
+        guard active else { throw Refusal(reason: "inactive") }
         if let starts = d.startsAt, starts > now { throw Refusal(reason: "notStarted") }
         if let expires = d.expiresAt, expires <= now { throw Refusal(reason: "expired") }
         if let platform, !d.platforms.contains(platform) { throw Refusal(reason: "notEligible") }
         if let productId, !d.productIds.isEmpty, !d.productIds.contains(productId) { throw Refusal(reason: "notEligible") }
-        return (coupon, d)
     }
 
     /// A new customer has no completed live redemption (so never held an entitlement through Redeem).
@@ -55,30 +53,44 @@ enum RedemptionStore {
             """, [coupon, account, sandbox]).first
     }
 
-    /// One round trip: the coupon, whether the account holds a live redemption of it, and whether
-    /// it is a new customer.
-    static func validate(_ c: PGConnection, _ req: Coupons.Validate, now: Date) throws -> Coupons.Validate.Response {
-        let row = try c.prepared("validate", """
-            SELECT \(CouponStore.definitionColumns),
-                EXISTS (SELECT 1 FROM coupons.redemptions r WHERE r.coupon_id = c.id AND r.account_id = $2 AND NOT r.sandbox
+    /// Validates many requests for one code in one round trip (the service coalesces concurrent
+    /// validations of a code): the coupon once, and per distinct account whether it holds a live
+    /// redemption of it and whether it is still a new customer. Every answer comes from a query
+    /// that started after its request arrived.
+    static func validateBatch(_ c: PGConnection, _ reqs: [Coupons.Validate], now: Date) throws -> [Coupons.Validate.Response] {
+        let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
+        let rows = try c.query("""
+            SELECT \(CouponStore.definitionColumns), a.account,
+                EXISTS (SELECT 1 FROM coupons.redemptions r WHERE r.account_id = a.account AND r.coupon_id = c.id AND NOT r.sandbox
                         AND r.status IN ('reserved', 'granting', 'completed')) AS already,
-                NOT EXISTS (SELECT 1 FROM coupons.redemptions r WHERE r.account_id = $2 AND r.status = 'completed' AND NOT r.sandbox) AS new_customer
-            FROM coupons.coupons c WHERE c.code = $1
-            """, [CouponRules.normalizeCode(req.code), req.accountId]).first
-        var publicView: PublicCoupon?
-        var products: [String] = []
-        if let row {
-            publicView = try CouponStore.publicView(row)
-            products = try CouponStore.definition(row).productIds
+                c.new_customers_only AND EXISTS (SELECT 1 FROM coupons.redemptions r WHERE r.account_id = a.account
+                        AND r.status = 'completed' AND NOT r.sandbox) AS not_new
+            FROM coupons.coupons c CROSS JOIN unnest($2::uuid[]) AS a(account)
+            WHERE c.code = $1
+            """, [CouponRules.normalizeCode(reqs[0].code), accounts]).rows
+        guard let coupon = rows.first else {
+            return reqs.map { _ in .init(valid: false, reason: "notFound", coupon: nil, eligibleProductIds: []) }
         }
-        do {
-            let (coupon, d) = try checkCoupon(row, platform: req.platform, productId: nil, now: now)
-            if try coupon.decode("already", as: Bool.self) { throw Refusal(reason: "alreadyRedeemed") }
-            if d.newCustomersOnly, try !coupon.decode("new_customer", as: Bool.self) { throw Refusal(reason: "notEligible") }
-            if let max = d.maxRedemptions, try coupon.decode("used_count", as: Int.self) >= max { throw Refusal(reason: "exhausted") }
-            return .init(valid: true, reason: nil, coupon: publicView, eligibleProductIds: products)
-        } catch let r as Refusal {
-            return .init(valid: false, reason: r.reason, coupon: r.reason == "notFound" ? nil : publicView, eligibleProductIds: products)
+        let d = try CouponStore.definition(coupon)
+        let active = try coupon.decode("active", as: Bool.self)
+        let used = try coupon.decode("used_count", as: Int.self)
+        let publicView = CouponStore.publicView(d)
+        var already = Set<UUID>(), notNew = Set<UUID>()
+        for row in rows {
+            let account = try row.decode("account", as: UUID.self)
+            if try row.decode("already", as: Bool.self) { already.insert(account) }
+            if try row.decode("not_new", as: Bool.self) { notNew.insert(account) }
+        }
+        return try reqs.map { req in
+            do {
+                try checkCoupon(d, active: active, platform: req.platform, productId: nil, now: now)
+                if already.contains(req.accountId) { throw Refusal(reason: "alreadyRedeemed") }
+                if d.newCustomersOnly && notNew.contains(req.accountId) { throw Refusal(reason: "notEligible") }
+                if let max = d.maxRedemptions, used >= max { throw Refusal(reason: "exhausted") }
+                return .init(valid: true, reason: nil, coupon: publicView, eligibleProductIds: d.productIds)
+            } catch let r as Refusal {
+                return .init(valid: false, reason: r.reason, coupon: publicView, eligibleProductIds: d.productIds)
+            }
         }
     }
 
@@ -100,7 +112,9 @@ enum RedemptionStore {
         if let couponRow, let existing = try active(tx, coupon: try couponRow.decode("id"), account: req.accountId, sandbox: sandbox) {
             return Reservation(redemption: try view(existing), created: false, grant: nil)
         }
-        let (coupon, d) = try checkCoupon(couponRow, platform: req.platform, productId: req.productId, now: now)
+        guard let coupon = couponRow else { throw Refusal(reason: "notFound") }
+        let d = try CouponStore.definition(coupon)
+        try checkCoupon(d, active: try coupon.decode("active"), platform: req.platform, productId: req.productId, now: now)
         let couponId = try coupon.decode("id", as: UUID.self)
         var productId = req.productId
         if productId == nil && d.isDiscount {
@@ -129,7 +143,7 @@ enum RedemptionStore {
         var grant: GrantCommand?
         if !d.isDiscount, let entitlement = d.entitlementId {
             let command = GrantCommand(redemptionId: id, accountId: req.accountId, appUserId: req.appUserId, entitlementId: entitlement,
-                                       duration: d.duration, sandbox: sandbox, coupon: try CouponStore.publicView(coupon),
+                                       duration: d.duration, sandbox: sandbox, coupon: CouponStore.publicView(d),
                                        platform: req.platform, productId: productId, reservedAt: redemption.reservedAt)
             try Outbox.add(tx, redemption: id, command)
             grant = command
@@ -266,6 +280,7 @@ extension RedemptionStore {
         let d = try CouponStore.definition(coupon)
         let couponId = try coupon.decode("id", as: UUID.self)
         let testCoupon = try coupon.decode("mode", as: String.self) == "test"
+        let active = try coupon.decode("active", as: Bool.self)
         var used = try coupon.decode("used_count", as: Int.self)
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
 
@@ -301,7 +316,7 @@ extension RedemptionStore {
             if let e = existing[key] { results[i] = .success(.init(redemption: e, created: false)); continue }
             if let j = freshByKey[key] { twins.append((i, j)); continue }  // a double tap inside the batch
             do {
-                _ = try checkCoupon(coupon, platform: req.platform, productId: req.productId, now: now)
+                try checkCoupon(d, active: active, platform: req.platform, productId: req.productId, now: now)
                 var productId = req.productId
                 if productId == nil && d.isDiscount {
                     guard d.productIds.count == 1 else {
@@ -343,7 +358,7 @@ extension RedemptionStore {
         }
         var commands: [String] = []
         if !d.isDiscount, let entitlement = d.entitlementId {
-            let publicCoupon = try CouponStore.publicView(coupon)
+            let publicCoupon = CouponStore.publicView(d)
             var ids: [String] = [], payloads: [String] = []
             for n in fresh {
                 guard let v = views[n.id] else { continue }
