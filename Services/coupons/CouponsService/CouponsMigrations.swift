@@ -100,5 +100,13 @@ enum CouponsMigrations {
             CREATE UNIQUE INDEX redemptions_store_transaction_id_key ON redemptions (store_transaction_id)
                 WHERE store_transaction_id IS NOT NULL;
             """),
+        // An outbox row is keyed by its redemption and type, and written in that redemption's own
+        // transaction: the serial id (an index and a sequence) and the foreign key (a lookup and a
+        // lock on the new redemption, per message) guarded nothing those do not.
+        Migration(5, "outbox keyed by redemption", """
+            ALTER TABLE outbox DROP CONSTRAINT outbox_redemption_id_fkey;
+            ALTER TABLE outbox DROP CONSTRAINT outbox_pkey, DROP COLUMN id;
+            ALTER TABLE outbox DROP CONSTRAINT outbox_redemption_id_type_key, ADD PRIMARY KEY (redemption_id, type);
+            """),
     ]
 }

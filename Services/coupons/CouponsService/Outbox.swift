@@ -13,15 +13,15 @@ enum Outbox {
 
     /// Claims messages that are due (new, or sent without an acknowledgement for a while). Several
     /// relays (instances) share the work: SKIP LOCKED hands each row to one of them at a time.
-    static func claim(_ c: PGConnection, limit: Int, resendAfter: TimeInterval) throws -> [(id: Int64, payload: String)] {
+    static func claim(_ c: PGConnection, limit: Int, resendAfter: TimeInterval) throws -> [String] {
         try c.query("""
             UPDATE coupons.outbox SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
-            WHERE id IN (
-                SELECT id FROM coupons.outbox WHERE next_attempt_at <= now()
-                ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+            WHERE (redemption_id, type) IN (
+                SELECT redemption_id, type FROM coupons.outbox WHERE next_attempt_at <= now()
+                ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
             )
-            RETURNING id, payload
-            """, [limit, resendAfter]).rows.map { (try $0.decode("id"), try $0.decode("payload")) }
+            RETURNING payload
+            """, [limit, resendAfter]).rows.map { try $0.decode("payload") }
     }
 
     /// Grants has the messages: they leave the outbox (one dead row each, where marking them and
@@ -76,10 +76,10 @@ final class OutboxRelay: Sendable {
         while !Task.isCancelled {
             pendingNudge.store(false, ordering: .releasing)
             do {
-                var batch: [(id: Int64, payload: String)]
+                var batch: [String]
                 repeat {
                     batch = try await pool.withConnection { [resendAfter] in try Outbox.claim($0, limit: 500, resendAfter: resendAfter) }
-                    for row in batch { pusher.pushRaw(Data(row.payload.utf8)) }
+                    for payload in batch { pusher.pushRaw(Data(payload.utf8)) }
                 } while batch.count == 500
             } catch {
                 logger.warning("outbox relay pass failed", ["error": String(describing: error)])

@@ -129,13 +129,15 @@ enum GrantLedger {
             """, [g.redemptionId, succeeded ? "succeeded" : "failed", reason]).first != nil
     }
 
-    /// Settles many successful grants at once; answers the ids this call settled.
-    static func settleSucceeded(_ tx: PGConnection, _ ids: [UUID]) throws -> Set<UUID> {
+    /// Settles many successful grants at once, those in `told` already told to coupons; answers
+    /// the ids this call settled.
+    static func settleSucceeded(_ tx: PGConnection, _ ids: [UUID], told: Set<UUID>) throws -> Set<UUID> {
         guard !ids.isEmpty else { return [] }
         return Set(try tx.query("""
-            UPDATE grants.grants SET status = 'succeeded', settled_at = now(), next_attempt_at = now() + interval '5 seconds'
+            UPDATE grants.grants SET status = 'succeeded', settled_at = now(), next_attempt_at = now() + interval '5 seconds',
+                coupons_notified = redemption_id = ANY($2::uuid[])
             WHERE redemption_id = ANY($1::uuid[]) AND status = 'pending' RETURNING redemption_id
-            """, [PGArray(ids.map { $0.lowercasedString })]).rows.map { try $0.decode("redemption_id", as: UUID.self) })
+            """, [PGArray(ids.map { $0.lowercasedString }), PGArray(told.map { $0.lowercasedString })]).rows.map { try $0.decode("redemption_id", as: UUID.self) })
     }
 
     static func markNotified(_ c: PGConnection, _ ids: [UUID]) throws {

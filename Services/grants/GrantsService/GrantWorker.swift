@@ -61,9 +61,10 @@ final class GrantWorker: Sendable {
         }
     }
 
-    /// One pass: claim due grants, call their providers (concurrently, each at its rate), record
-    /// all outcomes in one transaction, then tell coupons in one request per batch. Telling coupons
-    /// overlaps the next pass (at most one batch is being told at a time).
+    /// One pass: claim due grants, call their providers (concurrently, each at its rate), tell
+    /// coupons of the completions (one request per batch), then record all outcomes in one
+    /// transaction. Failures, and completions coupons did not confirm, are told while the next
+    /// pass runs (at most one batch is being told at a time).
     func run() async {
         var lastClaim = ContinuousClock.now
         var telling: Task<Void, Never>?
@@ -89,7 +90,14 @@ final class GrantWorker: Sendable {
                 for g in due { group.addTask { await self.call(g) } }
                 return await group.reduce(into: [(Grant, ProviderOutcome)]()) { if let o = $1 { $0.append(o) } }
             }
-            let told = await record(outcomes) + unnotified
+            // Completions are told to coupons before they are recorded, so one update settles a
+            // grant and marks it told. A crash in between leaves the grant pending: once its lease
+            // ends it is called again with the same end_time (a duplicate the provider ignores) and
+            // coupons is told again (a repeated completion changes nothing).
+            let confirmed = Set(await tellCompleted(outcomes.filter { $0.1 == .granted }.map(\.0)).map(\.redemptionId))
+            let settled = await record(outcomes, toldCoupons: confirmed)
+            publishSettled(settled.filter { confirmed.contains($0.redemptionId) })
+            let told = settled.filter { !confirmed.contains($0.redemptionId) } + unnotified
             await telling?.value
             telling = told.isEmpty ? nil : Task { await self.notifyCoupons(told) }
             if due.isEmpty && unnotified.isEmpty { await sleep(.milliseconds(500)) }
@@ -124,10 +132,10 @@ final class GrantWorker: Sendable {
     }
 
     /// Records outcomes in one transaction: successes and permanent failures settle (with their
-    /// webhook deliveries), the rest are scheduled again. Answers the grants it settled. If the
-    /// transaction fails, nothing is recorded and the leases expire, so the grants are retried
-    /// with the same `end_time_ms`.
-    func record(_ outcomes: [(Grant, ProviderOutcome)]) async -> [Grant] {
+    /// webhook deliveries; successes in `toldCoupons` also marked told), the rest are scheduled
+    /// again. Answers the grants it settled. If the transaction fails, nothing is recorded and the
+    /// leases expire, so the grants are retried with the same `end_time_ms`.
+    func record(_ outcomes: [(Grant, ProviderOutcome)], toldCoupons: Set<UUID>) async -> [Grant] {
         guard !outcomes.isEmpty else { return [] }
         let retry = self.retry
         do {
@@ -135,7 +143,7 @@ final class GrantWorker: Sendable {
                 var settled: [Grant] = []
                 var retried = 0
                 let succeeded = outcomes.filter { $0.1 == .granted }.map(\.0)
-                let done = try GrantLedger.settleSucceeded(tx, succeeded.map(\.redemptionId))
+                let done = try GrantLedger.settleSucceeded(tx, succeeded.map(\.redemptionId), told: toldCoupons)
                 let redeemedHooks = try !done.isEmpty && Webhooks.anyEndpoint(tx, type: "coupon.redeemed")
                 for g in succeeded where done.contains(g.redemptionId) {
                     if redeemedHooks {
@@ -177,14 +185,12 @@ final class GrantWorker: Sendable {
         }
     }
 
-    /// Tells coupons the outcomes (completions in one request per 500, failures one by one, which
-    /// gives their uses back), marks them told, and publishes the events that wake long polls.
-    func notifyCoupons(_ grants: [Grant]) async {
+    /// Tells coupons of completions, in one request per 500; answers the grants it confirmed.
+    func tellCompleted(_ grants: [Grant]) async -> [Grant] {
         var told: [Grant] = []
-        let succeeded = grants.filter { $0.status == "succeeded" }
         var start = 0
-        while start < succeeded.count {
-            let chunk = Array(succeeded[start..<min(start + 500, succeeded.count)])
+        while start < grants.count {
+            let chunk = Array(grants[start..<min(start + 500, grants.count)])
             start += chunk.count
             do {
                 _ = try await coupons.request(Coupons.CompleteMany(items: chunk.map {
@@ -195,6 +201,13 @@ final class GrantWorker: Sendable {
                 logger.info("coupons not told yet; will retry", ["grants.count": chunk.count, "error": String(describing: error)])
             }
         }
+        return told
+    }
+
+    /// Tells coupons the outcomes of settled grants not told yet (failures one by one, which gives
+    /// their uses back), marks them told, and publishes the events.
+    func notifyCoupons(_ grants: [Grant]) async {
+        var told = await tellCompleted(grants.filter { $0.status == "succeeded" })
         for g in grants where g.status != "succeeded" {
             do {
                 _ = try await coupons.request(Coupons.Release(redemptionId: g.redemptionId, reason: g.failureReason ?? "the grant failed"))
@@ -210,7 +223,12 @@ final class GrantWorker: Sendable {
         } catch {
             logger.info("notifications not marked; coupons will be told again (harmless)", ["error": String(describing: error)])
         }
-        for g in told { events.publish(RedemptionSettled(redemptionId: g.redemptionId, status: g.status == "succeeded" ? "completed" : "failed")) }
+        publishSettled(told)
+    }
+
+    /// The events that wake long polls, once coupons knows the outcome.
+    func publishSettled(_ grants: [Grant]) {
+        for g in grants { events.publish(RedemptionSettled(redemptionId: g.redemptionId, status: g.status == "succeeded" ? "completed" : "failed")) }
     }
 }
 
