@@ -138,8 +138,12 @@ final class GrantsTests: XCTestCase {
         Self.revenueCat.answerNext([.status(500, body: "boom"), .status(503, body: "busy"), .tooMany(retryAfter: 1)])
         let u = try Self.minter.user()
         let id = try await redeem(try await freePeriod(), u)
+        let waitStarted = Date()
         let done = try await waitFor(id, u, seconds: 30)
         XCTAssertEqual(done["status"] as? String, "completed", "\(done)")
+        // The long poll began while the grant was retrying and was woken by grants' event, not
+        // by the end of its 30 s.
+        XCTAssertLessThan(Date().timeIntervalSince(waitStarted), 20, "a redemptions.settled event woke the long poll")
         let calls = Self.revenueCat.received.filter { $0.appUserId == u.appUserId }
         XCTAssertEqual(calls.map(\.status), [500, 503, 429, 201])
         XCTAssertEqual(Set(calls.compactMap(\.endTimeMs)).count, 1, "every attempt carries the same end_time_ms")

@@ -39,8 +39,10 @@ public final class Gateway: Sendable {
         ])
         let waiters = self.waiters
         grantEvents = try EventSubscriber(context: context, connect: config.grantsEvents, logger: logger, handlers: [
-            RedemptionSettled.topic: { data in
-                if let e = EventSubscriber.decode(RedemptionSettled.self, data, logger: logger) { waiters.settled(e.body.redemptionId) }
+            RedemptionsSettled.topic: { data in
+                if let e = EventSubscriber.decode(RedemptionsSettled.self, data, logger: logger) {
+                    for r in e.body.redemptions { waiters.settled(r.redemptionId) }
+                }
             },
         ])
     }

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// Long-poll waiters by redemption id, woken by `redemption.settled` events (no database polling,
+/// Long-poll waiters by redemption id, woken by `redemptions.settled` events (no database polling,
 /// no thread per waiter: a waiter is a suspended task).
 final class SettlementWaiters: Sendable {
     private struct Waiter {

@@ -228,7 +228,10 @@ final class GrantWorker: Sendable {
 
     /// The events that wake long polls, once coupons knows the outcome.
     func publishSettled(_ grants: [Grant]) {
-        for g in grants { events.publish(RedemptionSettled(redemptionId: g.redemptionId, status: g.status == "succeeded" ? "completed" : "failed")) }
+        guard !grants.isEmpty else { return }
+        events.publish(RedemptionsSettled(grants.map {
+            RedemptionSettled(redemptionId: $0.redemptionId, status: $0.status == "succeeded" ? "completed" : "failed")
+        }))
     }
 }
 

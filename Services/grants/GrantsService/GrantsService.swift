@@ -66,7 +66,7 @@ public final class GrantsService: BackendService {
                                      data: WebhookData(notice.redemption, coupon: notice.coupon), sandbox: notice.redemption.sandbox)
             }
             ack([notice.redemption.redemptionId], type: RedemptionCompletedNotice.type)
-            events.publish(RedemptionSettled(redemptionId: notice.redemption.redemptionId, status: "completed"))  // wakes long polls
+            events.publish(RedemptionsSettled([.init(redemptionId: notice.redemption.redemptionId, status: "completed")]))  // wakes long polls
             return Empty()
         }
         if intake.withLock({ $0 == nil }) {

@@ -56,9 +56,18 @@ public struct OutboxAck: BusRequest {
     }
 }
 
-/// Published by grants when a redemption reaches its end (wakes long polls).
-public struct RedemptionSettled: BusEvent {
-    public static let topic = "redemption.settled"
+/// Published by grants when redemptions reach their end (wakes long polls): one event per batch
+/// of outcomes, where one per redemption cost a message and a decode each.
+public struct RedemptionsSettled: BusEvent {
+    public static let topic = "redemptions.settled"
+    public var redemptions: [RedemptionSettled]
+    public init(_ redemptions: [RedemptionSettled]) { self.redemptions = redemptions }
+}
+
+/// One redemption's end, in `RedemptionsSettled`. (Grants published it alone, as
+/// `redemption.settled`, before batches: during an upgrade such a grants instance wakes no
+/// long poll of a newer gateway; those answer when their wait ends, as SPEC §4.3 allows.)
+public struct RedemptionSettled: Codable, Sendable {
     public var redemptionId: UUID
     /// `completed` or `failed`.
     public var status: String
