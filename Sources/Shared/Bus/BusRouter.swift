@@ -12,7 +12,8 @@ public struct BusContext: Sendable {
 /// become error replies (and a log line). An envelope is parsed once: its header picks the body's
 /// type while the same JSON is decoded.
 public struct BusRouter: Sendable {
-    typealias Handler = @Sendable (any Sendable, EnvelopeHeader, BusContext) async -> Data
+    /// Runs a request; encodes its reply only when `replying` (a pushed message has nobody to answer).
+    typealias Handler = @Sendable (any Sendable, EnvelopeHeader, BusContext, _ replying: Bool) async -> Data
 
     private struct Route: Sendable {
         let decodeBody: @Sendable (KeyedDecodingContainer<Incoming.Keys>) throws -> any Sendable
@@ -39,7 +40,7 @@ public struct BusRouter: Sendable {
     /// Registers the handler of one request type.
     public mutating func on<R: BusRequest>(_ type: R.Type, _ handler: @escaping @Sendable (R, BusContext) async throws -> R.Response) {
         let logger = self.logger
-        routes[R.type] = Route(decodeBody: { try $0.decode(R.self, forKey: .body) }, handle: { body, header, context in
+        routes[R.type] = Route(decodeBody: { try $0.decode(R.self, forKey: .body) }, handle: { body, header, context, replying in
             let reply: ReplyEnvelope<R.Response>
             do {
                 guard let request = body as? R else { throw ServiceError.internal }
@@ -50,7 +51,7 @@ public struct BusRouter: Sendable {
                 logger.error("bus handler failed", ["bus.type": header.type, "error": String(describing: error)])
                 reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .internal)
             }
-            return BusRouter.encode(reply, id: header.id)
+            return replying ? BusRouter.encode(reply, id: header.id) : Data()
         })
     }
 
@@ -77,8 +78,9 @@ public struct BusRouter: Sendable {
         }
     }
 
-    /// Answers one raw request envelope with one raw reply envelope.
-    public func handle(_ data: Data) async -> Data {
+    /// Answers one raw request envelope with one raw reply envelope (when `replying`; a pushed
+    /// message is only handled, and its reply left unencoded).
+    public func handle(_ data: Data, replying: Bool = true) async -> Data {
         let incoming: Incoming
         do {
             incoming = try decoder.decode(Incoming.self, from: data)
@@ -109,7 +111,7 @@ public struct BusRouter: Sendable {
         }
         let context = BusContext(type: header.type, requestId: header.requestId, deadline: deadline)
         return await LogContext.$requestId.withValue(header.requestId) {
-            await route.handle(body, header, context)
+            await route.handle(body, header, context, replying)
         }
     }
 

@@ -95,7 +95,7 @@ public final class Puller: Sendable {
                                   setup: { socket in for e in endpoints { try socket.bind(e) } },
                                   onMessage: { frames in
                                       guard let payload = frames.last else { return }
-                                      Task { _ = await router.handle(payload) }
+                                      Task { _ = await router.handle(payload, replying: false) }
                                   })
     }
 
