@@ -2,9 +2,9 @@ import Foundation
 import Shared
 import Synchronization
 
-/// Turns stored grants into provider calls and outcomes: calls the provider (at its rate),
-/// records success or permanent failure with its webhooks in one transaction, tells coupons
-/// (retrying until it confirms), publishes the event; retries the rest with backoff.
+/// Turns stored grants into provider calls and outcomes: calls the provider (at its rate), tells
+/// coupons of completions, records outcomes with their webhooks in one transaction, tells coupons
+/// of failures (retrying until it confirms), publishes the events; retries the rest with backoff.
 final class GrantWorker: Sendable {
     let pool: PGPool
     let logger: Logger
