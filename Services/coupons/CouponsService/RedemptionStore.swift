@@ -42,14 +42,14 @@ enum RedemptionStore {
 
     /// A new customer has no completed live redemption (so never held an entitlement through Redeem).
     static func isNewCustomer(_ c: PGConnection, account: UUID) throws -> Bool {
-        try c.prepared("is_new_customer", "SELECT 1 FROM coupons.redemptions WHERE account_id = $1 AND status = 'completed' AND NOT sandbox LIMIT 1",
+        try c.prepared("is_new_customer", "SELECT 1 FROM coupons.redemptions WHERE account_id = $1 AND holds_use AND status = 'completed' AND NOT sandbox LIMIT 1",
                        [account]).first == nil
     }
 
     static func active(_ c: PGConnection, coupon: UUID, account: UUID, sandbox: Bool) throws -> PGRow? {
         try c.prepared("active_redemption", """
             SELECT \(columns) FROM coupons.redemptions r
-            WHERE r.coupon_id = $1 AND r.account_id = $2 AND r.sandbox = $3 AND r.status IN ('reserved', 'granting', 'completed')
+            WHERE r.coupon_id = $1 AND r.account_id = $2 AND r.sandbox = $3 AND r.holds_use
             """, [coupon, account, sandbox]).first
     }
 
@@ -62,9 +62,9 @@ enum RedemptionStore {
         let rows = try c.query("""
             SELECT \(CouponStore.definitionColumns), a.account,
                 EXISTS (SELECT 1 FROM coupons.redemptions r WHERE r.account_id = a.account AND r.coupon_id = c.id AND NOT r.sandbox
-                        AND r.status IN ('reserved', 'granting', 'completed')) AS already,
+                        AND r.holds_use) AS already,
                 c.new_customers_only AND EXISTS (SELECT 1 FROM coupons.redemptions r WHERE r.account_id = a.account
-                        AND r.status = 'completed' AND NOT r.sandbox) AS not_new
+                        AND r.holds_use AND r.status = 'completed' AND NOT r.sandbox) AS not_new
             FROM coupons.coupons c CROSS JOIN unnest($2::uuid[]) AS a(account)
             WHERE c.code = $1
             """, [CouponRules.normalizeCode(reqs[0].code), accounts]).rows
@@ -187,7 +187,7 @@ enum RedemptionStore {
     static func end(_ c: PGConnection, id: UUID, status: String, reason: String?) throws -> Bool {
         try c.query("""
             WITH ended AS (
-                UPDATE coupons.redemptions SET status = $2, failure_reason = $3, ended_at = now()
+                UPDATE coupons.redemptions SET status = $2, failure_reason = $3, ended_at = now(), reservation_expires_at = NULL
                 WHERE id = $1 AND status IN ('reserved', 'granting') RETURNING coupon_id, sandbox
             )
             UPDATE coupons.coupons c SET used_count = c.used_count - 1 FROM ended
@@ -199,7 +199,8 @@ enum RedemptionStore {
     static func releaseExpired(_ c: PGConnection) throws -> Int {
         try c.query("""
             WITH released AS (
-                UPDATE coupons.redemptions SET status = 'released', ended_at = now(), failure_reason = 'purchase not confirmed in time'
+                UPDATE coupons.redemptions SET status = 'released', ended_at = now(), failure_reason = 'purchase not confirmed in time',
+                    reservation_expires_at = NULL
                 WHERE status = 'reserved' AND reservation_expires_at <= now() RETURNING coupon_id, sandbox
             ), counts AS (
                 SELECT coupon_id, count(*) AS n FROM released WHERE NOT sandbox GROUP BY coupon_id
@@ -210,7 +211,8 @@ enum RedemptionStore {
 
     /// Completes granted redemptions (a repeat changes nothing). The rows are found by primary
     /// key alone: a status condition would let the planner read the whole one-use index instead,
-    /// which statistics lagging behind a burst of inserts make look tiny.
+    /// which statistics lagging behind a burst of inserts make look tiny. No indexed column
+    /// changes, so each row is updated in place on its page (coupons migration 6).
     static func completeMany(_ c: PGConnection, _ items: [Coupons.CompleteMany.Item]) throws {
         guard !items.isEmpty else { return }
         try c.query("""
@@ -219,7 +221,8 @@ enum RedemptionStore {
                 completed_at = CASE WHEN r.status IN ('reserved', 'granting') THEN now() ELSE r.completed_at END,
                 entitlement_id = CASE WHEN r.status IN ('reserved', 'granting') THEN ($2::text[])[array_position($1::uuid[], r.id)] ELSE r.entitlement_id END,
                 entitlement_expires_at = CASE WHEN r.status IN ('reserved', 'granting')
-                    THEN ($3::timestamptz[])[array_position($1::uuid[], r.id)] ELSE r.entitlement_expires_at END
+                    THEN ($3::timestamptz[])[array_position($1::uuid[], r.id)] ELSE r.entitlement_expires_at END,
+                reservation_expires_at = CASE WHEN r.status IN ('reserved', 'granting') THEN NULL ELSE r.reservation_expires_at END
             WHERE r.id = ANY($1::uuid[])
             """, [PGArray(items.map { $0.redemptionId.lowercasedString }), PGArray(items.map { $0.entitlement.entitlementId }),
                   PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })])
@@ -245,7 +248,7 @@ enum RedemptionStore {
         do {
             try tx.query("""
                 UPDATE coupons.redemptions SET status = 'completed', completed_at = now(), price_amount = $2::numeric,
-                    price_currency = $3, store_transaction_id = $4
+                    price_currency = $3, store_transaction_id = $4, reservation_expires_at = NULL
                 WHERE id = $1
                 """, [req.id, amount, currency, txn])
         } catch let e as PGError where e.isUniqueViolation {
@@ -291,7 +294,7 @@ extension RedemptionStore {
         // so a hot coupon looks like it has a handful), once per batch. An account has few.
         for row in try tx.query("""
             SELECT \(columns), r.coupon_id FROM coupons.redemptions r
-            WHERE r.account_id = ANY($1::uuid[]) AND r.status IN ('reserved', 'granting', 'completed')
+            WHERE r.account_id = ANY($1::uuid[]) AND r.holds_use
             """, [accounts]).rows where try row.decode("coupon_id", as: UUID.self) == couponId {
             let v = try view(row)
             existing[Key(account: v.accountId, sandbox: v.sandbox)] = v
@@ -299,7 +302,8 @@ extension RedemptionStore {
         var notNew = Set<UUID>()
         if d.newCustomersOnly {
             for row in try tx.query("""
-                SELECT DISTINCT account_id FROM coupons.redemptions WHERE account_id = ANY($1::uuid[]) AND status = 'completed' AND NOT sandbox
+                SELECT DISTINCT account_id FROM coupons.redemptions
+                WHERE account_id = ANY($1::uuid[]) AND holds_use AND status = 'completed' AND NOT sandbox
                 """, [accounts]).rows {
                 notNew.insert(try row.decode("account_id"))
             }
