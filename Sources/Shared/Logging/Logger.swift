@@ -30,6 +30,9 @@ public struct Logger: Sendable {
         self.sink = sink
     }
 
+    /// Whether lines of `level` are written (to skip building costly fields when they are not).
+    public func enabled(_ level: Level) -> Bool { level >= minimum }
+
     public func debug(_ msg: String, _ fields: [String: any Sendable] = [:]) { log(.debug, msg, fields) }
     public func info(_ msg: String, _ fields: [String: any Sendable] = [:]) { log(.info, msg, fields) }
     public func warning(_ msg: String, _ fields: [String: any Sendable] = [:]) { log(.warning, msg, fields) }

@@ -12,12 +12,24 @@ public final class MetricsRegistry: Sendable {
         var buckets: [Double] = []
         var counters: [Labels: Double] = [:]
         var histograms: [Labels: Histogram] = [:]
+
+        /// Counts `value` in the series of `labels`, in place.
+        mutating func observe(_ labels: Labels, _ value: Double) {
+            let buckets = self.buckets
+            histograms[labels, default: Histogram(counts: Array(repeating: 0, count: buckets.count))].record(value, buckets: buckets)
+        }
     }
 
     private struct Histogram {
         var counts: [UInt64]
         var sum: Double = 0
         var count: UInt64 = 0
+
+        mutating func record(_ value: Double, buckets: [Double]) {
+            for (i, bound) in buckets.enumerated() where value <= bound { counts[i] += 1 }
+            sum += value
+            count += 1
+        }
     }
 
     private let families = Mutex<[String: Family]>([:])
@@ -46,14 +58,9 @@ public final class MetricsRegistry: Sendable {
     }
 
     public func observe(_ name: String, help: String, labels: Labels = [:], _ value: Double, buckets: [Double] = MetricsRegistry.defaultBuckets) {
+        // Mutated in place: copying the family out and back copied every series of it per call.
         families.withLock { f in
-            var family = f[name] ?? Family(kind: "histogram", help: help, buckets: buckets)
-            var h = family.histograms[labels] ?? Histogram(counts: Array(repeating: 0, count: family.buckets.count))
-            for (i, bound) in family.buckets.enumerated() where value <= bound { h.counts[i] += 1 }
-            h.sum += value
-            h.count += 1
-            family.histograms[labels] = h
-            f[name] = family
+            f[name, default: Family(kind: "histogram", help: help, buckets: buckets)].observe(labels, value)
         }
     }
 
