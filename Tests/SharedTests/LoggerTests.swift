@@ -21,6 +21,20 @@ import Testing
         #expect(Timestamp.parse(object["time"] as? String ?? "") != nil)
     }
 
+    @Test func fieldValuesKeepTheirJSONKinds() throws {
+        let sink = LogSink(capturing: ())
+        Logger(service: "s", sink: sink).warning("kinds", ["ok": true, "ms": 1.5, "n": Int64(7), "at": Date(timeIntervalSince1970: 1_764_483_573.125),
+                                                           "nan": Double.nan, "other": Duration.seconds(2)])
+        let object = try #require(JSONSerialization.jsonObject(with: Data(sink.lines[0].utf8)) as? [String: Any])
+        #expect(object["ok"] as? Bool == true)
+        #expect(object["ms"] as? Double == 1.5)
+        #expect(object["n"] as? Int == 7)
+        #expect(object["at"] as? String == "2025-11-30T06:19:33.125Z")
+        #expect(object["nan"] as? String == "nan")
+        #expect(object["other"] as? String == "2.0 seconds")
+        #expect(sink.lines[0].hasPrefix("{\"at\":"), "keys sorted")
+    }
+
     @Test func messagesWithNewlinesStayOnOneLine() {
         let sink = LogSink(capturing: ())
         Logger(service: "s", sink: sink).warning("line1\nline2")
