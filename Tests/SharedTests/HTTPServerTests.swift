@@ -57,6 +57,10 @@ import TestSupport
         #expect(resp.errorCode == "tooLarge")
         let fits = try await client.send("POST", "/echo", body: Data(repeating: 0x61, count: 1 << 20), headers: ["Content-Type": "application/json"])
         #expect(fits.text == "\(1 << 20)")
+        // Declared far beyond the limit: refused at once, before any of the body is sent.
+        let huge = try RawHTTP.exchange(port: server.port, Data("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(1 << 30)\r\n\r\n".utf8))
+        #expect(huge.hasPrefix("HTTP/1.1 413"))
+        #expect(huge.contains("tooLarge"))
     }
 
     @Test func aChunkedBodyOverTheLimitIs413Too() async throws {

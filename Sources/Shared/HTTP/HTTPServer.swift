@@ -126,6 +126,11 @@ private func httpAccessHandler(
         server.inFlight.wrappingAdd(1, ordering: .acquiringAndReleasing)
         if let length = header(connection, "Content-Length").flatMap({ Int($0) }), length > server.options.maxBodyBytes {
             state.tooLarge = true
+            // Answered once the body has been read and dropped: answering now closes the
+            // connection while a client that did not wait for "100 Continue" is still sending, and
+            // it sees a broken pipe instead of the 413. Only a body declared far beyond the limit
+            // is refused at once, unread.
+            guard length > server.options.maxBodyBytes * 16 else { return .YES }
             state.request = makeRequest(connection, url: url, method: method, body: Data())
             return queue(server.finish(state, .error(.tooLarge)), on: connection)
         }
