@@ -43,6 +43,6 @@ let package = Package(
         .testTarget(name: "SharedTests", dependencies: ["Shared", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Shared", "TestSupport"]),
         // The services' logic without sockets: rules, policies, documents.
-        .testTarget(name: "ServiceTests", dependencies: ["Shared", "GatewayService", "CouponsService", "GrantsService", "AccountsService"]),
+        .testTarget(name: "ServiceTests", dependencies: ["Shared", "TestSupport", "GatewayService", "CouponsService", "GrantsService", "AccountsService"]),
     ]
 )
