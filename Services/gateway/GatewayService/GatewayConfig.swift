@@ -19,7 +19,9 @@ public struct GatewayConfig: Sendable {
     public init(env: Environment) throws {
         httpHost = env.string("REDEEM_HTTP_HOST", default: "127.0.0.1")
         httpPort = try env.port("REDEEM_HTTP_PORT", default: 8080)
-        httpThreads = try env.int("REDEEM_HTTP_THREADS", default: 2, range: 1...64)
+        // One libmicrohttpd thread parses and writes for every connection; handlers run as tasks.
+        // On two cores one thread served 5–15 % more than two (fewer hand-offs); more cores may want more.
+        httpThreads = try env.int("REDEEM_HTTP_THREADS", default: 1, range: 1...64)
         logLevel = try ServiceConfig.logLevel(env)
         accountsBus = try BusAddress.requests("accounts", env)
         couponsBus = try BusAddress.requests("coupons", env)
