@@ -106,6 +106,18 @@ import Testing
         }
     }
 
+    @Test func timeOrderedUUIDsAreVersion7SortedByTimeAndDistinct() throws {
+        let start = Date(timeIntervalSince1970: 1_764_483_573.125)
+        // 2 ms apart, so no two share a millisecond (within one, the random bits decide the order).
+        let ids = (0..<1000).map { UUID.timeOrdered(at: start.addingTimeInterval(Double($0) * 0.002)) }
+        #expect(Set(ids).count == 1000)
+        let texts = ids.map(\.lowercasedString)
+        let sorted = zip(texts, texts.dropFirst()).allSatisfy { $0 < $1 }
+        #expect(sorted, "a later millisecond sorts later, as PostgreSQL compares uuids")
+        #expect(texts[0].hasPrefix("019ad36a-a585-7"), "48 bits of Unix milliseconds, then version 7: \(texts[0])")
+        for text in texts.prefix(50) { #expect("89ab".contains(Array(text)[19])) }
+    }
+
     @Test func uuidTextMatchesFoundationBothWays() throws {
         for _ in 0..<200 {
             let id = UUID()

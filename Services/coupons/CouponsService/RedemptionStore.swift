@@ -154,7 +154,7 @@ enum RedemptionStore {
                 """, [couponId]).first
             guard took != nil else { throw Refusal(reason: "exhausted") }
         }
-        let id = UUID.random()
+        let id = UUID.timeOrdered()
         let status = d.isDiscount ? "reserved" : "granting"
         let row = try tx.query("""
             INSERT INTO coupons.redemptions AS r (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status,
@@ -351,7 +351,7 @@ extension RedemptionStore {
                     used += 1
                 }
                 freshByKey[key] = fresh.count
-                fresh.append(New(index: i, id: UUID.random(), req: req, sandbox: sandbox, productId: productId))
+                fresh.append(New(index: i, id: UUID.timeOrdered(), req: req, sandbox: sandbox, productId: productId))
             } catch let r as Refusal {
                 results[i] = refused(r.reason)
             } catch {

@@ -19,6 +19,19 @@ extension UUID {
         return UUID(uuid: u)
     }
 
+    /// A time-ordered (version 7, RFC 9562) UUID: 48 bits of Unix milliseconds, then 74 random
+    /// bits. For primary keys of rows inserted at a high rate: consecutive keys land on the
+    /// B-tree's rightmost page instead of a random one (fewer page splits and pages touched).
+    public static func timeOrdered(at date: Date = Date()) -> UUID {
+        var u = random().uuid
+        let ms = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+        withUnsafeMutableBytes(of: &u) { raw in
+            for i in 0..<6 { raw[i] = UInt8(truncatingIfNeeded: ms >> (8 * (5 - i))) }
+            raw[6] = (raw[6] & 0x0F) | 0x70  // version 7 (the variant stays RFC 9562's)
+        }
+        return UUID(uuid: u)
+    }
+
     /// Parses the 36-character text form in either case. Foundation's `UUID(uuidString:)` runs
     /// `sscanf` here, which showed in profiles of every request (tokens and rows carry UUIDs).
     public init?(parsing text: some StringProtocol) {
