@@ -35,6 +35,19 @@ import Testing
         #expect(sink.lines[0].hasPrefix("{\"at\":"), "keys sorted")
     }
 
+    @Test func fieldsAreBuiltOnlyForLinesThatAreWritten() {
+        final class Counter: @unchecked Sendable { var n = 0 }
+        let built = Counter()
+        func fields() -> [String: any Sendable] { built.n += 1; return ["k": "v"] }
+        let sink = LogSink(capturing: ())
+        let logger = Logger(service: "s", minimum: .warning, sink: sink)
+        logger.info("below the minimum", fields())
+        #expect(built.n == 0)
+        logger.warning("written", fields())
+        #expect(built.n == 1)
+        #expect(sink.lines.count == 1)
+    }
+
     @Test func messagesWithNewlinesStayOnOneLine() {
         let sink = LogSink(capturing: ())
         Logger(service: "s", sink: sink).warning("line1\nline2")

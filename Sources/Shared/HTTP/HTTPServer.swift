@@ -200,7 +200,7 @@ extension HTTPServer {
             metrics.observe("redeem_http_request_duration_seconds", help: "HTTP request latency by route.",
                             labels: ["route": route, "method": method], elapsed)
         }
-        if accessLog && logger.enabled(.info) {
+        if accessLog {
             // The raw path is logged without its query string: queries may carry codes or tokens.
             LogContext.$requestId.withValue(request?.requestId) {
                 logger.info("http request", ["http.method": method, "http.route": route, "http.path": request?.path ?? "",

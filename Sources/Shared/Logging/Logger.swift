@@ -30,15 +30,14 @@ public struct Logger: Sendable {
         self.sink = sink
     }
 
-    /// Whether lines of `level` are written (to skip building costly fields when they are not).
-    public func enabled(_ level: Level) -> Bool { level >= minimum }
+    // Fields are built only when the line is written: below the minimum level a call costs a
+    // comparison, wherever it is made (the access log runs once per request).
+    public func debug(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) { log(.debug, msg, fields()) }
+    public func info(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) { log(.info, msg, fields()) }
+    public func warning(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) { log(.warning, msg, fields()) }
+    public func error(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) { log(.error, msg, fields()) }
 
-    public func debug(_ msg: String, _ fields: [String: any Sendable] = [:]) { log(.debug, msg, fields) }
-    public func info(_ msg: String, _ fields: [String: any Sendable] = [:]) { log(.info, msg, fields) }
-    public func warning(_ msg: String, _ fields: [String: any Sendable] = [:]) { log(.warning, msg, fields) }
-    public func error(_ msg: String, _ fields: [String: any Sendable] = [:]) { log(.error, msg, fields) }
-
-    public func log(_ level: Level, _ msg: String, _ fields: [String: any Sendable] = [:]) {
+    public func log(_ level: Level, _ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) {
         guard level >= minimum else { return }
         var object: [String: LogValue] = [
             "time": .string(Timestamp.iso8601(Date())),
@@ -47,7 +46,7 @@ public struct Logger: Sendable {
             "msg": .string(msg),
         ]
         if let rid = LogContext.requestId { object["request.id"] = .string(rid) }
-        for (k, v) in fields { object[k] = LogValue(v) }
+        for (k, v) in fields() { object[k] = LogValue(v) }
         guard var data = try? Logger.encoder.encode(object) else { return }
         data.append(0x0A)
         sink.write(data)
