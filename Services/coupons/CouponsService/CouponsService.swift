@@ -141,12 +141,12 @@ public final class CouponsService: BackendService {
         guard CouponRules.platforms.contains(req.platform) else {
             throw ServiceError("invalid", "platform must be ios, android or web", field: "platform")
         }
-        guard let batcher = batcherBox.withLock({ $0 }) else { return try await redeemOne(req) }
-        return try await batcher.redeem(req)
+        guard let batcher = batcherBox.withLock({ $0 }) else { return try await redeemOne(req).response() }
+        return try await batcher.redeem(req).response()
     }
 
     /// One reservation in its own transaction (the batcher's fallback).
-    func redeemOne(_ req: Coupons.Redeem) async throws -> Coupons.Redeem.Response {
+    func redeemOne(_ req: Coupons.Redeem) async throws -> RedemptionStore.Outcome {
         let ttl = config.reservationTTL
         // A concurrent twin of this request (same account and coupon) may win the unique index;
         // the loser's transaction rolls back whole and the retry answers the twin's redemption.

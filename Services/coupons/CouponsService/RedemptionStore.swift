@@ -59,6 +59,19 @@ enum RedemptionStore {
 
     struct Refusal: Error { let reason: String }
 
+    /// What a reservation request came to: its redemption (`created` tells a new one from the
+    /// account's existing one) or a refusal. Encoded for the bus by `response()` once its
+    /// transaction is over, not while the transaction holds the coupon's row.
+    struct Outcome: Sendable {
+        var redemption: RedemptionView?
+        var created: Bool
+        var refusal: String?
+
+        func response() throws -> Coupons.Redeem.Response {
+            try Coupons.Redeem.Response(redemption: redemption, created: created, refusal: refusal)
+        }
+    }
+
     // MARK: - Checks shared by validate and redeem (in SPEC §4.7 order)
 
     /// `inactive` … `notEligible` (platform or product), on the coupon alone (parsed once per
@@ -92,7 +105,8 @@ enum RedemptionStore {
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
         let rows = try c.query(BatchSQL.validate, [CouponRules.normalizeCode(reqs[0].code), accounts]).rows
         guard let coupon = rows.first else {
-            return reqs.map { _ in .init(valid: false, reason: "notFound", coupon: nil, eligibleProductIds: []) }
+            let notFound = try Coupons.Validate.Response(.init(valid: false, reason: "notFound", coupon: nil, eligibleProductIds: []))
+            return reqs.map { _ in notFound }
         }
         let d = try CouponStore.definition(coupon)
         let active = try coupon.decode("active", as: Bool.self)
@@ -104,15 +118,23 @@ enum RedemptionStore {
             if try row.decode("already", as: Bool.self) { already.insert(account) }
             if try row.decode("not_new", as: Bool.self) { notNew.insert(account) }
         }
+        // Answers differ only by reason, so each is encoded once per batch.
+        var answers: [String: Coupons.Validate.Response] = [:]
+        func answer(_ reason: String?) throws -> Coupons.Validate.Response {
+            if let known = answers[reason ?? ""] { return known }
+            let new = try Coupons.Validate.Response(.init(valid: reason == nil, reason: reason, coupon: publicView, eligibleProductIds: d.productIds))
+            answers[reason ?? ""] = new
+            return new
+        }
         return try reqs.map { req in
             do {
                 try checkCoupon(d, active: active, platform: req.platform, productId: nil, now: now)
                 if already.contains(req.accountId) { throw Refusal(reason: "alreadyRedeemed") }
                 if d.newCustomersOnly && notNew.contains(req.accountId) { throw Refusal(reason: "notEligible") }
                 if let max = d.maxRedemptions, used >= max { throw Refusal(reason: "exhausted") }
-                return .init(valid: true, reason: nil, coupon: publicView, eligibleProductIds: d.productIds)
+                return try answer(nil)
             } catch let r as Refusal {
-                return .init(valid: false, reason: r.reason, coupon: publicView, eligibleProductIds: d.productIds)
+                return try answer(r.reason)
             }
         }
     }
@@ -298,8 +320,8 @@ extension RedemptionStore {
     /// the caller pushes them once the transaction commits, and the relay's sweep re-sends any
     /// grants has not acknowledged by then (after a crash, say).
     static func redeemBatch(_ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval, now: Date) throws
-        -> (results: [Result<Coupons.Redeem.Response, any Error>], commands: [String]) {
-        let refused = { (reason: String) -> Result<Coupons.Redeem.Response, any Error> in .success(.init(redemption: nil, created: false, refusal: reason)) }
+        -> (results: [Result<Outcome, any Error>], commands: [String]) {
+        let refused = { (reason: String) -> Result<Outcome, any Error> in .success(.init(redemption: nil, created: false, refusal: reason)) }
         guard let coupon = try CouponStore.findDefinition(tx, code: reqs[0].code, lock: true) else {
             return (reqs.map { _ in refused("notFound") }, [])
         }
@@ -327,7 +349,7 @@ extension RedemptionStore {
         }
 
         struct New { let index: Int; let id: UUID; let req: Coupons.Redeem; let sandbox: Bool; let productId: String? }
-        var results = [Result<Coupons.Redeem.Response, any Error>?](repeating: nil, count: reqs.count)
+        var results = [Result<Outcome, any Error>?](repeating: nil, count: reqs.count)
         var fresh: [New] = []
         var freshByKey: [Key: Int] = [:]
         var twins: [(index: Int, of: Int)] = []

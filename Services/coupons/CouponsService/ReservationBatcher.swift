@@ -6,11 +6,11 @@ import Shared
 /// costs one commit per batch instead of one per request — with every batch durable before any
 /// of its requests is answered. Different coupons run in parallel.
 final class ReservationBatcher: Sendable {
-    private let coalescer: Coalescer<Coupons.Redeem, Coupons.Redeem.Response>
+    private let coalescer: Coalescer<Coupons.Redeem, RedemptionStore.Outcome>
 
     init(pool: PGPool, reservationTTL: TimeInterval, logger: Logger, metrics: MetricsRegistry? = nil, maxBatch: Int = 256,
          resendAfter: TimeInterval, granted: @escaping @Sendable ([String]) -> Void,
-         single: @escaping @Sendable (Coupons.Redeem) async throws -> Coupons.Redeem.Response) {
+         single: @escaping @Sendable (Coupons.Redeem) async throws -> RedemptionStore.Outcome) {
         coalescer = Coalescer(maxBatch: maxBatch) { requests in
             metrics?.observe("redeem_reservation_batch_size", help: "Reservations committed together in one transaction.",
                              Double(requests.count), buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
@@ -24,7 +24,7 @@ final class ReservationBatcher: Sendable {
                 // Something unexpected failed the whole batch (and rolled it back): answer each request
                 // on its own, so one bad request or a lost connection can't fail its neighbours.
                 logger.warning("reservation batch failed; retrying one by one", ["batch.size": requests.count, "error": String(describing: error)])
-                var results: [Result<Coupons.Redeem.Response, any Error>] = []
+                var results: [Result<RedemptionStore.Outcome, any Error>] = []
                 for r in requests {
                     do { results.append(.success(try await single(r))) } catch { results.append(.failure(error)) }
                 }
@@ -33,7 +33,7 @@ final class ReservationBatcher: Sendable {
         }
     }
 
-    func redeem(_ request: Coupons.Redeem) async throws -> Coupons.Redeem.Response {
+    func redeem(_ request: Coupons.Redeem) async throws -> RedemptionStore.Outcome {
         try await coalescer.submit(request, key: CouponRules.normalizeCode(request.code))
     }
 }

@@ -7,12 +7,6 @@ extension Gateway {
     struct ValidateBody: Decodable { var code: String; var platform: String? }
     struct RedeemBody: Decodable { var code: String; var productId: String?; var platform: String; var environment: String? }
     struct PurchaseBody: Decodable { var pricePaid: Money; var storeTransactionId: String }
-    struct ValidateAnswer: Encodable {
-        var valid: Bool
-        var reason: String?
-        var coupon: PublicCoupon?
-        var eligibleProductIds: [String]
-    }
 
     static let platforms = ["ios", "android", "web"]
 
@@ -59,7 +53,7 @@ extension Gateway {
             if let p = b.platform, !Self.platforms.contains(p) { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
             let a = try await coupons.request(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform))
             if a.reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
-            return .json(200, ValidateAnswer(valid: a.valid, reason: a.reason, coupon: a.coupon, eligibleProductIds: a.eligibleProductIds))
+            return .json(200, a.answer)
         }
         r.post("/v1/redemptions") { [self] req in
             let user = try await auth.requireUser(req)

@@ -8,7 +8,8 @@ import Synchronization
 /// the server echoes, so a reply finds its waiter without its JSON being parsed twice.
 public final class BusClient: Sendable {
     private struct Pending {
-        let continuation: CheckedContinuation<Data, any Error>
+        /// Resumed with the reply's frames: its envelope, then the frames it carries.
+        let continuation: CheckedContinuation<ArraySlice<Data>, any Error>
         let deadline: ContinuousClock.Instant
     }
 
@@ -96,9 +97,9 @@ public final class BusClient: Sendable {
                 for frames in pending.takeUnsent() { outbox.enqueue(frames) }
             },
             onMessage: { frames in
-                // DEALER receives ["", correlation id, reply envelope].
-                guard frames.count == 3 else { return }
-                pending.take(String(decoding: frames[1], as: UTF8.self))?.continuation.resume(returning: frames[2])
+                // DEALER receives ["", correlation id, reply envelope, frames it carries…].
+                guard frames.count >= 3 else { return }
+                pending.take(String(decoding: frames[1], as: UTF8.self))?.continuation.resume(returning: frames[2...])
             }
         )
     }
@@ -117,12 +118,12 @@ public final class BusClient: Sendable {
         let envelope = Envelope(id: id, type: R.type, deadlineMs: deadlineMs, body: request)
         let payload: Data
         do { payload = try JSONEncoder.bus.encode(envelope) } catch { throw ServiceError.malformed("cannot encode \(R.type)") }
-        let data: Data = try await withCheckedThrowingContinuation { cont in
+        let frames = try await withCheckedThrowingContinuation { cont in
             pending.add(id, Pending(continuation: cont, deadline: started + limit))
             worker.enqueue([Data(), Data(id.utf8), payload])
         }
         let reply: ReplyEnvelope<R.Response>
-        do { reply = try JSONDecoder.bus.decode(ReplyEnvelope<R.Response>.self, from: data) } catch {
+        do { reply = try JSONDecoder.busFrames(ReplyEnvelope<R.Response>.self, from: frames) } catch {
             throw ServiceError.malformed("undecodable reply to \(R.type)")
         }
         if let error = reply.error { throw error }
@@ -130,12 +131,13 @@ public final class BusClient: Sendable {
         return body
     }
 
-    /// Sends raw bytes as a request frame and answers the raw reply (for tests of malformed input).
+    /// Sends raw bytes as a request frame and answers the raw reply envelope (for tests of malformed input).
     public func requestRaw(_ payload: Data, id: String, timeout: Duration = .seconds(2)) async throws -> Data {
-        try await withCheckedThrowingContinuation { cont in
+        let frames = try await withCheckedThrowingContinuation { cont in
             pending.add(id, Pending(continuation: cont, deadline: ContinuousClock.now + timeout))
             worker.enqueue([Data(), Data(id.utf8), payload])
         }
+        return frames.first ?? Data()
     }
 
     public func stop() {

@@ -7,13 +7,14 @@ public struct BusContext: Sendable {
     public let deadline: Date?
 }
 
-/// Maps request types to handlers and turns raw envelopes into raw replies. It never throws and
+/// Maps request types to handlers and turns raw envelopes into raw replies (the reply envelope,
+/// then the frames of the `WireJSON` values it carries). It never throws and
 /// never traps on input: malformed frames, unknown types and versions, and handler errors all
 /// become error replies (and a log line). An envelope is parsed once: its header picks the body's
 /// type while the same JSON is decoded.
 public struct BusRouter: Sendable {
     /// Runs a request; encodes its reply only when `replying` (a pushed message has nobody to answer).
-    typealias Handler = @Sendable (any Sendable, EnvelopeHeader, BusContext, _ replying: Bool) async -> Data
+    typealias Handler = @Sendable (any Sendable, EnvelopeHeader, BusContext, _ replying: Bool) async -> [Data]
 
     private struct Route: Sendable {
         let decodeBody: @Sendable (KeyedDecodingContainer<Incoming.Keys>) throws -> any Sendable
@@ -51,7 +52,7 @@ public struct BusRouter: Sendable {
                 logger.error("bus handler failed", ["bus.type": header.type, "error": String(describing: error)])
                 reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .internal)
             }
-            return replying ? BusRouter.encode(reply, id: header.id) : Data()
+            return replying ? BusRouter.encode(reply, id: header.id) : []
         })
     }
 
@@ -78,9 +79,9 @@ public struct BusRouter: Sendable {
         }
     }
 
-    /// Answers one raw request envelope with one raw reply envelope (when `replying`; a pushed
+    /// Answers one raw request envelope with the frames of its reply (when `replying`; a pushed
     /// message is only handled, and its reply left unencoded).
-    public func handle(_ data: Data, replying: Bool = true) async -> Data {
+    public func handle(_ data: Data, replying: Bool = true) async -> [Data] {
         let incoming: Incoming
         do {
             incoming = try decoder.decode(Incoming.self, from: data)
@@ -115,10 +116,10 @@ public struct BusRouter: Sendable {
         }
     }
 
-    static func encode<B>(_ reply: ReplyEnvelope<B>, id: String) -> Data {
-        if let data = try? JSONEncoder.bus.encode(reply) { return data }
+    static func encode<B>(_ reply: ReplyEnvelope<B>, id: String) -> [Data] {
+        if let frames = try? JSONEncoder.busFrames(reply) { return frames }
         // Encoding our own types cannot fail in practice; answer something well-formed anyway.
-        return (try? JSONEncoder.bus.encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: .internal))) ?? Data()
+        return [(try? JSONEncoder.bus.encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: .internal))) ?? Data()]
     }
 
     static func describe(_ error: DecodingError) -> String {

@@ -18,7 +18,8 @@ public final class BusServer: Sendable {
             },
             onMessage: { frames in
                 // ROUTER frames from a DEALER: [identity, "", correlation id, envelope]; the reply
-                // echoes the first three. Anything else is dropped.
+                // echoes the first three, then its envelope and any frames it carries. Anything
+                // else is dropped.
                 guard frames.count == 4, frames[1].isEmpty else {
                     logger.warning("dropped malformed bus frames", ["frames": frames.count])
                     return
@@ -27,7 +28,7 @@ public final class BusServer: Sendable {
                 let payload = frames[3]
                 Task {
                     let reply = await router.handle(payload)
-                    replies.enqueue(route + [reply])
+                    replies.enqueue(route + reply)
                 }
             }
         )

@@ -63,6 +63,11 @@ public struct HTTPResponse: Sendable {
         }
     }
 
+    /// A body that arrived already encoded: its bytes as they are.
+    public static func json<T>(_ status: Int, _ value: WireJSON<T>, headers: [(String, String)] = []) -> HTTPResponse {
+        HTTPResponse(status: status, headers: [("Content-Type", jsonContentType)] + headers, body: value.bytes)
+    }
+
     /// The SPEC §4 error shape.
     public static func error(_ e: HTTPError) -> HTTPResponse {
         var r = json(e.status, ErrorBody(error: ErrorBody.Detail(code: e.code, message: e.message, field: e.field)), headers: e.headers)

@@ -238,7 +238,8 @@ public enum Coupons {
 
     public struct Validate: BusRequest {
         public static let type = "coupons.validate"
-        public struct Response: Codable, Sendable {
+        /// The answer of `POST /v1/coupons/validate` (SPEC §4.3).
+        public struct Answer: Codable, Sendable {
             public var valid: Bool
             public var reason: String?
             public var coupon: PublicCoupon?
@@ -248,6 +249,15 @@ public enum Coupons {
                 self.reason = reason
                 self.coupon = coupon
                 self.eligibleProductIds = eligibleProductIds
+            }
+        }
+        /// The answer as the gateway sends it, and its reason (which the gateway's abuse limits read).
+        public struct Response: Codable, Sendable {
+            public var reason: String?
+            public var answer: WireJSON<Answer>
+            public init(_ answer: Answer) throws {
+                self.reason = answer.reason
+                self.answer = try WireJSON(answer)
             }
         }
         public var accountId: UUID
@@ -264,11 +274,12 @@ public enum Coupons {
         public static let type = "coupons.redeem"
         /// Either the redemption (`created` tells 201 from 200) or the refusal reason (SPEC §4.3).
         public struct Response: Codable, Sendable {
-            public var redemption: RedemptionView?
+            /// The redemption as the gateway sends it.
+            public var redemption: WireJSON<RedemptionView>?
             public var created: Bool
             public var refusal: String?
-            public init(redemption: RedemptionView?, created: Bool, refusal: String? = nil) {
-                self.redemption = redemption
+            public init(redemption: RedemptionView?, created: Bool, refusal: String? = nil) throws {
+                self.redemption = try redemption.map { try WireJSON($0) }
                 self.created = created
                 self.refusal = refusal
             }

@@ -45,11 +45,14 @@ extension JSONEncoder {
         return e
     }()
 
-    private static let busEncoder: JSONEncoder = {
+    private static let busEncoder = makeBus()
+
+    /// A new encoder with the bus's options (for callers that need their own `userInfo`).
+    static func makeBus() -> JSONEncoder {
         let e = JSONEncoder()
         e.dateEncodingStrategy = .millisecondsSince1970
         return e
-    }()
+    }
 
     /// The encoder of what leaves the system (HTTP bodies, webhooks): ISO 8601 dates with
     /// milliseconds, no escaped slashes, sorted keys. One shared instance (encoding is thread-safe

@@ -1,0 +1,88 @@
+import Foundation
+import Synchronization
+
+/// A value that crosses the bus already in its public JSON form (an HTTP body of SPEC §4): the
+/// service that owns it encodes it once with the wire encoder, and the gateway sends those bytes
+/// as its response, without decoding and encoding them again on the way.
+///
+/// The bytes travel in a frame of their own after the envelope; the envelope's JSON holds only the
+/// frame's number (`"redemption": 0`). Outside a bus message, and from a peer that sends the value
+/// inline, it is the value itself.
+public struct WireJSON<Value: Codable & Sendable>: Codable, Sendable {
+    /// The value as `JSONEncoder.wire()` writes it.
+    public let bytes: Data
+
+    public init(_ value: Value) throws {
+        bytes = try JSONEncoder.wire().encode(value)
+    }
+
+    /// The value itself, for a caller that needs its fields.
+    public func decoded() throws -> Value {
+        try JSONDecoder.wire().decode(Value.self, from: bytes)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        guard let frames = encoder.userInfo[BusFrames.key] as? BusFrames else {
+            try decoded().encode(to: encoder)
+            return
+        }
+        var c = encoder.singleValueContainer()
+        try c.encode(frames.append(bytes))
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        guard let number = try? c.decode(Int.self) else {
+            bytes = try JSONEncoder.wire().encode(c.decode(Value.self))
+            return
+        }
+        guard let frame = (decoder.userInfo[BusFrames.key] as? BusFrames)?[number] else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "no frame \(number) after the envelope")
+        }
+        bytes = frame
+    }
+}
+
+/// The frames that follow an envelope in one bus message: collected while a reply is encoded,
+/// read while it is decoded (through the coder's `userInfo`).
+final class BusFrames: Sendable {
+    static let key = CodingUserInfoKey(rawValue: "redeem.bus.frames")!
+
+    private let frames: Mutex<[Data]>
+
+    init(_ frames: [Data] = []) { self.frames = Mutex(frames) }
+
+    /// Adds a frame and answers its number.
+    func append(_ frame: Data) -> Int {
+        frames.withLock { $0.append(frame); return $0.count - 1 }
+    }
+
+    subscript(number: Int) -> Data? {
+        frames.withLock { $0.indices.contains(number) ? $0[number] : nil }
+    }
+
+    var all: [Data] { frames.withLock { $0 } }
+}
+
+extension JSONEncoder {
+    /// Encodes a bus message (`JSONEncoder.bus` options) and answers its frames: the envelope, then
+    /// the `WireJSON` values it carries.
+    static func busFrames<T: Encodable>(_ value: T) throws -> [Data] {
+        let frames = BusFrames()
+        let encoder = JSONEncoder.makeBus()
+        encoder.userInfo[BusFrames.key] = frames
+        let envelope = try encoder.encode(value)
+        return [envelope] + frames.all
+    }
+}
+
+extension JSONDecoder {
+    /// Decodes a bus message from its frames: the envelope, then the `WireJSON` values it carries.
+    static func busFrames<T: Decodable>(_ type: T.Type, from frames: some Collection<Data>) throws -> T {
+        guard let envelope = frames.first else { throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "no frames")) }
+        guard frames.count > 1 else { return try JSONDecoder.bus.decode(type, from: envelope) }
+        let decoder = JSONDecoder.makeBus()
+        decoder.userInfo[BusFrames.key] = BusFrames(Array(frames.dropFirst()))
+        return try decoder.decode(type, from: envelope)
+    }
+}
