@@ -47,7 +47,7 @@ struct Show: BusRequest {
     }
 
     @Test func theEnvelopeHoldsTheFrameNumberAndTheBytesFollowIt() async throws {
-        let request = try JSONEncoder.bus.encode(Envelope(id: "r1", type: Show.type, body: Show(name: "x")))
+        let request = try JSONEncoder.bus.encode(Envelope(id: "r1", type: Show.type, frames: true, body: Show(name: "x")))
         let frames = await router().handle(request)
         #expect(frames.count == 2)
         let envelope = try #require(try JSONSerialization.jsonObject(with: frames[0]) as? [String: Any])
@@ -58,10 +58,50 @@ struct Show: BusRequest {
         #expect(throws: DecodingError.self) { try JSONDecoder.busFrames(ReplyEnvelope<Show.Response>.self, from: frames.prefix(1)) }
     }
 
+    @Test func aCallerThatDoesNotReadFramesGetsTheViewInline() async throws {
+        // An earlier gateway: no `frames` in its envelope, and the view's own type in its reply type.
+        struct OldResponse: Decodable { var note: String; var view: Show.View }
+        let request = try JSONEncoder.bus.encode(Envelope(id: "r1", type: Show.type, body: Show(name: "x")))
+        let frames = await router().handle(request)
+        #expect(frames.count == 1)
+        let reply = try JSONDecoder.bus.decode(ReplyEnvelope<Empty>.self, from: frames[0])
+        #expect(reply.error == nil)
+        struct Old: Decodable { var body: OldResponse }
+        #expect(try JSONDecoder.bus.decode(Old.self, from: frames[0]).body.view == Show.View(name: "x", at: Self.at))
+    }
+
     @Test func aPeerThatSendsTheViewInlineStillReads() throws {
         // An earlier coupons instance answers with the view inside the envelope (bus dates in ms).
         let inline = #"{"v":1,"id":"r1","body":{"note":"shown","view":{"name":"x","at":1764483573125}}}"#
         let reply = try JSONDecoder.busFrames(ReplyEnvelope<Show.Response>.self, from: [Data(inline.utf8)])
         #expect(reply.body?.view?.bytes == (try JSONEncoder.wire().encode(Show.View(name: "x", at: Self.at))))
+    }
+
+    /// The validate answer keeps the shape earlier versions speak unless the caller reads frames.
+    @Test func aValidateAnswerSpeaksBothShapes() throws {
+        let answer = Coupons.Validate.Answer(valid: false, reason: "expired", coupon: nil, eligibleProductIds: ["pro"])
+        let response = try Coupons.Validate.Response(answer)
+        let reply = ReplyEnvelope(v: 1, id: "r1", body: response, error: nil)
+        let wire = try JSONEncoder.wire().encode(answer)
+
+        let framed = try JSONEncoder.busFrames(reply)
+        #expect(framed.count == 2)
+        #expect(framed[1] == wire)
+        let back = try JSONDecoder.busFrames(ReplyEnvelope<Coupons.Validate.Response>.self, from: framed)
+        #expect(back.body?.reason == "expired")
+        #expect(back.body?.answer.bytes == wire)
+
+        // Inline: the fields of the answer itself, as an earlier gateway decodes them...
+        let inline = try JSONEncoder.bus.encode(reply)
+        let old = try #require(try JSONSerialization.jsonObject(with: inline) as? [String: Any])
+        let body = try #require(old["body"] as? [String: Any])
+        #expect(body["valid"] as? Bool == false)
+        #expect(body["reason"] as? String == "expired")
+        #expect(body["eligibleProductIds"] as? [String] == ["pro"])
+        #expect(body["answer"] == nil)
+        // ...and what an earlier coupons sends reads as the same answer.
+        let fromOld = try JSONDecoder.busFrames(ReplyEnvelope<Coupons.Validate.Response>.self, from: [inline])
+        #expect(fromOld.body?.reason == "expired")
+        #expect(fromOld.body?.answer.bytes == wire)
     }
 }

@@ -115,7 +115,7 @@ public final class BusClient: Sendable {
             metrics?.observe("redeem_bus_request_duration_seconds", help: "Bus request latency seen by the caller.",
                              labels: ["service": service, "type": R.type], (ContinuousClock.now - started).seconds)
         }
-        let envelope = Envelope(id: id, type: R.type, deadlineMs: deadlineMs, body: request)
+        let envelope = Envelope(id: id, type: R.type, deadlineMs: deadlineMs, frames: true, body: request)
         let payload: Data
         do { payload = try JSONEncoder.bus.encode(envelope) } catch { throw ServiceError.malformed("cannot encode \(R.type)") }
         let frames = try await withCheckedThrowingContinuation { cont in

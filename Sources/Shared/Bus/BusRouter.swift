@@ -52,13 +52,13 @@ public struct BusRouter: Sendable {
                 logger.error("bus handler failed", ["bus.type": header.type, "error": String(describing: error)])
                 reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .internal)
             }
-            return replying ? BusRouter.encode(reply, id: header.id) : []
+            return replying ? BusRouter.encode(reply, id: header.id, frames: header.frames == true) : []
         })
     }
 
     /// An envelope decoded in one pass: the header, then the body as its route's type, or why not.
     private struct Incoming: Decodable {
-        enum Keys: String, CodingKey { case v, id, type, requestId, deadlineMs, body }
+        enum Keys: String, CodingKey { case v, id, type, requestId, deadlineMs, frames, body }
         static let routesKey = CodingUserInfoKey(rawValue: "redeem.bus.routes")!
 
         let header: EnvelopeHeader
@@ -69,7 +69,8 @@ public struct BusRouter: Sendable {
             header = EnvelopeHeader(v: try c.decode(Int.self, forKey: .v), id: try c.decode(String.self, forKey: .id),
                                     type: try c.decode(String.self, forKey: .type),
                                     requestId: try c.decodeIfPresent(String.self, forKey: .requestId),
-                                    deadlineMs: try c.decodeIfPresent(Int64.self, forKey: .deadlineMs))
+                                    deadlineMs: try c.decodeIfPresent(Int64.self, forKey: .deadlineMs),
+                                    frames: try c.decodeIfPresent(Bool.self, forKey: .frames))
             guard header.v == Envelope<Empty>.currentVersion,
                   let route = (decoder.userInfo[Self.routesKey] as? [String: Route])?[header.type] else {
                 body = nil
@@ -116,8 +117,11 @@ public struct BusRouter: Sendable {
         }
     }
 
-    static func encode<B>(_ reply: ReplyEnvelope<B>, id: String) -> [Data] {
-        if let frames = try? JSONEncoder.busFrames(reply) { return frames }
+    /// The frames of a reply: `WireJSON` values in frames of their own when the caller reads
+    /// them (`frames`), else inline.
+    static func encode<B>(_ reply: ReplyEnvelope<B>, id: String, frames: Bool = false) -> [Data] {
+        if frames, let data = try? JSONEncoder.busFrames(reply) { return data }
+        if !frames, let data = try? JSONEncoder.bus.encode(reply) { return [data] }
         // Encoding our own types cannot fail in practice; answer something well-formed anyway.
         return [(try? JSONEncoder.bus.encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: .internal))) ?? Data()]
     }

@@ -252,12 +252,36 @@ public enum Coupons {
             }
         }
         /// The answer as the gateway sends it, and its reason (which the gateway's abuse limits read).
+        ///
+        /// On the bus: `{reason, answer: <frame>}` to a caller that reads frames; to any other
+        /// caller the answer's own fields, the shape earlier versions send and read (and are read
+        /// in).
         public struct Response: Codable, Sendable {
             public var reason: String?
             public var answer: WireJSON<Answer>
             public init(_ answer: Answer) throws {
                 self.reason = answer.reason
                 self.answer = try WireJSON(answer)
+            }
+
+            private enum Keys: String, CodingKey { case reason, answer }
+
+            public init(from decoder: any Decoder) throws {
+                let c = try decoder.container(keyedBy: Keys.self)
+                guard c.contains(.answer) else {
+                    let inline = try Answer(from: decoder)
+                    self = try Response(inline)
+                    return
+                }
+                reason = try c.decodeIfPresent(String.self, forKey: .reason)
+                answer = try c.decode(WireJSON<Answer>.self, forKey: .answer)
+            }
+
+            public func encode(to encoder: any Encoder) throws {
+                guard BusFrames.carried(by: encoder) else { return try answer.decoded().encode(to: encoder) }
+                var c = encoder.container(keyedBy: Keys.self)
+                try c.encodeIfPresent(reason, forKey: .reason)
+                try c.encode(answer, forKey: .answer)
             }
         }
         public var accountId: UUID

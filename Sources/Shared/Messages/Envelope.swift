@@ -6,7 +6,9 @@ import Foundation
 /// {"v":1,"id":"…","type":"coupons.redeem","requestId":"…","deadlineMs":1764483573123,"body":{…}}
 /// ```
 /// `id` correlates a reply with its request; `requestId` is the HTTP request id carried for logs;
-/// `deadlineMs` (Unix ms) lets a server skip work nobody waits for any more.
+/// `deadlineMs` (Unix ms) lets a server skip work nobody waits for any more; `frames` says the
+/// caller reads `WireJSON` values as frames after the reply's envelope (a caller without it, an
+/// earlier version, gets them inline).
 public struct Envelope<Body: Codable & Sendable>: Codable, Sendable {
     public static var currentVersion: Int { 1 }
 
@@ -15,14 +17,16 @@ public struct Envelope<Body: Codable & Sendable>: Codable, Sendable {
     public var type: String
     public var requestId: String?
     public var deadlineMs: Int64?
+    public var frames: Bool?
     public var body: Body
 
-    public init(id: String, type: String, requestId: String? = LogContext.requestId, deadlineMs: Int64? = nil, body: Body) {
+    public init(id: String, type: String, requestId: String? = LogContext.requestId, deadlineMs: Int64? = nil, frames: Bool? = nil, body: Body) {
         self.v = Self.currentVersion
         self.id = id
         self.type = type
         self.requestId = requestId
         self.deadlineMs = deadlineMs
+        self.frames = frames
         self.body = body
     }
 }
@@ -34,6 +38,7 @@ public struct EnvelopeHeader: Codable, Sendable {
     public var type: String
     public var requestId: String?
     public var deadlineMs: Int64?
+    public var frames: Bool?
 }
 
 /// A reply to a request: exactly one of `body` and `error`.

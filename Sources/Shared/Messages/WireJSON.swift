@@ -6,8 +6,9 @@ import Synchronization
 /// as its response, without decoding and encoding them again on the way.
 ///
 /// The bytes travel in a frame of their own after the envelope; the envelope's JSON holds only the
-/// frame's number (`"redemption": 0`). Outside a bus message, and from a peer that sends the value
-/// inline, it is the value itself.
+/// frame's number (`"redemption": 0`). A caller says it reads frames (`Envelope.frames`); to one
+/// that doesn't (an earlier version), and outside a bus message, the value travels inline, as
+/// itself, and it is read that way too.
 public struct WireJSON<Value: Codable & Sendable>: Codable, Sendable {
     /// The value as `JSONEncoder.wire()` writes it.
     public let bytes: Data
@@ -23,8 +24,7 @@ public struct WireJSON<Value: Codable & Sendable>: Codable, Sendable {
 
     public func encode(to encoder: any Encoder) throws {
         guard let frames = encoder.userInfo[BusFrames.key] as? BusFrames else {
-            try decoded().encode(to: encoder)
-            return
+            return try decoded().encode(to: encoder)
         }
         var c = encoder.singleValueContainer()
         try c.encode(frames.append(bytes))
@@ -51,6 +51,9 @@ final class BusFrames: Sendable {
     private let frames: Mutex<[Data]>
 
     init(_ frames: [Data] = []) { self.frames = Mutex(frames) }
+
+    /// Whether `encoder` writes a message whose caller reads frames.
+    static func carried(by encoder: any Encoder) -> Bool { encoder.userInfo[key] is BusFrames }
 
     /// Adds a frame and answers its number.
     func append(_ frame: Data) -> Int {
