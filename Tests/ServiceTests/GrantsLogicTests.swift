@@ -59,4 +59,28 @@ import Testing
         #expect(Webhooks.eventId(type: "coupon.redeemed", redemption: r) == Webhooks.eventId(type: "coupon.redeemed", redemption: r))
         #expect(Webhooks.eventId(type: "coupon.redeemed", redemption: r) != Webhooks.eventId(type: "redemption.failed", redemption: r))
     }
+
+    /// SPEC §4.3 and §4.7: a redemption always has `productId` and `pricePaid` (null for a free
+    /// period), its optional fields only once set; webhook data is that plus who and the coupon.
+    @Test func redemptionsAndWebhookDataHaveTheShapeOfTheSpec() throws {
+        let view = RedemptionView(redemptionId: UUID(), code: "SPRING-25", status: "granting", platform: "web", productId: nil, pricePaid: nil,
+                                  sandbox: false, reservedAt: Date(timeIntervalSince1970: 1_764_483_573.125), completedAt: nil,
+                                  failureReason: nil, entitlement: nil, accountId: UUID(), appUserId: "app-1")
+        let object = try #require(try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(view)) as? [String: Any])
+        #expect(object["productId"] is NSNull)
+        #expect(object["pricePaid"] is NSNull)
+        #expect(object["completedAt"] == nil && object["failureReason"] == nil && object["entitlement"] == nil)
+        #expect(object["reservedAt"] as? String == "2025-11-30T06:19:33.125Z")
+        #expect(Set(object.keys) == ["redemptionId", "code", "status", "platform", "productId", "pricePaid", "sandbox", "reservedAt",
+                                     "accountId", "appUserId"])
+        // The bus reads it back as it was.
+        #expect(try JSONDecoder.bus.decode(RedemptionView.self, from: JSONEncoder.bus.encode(view)) == view)
+
+        let coupon = PublicCoupon(code: "SPRING-25", kind: "freePeriod", percentOff: nil, amountOff: nil,
+                                  duration: CouponDuration(unit: "month", count: 1), periodCount: nil, entitlementId: "all")
+        let data = try #require(try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(WebhookData(view, coupon: coupon))) as? [String: Any])
+        #expect(Set(data.keys) == Set(object.keys).union(["coupon"]))
+        #expect((data["coupon"] as? [String: Any])?["code"] as? String == "SPRING-25")
+        #expect(data["appUserId"] as? String == "app-1")
+    }
 }

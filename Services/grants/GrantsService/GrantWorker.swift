@@ -242,45 +242,32 @@ extension Grant {
     }
 }
 
-/// Webhook `data`: the redemption (SPEC §4.3) plus who made it and the public coupon.
+/// Webhook `data`: the redemption (SPEC §4.3, with who made it) plus the public coupon.
 struct WebhookData: Encodable {
-    var redemptionId: UUID
-    var code: String
-    var status: String
-    var platform: String
-    var productId: String?
-    var pricePaid: Money?
-    var sandbox: Bool
-    var reservedAt: Date
-    var completedAt: Date?
-    var failureReason: String?
-    var entitlement: RedemptionView.Entitlement?
-    var accountId: UUID
-    var appUserId: String
+    var redemption: RedemptionView
     var coupon: PublicCoupon
 
     init(_ g: Grant, status: String, reason: String?) {
         let c = g.command
-        redemptionId = c.redemptionId
-        code = c.coupon.code
-        self.status = status
-        platform = c.platform
-        productId = c.productId
-        pricePaid = nil
-        sandbox = c.sandbox
-        reservedAt = c.reservedAt
-        completedAt = status == "completed" ? Date() : nil
-        failureReason = reason
-        entitlement = status == "completed" ? .init(entitlementId: g.entitlementId, expiresAt: g.endTime) : nil
-        accountId = c.accountId
-        appUserId = c.appUserId
+        redemption = RedemptionView(
+            redemptionId: c.redemptionId, code: c.coupon.code, status: status, platform: c.platform, productId: c.productId,
+            pricePaid: nil, sandbox: c.sandbox, reservedAt: c.reservedAt, completedAt: status == "completed" ? Date() : nil,
+            failureReason: reason, entitlement: status == "completed" ? .init(entitlementId: g.entitlementId, expiresAt: g.endTime) : nil,
+            accountId: c.accountId, appUserId: c.appUserId)
         coupon = c.coupon
     }
 
     init(_ r: RedemptionView, coupon: PublicCoupon) {
-        redemptionId = r.redemptionId; code = r.code; status = r.status; platform = r.platform; productId = r.productId
-        pricePaid = r.pricePaid; sandbox = r.sandbox; reservedAt = r.reservedAt; completedAt = r.completedAt
-        failureReason = r.failureReason; entitlement = r.entitlement; accountId = r.accountId; appUserId = r.appUserId
+        redemption = r
         self.coupon = coupon
+    }
+
+    private enum Keys: String, CodingKey { case coupon }
+
+    /// The redemption's own fields, and `coupon` beside them in the same object.
+    func encode(to encoder: any Encoder) throws {
+        try redemption.encode(to: encoder)
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(coupon, forKey: .coupon)
     }
 }

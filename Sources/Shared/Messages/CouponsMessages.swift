@@ -169,6 +169,30 @@ public struct RedemptionView: Codable, Sendable, Equatable {
         self.completedAt = completedAt; self.failureReason = failureReason; self.entitlement = entitlement
         self.accountId = accountId; self.appUserId = appUserId
     }
+
+    private enum CodingKeys: String, CodingKey {
+        case redemptionId, code, status, platform, productId, pricePaid, sandbox, reservedAt, completedAt, failureReason, entitlement
+        case accountId, appUserId
+    }
+
+    /// The shape of SPEC §4.3: `productId` and `pricePaid` are always there (null when there is
+    /// none, as for a free period); `completedAt`, `failureReason` and `entitlement` only once set.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(redemptionId, forKey: .redemptionId)
+        try c.encode(code, forKey: .code)
+        try c.encode(status, forKey: .status)
+        try c.encode(platform, forKey: .platform)
+        try c.encode(productId, forKey: .productId)
+        try c.encode(pricePaid, forKey: .pricePaid)
+        try c.encode(sandbox, forKey: .sandbox)
+        try c.encode(reservedAt, forKey: .reservedAt)
+        try c.encodeIfPresent(completedAt, forKey: .completedAt)
+        try c.encodeIfPresent(failureReason, forKey: .failureReason)
+        try c.encodeIfPresent(entitlement, forKey: .entitlement)
+        try c.encode(accountId, forKey: .accountId)
+        try c.encode(appUserId, forKey: .appUserId)
+    }
 }
 
 public enum Coupons {
