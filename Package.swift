@@ -5,7 +5,7 @@ import PackageDescription
 
 /// Release builds let a module inline and specialise the code of the modules it imports (the
 /// services call `Shared`'s generic bus, database and coalescing code on every request): 5–10 %
-/// less CPU per request in the gateway and coupons (bench/README.md, session 4).
+/// less CPU per request in the gateway and coupons (bench/HISTORY.md, session 4).
 let optimized: [SwiftSetting] = [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
 
 /// A service is a library target with its logic (testable without sockets) and a small executable.
