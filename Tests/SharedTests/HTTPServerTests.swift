@@ -46,6 +46,12 @@ import TestSupport
         #expect(line.contains(#""http.route":"/x/{id}""#))
         #expect(line.contains(#""request.id":"abc-123""#))
         #expect(!line.contains("secret-value"))
+        let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(o["http.method"] as? String == "GET")
+        #expect(o["http.path"] as? String == "/x/1")
+        #expect(o["http.status"] as? Int == 200)
+        #expect(o["http.duration_ms"] is Double || o["http.duration_ms"] is Int)
+        #expect(o["level"] as? String == "info" && o["service"] as? String != nil)
     }
 
     @Test func bodiesOverTheLimitAre413() async throws {

@@ -64,4 +64,32 @@ import Testing
         #expect(Timestamp.iso8601(tricky).hasSuffix(".293Z"))
         #expect(Timestamp.milliseconds(tricky) == 1_798_614_830_293)
     }
+
+    @Test func aTypedLineReadsLikeTheSameFieldsGivenAsADictionary() throws {
+        struct Fields: Encodable {
+            let route: String, status: Int, ms: Double
+            enum CodingKeys: String, CodingKey { case route = "http.route", status = "http.status", ms = "http.duration_ms" }
+        }
+        let sink = LogSink(capturing: ())
+        let logger = Logger(service: "gateway", sink: sink)
+        LogContext.$requestId.withValue("req-7") {
+            logger.log(.info, "http request", typed: Fields(route: "/v1/x/{id}", status: 201, ms: 1.25))
+            logger.info("http request", ["http.route": "/v1/x/{id}", "http.status": 201, "http.duration_ms": 1.25])
+        }
+        #expect(sink.lines.count == 2)
+        func withoutTime(_ line: String) throws -> NSDictionary {
+            let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            #expect(Timestamp.parse(o["time"] as? String ?? "") != nil)
+            return o.filter { $0.key != "time" } as NSDictionary
+        }
+        #expect(try withoutTime(sink.lines[0]) == withoutTime(sink.lines[1]))
+        #expect(sink.lines[0].hasPrefix(#"{"http.duration_ms":1.25,"#), "keys sorted across both parts")
+        #expect(sink.lines[0].contains(#""request.id":"req-7""#))
+
+        final class Counter: @unchecked Sendable { var n = 0 }
+        let built = Counter()
+        func fields() -> Fields { built.n += 1; return Fields(route: "/", status: 200, ms: 0) }
+        Logger(service: "s", minimum: .warning, sink: sink).log(.info, "below the minimum", typed: fields())
+        #expect(built.n == 0)
+    }
 }

@@ -203,11 +203,19 @@ extension HTTPServer {
         if accessLog {
             // The raw path is logged without its query string: queries may carry codes or tokens.
             LogContext.$requestId.withValue(request?.requestId) {
-                logger.info("http request", ["http.method": method, "http.route": route, "http.path": request?.path ?? "",
-                                             "http.status": response.status, "http.duration_ms": (elapsed * 1000 * 100).rounded() / 100])
+                logger.log(.info, "http request", typed: AccessFields(method: method, route: route, path: request?.path ?? "",
+                                                                      status: response.status, durationMs: (elapsed * 1000 * 100).rounded() / 100))
             }
         }
         return response
+    }
+}
+
+/// The fields of an access-log line.
+private struct AccessFields: Encodable {
+    let method: String, route: String, path: String, status: Int, durationMs: Double
+    enum CodingKeys: String, CodingKey {
+        case method = "http.method", route = "http.route", path = "http.path", status = "http.status", durationMs = "http.duration_ms"
     }
 }
 

@@ -52,6 +52,36 @@ public struct Logger: Sendable {
         sink.write(data)
     }
 
+    /// A line whose fields are a type of their own rather than a dictionary (the access log, once
+    /// per request): about half the encoding time, and no casting of each value.
+    public func log<Fields: Encodable>(_ level: Level, _ msg: String, typed fields: @autoclosure () -> Fields) {
+        guard level >= minimum else { return }
+        let line = TypedLine(time: Timestamp.iso8601(Date()), level: level.name, service: service, msg: msg,
+                             requestId: LogContext.requestId, fields: fields())
+        guard var data = try? Logger.encoder.encode(line) else { return }
+        data.append(0x0A)
+        sink.write(data)
+    }
+
+    /// The common keys of a line, with the fields' own keys in the same object.
+    private struct TypedLine<Fields: Encodable>: Encodable {
+        let time: String, level: String, service: String, msg: String
+        let requestId: String?
+        let fields: Fields
+
+        enum CodingKeys: String, CodingKey { case time, level, service, msg, requestId = "request.id" }
+
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(time, forKey: .time)
+            try c.encode(level, forKey: .level)
+            try c.encode(service, forKey: .service)
+            try c.encode(msg, forKey: .msg)
+            try c.encodeIfPresent(requestId, forKey: .requestId)
+            try fields.encode(to: encoder)
+        }
+    }
+
     /// Codable, not `JSONSerialization`: a line cost about 100 µs that way, as much CPU as the
     /// request it logged.
     private static let encoder: JSONEncoder = {
