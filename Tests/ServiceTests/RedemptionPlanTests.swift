@@ -9,7 +9,7 @@ import TestSupport
 /// has looked at it. (Written as `account_id = ANY($1)`, they read the whole table every batch.)
 @Suite struct RedemptionPlanTests {
     @Test func batchLookupsByAccountNeverReadTheWholeTable() async throws {
-        let url = try TestPostgres.shared().freshDatabase()
+        let url = try await TestPostgres.shared().freshDatabase()
         let pool = PGPool(url: url, maxConnections: 1)
         defer { pool.close() }
         _ = try await CouponsService.migrator.apply(on: pool)

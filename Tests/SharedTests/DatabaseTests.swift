@@ -3,15 +3,12 @@ import Testing
 import TestSupport
 @testable import Shared
 
-/// Against a real PostgreSQL cluster started for this test process. Serialized: one test stops
-/// and restarts the server.
+/// Against a real PostgreSQL cluster started for this test process.
 @Suite(.serialized) struct DatabaseTests {
-    let pg: TestPostgres
     let url: String
 
-    init() throws {
-        pg = try TestPostgres.shared()
-        url = try pg.freshDatabase()
+    init() async throws {
+        url = try await TestPostgres.shared().freshDatabase()
     }
 
     @Test func parametersAreSentSeparatelyAndDecodedByType() async throws {
@@ -111,14 +108,18 @@ import TestSupport
         try await pools[0].query("INSERT INTO demo.things (id, name) VALUES (1, 'a')")
     }
 
+    /// On a cluster of its own: stopping the shared one would fail whatever other suite is using it.
     @Test func poolRecoversAfterTheServerRestarts() async throws {
-        let pool = PGPool(url: url, maxConnections: 2)
+        let own = try await TestPostgres.ownCluster()
+        let pool = PGPool(url: own.url, maxConnections: 2)
         defer { pool.close() }
         #expect(try await pool.query("SELECT 1 AS one").first!.decode("one", as: Int.self) == 1)
-        pg.stop()
+        await own.stop()
         await #expect(throws: PGError.self) { try await pool.query("SELECT 1") }
-        try pg.start()
+        try await own.start()
         // The idle connection died with the old server; the pool replaces it by itself.
         #expect(try await pool.query("SELECT 2 AS two").first!.decode("two", as: Int.self) == 2)
+        pool.close()
+        await own.remove()
     }
 }

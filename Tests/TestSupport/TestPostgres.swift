@@ -3,24 +3,37 @@ import Shared
 import Synchronization
 
 /// A private PostgreSQL cluster for one test process, started on first use (with the project's
-/// own `deploy/postgres`) and stopped when the process exits.
+/// own `deploy/postgres`) and stopped when the process exits. Every call that waits for a child
+/// process is async and waits off the cooperative pool (`offThePool`).
 public final class TestPostgres: Sendable {
     public let url: String
     public let dataDirectory: URL
 
     private static let instance = Mutex<TestPostgres?>(nil)
+    private static let script = Project.root.appendingPathComponent("deploy/postgres").path
 
-    /// The process-wide cluster.
-    public static func shared() throws -> TestPostgres {
-        try instance.withLock { current in
-            if let current { return current }
-            let dir = try Project.temporaryDirectory("pg")
-            let url = try Project.run(Project.root.appendingPathComponent("deploy/postgres").path, ["start", dir.path])
-            let pg = TestPostgres(url: url, dataDirectory: dir)
-            current = pg
-            atexit { TestPostgres.stopShared() }
-            return pg
+    /// The process-wide cluster, shared by every test that doesn't stop it.
+    public static func shared() async throws -> TestPostgres {
+        try await offThePool {
+            try instance.withLock { current in
+                if let current { return current }
+                let pg = try TestPostgres.startNew()
+                current = pg
+                atexit { TestPostgres.stopShared() }
+                return pg
+            }
         }
+    }
+
+    /// A cluster of its own, for a test that stops and restarts the server while other tests use
+    /// the shared one. The caller ends it with `remove()`.
+    public static func ownCluster() async throws -> TestPostgres {
+        try await offThePool { try startNew() }
+    }
+
+    private static func startNew() throws -> TestPostgres {
+        let dir = try Project.temporaryDirectory("pg")
+        return TestPostgres(url: try Project.run(script, ["start", dir.path]), dataDirectory: dir)
     }
 
     private init(url: String, dataDirectory: URL) {
@@ -30,25 +43,36 @@ public final class TestPostgres: Sendable {
 
     private static func stopShared() {
         guard let pg = instance.withLock({ $0 }) else { return }
-        pg.stop()
+        pg.stopNow()
         try? FileManager.default.removeItem(at: pg.dataDirectory)
     }
 
-    public func stop() {
-        _ = try? Project.run(Project.root.appendingPathComponent("deploy/postgres").path, ["stop", dataDirectory.path])
+    private func stopNow() {
+        _ = try? Project.run(Self.script, ["stop", dataDirectory.path])
+    }
+
+    /// A fast shutdown.
+    public func stop() async {
+        _ = try? await offThePool { self.stopNow() }
     }
 
     /// Starts the cluster again on the same port (after `stop`).
-    public func start() throws {
-        let port = URL(string: url)!.port!
-        try Project.run(Project.root.appendingPathComponent("deploy/postgres").path, ["start", dataDirectory.path, String(port)])
+    public func start() async throws {
+        let port = String(URL(string: url)!.port!)
+        _ = try await offThePool { try Project.run(Self.script, ["start", self.dataDirectory.path, port]) }
+    }
+
+    /// Stops the cluster and deletes its files.
+    public func remove() async {
+        await stop()
+        try? FileManager.default.removeItem(at: dataDirectory)
     }
 
     /// A database of its own for one test, so tests don't see each other's schemas.
-    public func freshDatabase() throws -> String {
+    public func freshDatabase() async throws -> String {
         let name = "t_\(UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: ""))"
-        let admin = try PGConnection(url: url)
-        try admin.execute("CREATE DATABASE \(name)")
+        let url = self.url
+        try await offThePool { try PGConnection(url: url).execute("CREATE DATABASE \(name)") }
         return url.replacingOccurrences(of: "/redeem", with: "/\(name)")
     }
 }
