@@ -11,34 +11,21 @@ enum RedemptionStore {
         (extract(epoch FROM r.reserved_at) * 1000000)::bigint AS reserved_us
         """
 
-    /// Lookups for a batch of accounts (`$1` or `$2`, a `uuid[]`). Each account is joined to its
-    /// redemptions laterally (`OFFSET 0` or `LIMIT 1` keeps the join a loop): one index probe per
-    /// account, whatever the statistics say. Written as `account_id = ANY($1)`, PostgreSQL read the
-    /// whole table for every batch until autovacuum first analyzed it (its default estimates made
-    /// a sequential scan look cheaper up to at least 8,000 rows): 28 % of its CPU in a flash sale.
-    /// `RedemptionPlanTests` checks the plans on such a table.
+    /// Lookups for a batch of accounts (a `uuid[]`), through the functions of migration 7: each
+    /// account is joined to its redemptions laterally, one index probe per account, with plans
+    /// that each connection keeps. Written as `account_id = ANY($1)`, PostgreSQL read the whole
+    /// table for every batch until autovacuum first analyzed it: 28 % of its CPU in a flash sale.
+    /// `RedemptionPlanTests` checks that no lookup reads the table sequentially once it has grown.
     enum BatchSQL {
         /// The redemptions that hold a use, of every account in `$1` (the caller matches the coupon).
-        static let heldByAccount = """
-            SELECT \(columns), r.coupon_id FROM unnest($1::uuid[]) AS a(account)
-            CROSS JOIN LATERAL (SELECT * FROM coupons.redemptions WHERE account_id = a.account AND holds_use OFFSET 0) r
-            """
+        static let heldByAccount = "SELECT \(columns), r.coupon_id FROM coupons.held_by_account($1) r"
         /// The accounts of `$1` with a completed live redemption (no longer new customers).
-        static let veteransByAccount = """
-            SELECT a.account AS account_id FROM unnest($1::uuid[]) AS a(account)
-            CROSS JOIN LATERAL (SELECT 1 FROM coupons.redemptions r WHERE r.account_id = a.account AND r.holds_use
-                                AND r.status = 'completed' AND NOT r.sandbox LIMIT 1) done
-            """
+        static let veteransByAccount = "SELECT v AS account_id FROM coupons.veterans_by_account($1) v"
         /// The coupon of code `$1` and, per account of `$2`, whether it holds a live redemption of
         /// it and whether it is no longer a new customer (asked only of new-customer coupons).
         static let validate = """
-            SELECT \(CouponStore.definitionColumns), a.account, held.one IS NOT NULL AS already, done.one IS NOT NULL AS not_new
-            FROM coupons.coupons c CROSS JOIN unnest($2::uuid[]) AS a(account)
-            LEFT JOIN LATERAL (SELECT 1 AS one FROM coupons.redemptions r WHERE r.account_id = a.account AND r.coupon_id = c.id
-                               AND NOT r.sandbox AND r.holds_use LIMIT 1) held ON true
-            LEFT JOIN LATERAL (SELECT 1 AS one FROM coupons.redemptions r WHERE c.new_customers_only AND r.account_id = a.account
-                               AND r.holds_use AND r.status = 'completed' AND NOT r.sandbox LIMIT 1) done ON true
-            WHERE c.code = $1
+            SELECT \(CouponStore.definitionColumns), v.account, v.already, v.not_new
+            FROM coupons.validate_standing($1, $2) v CROSS JOIN LATERAL (SELECT (v.coupon).*) c
             """
     }
 
@@ -86,12 +73,12 @@ enum RedemptionStore {
 
     /// A new customer has no completed live redemption (so never held an entitlement through Redeem).
     static func isNewCustomer(_ c: PGConnection, account: UUID) throws -> Bool {
-        try c.prepared("is_new_customer", "SELECT 1 FROM coupons.redemptions WHERE account_id = $1 AND holds_use AND status = 'completed' AND NOT sandbox LIMIT 1",
-                       [account]).first == nil
+        try c.query("SELECT 1 FROM coupons.redemptions WHERE account_id = $1 AND holds_use AND status = 'completed' AND NOT sandbox LIMIT 1",
+                    [account]).first == nil
     }
 
     static func active(_ c: PGConnection, coupon: UUID, account: UUID, sandbox: Bool) throws -> PGRow? {
-        try c.prepared("active_redemption", """
+        try c.query("""
             SELECT \(columns) FROM coupons.redemptions r
             WHERE r.coupon_id = $1 AND r.account_id = $2 AND r.sandbox = $3 AND r.holds_use
             """, [coupon, account, sandbox]).first
@@ -103,7 +90,7 @@ enum RedemptionStore {
     /// that started after its request arrived.
     static func validateBatch(_ c: PGConnection, _ reqs: [Coupons.Validate], now: Date) throws -> [Coupons.Validate.Response] {
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
-        let rows = try c.query(BatchSQL.validate, [CouponRules.normalizeCode(reqs[0].code), accounts]).rows
+        let rows = try c.prepared("validate_standing", BatchSQL.validate, [CouponRules.normalizeCode(reqs[0].code), accounts]).rows
         guard let coupon = rows.first else {
             let notFound = try Coupons.Validate.Response(.init(valid: false, reason: "notFound", coupon: nil, eligibleProductIds: []))
             return reqs.map { _ in notFound }
@@ -337,13 +324,13 @@ extension RedemptionStore {
         // By account alone, with the coupon matched here: given `coupon_id = $1` too, the planner
         // may scan every redemption of the coupon (statistics lag behind a flash sale's inserts,
         // so a hot coupon looks like it has a handful), once per batch. An account has few.
-        for row in try tx.query(BatchSQL.heldByAccount, [accounts]).rows where try row.decode("coupon_id", as: UUID.self) == couponId {
+        for row in try tx.prepared("held_by_account", BatchSQL.heldByAccount, [accounts]).rows where try row.decode("coupon_id", as: UUID.self) == couponId {
             let v = try view(row)
             existing[Key(account: v.accountId, sandbox: v.sandbox)] = v
         }
         var notNew = Set<UUID>()
         if d.newCustomersOnly {
-            for row in try tx.query(BatchSQL.veteransByAccount, [accounts]).rows {
+            for row in try tx.prepared("veterans_by_account", BatchSQL.veteransByAccount, [accounts]).rows {
                 notNew.insert(try row.decode("account_id"))
             }
         }

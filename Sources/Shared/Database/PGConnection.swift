@@ -40,10 +40,11 @@ public final class PGConnection {
     }
 
     /// Runs a statement prepared once per connection under `name`. PostgreSQL soon settles on one
-    /// generic plan for it, chosen with the statistics of that moment: fine for lookups by a key,
-    /// wrong for statements over arrays of keys (`= ANY($1)`, joins with `unnest`), whose generic
-    /// plan made on a small table scans every row once the table has grown. Those use `query`,
-    /// which is planned with its actual values each time.
+    /// generic plan for it, chosen with the statistics of that moment and kept until the table is
+    /// analyzed again. A plan made while a table was small reads it sequentially, even by key, for
+    /// as long as the statistics lag behind its growth: fine for tables that grow slowly, wrong
+    /// for lookups into one a flash sale fills. Those use `query`, planned with its actual values
+    /// each time, or a function planned with sequential scans off (coupons' batch lookups).
     @discardableResult
     public func prepared(_ name: String, _ sql: String, _ params: [any PGBindable]) throws -> PGResult {
         statementCount += 1
