@@ -72,7 +72,16 @@ public final class TestPostgres: Sendable {
     public func freshDatabase() async throws -> String {
         let name = "t_\(UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: ""))"
         let url = self.url
-        try await offThePool { try PGConnection(url: url).execute("CREATE DATABASE \(name)") }
+        _ = try await offThePool { try PGConnection(url: url).execute("CREATE DATABASE \(name)") }
         return url.replacingOccurrences(of: "/redeem", with: "/\(name)")
+    }
+}
+
+extension PGConnection {
+    /// How many times `table` has been read sequentially so far, this connection's reads
+    /// included (they reach the statistics when the flushing statement ends).
+    public func sequentialScans(of table: String) throws -> Int {
+        try query("SELECT pg_stat_force_next_flush()")
+        return try query("SELECT seq_scan FROM pg_stat_user_tables WHERE relid = $1::regclass", [table]).first!.decode("seq_scan")
     }
 }

@@ -159,5 +159,27 @@ enum CouponsMigrations {
                 WHERE c.code = wanted_code;
             END $$;
             """),
+        // The same for the statements of each completion batch, by redemption id: its outbox
+        // message leaves, and its redemption completes.
+        Migration(8, "completion statements keep their plans", """
+            CREATE FUNCTION ack_outbox(ids uuid[], message_type text) RETURNS void
+            LANGUAGE plpgsql SET enable_seqscan = off AS $$
+            BEGIN
+                DELETE FROM coupons.outbox o WHERE o.redemption_id = ANY(ids) AND o.type = message_type;
+            END $$;
+            CREATE FUNCTION complete_many(ids uuid[], entitlements text[], expiries timestamptz[]) RETURNS void
+            LANGUAGE plpgsql SET enable_seqscan = off AS $$
+            BEGIN
+                UPDATE coupons.redemptions r SET
+                    status = CASE WHEN r.status IN ('reserved', 'granting') THEN 'completed' ELSE r.status END,
+                    completed_at = CASE WHEN r.status IN ('reserved', 'granting') THEN now() ELSE r.completed_at END,
+                    entitlement_id = CASE WHEN r.status IN ('reserved', 'granting')
+                        THEN entitlements[array_position(ids, r.id)] ELSE r.entitlement_id END,
+                    entitlement_expires_at = CASE WHEN r.status IN ('reserved', 'granting')
+                        THEN expiries[array_position(ids, r.id)] ELSE r.entitlement_expires_at END,
+                    reservation_expires_at = CASE WHEN r.status IN ('reserved', 'granting') THEN NULL ELSE r.reservation_expires_at END
+                WHERE r.id = ANY(ids);
+            END $$;
+            """),
     ]
 }

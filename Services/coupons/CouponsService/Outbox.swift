@@ -28,8 +28,7 @@ enum Outbox {
     /// pruning later cost two, and kept every unacknowledged-row scan wading through them).
     static func ack(_ c: PGConnection, redemptions: [UUID], type: String) throws {
         guard !redemptions.isEmpty else { return }
-        try c.query("DELETE FROM coupons.outbox WHERE redemption_id = ANY($1::uuid[]) AND type = $2",
-                    [PGArray(redemptions.map { $0.lowercasedString }), type])
+        try c.prepared("ack_outbox", "SELECT coupons.ack_outbox($1, $2)", [PGArray(redemptions.map { $0.lowercasedString }), type])
     }
 
     static func depth(_ c: PGConnection) throws -> Int {

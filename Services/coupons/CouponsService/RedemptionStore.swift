@@ -241,23 +241,16 @@ enum RedemptionStore {
             """).affectedRows
     }
 
-    /// Completes granted redemptions (a repeat changes nothing). The rows are found by primary
-    /// key alone: a status condition would let the planner read the whole one-use index instead,
-    /// which statistics lagging behind a burst of inserts make look tiny. No indexed column
-    /// changes, so each row is updated in place on its page (coupons migration 6).
+    /// Completes granted redemptions (a repeat changes nothing), through `complete_many`
+    /// (migration 8). The rows are found by primary key alone: a status condition would let the
+    /// planner read the whole one-use index instead, which statistics lagging behind a burst of
+    /// inserts make look tiny. No indexed column changes, so each row is updated in place on its
+    /// page (migration 6).
     static func completeMany(_ c: PGConnection, _ items: [Coupons.CompleteMany.Item]) throws {
         guard !items.isEmpty else { return }
-        try c.query("""
-            UPDATE coupons.redemptions r SET
-                status = CASE WHEN r.status IN ('reserved', 'granting') THEN 'completed' ELSE r.status END,
-                completed_at = CASE WHEN r.status IN ('reserved', 'granting') THEN now() ELSE r.completed_at END,
-                entitlement_id = CASE WHEN r.status IN ('reserved', 'granting') THEN ($2::text[])[array_position($1::uuid[], r.id)] ELSE r.entitlement_id END,
-                entitlement_expires_at = CASE WHEN r.status IN ('reserved', 'granting')
-                    THEN ($3::timestamptz[])[array_position($1::uuid[], r.id)] ELSE r.entitlement_expires_at END,
-                reservation_expires_at = CASE WHEN r.status IN ('reserved', 'granting') THEN NULL ELSE r.reservation_expires_at END
-            WHERE r.id = ANY($1::uuid[])
-            """, [PGArray(items.map { $0.redemptionId.lowercasedString }), PGArray(items.map { $0.entitlement.entitlementId }),
-                  PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })])
+        try c.prepared("complete_many", "SELECT coupons.complete_many($1, $2, $3)",
+                       [PGArray(items.map { $0.redemptionId.lowercasedString }), PGArray(items.map { $0.entitlement.entitlementId }),
+                        PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })])
     }
 
     /// Confirms the store purchase of a discount redemption: idempotent per `storeTransactionId`.

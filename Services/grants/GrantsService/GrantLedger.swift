@@ -32,7 +32,7 @@ enum GrantLedger {
                       lease: (String) -> TimeInterval?) throws -> [Grant] {
         guard !commands.isEmpty else { return [] }
         let holder = { (c: GrantCommand) in "grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)" }
-        try tx.query("""
+        try tx.prepared("lock_holders", """
             SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY h) locks
             """, [PGArray(commands.map(holder))])
         var rounds: [[GrantCommand]] = []
@@ -47,21 +47,8 @@ enum GrantLedger {
         for round in rounds {
             let periods = round.map { components($0.duration) }
             let providers = round.map(provider)
-            let rows = try tx.query("""
-                INSERT INTO grants.grants (redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, start_time, end_time, command,
-                                           attempts, next_attempt_at)
-                SELECT u.id, u.account, u.app, u.ent, u.sandbox, u.provider, s.start,
-                       s.start + make_interval(years => u.y, months => u.m, weeks => u.w, days => u.d), u.command,
-                       CASE WHEN u.lease IS NULL THEN 0 ELSE 1 END, now() + make_interval(secs => coalesce(u.lease, 0))
-                FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::boolean[], $6::text[], $7::int[], $8::int[], $9::int[], $10::int[],
-                            $11::text[], $12::float8[])
-                    AS u(id, account, app, ent, sandbox, provider, y, m, w, d, command, lease)
-                CROSS JOIN LATERAL (
-                    SELECT date_trunc('milliseconds', greatest(now(), coalesce(max(g.end_time), now()))) AS start
-                    FROM grants.grants g WHERE g.app_user_id = u.app AND g.entitlement_id = u.ent AND g.sandbox = u.sandbox AND g.status <> 'failed'
-                ) s
-                ON CONFLICT (redemption_id) DO NOTHING
-                RETURNING redemption_id, end_time, attempts
+            let rows = try tx.prepared("store_round", """
+                SELECT redemption_id, end_time, attempts FROM grants.store_round($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
                 """, [PGArray(round.map { $0.redemptionId.lowercasedString }), PGArray(round.map { $0.accountId.lowercasedString }),
                       PGArray(round.map(\.appUserId)), PGArray(round.map(\.entitlementId)), PGArray(round.map { $0.sandbox ? "t" : "f" }),
                       PGArray(providers), PGArray(periods.map { String($0.0) }), PGArray(periods.map { String($0.1) }),
@@ -133,11 +120,9 @@ enum GrantLedger {
     /// the ids this call settled.
     static func settleSucceeded(_ tx: PGConnection, _ ids: [UUID], told: Set<UUID>) throws -> Set<UUID> {
         guard !ids.isEmpty else { return [] }
-        return Set(try tx.query("""
-            UPDATE grants.grants SET status = 'succeeded', settled_at = now(), next_attempt_at = now() + interval '5 seconds',
-                coupons_notified = redemption_id = ANY($2::uuid[])
-            WHERE redemption_id = ANY($1::uuid[]) AND status = 'pending' RETURNING redemption_id
-            """, [PGArray(ids.map { $0.lowercasedString }), PGArray(told.map { $0.lowercasedString })]).rows.map { try $0.decode("redemption_id", as: UUID.self) })
+        let rows = try tx.prepared("settle_succeeded", "SELECT s AS redemption_id FROM grants.settle_succeeded($1, $2) s",
+                                   [PGArray(ids.map { $0.lowercasedString }), PGArray(told.map { $0.lowercasedString })]).rows
+        return Set(try rows.map { try $0.decode("redemption_id", as: UUID.self) })
     }
 
     static func markNotified(_ c: PGConnection, _ ids: [UUID]) throws {
