@@ -471,6 +471,28 @@ final class CouponsTests: XCTestCase {
         XCTAssertLessThan(batchesAfter - batchesBefore, after - before, "\(after - before) validations in \(batchesAfter - batchesBefore) queries")
     }
 
+    /// The gateway sends one code's validations together; any caller may mix codes in one
+    /// message, and each answer comes back in its item's place.
+    func testValidationsOfSeveralCodesInOneMessageAnswerInOrder() async throws {
+        let open = try await freePeriod(), newOnly = try await freePeriod(["newCustomersOnly": true])
+        let holder = try user(), other = try user()
+        let r = try await redeem(open, holder)
+        XCTAssertEqual(r.status, 201, r.text)
+        let id = try XCTUnwrap(UUID(uuidString: try XCTUnwrap(try r.json()["redemptionId"] as? String)))
+        try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!).query("UPDATE coupons.redemptions SET status = 'completed' WHERE id = $1", [id])
+        let context = ZMQContext()
+        let coupons = try BusClient(context: context, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
+        defer { coupons.stop() }
+        let asked: [(TokenMinter.User, String, String?)] = [
+            (holder, open, "alreadyRedeemed"), (other, open, nil), (holder, newOnly, "notEligible"),
+            (other, "NO-SUCH-CODE", "notFound"), (other, newOnly.lowercased(), nil), (holder, open, "alreadyRedeemed"),
+        ]
+        let results = await coupons.requestBatch(asked.map { Coupons.Validate(accountId: $0.0.accountId, code: $0.1, platform: "web") },
+                                                 as: Coupons.ValidateMany.self)
+        XCTAssertEqual(try results.map { try $0.get().reason }, asked.map(\.2))
+        XCTAssertEqual(try results.map { try $0.get().answer.decoded().valid }, asked.map { $0.2 == nil })
+    }
+
     func testOneAccountFiringFiftyRedeemsGetsOneRedemption() async throws {
         let code = try await freePeriod(["maxRedemptions": 10])
         let u = try user()

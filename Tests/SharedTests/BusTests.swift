@@ -11,6 +11,13 @@ struct Echo: BusRequest {
     struct Response: Codable, Sendable { var text: String }
 }
 
+struct EchoMany: BusBatch {
+    static let type = "test.echoMany"
+    struct Response: Codable, Sendable { var answers: [Echo.Response] }
+    var items: [Echo]
+    static func answers(in response: Response) -> [Echo.Response] { response.answers }
+}
+
 struct Fail: BusRequest {
     static let type = "test.fail"
     typealias Response = Empty
@@ -169,6 +176,38 @@ final class InFlight: Sendable {
         for i in 0..<50 { pusher.push(Echo(text: "\(i)")) }
         for _ in 0..<50 where got.withLock({ $0.count }) < 50 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(got.withLock { $0 } == Set((0..<50).map(String.init)))
+    }
+
+    /// Items sent as one batch come back answered in order, in one message.
+    @Test func batchesTravelAsOneMessageAndAnswerInOrder() async throws {
+        let messages = Atomic<Int>(0)
+        var router = BusRouter(logger: logger)
+        router.on(EchoMany.self) { req, _ in
+            messages.add(1, ordering: .relaxed)
+            return .init(answers: req.items.map { .init(text: $0.text + "!") })
+        }
+        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:\(Project.freePort())"], router: router, logger: logger)
+        defer { s.stop() }
+        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        defer { client.stop() }
+        let results = await client.requestBatch((0..<30).map { Echo(text: "\($0)") }, as: EchoMany.self)
+        #expect(try results.map { try $0.get().text } == (0..<30).map { "\($0)!" })
+        #expect(messages.load(ordering: .relaxed) == 1)
+    }
+
+    /// A service that does not know the batch type (an earlier version) gets the items one by one,
+    /// and the caller stops offering it batches for a while.
+    @Test func aServiceWithoutTheBatchTypeGetsTheItemsOneByOne() async throws {
+        let s = try server()
+        defer { s.stop() }
+        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        defer { client.stop() }
+        #expect(client.batches.sendsBatches(of: EchoMany.type))
+        let results = await client.requestBatch((0..<10).map { Echo(text: "\($0)") }, as: EchoMany.self)
+        #expect(try results.map { try $0.get().text } == (0..<10).map { "\($0)!" })
+        #expect(!client.batches.sendsBatches(of: EchoMany.type))
+        let again = await client.requestBatch([Echo(text: "x")], as: EchoMany.self)
+        #expect(try again.map { try $0.get().text } == ["x!"])
     }
 
     /// Bus envelopes carry times as Unix milliseconds, and still read the ISO 8601 text that

@@ -89,6 +89,24 @@ public final class CouponsService: BackendService {
         r.on(Coupons.Patch.self) { [self] req, _ in try await pool.transaction { try CouponStore.patch($0, req, now: Date()) } }
         r.on(Coupons.Redemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.page($0, req) } }
         r.on(Coupons.Validate.self) { [self] req, _ in try await validations.submit(req, key: CouponRules.normalizeCode(req.code)) }
+        r.on(Coupons.ValidateMany.self) { [self] req, _ in
+            // Each code's items join that code's queue together; the answers keep the items' order.
+            var positions: [String: [Int]] = [:]
+            for (i, item) in req.items.enumerated() { positions[CouponRules.normalizeCode(item.code), default: []].append(i) }
+            if positions.count == 1, let code = positions.keys.first {
+                return .init(answers: try await validations.submitAll(req.items, key: code).map { try $0.get() })
+            }
+            var answers = [Coupons.Validate.Response?](repeating: nil, count: req.items.count)
+            try await withThrowingTaskGroup(of: ([Int], [Result<Coupons.Validate.Response, any Error>]).self) { group in
+                for (code, indices) in positions {
+                    group.addTask { (indices, await self.validations.submitAll(indices.map { req.items[$0] }, key: code)) }
+                }
+                for try await (indices, results) in group {
+                    for (i, result) in zip(indices, results) { answers[i] = try result.get() }
+                }
+            }
+            return .init(answers: answers.map { $0! })
+        }
         r.on(Coupons.Redeem.self) { [self] req, _ in try await redeem(req) }
         r.on(Coupons.GetRedemption.self) { [self] req, _ in
             try await pool.withConnection { try RedemptionStore.get($0, id: req.id, account: req.accountId) }

@@ -51,7 +51,8 @@ extension Gateway {
             try abuse.checkCodes(ip: req.clientAddress, account: user.account)
             let b = try JSONBody.decode(ValidateBody.self, from: req)
             if let p = b.platform, !Self.platforms.contains(p) { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
-            let a = try await coupons.request(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform))
+            let a = try await validations.submit(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform),
+                                                 key: b.code.uppercased())
             if a.reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
             return .json(200, a.answer)
         }

@@ -17,6 +17,8 @@ public final class Gateway: Sendable {
     let grantEvents: EventSubscriber
     let waiters = SettlementWaiters()
     let abuse: AbuseGuard
+    /// Concurrent validations of a code go to coupons together, one message per batch.
+    let validations: Coalescer<Coupons.Validate, Coupons.Validate.Response>
     private let background = Mutex<[Task<Void, Never>]>([])
 
     public init(config: GatewayConfig) throws {
@@ -26,6 +28,8 @@ public final class Gateway: Sendable {
         coupons = try BusClient(context: context, service: "coupons", connect: config.couponsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         grants = try BusClient(context: context, service: "grants", connect: config.grantsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         abuse = AbuseGuard(limits: config.limits)
+        let coupons = self.coupons
+        validations = Coalescer(maxBatch: 256) { items in await coupons.requestBatch(items, as: Coupons.ValidateMany.self) }
         let auth = Authenticator(accounts: accounts, logger: logger)
         self.auth = auth
         let logger = self.logger

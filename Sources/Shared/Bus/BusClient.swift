@@ -57,6 +57,8 @@ public final class BusClient: Sendable {
     private let pending: PendingTable
     private let nextId = Atomic<Int>(0)
     private let idPrefix: String
+    /// Batch types the service refused (see `requestBatch`).
+    let batches = BatchSupport()
     private let metrics: MetricsRegistry?
     public let defaultTimeout: Duration
 

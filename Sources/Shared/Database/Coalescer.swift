@@ -11,7 +11,7 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
 
     private struct Waiting {
         let input: Input
-        let continuation: CheckedContinuation<Output, any Error>
+        let resume: @Sendable (Result<Output, any Error>) -> Void
     }
 
     private let queues = Mutex<[String: [Waiting]]>([:])
@@ -25,16 +25,50 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
 
     public func submit(_ input: Input, key: String = "") async throws -> Output {
         try await withCheckedThrowingContinuation { cont in
-            // The first input of an idle key starts its drain; later ones just queue.
-            let starts = queues.withLock { q -> Bool in
-                if q[key] != nil {
-                    q[key]!.append(Waiting(input: input, continuation: cont))
-                    return false
-                }
-                q[key] = [Waiting(input: input, continuation: cont)]
-                return true
+            enqueue([Waiting(input: input, resume: { cont.resume(with: $0) })], key: key)
+        }
+    }
+
+    /// Submits inputs that arrived together (a caller's own batch) under one lock; they may still
+    /// be processed in more than one batch. Answers one result per input, in order.
+    public func submitAll(_ inputs: [Input], key: String = "") async -> [Result<Output, any Error>] {
+        guard !inputs.isEmpty else { return [] }
+        return await withCheckedContinuation { cont in
+            let results = Results(count: inputs.count) { cont.resume(returning: $0) }
+            enqueue(inputs.enumerated().map { i, input in Waiting(input: input, resume: { results.set(i, $0) }) }, key: key)
+        }
+    }
+
+    /// The first input of an idle key starts its drain; later ones just queue.
+    private func enqueue(_ waiting: [Waiting], key: String) {
+        let starts = queues.withLock { q -> Bool in
+            if q[key] != nil {
+                q[key]!.append(contentsOf: waiting)
+                return false
             }
-            if starts { Task { await self.drain(key) } }
+            q[key] = waiting
+            return true
+        }
+        if starts { Task { await self.drain(key) } }
+    }
+
+    /// Gathers the results of `submitAll` and hands them over when the last one is in.
+    private final class Results: Sendable {
+        private let state: Mutex<(results: [Result<Output, any Error>?], missing: Int)>
+        private let done: @Sendable ([Result<Output, any Error>]) -> Void
+
+        init(count: Int, done: @escaping @Sendable ([Result<Output, any Error>]) -> Void) {
+            state = Mutex((Array(repeating: nil, count: count), count))
+            self.done = done
+        }
+
+        func set(_ index: Int, _ result: Result<Output, any Error>) {
+            let all = state.withLock { s -> [Result<Output, any Error>]? in
+                s.results[index] = result
+                s.missing -= 1
+                return s.missing == 0 ? s.results.map { $0! } : nil
+            }
+            if let all { done(all) }
         }
     }
 
@@ -54,7 +88,7 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
             if batch.isEmpty { return }
             let results = await process(batch.map(\.input))
             for (i, w) in batch.enumerated() {
-                w.continuation.resume(with: i < results.count ? results[i] : .failure(CoalescerError.missingResult))
+                w.resume(i < results.count ? results[i] : .failure(CoalescerError.missingResult))
             }
         }
     }

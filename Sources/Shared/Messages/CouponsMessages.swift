@@ -318,6 +318,18 @@ public enum Coupons {
         }
     }
 
+    /// Validations that reached a gateway together, in one message (`BusClient.requestBatch`).
+    public struct ValidateMany: BusBatch {
+        public static let type = "coupons.validateMany"
+        public struct Response: Codable, Sendable {
+            public var answers: [Validate.Response]
+            public init(answers: [Validate.Response]) { self.answers = answers }
+        }
+        public var items: [Validate]
+        public init(items: [Validate]) { self.items = items }
+        public static func answers(in response: Response) -> [Validate.Response] { response.answers }
+    }
+
     public struct Redeem: BusRequest {
         public static let type = "coupons.redeem"
         /// Either the redemption (`created` tells 201 from 200) or the refusal reason (SPEC §4.3).

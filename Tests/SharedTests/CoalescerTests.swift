@@ -1,0 +1,33 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Shared
+
+@Suite struct CoalescerTests {
+    struct Odd: Error {}
+
+    /// A caller's own batch is answered in its order, item by item (a failure stays in its slot),
+    /// in batches no bigger than the limit; submissions that arrive meanwhile join the next batch.
+    @Test func submittedTogetherAnsweredInOrderWithinTheBatchLimit() async throws {
+        let sizes = Mutex<[Int]>([])
+        let coalescer = Coalescer<Int, Int>(maxBatch: 4) { inputs in
+            sizes.withLock { $0.append(inputs.count) }
+            try? await Task.sleep(for: .milliseconds(50))
+            return inputs.map { $0 % 2 == 1 && $0 > 10 ? .failure(Odd()) : .success($0 * 2) }
+        }
+        async let single = coalescer.submit(100)
+        try await Task.sleep(for: .milliseconds(10))  // the single one is in flight when the others come
+        let results = await coalescer.submitAll(Array(0..<14))
+        #expect(try await single == 200)
+        #expect(results.count == 14)
+        for (i, r) in results.enumerated() {
+            if i % 2 == 1 && i > 10 {
+                #expect(throws: Odd.self) { try r.get() }
+            } else {
+                #expect(try r.get() == i * 2)
+            }
+        }
+        #expect(sizes.withLock { $0 } == [1, 4, 4, 4, 2])
+        #expect(await coalescer.submitAll([]).isEmpty)
+    }
+}
