@@ -493,6 +493,31 @@ final class CouponsTests: XCTestCase {
         XCTAssertEqual(try results.map { try $0.get().answer.decoded().valid }, asked.map { $0.2 == nil })
     }
 
+    /// Reservations in one message fail or succeed each on its own, in their items' places.
+    func testReservationsInOneMessageAnswerEachInItsPlace() async throws {
+        let free = try await freePeriod(), discount = Self.code("DISC")
+        let made = try await create(["code": discount, "kind": "percentOff", "percentOff": 30, "productIds": ["pro.monthly", "pro.yearly"],
+                                     "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["web"]])
+        XCTAssertEqual(made.status, 201, made.text)
+        let a = try user(), b = try user(), c = try user()
+        func ask(_ u: TokenMinter.User, _ code: String, platform: String = "web") -> Coupons.Redeem {
+            Coupons.Redeem(accountId: u.accountId, appUserId: u.appUserId, code: code, productId: nil, platform: platform, sandbox: false)
+        }
+        let coupons = try BusClient(context: ZMQContext(), service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
+        defer { coupons.stop() }
+        let results = await coupons.requestBatch([ask(a, free), ask(b, discount), ask(c, "NO-SUCH-CODE"), ask(c, free, platform: "tv"),
+                                                  ask(a, free.lowercased()), ask(c, free)], as: Coupons.RedeemMany.self)
+        XCTAssertEqual(results.count, 6)
+        let first = try results[0].get(), twin = try results[4].get(), third = try results[5].get()
+        XCTAssertTrue(first.created)
+        XCTAssertFalse(twin.created, "the same account and coupon twice in one message: one redemption")
+        XCTAssertEqual(try twin.redemption?.decoded().redemptionId, try first.redemption?.decoded().redemptionId)
+        XCTAssertTrue(third.created)
+        XCTAssertThrowsError(try results[1].get()) { XCTAssertEqual(($0 as? ServiceError)?.field, "productId") }
+        XCTAssertEqual(try results[2].get().refusal, "notFound")
+        XCTAssertThrowsError(try results[3].get()) { XCTAssertEqual(($0 as? ServiceError)?.field, "platform") }
+    }
+
     func testOneAccountFiringFiftyRedeemsGetsOneRedemption() async throws {
         let code = try await freePeriod(["maxRedemptions": 10])
         let u = try user()

@@ -15,7 +15,7 @@ struct EchoMany: BusBatch {
     static let type = "test.echoMany"
     struct Response: Codable, Sendable { var answers: [Echo.Response] }
     var items: [Echo]
-    static func answers(in response: Response) -> [Echo.Response] { response.answers }
+    static func answers(in response: Response) -> [Result<Echo.Response, any Error>] { response.answers.map { .success($0) } }
 }
 
 struct Fail: BusRequest {

@@ -90,23 +90,11 @@ public final class CouponsService: BackendService {
         r.on(Coupons.Redemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.page($0, req) } }
         r.on(Coupons.Validate.self) { [self] req, _ in try await validations.submit(req, key: CouponRules.normalizeCode(req.code)) }
         r.on(Coupons.ValidateMany.self) { [self] req, _ in
-            // Each code's items join that code's queue together; the answers keep the items' order.
-            var positions: [String: [Int]] = [:]
-            for (i, item) in req.items.enumerated() { positions[CouponRules.normalizeCode(item.code), default: []].append(i) }
-            if positions.count == 1, let code = positions.keys.first {
-                return .init(answers: try await validations.submitAll(req.items, key: code).map { try $0.get() })
-            }
-            var answers = [Coupons.Validate.Response?](repeating: nil, count: req.items.count)
-            try await withThrowingTaskGroup(of: ([Int], [Result<Coupons.Validate.Response, any Error>]).self) { group in
-                for (code, indices) in positions {
-                    group.addTask { (indices, await self.validations.submitAll(indices.map { req.items[$0] }, key: code)) }
-                }
-                for try await (indices, results) in group {
-                    for (i, result) in zip(indices, results) { answers[i] = try result.get() }
-                }
-            }
-            return .init(answers: answers.map { $0! })
+            let validations = self.validations
+            let results = await Self.perCode(req.items, code: \.code) { code, items in await validations.submitAll(items, key: code) }
+            return .init(answers: try results.map { try $0.get() })
         }
+        r.on(Coupons.RedeemMany.self) { [self] req, _ in .init(answers: await redeemMany(req.items)) }
         r.on(Coupons.Redeem.self) { [self] req, _ in try await redeem(req) }
         r.on(Coupons.GetRedemption.self) { [self] req, _ in
             try await pool.withConnection { try RedemptionStore.get($0, id: req.id, account: req.accountId) }
@@ -161,6 +149,50 @@ public final class CouponsService: BackendService {
         }
         guard let batcher = batcherBox.withLock({ $0 }) else { return try await redeemOne(req).response() }
         return try await batcher.redeem(req).response()
+    }
+
+    /// Reservations that came in one message: each code's join that code's queue together.
+    func redeemMany(_ items: [Coupons.Redeem]) async -> [BatchAnswer<Coupons.Redeem.Response>] {
+        guard let batcher = batcherBox.withLock({ $0 }) else {
+            var answers: [BatchAnswer<Coupons.Redeem.Response>] = []
+            for req in items {
+                do { answers.append(BatchAnswer(.success(try await redeem(req)))) } catch { answers.append(BatchAnswer(.failure(error))) }
+            }
+            return answers
+        }
+        let results = await Self.perCode(items, code: \.code) { code, items -> [Result<Coupons.Redeem.Response, any Error>] in
+            let valid = items.filter { CouponRules.platforms.contains($0.platform) }
+            var outcomes = await batcher.redeemAll(valid, code: code).makeIterator()
+            return items.map { req in
+                guard CouponRules.platforms.contains(req.platform) else {
+                    return .failure(ServiceError("invalid", "platform must be ios, android or web", field: "platform"))
+                }
+                return outcomes.next()!.flatMap { outcome in Result { try outcome.response() } }
+            }
+        }
+        return results.map { BatchAnswer($0) }
+    }
+
+    /// Runs `work` once per code over that code's items, in parallel when there are several, and
+    /// answers each item's result in its place.
+    static func perCode<Item: Sendable, Output: Sendable>(
+        _ items: [Item], code: (Item) -> String,
+        _ work: @escaping @Sendable (String, [Item]) async -> [Result<Output, any Error>]
+    ) async -> [Result<Output, any Error>] {
+        var positions: [String: [Int]] = [:]
+        for (i, item) in items.enumerated() { positions[CouponRules.normalizeCode(code(item)), default: []].append(i) }
+        if positions.count == 1, let code = positions.keys.first { return await work(code, items) }
+        var results = [Result<Output, any Error>](repeating: .failure(ServiceError.internal), count: items.count)
+        await withTaskGroup(of: ([Int], [Result<Output, any Error>]).self) { group in
+            for (code, indices) in positions {
+                let mine = indices.map { items[$0] }
+                group.addTask { (indices, await work(code, mine)) }
+            }
+            for await (indices, answers) in group {
+                for (i, answer) in zip(indices, answers) { results[i] = answer }
+            }
+        }
+        return results
     }
 
     /// One reservation in its own transaction (the batcher's fallback).

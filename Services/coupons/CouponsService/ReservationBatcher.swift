@@ -36,4 +36,9 @@ final class ReservationBatcher: Sendable {
     func redeem(_ request: Coupons.Redeem) async throws -> RedemptionStore.Outcome {
         try await coalescer.submit(request, key: CouponRules.normalizeCode(request.code))
     }
+
+    /// Requests for one coupon (`code` normalized) that arrived together.
+    func redeemAll(_ requests: [Coupons.Redeem], code: String) async -> [Result<RedemptionStore.Outcome, any Error>] {
+        await coalescer.submitAll(requests, key: code)
+    }
 }

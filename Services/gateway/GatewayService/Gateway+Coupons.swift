@@ -65,8 +65,9 @@ extension Gateway {
             guard ["production", "sandbox"].contains(environment) else {
                 throw HTTPError.invalid("environment", "environment must be production or sandbox")
             }
-            let answer = try await coupons.request(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
-                                                                  productId: b.productId, platform: b.platform, sandbox: environment == "sandbox"))
+            let answer = try await reservations.submit(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
+                                                                      productId: b.productId, platform: b.platform, sandbox: environment == "sandbox"),
+                                                       key: b.code.uppercased())
             if let reason = answer.refusal {
                 if reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
                 throw HTTPError(422, reason, RefusalText.sentence(reason))

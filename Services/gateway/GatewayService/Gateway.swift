@@ -17,8 +17,10 @@ public final class Gateway: Sendable {
     let grantEvents: EventSubscriber
     let waiters = SettlementWaiters()
     let abuse: AbuseGuard
-    /// Concurrent validations of a code go to coupons together, one message per batch.
+    /// Concurrent validations, and reservations, of a code go to coupons together, one message
+    /// per batch.
     let validations: Coalescer<Coupons.Validate, Coupons.Validate.Response>
+    let reservations: Coalescer<Coupons.Redeem, Coupons.Redeem.Response>
     private let background = Mutex<[Task<Void, Never>]>([])
 
     public init(config: GatewayConfig) throws {
@@ -30,6 +32,7 @@ public final class Gateway: Sendable {
         abuse = AbuseGuard(limits: config.limits)
         let coupons = self.coupons
         validations = Coalescer(maxBatch: 256) { items in await coupons.requestBatch(items, as: Coupons.ValidateMany.self) }
+        reservations = Coalescer(maxBatch: 256) { items in await coupons.requestBatch(items, as: Coupons.RedeemMany.self) }
         let auth = Authenticator(accounts: accounts, logger: logger)
         self.auth = auth
         let logger = self.logger

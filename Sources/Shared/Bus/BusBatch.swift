@@ -8,7 +8,26 @@ public protocol BusBatch: BusRequest {
     associatedtype Item: BusRequest
     init(items: [Item])
     /// The answers, one per item and in the items' order.
-    static func answers(in response: Response) -> [Item.Response]
+    static func answers(in response: Response) -> [Result<Item.Response, any Error>]
+}
+
+/// One item's answer in a batch whose items can fail on their own: its value or its error.
+public struct BatchAnswer<Value: Codable & Sendable>: Codable, Sendable {
+    public var value: Value?
+    public var error: ServiceError?
+
+    /// Errors that are not a `ServiceError` travel as `internal`, as a single request's would.
+    public init(_ result: Result<Value, any Error>) {
+        switch result {
+        case .success(let v): value = v
+        case .failure(let e): error = e as? ServiceError ?? .internal
+        }
+    }
+
+    public var result: Result<Value, any Error> {
+        if let value { return .success(value) }
+        return .failure(error ?? ServiceError.malformed("a batch answer with neither value nor error"))
+    }
 }
 
 extension BusClient {
@@ -20,7 +39,7 @@ extension BusClient {
             do {
                 let answers = B.answers(in: try await request(B(items: items), timeout: timeout))
                 guard answers.count == items.count else { throw ServiceError.malformed("\(B.type) answered \(answers.count) of \(items.count) items") }
-                return answers.map { .success($0) }
+                return answers
             } catch let e as ServiceError where e.code == ServiceError.unknownType(B.type).code {
                 batches.refused(B.type)
             } catch {

@@ -327,7 +327,7 @@ public enum Coupons {
         }
         public var items: [Validate]
         public init(items: [Validate]) { self.items = items }
-        public static func answers(in response: Response) -> [Validate.Response] { response.answers }
+        public static func answers(in response: Response) -> [Result<Validate.Response, any Error>] { response.answers.map { .success($0) } }
     }
 
     public struct Redeem: BusRequest {
@@ -358,6 +358,19 @@ public enum Coupons {
             self.platform = platform
             self.sandbox = sandbox
         }
+    }
+
+    /// Reservations that reached a gateway together, in one message (`BusClient.requestBatch`).
+    /// Each item fails on its own (a bad product, say), so each answer is a value or an error.
+    public struct RedeemMany: BusBatch {
+        public static let type = "coupons.redeemMany"
+        public struct Response: Codable, Sendable {
+            public var answers: [BatchAnswer<Redeem.Response>]
+            public init(answers: [BatchAnswer<Redeem.Response>]) { self.answers = answers }
+        }
+        public var items: [Redeem]
+        public init(items: [Redeem]) { self.items = items }
+        public static func answers(in response: Response) -> [Result<Redeem.Response, any Error>] { response.answers.map(\.result) }
     }
 
     /// One redemption; `accountId` nil for operators, else it must own it (`notFound` otherwise).
