@@ -30,4 +30,21 @@ import Testing
         #expect(sizes.withLock { $0 } == [1, 4, 4, 4, 2])
         #expect(await coalescer.submitAll([]).isEmpty)
     }
+
+    /// A key runs as many batches at a time as it has lanes, never more, and every input is answered.
+    @Test func aKeyRunsAsManyBatchesAtOnceAsItHasLanes() async throws {
+        let running = Mutex((now: 0, most: 0))
+        let coalescer = Coalescer<Int, Int>(maxBatch: 3, lanes: 2) { inputs in
+            running.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+            try? await Task.sleep(for: .milliseconds(30))
+            running.withLock { $0.now -= 1 }
+            return inputs.map { .success($0) }
+        }
+        let answers = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<40 { group.addTask { try await coalescer.submit(i, key: "one") } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(answers.sorted() == Array(0..<40))
+        #expect(running.withLock { $0.most } == 2)
+    }
 }

@@ -4,14 +4,17 @@ import Shared
 /// Group commit for reservations (the hot-coupon path). Requests for one coupon queue up while a
 /// transaction for that coupon is running and go together in the next one, so a flash campaign
 /// costs one commit per batch instead of one per request — with every batch durable before any
-/// of its requests is answered. Different coupons run in parallel.
+/// of its requests is answered. Different coupons run in parallel. Two transactions of a coupon
+/// may be open at once: the second waits for the coupon's row lock, which the first holds to its
+/// commit, and starts the moment it is released instead of a round trip later. The lock keeps
+/// them in order: the second reads the count and the redemptions the first committed.
 final class ReservationBatcher: Sendable {
     private let coalescer: Coalescer<Coupons.Redeem, RedemptionStore.Outcome>
 
     init(pool: PGPool, reservationTTL: TimeInterval, logger: Logger, metrics: MetricsRegistry? = nil, maxBatch: Int = 256,
          resendAfter: TimeInterval, granted: @escaping @Sendable ([String]) -> Void,
          single: @escaping @Sendable (Coupons.Redeem) async throws -> RedemptionStore.Outcome) {
-        coalescer = Coalescer(maxBatch: maxBatch) { requests in
+        coalescer = Coalescer(maxBatch: maxBatch, lanes: 2) { requests in
             metrics?.observe("redeem_reservation_batch_size", help: "Reservations committed together in one transaction.",
                              Double(requests.count), buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
             do {

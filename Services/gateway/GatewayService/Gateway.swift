@@ -18,7 +18,8 @@ public final class Gateway: Sendable {
     let waiters = SettlementWaiters()
     let abuse: AbuseGuard
     /// Concurrent validations, and reservations, of a code go to coupons together, one message
-    /// per batch.
+    /// per batch. Reservations have two messages away at a time, so coupons has the next batch
+    /// when a transaction commits (see `ReservationBatcher`).
     let validations: Coalescer<Coupons.Validate, Coupons.Validate.Response>
     let reservations: Coalescer<Coupons.Redeem, Coupons.Redeem.Response>
     private let background = Mutex<[Task<Void, Never>]>([])
@@ -32,7 +33,7 @@ public final class Gateway: Sendable {
         abuse = AbuseGuard(limits: config.limits)
         let coupons = self.coupons
         validations = Coalescer(maxBatch: 256) { items in await coupons.requestBatch(items, as: Coupons.ValidateMany.self) }
-        reservations = Coalescer(maxBatch: 256) { items in await coupons.requestBatch(items, as: Coupons.RedeemMany.self) }
+        reservations = Coalescer(maxBatch: 256, lanes: 2) { items in await coupons.requestBatch(items, as: Coupons.RedeemMany.self) }
         let auth = Authenticator(accounts: accounts, logger: logger)
         self.auth = auth
         let logger = self.logger

@@ -4,7 +4,7 @@ import Synchronization
 /// Group commit: inputs submitted under one key while a batch for that key is being processed
 /// wait and are processed together in the next batch (up to `maxBatch`). Under light load a batch
 /// is one input and nothing waits for a timer; under heavy load one transaction serves many.
-/// Different keys are processed in parallel.
+/// Different keys are processed in parallel; one key runs up to `lanes` batches at a time.
 public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
     /// Processes a batch and answers one result per input, in order.
     public typealias Process = @Sendable ([Input]) async -> [Result<Output, any Error>]
@@ -14,12 +14,19 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
         let resume: @Sendable (Result<Output, any Error>) -> Void
     }
 
-    private let queues = Mutex<[String: [Waiting]]>([:])
+    private struct Queue {
+        var waiting: [Waiting]
+        var running = 0
+    }
+
+    private let queues = Mutex<[String: Queue]>([:])
     private let process: Process
     public let maxBatch: Int
+    public let lanes: Int
 
-    public init(maxBatch: Int, process: @escaping Process) {
+    public init(maxBatch: Int, lanes: Int = 1, process: @escaping Process) {
         self.maxBatch = max(1, maxBatch)
+        self.lanes = max(1, lanes)
         self.process = process
     }
 
@@ -39,15 +46,15 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
         }
     }
 
-    /// The first input of an idle key starts its drain; later ones just queue.
+    /// An input starts a drain if its key has a lane free; otherwise it just queues.
     private func enqueue(_ waiting: [Waiting], key: String) {
         let starts = queues.withLock { q -> Bool in
-            if q[key] != nil {
-                q[key]!.append(contentsOf: waiting)
-                return false
-            }
-            q[key] = waiting
-            return true
+            var queue = q[key] ?? Queue(waiting: [])
+            queue.waiting.append(contentsOf: waiting)
+            let start = queue.running < lanes
+            if start { queue.running += 1 }
+            q[key] = queue
+            return start
         }
         if starts { Task { await self.drain(key) } }
     }
@@ -72,17 +79,20 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
         }
     }
 
-    /// Runs batches for one key until its queue is empty; the entry is removed in the same locked
-    /// step that finds it empty, so a later input starts a new drain.
+    /// Runs batches for one key until its queue is empty; the lane is given back in the same
+    /// locked step that finds the queue empty, so a later input starts a new drain.
     private func drain(_ key: String) async {
         while true {
             let batch = queues.withLock { q -> [Waiting] in
-                guard let waiting = q[key], !waiting.isEmpty else {
-                    q[key] = nil
+                guard var queue = q[key] else { return [] }
+                guard !queue.waiting.isEmpty else {
+                    queue.running -= 1
+                    q[key] = queue.running == 0 ? nil : queue
                     return []
                 }
-                let take = Array(waiting.prefix(maxBatch))
-                q[key] = Array(waiting.dropFirst(take.count))
+                let take = Array(queue.waiting.prefix(maxBatch))
+                queue.waiting.removeFirst(take.count)
+                q[key] = queue
                 return take
             }
             if batch.isEmpty { return }
