@@ -122,6 +122,29 @@ ccrypto_sign(EVP_PKEY *key, int sha256, const unsigned char *msg, size_t len, un
   return ok ? siglen : 0;
 }
 
+/* An RSA/SHA-256 verification context for key, set up once: ccrypto_verify_from copies it for
+ * each signature instead of looking up the digest and setting up the key's context every time
+ * (about a quarter of a verification's time in OpenSSL 3). NULL on failure. */
+static inline EVP_MD_CTX *
+ccrypto_verifier(EVP_PKEY *key)
+{
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  if (ctx && EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, key) == 1) return ctx;
+  EVP_MD_CTX_free(ctx);
+  return NULL;
+}
+
+/* Answers 1 when sig is a valid signature of msg, checked with a copy of base (which is only read,
+ * so threads may share it). */
+static inline int
+ccrypto_verify_from(const EVP_MD_CTX *base, const unsigned char *msg, size_t len, const unsigned char *sig, size_t siglen)
+{
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  int ok = ctx && EVP_MD_CTX_copy_ex(ctx, base) == 1 && EVP_DigestVerify(ctx, sig, siglen, msg, len) == 1;
+  EVP_MD_CTX_free(ctx);
+  return ok;
+}
+
 /* Answers 1 when sig is a valid signature of msg by key. */
 static inline int
 ccrypto_verify(EVP_PKEY *key, int sha256, const unsigned char *msg, size_t len, const unsigned char *sig, size_t siglen)

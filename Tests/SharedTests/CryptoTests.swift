@@ -61,6 +61,29 @@ import Testing
         #expect(throws: JWT.Failure.wrongAlgorithm) { try JWT.verify(swapped, as: Claims.self, algorithm: .rs256) { _ in pub } }
     }
 
+    /// An RS256 key checks signatures with copies of one prepared context: from many threads at
+    /// once, good tokens pass and forged or changed ones fail, each on its own.
+    @Test func rs256VerificationHoldsUnderConcurrentUse() async throws {
+        let key = try #require(AsymmetricKey.generateRSA(bits: 2048)), other = try #require(AsymmetricKey.generateRSA(bits: 2048))
+        let (n, e) = try #require(key.rsaComponents)
+        let pub = try #require(AsymmetricKey.rsa(n: n, e: e))
+        let good = try JWT.sign(Claims(sub: "a", n: 1), key: key, kid: "k")
+        let forged = try JWT.sign(Claims(sub: "a", n: 1), key: other, kid: "k")
+        let parts = good.split(separator: ".")
+        let tampered = "\(parts[0]).\(Base64URL.encode(Array(#"{"n":2,"sub":"a"}"#.utf8))).\(parts[2])"
+        let outcomes = await withTaskGroup(of: (Int, Bool).self) { group in
+            for i in 0..<300 {
+                group.addTask {
+                    let token = [good, forged, tampered][i % 3]
+                    return (i % 3, (try? JWT.verify(token, as: Claims.self, algorithm: .rs256) { _ in pub }) != nil)
+                }
+            }
+            return await group.reduce(into: [(Int, Bool)]()) { $0.append($1) }
+        }
+        #expect(outcomes.count == 300)
+        #expect(outcomes.allSatisfy { kind, passed in passed == (kind == 0) })
+    }
+
     /// Access tokens: RS256 keys stored as DER and published as SubjectPublicKeyInfo; a verifier
     /// that accepts both algorithms still takes each token only with a key of its own algorithm.
     @Test func storedKeysRoundTripAndEachTokenNeedsAKeyOfItsAlgorithm() throws {

@@ -8,14 +8,20 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     let raw: OpaquePointer
     public let algorithm: Algorithm
+    /// RS256 only: a verification context set up once and copied for each signature.
+    private let verifier: OpaquePointer?
 
     private init?(_ raw: OpaquePointer?, _ algorithm: Algorithm) {
         guard let raw else { return nil }
         self.raw = raw
         self.algorithm = algorithm
+        verifier = algorithm == .rs256 ? ccrypto_verifier(raw) : nil
     }
 
-    deinit { EVP_PKEY_free(raw) }
+    deinit {
+        EVP_MD_CTX_free(verifier)
+        EVP_PKEY_free(raw)
+    }
 
     /// Takes ownership of a key read from DER; its algorithm follows from its type (RSA or Ed25519).
     private static func adopt(_ key: OpaquePointer?) -> AsymmetricKey? {
@@ -88,6 +94,7 @@ public final class AsymmetricKey: @unchecked Sendable {
     }
 
     public func verify(_ signature: [UInt8], of message: [UInt8]) -> Bool {
-        ccrypto_verify(raw, algorithm == .rs256 ? 1 : 0, message, message.count, signature, signature.count) == 1
+        if let verifier { return ccrypto_verify_from(verifier, message, message.count, signature, signature.count) == 1 }
+        return ccrypto_verify(raw, algorithm == .rs256 ? 1 : 0, message, message.count, signature, signature.count) == 1
     }
 }
