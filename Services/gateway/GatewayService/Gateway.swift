@@ -48,6 +48,7 @@ public final class Gateway: Sendable {
         let waiters = self.waiters
         grantEvents = try EventSubscriber(context: context, connect: config.grantsEvents, logger: logger, handlers: [
             RedemptionsSettled.topic: { data in
+                guard !waiters.isEmpty else { return }
                 if let e = EventSubscriber.decode(RedemptionsSettled.self, data, logger: logger) {
                     for r in e.body.redemptions { waiters.settled(r.redemptionId) }
                 }

@@ -46,4 +46,8 @@ final class SettlementWaiters: Sendable {
     }
 
     var count: Int { waiters.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+    /// Nobody waits: an event need not even be decoded (a waiter that registers later reads the
+    /// redemption's state itself, see `wait`).
+    var isEmpty: Bool { waiters.withLock { $0.isEmpty } }
 }
