@@ -170,6 +170,10 @@ public final class CouponsService: BackendService {
                 return outcomes.next()!.flatMap { outcome in Result { try outcome.response() } }
             }
         }
+        for case .failure(let error) in results where !(error is ServiceError) {
+            // Answered as `internal`, like a single request's unexpected failure, and logged as one.
+            logger.error("reservation failed", ["bus.type": Coupons.RedeemMany.type, "error": String(describing: error)])
+        }
         return results.map { BatchAnswer($0) }
     }
 
