@@ -144,12 +144,12 @@ public final class CouponsService: BackendService {
     }
 
     func redeem(_ req: Coupons.Redeem) async throws -> Coupons.Redeem.Response {
-        guard CouponRules.platforms.contains(req.platform) else {
-            throw ServiceError("invalid", "platform must be ios, android or web", field: "platform")
-        }
+        guard CouponRules.platforms.contains(req.platform) else { throw Self.invalidPlatform }
         guard let batcher = batcherBox.withLock({ $0 }) else { return try await redeemOne(req).response() }
         return try await batcher.redeem(req).response()
     }
+
+    static let invalidPlatform = ServiceError("invalid", "platform must be ios, android or web", field: "platform")
 
     /// Reservations that came in one message: each code's join that code's queue together.
     func redeemMany(_ items: [Coupons.Redeem]) async -> [BatchAnswer<Coupons.Redeem.Response>] {
@@ -164,10 +164,9 @@ public final class CouponsService: BackendService {
             let valid = items.filter { CouponRules.platforms.contains($0.platform) }
             var outcomes = await batcher.redeemAll(valid, code: code).makeIterator()
             return items.map { req in
-                guard CouponRules.platforms.contains(req.platform) else {
-                    return .failure(ServiceError("invalid", "platform must be ios, android or web", field: "platform"))
-                }
-                return outcomes.next()!.flatMap { outcome in Result { try outcome.response() } }
+                guard CouponRules.platforms.contains(req.platform) else { return .failure(Self.invalidPlatform) }
+                let outcome = outcomes.next() ?? .failure(ServiceError.internal)  // one per request, by `submitAll`
+                return outcome.flatMap { outcome in Result { try outcome.response() } }
             }
         }
         for case .failure(let error) in results where !(error is ServiceError) {
