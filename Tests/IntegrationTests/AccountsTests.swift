@@ -7,6 +7,7 @@ import Shared
 /// against a JWKS this suite made itself.
 final class AccountsTests: XCTestCase {
     nonisolated(unsafe) static var stack: Stack!
+    nonisolated(unsafe) static var jwksDirectory: URL?
     nonisolated(unsafe) static var apple: AppleIdentityProvider!
     static let clientId = "com.example.redeem"
     /// Every secret the tests use, to check none reaches the logs.
@@ -17,6 +18,7 @@ final class AccountsTests: XCTestCase {
         apple = AppleIdentityProvider()
         do {
             let dir = try Project.temporaryDirectory("jwks")
+            jwksDirectory = dir
             let jwks = dir.appendingPathComponent("apple-jwks.json")
             try apple.jwks().write(to: jwks)
             stack = try Stack(environment: ["REDEEM_APPLE_CLIENT_ID": clientId, "REDEEM_APPLE_JWKS": jwks.path])
@@ -27,6 +29,7 @@ final class AccountsTests: XCTestCase {
         let logs = stack.logs()
         let leaked = secrets.all.filter { logs.contains($0) }
         stack.stop()
+        if let jwksDirectory { try? FileManager.default.removeItem(at: jwksDirectory) }
         precondition(leaked.isEmpty, "secrets found in the service logs: \(leaked.map { String($0.prefix(12)) + "…" })")
         super.tearDown()
     }

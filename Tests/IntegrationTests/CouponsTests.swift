@@ -579,6 +579,7 @@ final class CouponsTests: XCTestCase {
         XCTAssertNil(resp.header("Content-Length"), "streamed in chunks, not buffered whole")
         // Parsed with Python's csv module, an independent RFC 4180 reader.
         let dir = try Project.temporaryDirectory("csv")
+        defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("export.csv")
         try resp.body.write(to: file)
         let json = try Subprocess.run("/usr/bin/python3", ["-c", """

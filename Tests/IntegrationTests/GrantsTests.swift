@@ -198,6 +198,7 @@ final class GrantsTests: XCTestCase {
         // The signature, checked with Python's own hmac and base64 (Standard Webhooks).
         let d = try XCTUnwrap(mine.last)
         let dir = try Project.temporaryDirectory("hook")
+        defer { try? FileManager.default.removeItem(at: dir) }
         let bodyFile = dir.appendingPathComponent("body")
         try d.body.write(to: bodyFile)
         let ok = try Subprocess.run("/usr/bin/python3", ["-c", """
