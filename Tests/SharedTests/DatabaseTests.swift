@@ -76,6 +76,43 @@ import TestSupport
         #expect(values == [2])
     }
 
+    /// BEGIN rides with a transaction's first statement and COMMIT with `preparedThenCommit`'s, in
+    /// one pipeline each: a failure anywhere in one still rolls the whole transaction back, and
+    /// the connection goes on working, its prepared statements known.
+    @Test func pipelinedBeginAndCommitKeepTransactionsWhole() async throws {
+        let pool = PGPool(url: url, maxConnections: 1)
+        defer { pool.close() }
+        try await pool.query("CREATE TABLE piped (k int PRIMARY KEY, n int NOT NULL DEFAULT 0)")
+        let insert = "INSERT INTO piped (k) SELECT unnest($1::int[]) RETURNING k"
+        let committed = try await pool.transaction { c in
+            let before = try c.query("SELECT count(*) AS n FROM piped").first!.decode("n", as: Int.self)
+            let rows = try c.preparedThenCommit("piped_insert", insert, [PGArray(["1", "2"])]).rows
+            return (before, try rows.map { try $0.decode("k", as: Int.self) })
+        }
+        #expect(committed.0 == 0 && committed.1 == [1, 2])
+
+        // The statement that would commit fails (k = 2 exists): the COMMIT is skipped, so the
+        // update before it is rolled back as well.
+        await #expect(throws: PGError.self) {
+            try await pool.transaction { c in
+                try c.query("UPDATE piped SET n = n + 1")
+                try c.preparedThenCommit("piped_insert", insert, [PGArray(["3", "2"])])
+            }
+        }
+        // The first statement of a transaction fails with BEGIN in the same round trip.
+        await #expect(throws: PGError.self) {
+            try await pool.transaction { c in try c.query("INSERT INTO piped (k) VALUES (NULL)") }
+        }
+        // A transaction without statements sends nothing and commits nothing.
+        try await pool.transaction { _ in }
+        try await pool.transaction { c in try c.preparedThenCommit("piped_insert", insert, [PGArray(["4"])]) }
+        let rows = try await pool.query("SELECT k, n FROM piped ORDER BY k").rows
+        #expect(try rows.map { try $0.decode("k", as: Int.self) } == [1, 2, 4])
+        #expect(try rows.map { try $0.decode("n", as: Int.self) } == [0, 0, 0])
+        let open = try await pool.query("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'")
+        #expect(try open.first!.decode("n", as: Int.self) == 0)
+    }
+
     @Test func poolServesManyConcurrentCallersWithFewConnections() async throws {
         let pool = PGPool(url: url, maxConnections: 3)
         defer { pool.close() }

@@ -19,9 +19,8 @@ enum CouponStore {
         c.active, c.mode, c.used_count
         """
 
-    static func findDefinition(_ c: PGConnection, code: String, lock: Bool = false) throws -> PGRow? {
-        try c.prepared(lock ? "coupon_definition_lock" : "coupon_definition",
-                       "SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1\(lock ? " FOR UPDATE" : "")",
+    static func findDefinition(_ c: PGConnection, code: String) throws -> PGRow? {
+        try c.prepared("coupon_definition", "SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1",
                        [CouponRules.normalizeCode(code)]).first
     }
 

@@ -21,6 +21,26 @@ enum RedemptionStore {
         static let heldByAccount = "SELECT \(columns), r.coupon_id FROM coupons.held_by_account($1) r"
         /// The accounts of `$1` with a completed live redemption (no longer new customers).
         static let veteransByAccount = "SELECT v AS account_id FROM coupons.veterans_by_account($1) v"
+        /// The coupon of code `$1`, locked until the transaction ends, and the transaction's time.
+        static let lockCoupon = "SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c WHERE c.code = $1 FOR UPDATE"
+        /// A batch's new redemptions (`$1`, `$4`–`$8` by position), `$11` uses taken from the
+        /// coupon's counter, and the grant commands `$14` of redemptions `$13` in the outbox.
+        static let reserve = """
+            WITH inserted AS (
+                INSERT INTO coupons.redemptions AS r (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status,
+                    reservation_expires_at)
+                SELECT u.id, $2, $3, u.account, u.app, u.platform, u.product, u.sandbox, $9,
+                       CASE WHEN $9 = 'reserved' THEN now() + make_interval(secs => $10) END
+                FROM unnest($1::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::boolean[]) AS u(id, account, app, platform, product, sandbox)
+                RETURNING \(columns)
+            ), taken AS (
+                UPDATE coupons.coupons SET used_count = used_count + $11 WHERE id = $2 AND $11 > 0
+            ), queued AS (
+                INSERT INTO coupons.outbox (redemption_id, type, payload, next_attempt_at)
+                SELECT o.id, $12, o.payload, now() + make_interval(secs => $15) FROM unnest($13::uuid[], $14::text[]) AS o(id, payload)
+            )
+            SELECT * FROM inserted
+            """
         /// The coupon of code `$1` and, per account of `$2`, whether it holds a live redemption of
         /// it and whether it is no longer a new customer (asked only of new-customer coupons).
         static let validate = """
@@ -299,12 +319,19 @@ extension RedemptionStore {
     /// Grant commands go to the outbox due `resendAfter` seconds from now and are answered too:
     /// the caller pushes them once the transaction commits, and the relay's sweep re-sends any
     /// grants has not acknowledged by then (after a crash, say).
+    ///
+    /// The coupon's row lock is held from the first statement to the commit, so the batch takes
+    /// three round trips under it, not six: the lock (with BEGIN), the held uses, and one
+    /// statement that writes the redemptions, the counter and the outbox and carries the COMMIT.
+    /// Commands are encoded before that statement, with the transaction's `now()`, which is the
+    /// new rows' `reserved_at`.
     static func redeemBatch(_ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval, now: Date) throws
         -> (results: [Result<Outcome, any Error>], commands: [String]) {
         let refused = { (reason: String) -> Result<Outcome, any Error> in .success(.init(redemption: nil, created: false, refusal: reason)) }
-        guard let coupon = try CouponStore.findDefinition(tx, code: reqs[0].code, lock: true) else {
+        guard let coupon = try tx.prepared("coupon_lock", BatchSQL.lockCoupon, [CouponRules.normalizeCode(reqs[0].code)]).first else {
             return (reqs.map { _ in refused("notFound") }, [])
         }
+        let reservedAt = try coupon.decode("tx_now", as: Date.self)  // now() in the transaction: every new row's reserved_at
         let d = try CouponStore.definition(coupon)
         let couponId = try coupon.decode("id", as: UUID.self)
         let testCoupon = try coupon.decode("mode", as: String.self) == "test"
@@ -362,42 +389,26 @@ extension RedemptionStore {
         }
         guard !fresh.isEmpty else { return (results.map { $0! }, []) }
 
-        let status = d.isDiscount ? "reserved" : "granting"
-        let rows = try tx.prepared("batch_insert", """
-            INSERT INTO coupons.redemptions AS r (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status, reservation_expires_at)
-            SELECT u.id, $2, $3, u.account, u.app, u.platform, u.product, u.sandbox, $9,
-                   CASE WHEN $9 = 'reserved' THEN now() + make_interval(secs => $10) END
-            FROM unnest($1::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::boolean[]) AS u(id, account, app, platform, product, sandbox)
-            RETURNING \(columns)
-            """, [PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
-                  PGArray(fresh.map { $0.req.accountId.lowercasedString }), PGArray(fresh.map { $0.req.appUserId }),
-                  PGArray(fresh.map { $0.req.platform }), PGArray(optionals: fresh.map { $0.productId }),
-                  PGArray(fresh.map { $0.sandbox ? "t" : "f" }), status, reservationTTL]).rows
-        var views: [UUID: RedemptionView] = [:]
-        for row in rows { let v = try view(row); views[v.redemptionId] = v }
-        let live = fresh.filter { !$0.sandbox }.count
-        if live > 0 {
-            try tx.prepared("batch_take", "UPDATE coupons.coupons SET used_count = used_count + $2 WHERE id = $1", [couponId, live])
-        }
-        var commands: [String] = []
+        var ids: [String] = [], payloads: [String] = []
         if !d.isDiscount, let entitlement = d.entitlementId {
             let publicCoupon = CouponStore.publicView(d)
-            var ids: [String] = [], payloads: [String] = []
             for n in fresh {
-                guard let v = views[n.id] else { continue }
                 let command = GrantCommand(redemptionId: n.id, accountId: n.req.accountId, appUserId: n.req.appUserId, entitlementId: entitlement,
                                            duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.req.platform,
-                                           productId: n.productId, reservedAt: v.reservedAt)
+                                           productId: n.productId, reservedAt: reservedAt)
                 let envelope = Envelope(id: UUID.random().lowercasedString, type: GrantCommand.type, body: command)
                 ids.append(n.id.lowercasedString)
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
             }
-            try tx.prepared("batch_outbox", """
-                INSERT INTO coupons.outbox (redemption_id, type, payload, next_attempt_at)
-                SELECT u.id, $2, u.payload, now() + make_interval(secs => $4) FROM unnest($1::uuid[], $3::text[]) AS u(id, payload)
-                """, [PGArray(ids), GrantCommand.type, PGArray(payloads), resendAfter])
-            commands = payloads
         }
+        let rows = try tx.preparedThenCommit("reserve_batch", BatchSQL.reserve, [
+            PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
+            PGArray(fresh.map { $0.req.accountId.lowercasedString }), PGArray(fresh.map { $0.req.appUserId }),
+            PGArray(fresh.map { $0.req.platform }), PGArray(optionals: fresh.map { $0.productId }),
+            PGArray(fresh.map { $0.sandbox ? "t" : "f" }), d.isDiscount ? "reserved" : "granting", reservationTTL,
+            fresh.filter { !$0.sandbox }.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter]).rows
+        var views: [UUID: RedemptionView] = [:]
+        for row in rows { let v = try view(row); views[v.redemptionId] = v }
         for n in fresh {
             guard let v = views[n.id] else { throw ServiceError.internal }
             results[n.index] = .success(.init(redemption: v, created: true))
@@ -405,6 +416,6 @@ extension RedemptionStore {
         for (i, j) in twins {
             results[i] = .success(.init(redemption: views[fresh[j].id], created: false))
         }
-        return (results.map { $0! }, commands)
+        return (results.map { $0! }, payloads)
     }
 }

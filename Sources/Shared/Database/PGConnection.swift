@@ -26,17 +26,12 @@ public final class PGConnection {
     deinit { PQfinish(conn) }
 
     /// Whether the connection is still usable (false after the server went away).
-    public var isHealthy: Bool { PQstatus(conn) == CONNECTION_OK }
+    public var isHealthy: Bool { !broken && PQstatus(conn) == CONNECTION_OK }
 
     /// Runs one parameterized statement. Values are never interpolated into `sql`.
     @discardableResult
     public func query(_ sql: String, _ params: [any PGBindable] = []) throws -> PGResult {
-        statementCount += 1
-        let texts = params.map { $0.pgText }
-        let res = withCStringArray(texts) { ptrs in
-            PQexecParams(conn, sql, Int32(texts.count), nil, ptrs, nil, nil, 0)
-        }
-        return try PGResult.checked(res, conn: conn)
+        try run([.statement(sql, params.map { $0.pgText })])
     }
 
     /// Runs a statement prepared once per connection under `name`. PostgreSQL soon settles on one
@@ -47,37 +42,153 @@ public final class PGConnection {
     /// each time, or a function planned with sequential scans off (coupons' batch lookups).
     @discardableResult
     public func prepared(_ name: String, _ sql: String, _ params: [any PGBindable]) throws -> PGResult {
-        statementCount += 1
-        if !prepared.contains(name) {
-            let res = PQprepare(conn, name, sql, Int32(params.count), nil)
-            _ = try PGResult.checked(res, conn: conn) as PGResult
-            prepared.insert(name)
-        }
-        let texts = params.map { $0.pgText }
-        let res = withCStringArray(texts) { ptrs in
-            PQexecPrepared(conn, name, Int32(texts.count), ptrs, nil, nil, 0)
-        }
-        return try PGResult.checked(res, conn: conn)
+        try run(preparing(name, sql, params))
+    }
+
+    /// Runs a prepared statement (as `prepared`) and commits the transaction in the same round
+    /// trip: the last statement of a `transaction` body, which then sends no COMMIT of its own.
+    /// A hot coupon's row lock is held until the commit, so every round trip saved there is
+    /// time the next batch does not wait.
+    @discardableResult
+    public func preparedThenCommit(_ name: String, _ sql: String, _ params: [any PGBindable]) throws -> PGResult {
+        precondition(state == .beginPending || state == .open, "preparedThenCommit outside a transaction")
+        let steps = preparing(name, sql, params)
+        let result = try run(steps + [.statement("COMMIT", [])], resultOf: steps.count - 1)
+        state = .committed
+        return result
     }
 
     /// Runs SQL text without parameters (several statements allowed). Only for fixed SQL such as migrations.
     @discardableResult
     public func execute(_ sql: String) throws -> PGResult {
+        if state == .beginPending {
+            state = .open
+            _ = try PGResult.checked(PQexec(conn, "BEGIN"), conn: conn)
+        }
         statementCount += 1
         return try PGResult.checked(PQexec(conn, sql), conn: conn)
     }
 
-    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws. BEGIN
+    /// is not sent on its own: it travels with the body's first statement.
     public func transaction<T>(_ body: (PGConnection) throws -> T) throws -> T {
-        try execute("BEGIN")
+        precondition(state == .none, "transactions don't nest")
+        state = .beginPending
+        defer { state = .none }
         do {
             let value = try body(self)
-            try execute("COMMIT")
+            if state == .open { try execute("COMMIT") }
             return value
         } catch {
-            if isHealthy { _ = try? execute("ROLLBACK") }
+            if state == .open, isHealthy { _ = try? execute("ROLLBACK") }
             throw error
         }
+    }
+
+    // MARK: - Round trips
+
+    /// Where the connection stands in `transaction`.
+    private enum TransactionState { case none, beginPending, open, committed }
+    private var state = TransactionState.none
+    /// Set when a pipeline could not be sent or read whole: the connection's state is unknown, so
+    /// it reports itself unhealthy and the pool drops it.
+    private var broken = false
+
+    /// One statement of a round trip.
+    private enum Step {
+        case statement(String, [String?])
+        case prepare(name: String, sql: String, count: Int)
+        case executePrepared(String, [String?])
+    }
+
+    private func preparing(_ name: String, _ sql: String, _ params: [any PGBindable]) -> [Step] {
+        let execute = Step.executePrepared(name, params.map { $0.pgText })
+        return prepared.contains(name) ? [execute] : [.prepare(name: name, sql: sql, count: params.count), execute]
+    }
+
+    /// Sends `steps` in one round trip, after the transaction's pending BEGIN, and answers the
+    /// result of the step `resultOf` (the last by default). A single step goes alone; several go
+    /// through libpq's pipeline mode, where the server skips every step after a failed one, and
+    /// the first failure is thrown.
+    @discardableResult
+    private func run(_ steps: [Step], resultOf wanted: Int? = nil) throws -> PGResult {
+        precondition(state != .committed, "no statement after preparedThenCommit")
+        var steps = steps
+        var target = wanted ?? steps.count - 1
+        if state == .beginPending {
+            steps.insert(.statement("BEGIN", []), at: 0)
+            target += 1
+            state = .open
+        }
+        statementCount += 1
+        if steps.count == 1 { return try finish(steps[0], executeAlone(steps[0])) }
+
+        guard PQenterPipelineMode(conn) == 1 else { throw lastError() }
+        defer { PQexitPipelineMode(conn) }
+        for step in steps where !queue(step) { throw lostPipeline() }
+        guard PQpipelineSync(conn) == 1 else { throw lostPipeline() }
+        var answer: PGResult?
+        var failure: (any Error)?
+        for (i, step) in steps.enumerated() {
+            guard let res = PQgetResult(conn) else { throw lostPipeline() }
+            if PQresultStatus(res) == PGRES_PIPELINE_ABORTED {
+                PQclear(res)
+            } else {
+                do {
+                    let result = try finish(step, res)
+                    if i == target { answer = result }
+                } catch {
+                    failure = failure ?? error
+                }
+            }
+            while let extra = PQgetResult(conn) { PQclear(extra) }  // a step's results end with NULL
+        }
+        guard let sync = PQgetResult(conn) else { throw lostPipeline() }
+        let synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC
+        PQclear(sync)
+        guard synced else { throw lostPipeline() }
+        if let failure { throw failure }
+        guard let answer else { throw lostPipeline() }
+        return answer
+    }
+
+    private func executeAlone(_ step: Step) -> OpaquePointer? {
+        switch step {
+        case .statement(let sql, let texts):
+            withCStringArray(texts) { PQexecParams(conn, sql, Int32(texts.count), nil, $0, nil, nil, 0) }
+        case .prepare(let name, let sql, let count):
+            PQprepare(conn, name, sql, Int32(count), nil)
+        case .executePrepared(let name, let texts):
+            withCStringArray(texts) { PQexecPrepared(conn, name, Int32(texts.count), $0, nil, nil, 0) }
+        }
+    }
+
+    /// Queues a step in the pipeline (sent by `PQpipelineSync`).
+    private func queue(_ step: Step) -> Bool {
+        switch step {
+        case .statement(let sql, let texts):
+            withCStringArray(texts) { PQsendQueryParams(conn, sql, Int32(texts.count), nil, $0, nil, nil, 0) } == 1
+        case .prepare(let name, let sql, let count):
+            PQsendPrepare(conn, name, sql, Int32(count), nil) == 1
+        case .executePrepared(let name, let texts):
+            withCStringArray(texts) { PQsendQueryPrepared(conn, name, Int32(texts.count), $0, nil, nil, 0) } == 1
+        }
+    }
+
+    /// Checks a step's result; a statement prepared successfully is remembered.
+    private func finish(_ step: Step, _ res: OpaquePointer?) throws -> PGResult {
+        let result = try PGResult.checked(res, conn: conn)
+        if case .prepare(let name, _, _) = step { prepared.insert(name) }
+        return result
+    }
+
+    private func lostPipeline() -> PGError {
+        broken = true
+        return lastError()
+    }
+
+    private func lastError() -> PGError {
+        PGError(kind: .connection, message: String(cString: PQerrorMessage(conn)).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// Connection URLs may carry a password; libpq messages don't, but be sure.
