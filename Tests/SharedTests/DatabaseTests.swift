@@ -40,6 +40,27 @@ import TestSupport
         #expect(try rows.map { try $0.decodeIfPresent("v", as: String.self) } == items)
     }
 
+    /// Timestamps as PostgreSQL prints them read back to the instant it means, across leap days,
+    /// centuries, dates before 1970 and offsets written in the text.
+    @Test func timestampsReadBackToTheSameInstant() async throws {
+        let pool = PGPool(url: url, maxConnections: 1)
+        defer { pool.close() }
+        let rows = try await pool.query("""
+            SELECT t, extract(epoch FROM t)::float8 AS e FROM generate_series('1899-12-31 23:59:59.5+00'::timestamptz,
+                '2401-03-01', interval '13 days 5 hours 7 minutes 11.123457 seconds') t
+            """).rows
+        #expect(rows.count > 13_000)
+        for row in rows {
+            let text = try #require(row["t"])
+            #expect(abs(try row.decode("t", as: Date.self).timeIntervalSince1970 - (try row.decode("e", as: Double.self))) < 0.000_002, "\(text)")
+        }
+        for text in ["2024-02-29 12:00:00.25+05:30", "1969-12-31 23:00:00-01", "2000-02-29 00:00:00+00"] {
+            let epoch = try await pool.query("SELECT extract(epoch FROM $1::timestamptz)::float8 AS e", [text]).first!.decode("e", as: Double.self)
+            #expect(Date(pgText: text)?.timeIntervalSince1970 == epoch, "\(text)")
+        }
+        #expect(Date(pgText: "2024-13-01 00:00:00+00") == nil)
+    }
+
     @Test func errorsCarrySQLStateAndConstraint() async throws {
         let pool = PGPool(url: url, maxConnections: 2)
         defer { pool.close() }
@@ -111,6 +132,35 @@ import TestSupport
         #expect(try rows.map { try $0.decode("n", as: Int.self) } == [0, 0, 0])
         let open = try await pool.query("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'")
         #expect(try open.first!.decode("n", as: Int.self) == 0)
+    }
+
+    /// Statements sent in one round trip still run one after another: the second reads what a
+    /// transaction committed while the first waited for its row lock (what a reservation batch
+    /// relies on to see the uses the batch before it took).
+    @Test func pipelinedStatementsReadWhatTheLockWaitedFor() async throws {
+        let pool = PGPool(url: url, maxConnections: 2)
+        defer { pool.close() }
+        try await pool.query("CREATE TABLE lockrow (id int PRIMARY KEY)")
+        try await pool.query("INSERT INTO lockrow VALUES (1)")
+        try await pool.query("CREATE TABLE taken (n int)")
+        let holder = try PGConnection(url: url)
+        try holder.execute("BEGIN; SELECT id FROM lockrow WHERE id = 1 FOR UPDATE; INSERT INTO taken VALUES (1)")
+        let waiter = Task {
+            try await pool.transaction { c in
+                try c.prepared([("lock_row", "SELECT id FROM lockrow WHERE id = $1 FOR UPDATE", [1]),
+                                ("count_taken", "SELECT count(*) AS n FROM taken WHERE n > $1", [0])])[1].first!.decode("n", as: Int.self)
+            }
+        }
+        // Wait until the pipeline is blocked on the row lock, then commit under it.
+        var blocked = false
+        for _ in 0..<500 where !blocked {
+            blocked = try await pool.query("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+                .first!.decode("n", as: Int.self) == 1
+            if !blocked { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(blocked)
+        try holder.execute("COMMIT")
+        #expect(try await waiter.value == 1)
     }
 
     @Test func poolServesManyConcurrentCallersWithFewConnections() async throws {

@@ -320,15 +320,25 @@ extension RedemptionStore {
     /// the caller pushes them once the transaction commits, and the relay's sweep re-sends any
     /// grants has not acknowledged by then (after a crash, say).
     ///
-    /// The coupon's row lock is held from the first statement to the commit, so the batch takes
-    /// three round trips under it, not six: the lock (with BEGIN), the held uses, and one
-    /// statement that writes the redemptions, the counter and the outbox and carries the COMMIT.
+    /// The coupon's row lock is held from the first statement to the commit, and the batch makes
+    /// two round trips: BEGIN, the lock and the held uses in one; one statement that writes the
+    /// redemptions, the counter and the outbox, with the COMMIT, in the other (and one more for
+    /// new-customer coupons).
     /// Commands are encoded before that statement, with the transaction's `now()`, which is the
     /// new rows' `reserved_at`.
     static func redeemBatch(_ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval, now: Date) throws
         -> (results: [Result<Outcome, any Error>], commands: [String]) {
         let refused = { (reason: String) -> Result<Outcome, any Error> in .success(.init(redemption: nil, created: false, refusal: reason)) }
-        guard let coupon = try tx.prepared("coupon_lock", BatchSQL.lockCoupon, [CouponRules.normalizeCode(reqs[0].code)]).first else {
+        let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
+        // By account alone, with the coupon matched here: given `coupon_id = $1` too, the planner
+        // may scan every redemption of the coupon (statistics lag behind a flash sale's inserts,
+        // so a hot coupon looks like it has a handful), once per batch. An account has few. The
+        // lookup runs after the lock is granted, so it sees every use the batch before took.
+        let lookups = try tx.prepared([
+            ("coupon_lock", BatchSQL.lockCoupon, [CouponRules.normalizeCode(reqs[0].code)]),
+            ("held_by_account", BatchSQL.heldByAccount, [accounts]),
+        ])
+        guard let coupon = lookups[0].first else {
             return (reqs.map { _ in refused("notFound") }, [])
         }
         let reservedAt = try coupon.decode("tx_now", as: Date.self)  // now() in the transaction: every new row's reserved_at
@@ -337,14 +347,10 @@ extension RedemptionStore {
         let testCoupon = try coupon.decode("mode", as: String.self) == "test"
         let active = try coupon.decode("active", as: Bool.self)
         var used = try coupon.decode("used_count", as: Int.self)
-        let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
 
         struct Key: Hashable { let account: UUID; let sandbox: Bool }
         var existing: [Key: RedemptionView] = [:]
-        // By account alone, with the coupon matched here: given `coupon_id = $1` too, the planner
-        // may scan every redemption of the coupon (statistics lag behind a flash sale's inserts,
-        // so a hot coupon looks like it has a handful), once per batch. An account has few.
-        for row in try tx.prepared("held_by_account", BatchSQL.heldByAccount, [accounts]).rows where try row.decode("coupon_id", as: UUID.self) == couponId {
+        for row in lookups[1].rows where try row.decode("coupon_id", as: UUID.self) == couponId {
             let v = try view(row)
             existing[Key(account: v.accountId, sandbox: v.sandbox)] = v
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Shared
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -159,16 +160,26 @@ final class WebhookDeliverer: Sendable {
     let logger: Logger
     let schedule: [TimeInterval]
     let allowPrivate: Bool
-    let session: URLSession
+    /// Made for the first delivery: setting up a session loads libcurl and its TLS library, about
+    /// 2 MB that a grants instance whose operators have no webhooks never needs.
+    private let madeSession = Mutex<URLSession?>(nil)
 
     init(pool: PGPool, logger: Logger, schedule: [TimeInterval], allowPrivate: Bool) {
         self.pool = pool
         self.logger = logger
         self.schedule = schedule
         self.allowPrivate = allowPrivate
-        let config = URLSessionConfiguration.ephemeral
-        config.timeoutIntervalForRequest = 10
-        session = URLSession(configuration: config)
+    }
+
+    var session: URLSession {
+        madeSession.withLock { made in
+            if let made { return made }
+            let config = URLSessionConfiguration.ephemeral
+            config.timeoutIntervalForRequest = 10
+            let session = URLSession(configuration: config)
+            made = session
+            return session
+        }
     }
 
     /// The gap before the next attempt after `attempts` failed ones (nil: give up), with up to

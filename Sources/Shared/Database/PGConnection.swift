@@ -11,8 +11,13 @@ public final class PGConnection {
     var statementCount = 0
 
     public init(url: String) throws {
-        // PQconnectdb always returns an object, which must be freed even when the connection failed.
-        let c = PQconnectdb(url)!
+        // GSSAPI encryption is off unless the URL asks for it (`gssencmode=prefer`): looking for
+        // Kerberos credentials on every connection costs time and loads Kerberos into each
+        // service, for a setup Redeem's deployments don't use. Keywords before `dbname` are the
+        // defaults the URL's own parameters override.
+        let keywords: [String?] = ["gssencmode", "dbname", nil], values: [String?] = ["disable", url, nil]  // NULL-terminated
+        // PQconnectdbParams always returns an object, which must be freed even when the connection failed.
+        let c = withCStringArray(keywords) { k in withCStringArray(values) { v in PQconnectdbParams(k, v, 1) } }!
         guard PQstatus(c) == CONNECTION_OK else {
             let message = String(cString: PQerrorMessage(c)).trimmingCharacters(in: .whitespacesAndNewlines)
             PQfinish(c)
@@ -31,7 +36,7 @@ public final class PGConnection {
     /// Runs one parameterized statement. Values are never interpolated into `sql`.
     @discardableResult
     public func query(_ sql: String, _ params: [any PGBindable] = []) throws -> PGResult {
-        try run([.statement(sql, params.map { $0.pgText })])
+        try run([.statement(sql, params.map { $0.pgText })])[0]
     }
 
     /// Runs a statement prepared once per connection under `name`. PostgreSQL soon settles on one
@@ -42,7 +47,20 @@ public final class PGConnection {
     /// each time, or a function planned with sequential scans off (coupons' batch lookups).
     @discardableResult
     public func prepared(_ name: String, _ sql: String, _ params: [any PGBindable]) throws -> PGResult {
-        try run(preparing(name, sql, params))
+        try run(preparing(name, sql, params)).last!
+    }
+
+    /// Runs prepared statements (as `prepared`) in one round trip, in order, and answers their
+    /// results. Inside a transaction each still reads what the ones before it locked and wrote.
+    public func prepared(_ statements: [(name: String, sql: String, params: [any PGBindable])]) throws -> [PGResult] {
+        var steps: [Step] = []
+        var positions: [Int] = []
+        for s in statements {
+            steps += preparing(s.name, s.sql, s.params)
+            positions.append(steps.count - 1)
+        }
+        let results = try run(steps)
+        return positions.map { results[$0] }
     }
 
     /// Runs a prepared statement (as `prepared`) and commits the transaction in the same round
@@ -53,7 +71,7 @@ public final class PGConnection {
     public func preparedThenCommit(_ name: String, _ sql: String, _ params: [any PGBindable]) throws -> PGResult {
         precondition(state == .beginPending || state == .open, "preparedThenCommit outside a transaction")
         let steps = preparing(name, sql, params)
-        let result = try run(steps + [.statement("COMMIT", [])], resultOf: steps.count - 1)
+        let result = try run(steps + [.statement("COMMIT", [])])[steps.count - 1]
         state = .committed
         return result
     }
@@ -106,28 +124,27 @@ public final class PGConnection {
         return prepared.contains(name) ? [execute] : [.prepare(name: name, sql: sql, count: params.count), execute]
     }
 
-    /// Sends `steps` in one round trip, after the transaction's pending BEGIN, and answers the
-    /// result of the step `resultOf` (the last by default). A single step goes alone; several go
-    /// through libpq's pipeline mode, where the server skips every step after a failed one, and
-    /// the first failure is thrown.
-    @discardableResult
-    private func run(_ steps: [Step], resultOf wanted: Int? = nil) throws -> PGResult {
+    /// Sends `steps` in one round trip, after the transaction's pending BEGIN, and answers their
+    /// results in order. A single step goes alone; several go through libpq's pipeline mode,
+    /// where the server runs them one after another (each statement with a snapshot of its own
+    /// start) and skips every step after a failed one; the first failure is thrown.
+    private func run(_ steps: [Step]) throws -> [PGResult] {
         precondition(state != .committed, "no statement after preparedThenCommit")
         var steps = steps
-        var target = wanted ?? steps.count - 1
+        var skip = 0
         if state == .beginPending {
             steps.insert(.statement("BEGIN", []), at: 0)
-            target += 1
+            skip = 1
             state = .open
         }
         statementCount += 1
-        if steps.count == 1 { return try finish(steps[0], executeAlone(steps[0])) }
+        if steps.count == 1 { return [try finish(steps[0], executeAlone(steps[0]))] }
 
         guard PQenterPipelineMode(conn) == 1 else { throw lastError() }
         defer { PQexitPipelineMode(conn) }
         for step in steps where !queue(step) { throw lostPipeline() }
         guard PQpipelineSync(conn) == 1 else { throw lostPipeline() }
-        var answer: PGResult?
+        var results: [PGResult] = []
         var failure: (any Error)?
         for (i, step) in steps.enumerated() {
             guard let res = PQgetResult(conn) else { throw lostPipeline() }
@@ -136,7 +153,7 @@ public final class PGConnection {
             } else {
                 do {
                     let result = try finish(step, res)
-                    if i == target { answer = result }
+                    if i >= skip { results.append(result) }
                 } catch {
                     failure = failure ?? error
                 }
@@ -148,8 +165,8 @@ public final class PGConnection {
         PQclear(sync)
         guard synced else { throw lostPipeline() }
         if let failure { throw failure }
-        guard let answer else { throw lostPipeline() }
-        return answer
+        guard results.count == steps.count - skip else { throw lostPipeline() }
+        return results
     }
 
     private func executeAlone(_ step: Step) -> OpaquePointer? {
