@@ -127,9 +127,17 @@ import TestSupport
         // A transaction without statements sends nothing and commits nothing.
         try await pool.transaction { _ in }
         try await pool.transaction { c in try c.preparedThenCommit("piped_insert", insert, [PGArray(["4"])]) }
+        // A statement not yet prepared, twice in one round trip: prepared once, and the second
+        // run sees what the first wrote.
+        let counts = try await pool.transaction { c in
+            let count = "SELECT count(*) AS n FROM piped WHERE k > $1"
+            return try c.preparedThenCommit([("piped_count", count, [0]), ("piped_insert", insert, [PGArray(["5"])]), ("piped_count", count, [0])])
+                .map { try $0.first!.decode($0.columns[0], as: Int.self) }
+        }
+        #expect(counts == [3, 5, 4])
         let rows = try await pool.query("SELECT k, n FROM piped ORDER BY k").rows
-        #expect(try rows.map { try $0.decode("k", as: Int.self) } == [1, 2, 4])
-        #expect(try rows.map { try $0.decode("n", as: Int.self) } == [0, 0, 0])
+        #expect(try rows.map { try $0.decode("k", as: Int.self) } == [1, 2, 4, 5])
+        #expect(try rows.map { try $0.decode("n", as: Int.self) } == [0, 0, 0, 0])
         let open = try await pool.query("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'")
         #expect(try open.first!.decode("n", as: Int.self) == 0)
     }

@@ -28,13 +28,13 @@ enum GrantLedger {
     /// attempt counted) and answered, so the caller's worker calls the provider at once without
     /// claiming it back from the table; if that worker dies, the lease runs out and any worker
     /// claims it. The others are stored due, for `claimDue`.
+    ///
+    /// It ends the caller's transaction: the locks, every round and the COMMIT go to the database
+    /// in one round trip.
     static func store(_ tx: PGConnection, _ commands: [GrantCommand], provider: (GrantCommand) -> String,
                       lease: (String) -> TimeInterval?) throws -> [Grant] {
         guard !commands.isEmpty else { return [] }
         let holder = { (c: GrantCommand) in "grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)" }
-        try tx.prepared("lock_holders", """
-            SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY h) locks
-            """, [PGArray(commands.map(holder))])
         var rounds: [[GrantCommand]] = []
         var seen: [String: Int] = [:]
         for c in commands.sorted(by: { $0.redemptionId.lowercasedString < $1.redemptionId.lowercasedString }) {
@@ -43,20 +43,28 @@ enum GrantLedger {
             if n == rounds.count { rounds.append([]) }
             rounds[n].append(c)
         }
-        var leased: [Grant] = []
-        for round in rounds {
+        // The holders' locks, then every round, and the commit, in one round trip: each round is a
+        // statement of its own, so it reads the periods the rounds before it stored.
+        var statements: [PGConnection.PreparedStatement] = [("lock_holders", """
+            SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY h) locks
+            """, [PGArray(commands.map(holder))])]
+        let providers = rounds.map { $0.map(provider) }
+        for (round, roundProviders) in zip(rounds, providers) {
             let periods = round.map { components($0.duration) }
-            let providers = round.map(provider)
-            let rows = try tx.prepared("store_round", """
+            statements.append(("store_round", """
                 SELECT redemption_id, end_time, attempts FROM grants.store_round($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
                 """, [PGArray(round.map { $0.redemptionId.lowercasedString }), PGArray(round.map { $0.accountId.lowercasedString }),
                       PGArray(round.map(\.appUserId)), PGArray(round.map(\.entitlementId)), PGArray(round.map { $0.sandbox ? "t" : "f" }),
-                      PGArray(providers), PGArray(periods.map { String($0.0) }), PGArray(periods.map { String($0.1) }),
+                      PGArray(roundProviders), PGArray(periods.map { String($0.0) }), PGArray(periods.map { String($0.1) }),
                       PGArray(periods.map { String($0.2) }), PGArray(periods.map { String($0.3) }),
                       PGArray(try round.map { String(decoding: try JSONEncoder.bus.encode($0), as: UTF8.self) }),
-                      PGArray(optionals: providers.map { lease($0).map { String($0) } })]).rows
-            let byId = Dictionary(zip(round.map(\.redemptionId), zip(round, providers)), uniquingKeysWith: { a, _ in a })
-            for row in rows where try row.decode("attempts", as: Int.self) == 1 {
+                      PGArray(optionals: roundProviders.map { lease($0).map { String($0) } })]))
+        }
+        let results = try tx.preparedThenCommit(statements)
+        var leased: [Grant] = []
+        for (i, round) in rounds.enumerated() {
+            let byId = Dictionary(zip(round.map(\.redemptionId), zip(round, providers[i])), uniquingKeysWith: { a, _ in a })
+            for row in results[i + 1].rows where try row.decode("attempts", as: Int.self) == 1 {
                 let id: UUID = try row.decode("redemption_id")
                 guard let (c, p) = byId[id] else { continue }
                 leased.append(Grant(redemptionId: id, appUserId: c.appUserId, entitlementId: c.entitlementId, provider: p,

@@ -52,16 +52,13 @@ public final class PGConnection {
 
     /// Runs prepared statements (as `prepared`) in one round trip, in order, and answers their
     /// results. Inside a transaction each still reads what the ones before it locked and wrote.
-    public func prepared(_ statements: [(name: String, sql: String, params: [any PGBindable])]) throws -> [PGResult] {
-        var steps: [Step] = []
-        var positions: [Int] = []
-        for s in statements {
-            steps += preparing(s.name, s.sql, s.params)
-            positions.append(steps.count - 1)
-        }
+    public func prepared(_ statements: [PreparedStatement]) throws -> [PGResult] {
+        let (steps, positions) = preparing(statements)
         let results = try run(steps)
         return positions.map { results[$0] }
     }
+
+    public typealias PreparedStatement = (name: String, sql: String, params: [any PGBindable])
 
     /// Runs a prepared statement (as `prepared`) and commits the transaction in the same round
     /// trip: the last statement of a `transaction` body, which then sends no COMMIT of its own.
@@ -69,11 +66,17 @@ public final class PGConnection {
     /// time the next batch does not wait.
     @discardableResult
     public func preparedThenCommit(_ name: String, _ sql: String, _ params: [any PGBindable]) throws -> PGResult {
+        try preparedThenCommit([(name, sql, params)])[0]
+    }
+
+    /// Runs prepared statements (as `prepared([...])`) and commits, all in one round trip.
+    @discardableResult
+    public func preparedThenCommit(_ statements: [PreparedStatement]) throws -> [PGResult] {
         precondition(state == .beginPending || state == .open, "preparedThenCommit outside a transaction")
-        let steps = preparing(name, sql, params)
-        let result = try run(steps + [.statement("COMMIT", [])])[steps.count - 1]
+        let (steps, positions) = preparing(statements)
+        let results = try run(steps + [.statement("COMMIT", [])])
         state = .committed
-        return result
+        return positions.map { results[$0] }
     }
 
     /// Runs SQL text without parameters (several statements allowed). Only for fixed SQL such as migrations.
@@ -122,6 +125,19 @@ public final class PGConnection {
     private func preparing(_ name: String, _ sql: String, _ params: [any PGBindable]) -> [Step] {
         let execute = Step.executePrepared(name, params.map { $0.pgText })
         return prepared.contains(name) ? [execute] : [.prepare(name: name, sql: sql, count: params.count), execute]
+    }
+
+    /// The steps of several prepared statements (a statement used twice is prepared once), and
+    /// where each one's result will be.
+    private func preparing(_ statements: [PreparedStatement]) -> (steps: [Step], positions: [Int]) {
+        var steps: [Step] = [], positions: [Int] = [], preparingNow = Set<String>()
+        for s in statements {
+            let new = !prepared.contains(s.name) && preparingNow.insert(s.name).inserted
+            if new { steps.append(.prepare(name: s.name, sql: s.sql, count: s.params.count)) }
+            steps.append(.executePrepared(s.name, s.params.map { $0.pgText }))
+            positions.append(steps.count - 1)
+        }
+        return (steps, positions)
     }
 
     /// Sends `steps` in one round trip, after the transaction's pending BEGIN, and answers their
