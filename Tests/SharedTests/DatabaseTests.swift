@@ -126,7 +126,7 @@ import TestSupport
         }
         // A transaction without statements sends nothing and commits nothing.
         try await pool.transaction { _ in }
-        try await pool.transaction { c in try c.preparedThenCommit("piped_insert", insert, [PGArray(["4"])]) }
+        _ = try await pool.transaction { c in try c.preparedThenCommit("piped_insert", insert, [PGArray(["4"])]) }
         // A statement not yet prepared, twice in one round trip: prepared once, and the second
         // run sees what the first wrote.
         let counts = try await pool.transaction { c in
