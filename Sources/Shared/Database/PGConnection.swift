@@ -47,7 +47,7 @@ public final class PGConnection {
     /// each time, or a function planned with sequential scans off (coupons' batch lookups).
     @discardableResult
     public func prepared(_ name: String, _ sql: String, _ params: [any PGBindable]) throws -> PGResult {
-        try run(preparing(name, sql, params)).last!
+        try prepared([(name, sql, params)])[0]
     }
 
     /// Runs prepared statements (as `prepared`) in one round trip, in order, and answers their
@@ -120,11 +120,6 @@ public final class PGConnection {
         case statement(String, [String?])
         case prepare(name: String, sql: String, count: Int)
         case executePrepared(String, [String?])
-    }
-
-    private func preparing(_ name: String, _ sql: String, _ params: [any PGBindable]) -> [Step] {
-        let execute = Step.executePrepared(name, params.map { $0.pgText })
-        return prepared.contains(name) ? [execute] : [.prepare(name: name, sql: sql, count: params.count), execute]
     }
 
     /// The steps of several prepared statements (a statement used twice is prepared once), and
