@@ -24,6 +24,16 @@ import Testing
         #expect(String(decoding: resp.body, as: UTF8.self) == "validate")
     }
 
+    @Test func aWiderTemplateWithTheRightMethodBeatsANarrowerOneWithout() async {
+        // GET /v1/coupons/validate is reading the coupon named VALIDATE, not a 405 from the POST route.
+        let get = await router().handle(HTTPRequest(method: "GET", path: "/v1/coupons/validate"))
+        #expect(get.status == 200)
+        #expect(String(decoding: get.body, as: UTF8.self) == "get validate")
+        #expect(get.route == "/v1/coupons/{code}")
+        let head = await router().handle(HTTPRequest(method: "HEAD", path: "/v1/coupons/X"))
+        #expect(head.status == 200, "HEAD is answered by the GET route")
+    }
+
     @Test func unknownPathIs404AndWrongMethodIs405() async throws {
         let r = router()
         let missing = await r.handle(HTTPRequest(method: "GET", path: "/v1/nothing"))

@@ -19,9 +19,10 @@ public struct GatewayConfig: Sendable {
     public init(env: Environment) throws {
         httpHost = env.string("REDEEM_HTTP_HOST", default: "127.0.0.1")
         httpPort = try env.port("REDEEM_HTTP_PORT", default: 8080)
-        // One libmicrohttpd thread parses and writes for every connection; handlers run as tasks.
-        // On two cores one thread served 5–15 % more than two (fewer hand-offs); more cores may want more.
-        httpThreads = try env.int("REDEEM_HTTP_THREADS", default: 1, range: 1...64)
+        // libmicrohttpd threads parse and write; handlers run as tasks. One per core (at most 8): on
+        // two cores, two threads served more reservations than one in 10 of 13 side-by-side rounds
+        // (one thread preempted stalls every connection), as many validations (bench/HISTORY.md).
+        httpThreads = try env.int("REDEEM_HTTP_THREADS", default: min(8, max(1, ProcessInfo.processInfo.activeProcessorCount)), range: 1...64)
         logLevel = try ServiceConfig.logLevel(env)
         accountsBus = try BusAddress.requests("accounts", env)
         couponsBus = try BusAddress.requests("coupons", env)

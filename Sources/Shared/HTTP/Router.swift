@@ -42,22 +42,28 @@ public struct Router: Sendable {
     /// Answers a request; never throws.
     public func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let parts = Router.split(request.path)
-        var allowed: [String] = []
         // Literal segments win over parameters, so `/v1/coupons/validate` beats `/v1/coupons/{code}`.
-        let candidates = routes.compactMap { r -> (Route, [String: String], Int)? in
-            guard let (params, literals) = Router.match(r.segments, parts) else { return nil }
-            return (r, params, literals)
-        }.sorted { $0.2 > $1.2 }
-        let mostSpecific = candidates.first?.2
-        for (route, params, literals) in candidates {
-            let methodMatches = route.method == request.method || (route.method == "GET" && request.method == "HEAD")
-            guard methodMatches else {
-                // `Allow` names the methods of the path's own template, not of wider ones.
-                if literals == mostSpecific { allowed.append(route.method) }
-                continue
+        // Matching only counts literals; path parameters are read from the route chosen.
+        var best: (route: Route, literals: Int)?
+        var mostSpecific = -1
+        var allowed: [String] = []
+        for route in routes {
+            guard let literals = Router.literalsMatched(route.segments, parts) else { continue }
+            if literals > mostSpecific {
+                mostSpecific = literals
+                allowed.removeAll()
             }
+            let methodMatches = route.method == request.method || (route.method == "GET" && request.method == "HEAD")
+            if methodMatches {
+                if literals > (best?.literals ?? -1) { best = (route, literals) }
+            } else if literals == mostSpecific {
+                // `Allow` names the methods of the path's own template, not of wider ones.
+                allowed.append(route.method)
+            }
+        }
+        if let (route, _) = best {
             var req = request
-            req.pathParameters = params
+            req.pathParameters = Router.parameters(route.segments, parts)
             var response: HTTPResponse
             do {
                 response = try await route.handler(req)
@@ -70,7 +76,7 @@ public struct Router: Sendable {
         if !allowed.isEmpty {
             let allow = Array(Set(allowed)).sorted().joined(separator: ", ")
             var r = HTTPResponse.error(HTTPError(405, "methodNotAllowed", "use \(allow) on this route", headers: [("Allow", allow)]))
-            r.route = candidates.first?.0.template
+            r.route = routes.first { Router.literalsMatched($0.segments, parts) == mostSpecific }?.template
             return r
         }
         return .error(.routeNotFound)
@@ -85,19 +91,25 @@ public struct Router: Sendable {
         path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
     }
 
-    static func match(_ segments: [Segment], _ parts: [String]) -> ([String: String], Int)? {
+    /// How many literal segments of a template match the path; nil when the path doesn't fit it.
+    static func literalsMatched(_ segments: [Segment], _ parts: [String]) -> Int? {
         guard segments.count == parts.count else { return nil }
-        var params: [String: String] = [:]
         var literals = 0
         for (s, p) in zip(segments, parts) {
-            switch s {
-            case .literal(let l):
+            if case .literal(let l) = s {
                 guard l == p else { return nil }
                 literals += 1
-            case .parameter(let name):
-                params[name] = p
             }
         }
-        return (params, literals)
+        return literals
+    }
+
+    /// The path parameters of a template that matches the path.
+    static func parameters(_ segments: [Segment], _ parts: [String]) -> [String: String] {
+        var params: [String: String] = [:]
+        for (s, p) in zip(segments, parts) {
+            if case .parameter(let name) = s { params[name] = p }
+        }
+        return params
     }
 }
