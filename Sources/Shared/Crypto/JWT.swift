@@ -18,6 +18,9 @@ public enum JWT {
         case malformed, wrongAlgorithm, unknownKey, badSignature
     }
 
+    /// One decoder for every verification (decoding with it is thread-safe; its options never change).
+    private static let decoder = JSONDecoder()
+
     public static func algorithmName(_ a: AsymmetricKey.Algorithm) -> String { a == .ed25519 ? "EdDSA" : "RS256" }
 
     /// Signs `claims` with `key`; `kid` names the key for verifiers.
@@ -43,11 +46,11 @@ public enum JWT {
         guard dots.count == 2, bytes.count < 16_384,
               let headerBytes = Base64URL.decode(bytes: bytes[..<dots[0]]), let payloadBytes = Base64URL.decode(bytes: bytes[(dots[0] + 1)..<dots[1]]),
               let sig = Base64URL.decode(bytes: bytes[(dots[1] + 1)...]),
-              let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)) else { throw Failure.malformed }
+              let header = try? decoder.decode(Header.self, from: Data(headerBytes)) else { throw Failure.malformed }
         guard let algorithm = algorithms.first(where: { algorithmName($0) == header.alg }) else { throw Failure.wrongAlgorithm }
         guard let key = keyFor(header.kid), key.algorithm == algorithm else { throw Failure.unknownKey }
         guard key.verify(sig, of: Array(bytes[..<dots[1]])) else { throw Failure.badSignature }
-        guard let claims = try? JSONDecoder().decode(C.self, from: Data(payloadBytes)) else { throw Failure.malformed }
+        guard let claims = try? decoder.decode(C.self, from: Data(payloadBytes)) else { throw Failure.malformed }
         return (header, claims)
     }
 
