@@ -78,7 +78,9 @@ import Testing
         }
         #expect(sink.lines.count == 2)
         func withoutTime(_ line: String) throws -> NSDictionary {
-            let o = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let parsed = try JSONSerialization.jsonObject(with: Data(line.utf8))
+            #expect(parsed is [String: Any], "each line is a JSON object")
+            let o = parsed as? [String: Any] ?? [:]
             #expect(Timestamp.parse(o["time"] as? String ?? "") != nil)
             return o.filter { $0.key != "time" } as NSDictionary
         }
