@@ -9,6 +9,7 @@
 static inline struct MHD_Daemon *
 cmicrohttpd_start(unsigned int flags, const struct sockaddr *bind_addr, unsigned int thread_pool_size,
                   unsigned int connection_limit, unsigned int connection_timeout_seconds,
+                  size_t connection_memory_bytes,
                   MHD_AccessHandlerCallback dh, void *dh_cls,
                   MHD_RequestCompletedCallback done, void *done_cls)
 {
@@ -18,6 +19,7 @@ cmicrohttpd_start(unsigned int flags, const struct sockaddr *bind_addr, unsigned
                           MHD_OPTION_CONNECTION_LIMIT, connection_limit,
                           MHD_OPTION_NOTIFY_COMPLETED, done, done_cls,
                           MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
+                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_bytes,
                           MHD_OPTION_END);
 }
 

@@ -69,6 +69,20 @@ import TestSupport
         #expect(huge.contains("tooLarge"))
     }
 
+    @Test func headersUpToAboutTwelveKilobytesAreServedAndLargerOnesAre431() async throws {
+        // Each connection's memory is 16 kB (`connectionMemoryBytes`): a long token or several
+        // cookies fit; a header beyond it is refused by libmicrohttpd, and the server goes on.
+        let (server, client, _) = try start { r in r.get("/h") { req in .text(200, "\(req.header("x-big")?.utf8.count ?? 0)") } }
+        defer { Task { await server.stop() } }
+        let fits = try await client.send("GET", "/h", headers: ["X-Big": String(repeating: "a", count: 12_000)])
+        #expect(fits.status == 200)
+        #expect(fits.text == "12000")
+        let tooBig = try await client.send("GET", "/h", headers: ["X-Big": String(repeating: "a", count: 40_000)])
+        #expect(tooBig.status == 431)
+        let after = try await client.send("GET", "/h")
+        #expect(after.status == 200)
+    }
+
     @Test func aChunkedBodyOverTheLimitIs413Too() async throws {
         let (server, _, _) = try start { r in r.post("/echo") { req in .text(200, "\(req.body.count)") } }
         defer { Task { await server.stop() } }

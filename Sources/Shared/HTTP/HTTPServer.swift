@@ -17,6 +17,11 @@ public final class HTTPServer: Sendable {
         public var maxBodyBytes = 1 << 20
         public var connectionLimit = 2000
         public var connectionTimeoutSeconds = 30
+        /// Each connection's memory for its request line, headers and read buffer (bodies are
+        /// copied out as they arrive). libmicrohttpd zeroes it between requests, so its default
+        /// 32 kB cost 3 % of the gateway's CPU. 16 kB holds about 12 kB of headers; beyond that
+        /// libmicrohttpd answers 431.
+        public var connectionMemoryBytes = 16 * 1024
         public init() {}
     }
 
@@ -55,7 +60,7 @@ public final class HTTPServer: Sendable {
         let d = withUnsafePointer(to: &addr) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
                 cmicrohttpd_start(flags, sa, UInt32(options.threads), UInt32(options.connectionLimit),
-                                  UInt32(options.connectionTimeoutSeconds), httpAccessHandler, cls, httpRequestCompleted, cls)
+                                  UInt32(options.connectionTimeoutSeconds), options.connectionMemoryBytes, httpAccessHandler, cls, httpRequestCompleted, cls)
             }
         }
         guard let d else {
