@@ -19,6 +19,12 @@ import Testing
         #expect(v.count == 2)
     }
 
+    @Test func jsonContentTypesInAnyCaseAndWithParametersAreAccepted() {
+        for type in ["application/json", "Application/JSON", "application/json;charset=utf-8", "application/problem+json"] {
+            #expect(error(request(#"{"code":"A"}"#, contentType: type)) == nil, "\(type)")
+        }
+    }
+
     @Test func wrongContentTypeIs415() {
         #expect(error(request(#"{"code":"A"}"#, contentType: "text/plain"))?.status == 415)
         #expect(error(request(#"{"code":"A"}"#, contentType: nil))?.status == 415)
@@ -38,6 +44,8 @@ import Testing
         #expect(error(request(#"{"code":"A","x":"# + ok + "}")) == nil)
         // Brackets inside strings don't count.
         #expect(error(request(#"{"code":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}"#)) == nil)
+        // Nor after an escaped quote, which does not end the string.
+        #expect(error(request(#"{"code":"a\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\"}"#)) == nil)
     }
 
     @Test func notAnObjectOrMissingFieldIs422NamingIt() {

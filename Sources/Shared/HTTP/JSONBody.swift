@@ -52,6 +52,7 @@ public enum JSONBody {
     }
 
     public static func isJSON(_ contentType: String) -> Bool {
+        if contentType == "application/json" { return true }  // what nearly every client sends
         let mime = contentType.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() } ?? ""
         return mime == "application/json" || (mime.hasPrefix("application/") && mime.hasSuffix("+json"))
     }
@@ -88,25 +89,28 @@ public enum JSONBody {
     /// Whether arrays/objects nest deeper than `limit`, scanning bytes (strings skipped) so a deep
     /// document is refused before any parser recurses into it.
     public static func exceedsDepth(_ data: Data, limit: Int) -> Bool {
-        var depth = 0
-        var inString = false
-        var escaped = false
-        for byte in data {
-            if inString {
-                if escaped { escaped = false }
-                else if byte == UInt8(ascii: "\\") { escaped = true }
-                else if byte == UInt8(ascii: "\"") { inString = false }
-                continue
+        // Read through the buffer: Data's own iterator costs a call per byte.
+        data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Bool in
+            var depth = 0
+            var inString = false
+            var escaped = false
+            for byte in bytes {
+                if inString {
+                    if escaped { escaped = false }
+                    else if byte == UInt8(ascii: "\\") { escaped = true }
+                    else if byte == UInt8(ascii: "\"") { inString = false }
+                    continue
+                }
+                switch byte {
+                case UInt8(ascii: "\""): inString = true
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    depth += 1
+                    if depth > limit { return true }
+                case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+                default: break
+                }
             }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                depth += 1
-                if depth > limit { return true }
-            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
-            default: break
-            }
+            return false
         }
-        return false
     }
 }
