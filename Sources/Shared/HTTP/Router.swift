@@ -45,18 +45,18 @@ public struct Router: Sendable {
         // Literal segments win over parameters, so `/v1/coupons/validate` beats `/v1/coupons/{code}`.
         // Matching only counts literals; path parameters are read from the route chosen.
         var best: (route: Route, literals: Int)?
-        var mostSpecific = -1
+        var mostSpecific: (route: Route, literals: Int)?
         var allowed: [String] = []
         for route in routes {
             guard let literals = Router.literalsMatched(route.segments, parts) else { continue }
-            if literals > mostSpecific {
-                mostSpecific = literals
+            if literals > (mostSpecific?.literals ?? -1) {
+                mostSpecific = (route, literals)
                 allowed.removeAll()
             }
             let methodMatches = route.method == request.method || (route.method == "GET" && request.method == "HEAD")
             if methodMatches {
                 if literals > (best?.literals ?? -1) { best = (route, literals) }
-            } else if literals == mostSpecific {
+            } else if literals == mostSpecific?.literals {
                 // `Allow` names the methods of the path's own template, not of wider ones.
                 allowed.append(route.method)
             }
@@ -76,7 +76,7 @@ public struct Router: Sendable {
         if !allowed.isEmpty {
             let allow = Array(Set(allowed)).sorted().joined(separator: ", ")
             var r = HTTPResponse.error(HTTPError(405, "methodNotAllowed", "use \(allow) on this route", headers: [("Allow", allow)]))
-            r.route = routes.first { Router.literalsMatched($0.segments, parts) == mostSpecific }?.template
+            r.route = mostSpecific?.route.template
             return r
         }
         return .error(.routeNotFound)
