@@ -265,6 +265,57 @@ final class GrantsTests: XCTestCase {
         XCTAssertLessThanOrEqual(maxInOneSecond, 20, "the fake saw \(maxInOneSecond) requests within one second")
     }
 
+    /// A provider call that hangs (here 8 s, within the 10 s timeout) holds up no other grant: the
+    /// grants of redemptions made meanwhile complete at once, and the hung one is retried.
+    func test7_aHangingProviderCallHoldsUpNoOtherGrant() async throws {
+        Self.revenueCat.reset()
+        Self.revenueCat.answerNext([.hang(seconds: 8)])
+        let code = try await freePeriod()
+        let slowUser = try Self.minter.user()
+        let slow = try await redeem(code, slowUser)
+        try await Task.sleep(for: .seconds(1))  // its call is under way (the fake records it when it answers)
+        let started = Date()
+        for _ in 0..<3 {
+            let u = try Self.minter.user()
+            let done = try await waitFor(try await redeem(code, u), u, seconds: 20)
+            XCTAssertEqual(done["status"] as? String, "completed", "\(done)")
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 4, "three grants completed while another call hung")
+        let done = try await waitFor(slow, slowUser, seconds: 30)
+        XCTAssertEqual(done["status"] as? String, "completed", "the hung grant is retried")
+    }
+
+    /// An endpoint that hangs holds up only its own deliveries: events made meanwhile reach the
+    /// other endpoint at once.
+    func test8_aHangingWebhookEndpointHoldsUpNoOtherDelivery() async throws {
+        let slowReceiver = try WebhookReceiver()
+        slowReceiver.respond(after: .seconds(8))
+        var hooks: [String] = []
+        for url in [slowReceiver.url, Self.receiver.url] {
+            let r = try await client.json("POST", "/v1/webhooks", ["url": url.absoluteString, "events": ["coupon.redeemed"]], token: admin)
+            XCTAssertEqual(r.status, 201, r.text)
+            hooks.append(try XCTUnwrap(try r.json()["id"] as? String))
+        }
+        let code = try await freePeriod()
+        let first = try Self.minter.user()
+        _ = try await waitFor(try await redeem(code, first), first)
+        // The slow endpoint's delivery of the first event is under way (8 s); a second event comes.
+        try await Task.sleep(for: .seconds(1))
+        let second = try Self.minter.user()
+        let id = try await redeem(code, second)
+        _ = try await waitFor(id, second)
+        let completed = Date()
+        let got = try await Self.stack.eventually(10) {
+            Self.receiver.received.contains { String(decoding: $0.body, as: UTF8.self).contains(id) }
+        }
+        XCTAssertTrue(got)
+        XCTAssertLessThan(Date().timeIntervalSince(completed), 4, "delivered while the other endpoint hung")
+        for hook in hooks {
+            _ = try await client.send("DELETE", "/v1/webhooks/\(hook)", headers: ["Authorization": "Bearer \(admin)"])
+        }
+        await slowReceiver.stop()
+    }
+
     func test9_chaosKillingGrantsThenCouponsLosesNothingAndGrantsOnce() async throws {
         Self.revenueCat.reset()
         let hook = try await client.json("POST", "/v1/webhooks", ["url": Self.receiver.url.absoluteString, "events": ["coupon.redeemed"]], token: admin)

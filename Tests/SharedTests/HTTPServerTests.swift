@@ -54,6 +54,25 @@ import TestSupport
         #expect(o["level"] as? String == "info" && o["service"] as? String != nil)
     }
 
+    /// libmicrohttpd aborts the process when it is stopped with a connection suspended; a request
+    /// whose handler outlasts the drain is answered 503 instead.
+    @Test func stoppingWhileAHandlerStillRunsAnswers503() async throws {
+        let (server, client, _) = try start { r in
+            r.get("/slow") { _ in
+                try? await Task.sleep(for: .seconds(5))
+                return .text(200, "late")
+            }
+        }
+        async let answer = client.send("GET", "/slow")
+        try await Task.sleep(for: .milliseconds(300))
+        let began = ContinuousClock.now
+        await server.stop(drainSeconds: 0.2)
+        #expect(ContinuousClock.now - began < .seconds(3))
+        let resp = try await answer
+        #expect(resp.status == 503)
+        #expect(try resp.json()["error"].flatMap { ($0 as? [String: Any])?["code"] as? String } == "unavailable")
+    }
+
     @Test func bodiesOverTheLimitAre413() async throws {
         let (server, client, _) = try start { r in r.post("/echo") { req in .text(200, "\(req.body.count)") } }
         defer { Task { await server.stop() } }

@@ -106,13 +106,20 @@ public final class WebhookReceiver: Sendable {
 
     private let deliveries = Mutex<[Delivery]>([])
     private let answer = Mutex<Int>(200)
+    /// How long to wait before answering (an endpoint that hangs).
+    private let delay = Mutex<Duration>(.zero)
     private let server: HTTPServer
     public var url: URL { URL(string: "http://127.0.0.1:\(server.port)/hooks")! }
 
     public init() throws {
         var router = Router()
         let box = Box()
-        router.post("/hooks") { req in box.receiver!.record(req) }
+        router.post("/hooks") { req in
+            let receiver = box.receiver!
+            let wait = receiver.delay.withLock { $0 }
+            if wait > .zero { try? await Task.sleep(for: wait) }
+            return receiver.record(req)
+        }
         let routes = router
         var options = HTTPServer.Options()
         options.port = 0
@@ -137,6 +144,7 @@ public final class WebhookReceiver: Sendable {
     }
 
     public func respond(with status: Int) { answer.withLock { $0 = status } }
+    public func respond(after wait: Duration) { delay.withLock { $0 = wait } }
     public var received: [Delivery] { deliveries.withLock { $0 } }
     public func stop() async { await server.stop(drainSeconds: 0.2) }
 }

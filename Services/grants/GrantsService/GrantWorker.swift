@@ -18,6 +18,15 @@ final class GrantWorker: Sendable {
     /// Grants stored leased to this worker, to call without claiming them from the table.
     private let handed = Mutex<[Grant]>([])
     private let nudged = Atomic<Bool>(false)
+    /// Provider calls under way, and the outcomes of those that have ended but are not recorded
+    /// yet. A pass does not wait for a slow call: it records what has ended and goes on.
+    private let calls = Mutex<(running: Set<UUID>, ended: [(Grant, ProviderOutcome)])>(([], []))
+    /// Whether the pass is gathering the outcomes of the calls it started (only the last of them
+    /// needs to wake it) rather than sleeping (every outcome wakes it).
+    private let gathering = Atomic<Bool>(false)
+    /// How long a pass waits for the calls it started before recording what has ended; slower
+    /// calls are recorded by a later pass.
+    static let gatherWindow = Duration.milliseconds(250)
     /// How long a claimed grant stays leased to this worker (longer than one provider call); a
     /// worker that dies leaves its grants to others once the lease is over.
     let lease: TimeInterval
@@ -61,46 +70,77 @@ final class GrantWorker: Sendable {
         }
     }
 
-    /// One pass: claim due grants, call their providers (concurrently, each at its rate), tell
-    /// coupons of the completions (one request per batch), then record all outcomes in one
-    /// transaction. Failures, and completions coupons did not confirm, are told while the next
-    /// pass runs (at most one batch is being told at a time).
+    /// One pass: claim due grants and start their provider calls (concurrently, each at its
+    /// rate); gather the outcomes that end within `gatherWindow` (all of them, when the provider
+    /// answers in time), tell coupons of the completions (one request per batch), then record the
+    /// outcomes in one transaction. A call still running after the window (a provider that hangs
+    /// until its timeout) goes on and is recorded by a later pass, so it holds up no other grant.
+    /// Failures, and completions coupons did not confirm, are told while the next pass runs (at
+    /// most one batch is being told at a time).
     func run() async {
-        var lastClaim = ContinuousClock.now
-        var telling: Task<Void, Never>?
-        defer { telling?.cancel() }
-        while !Task.isCancelled {
-            nudged.store(false, ordering: .releasing)
-            // While grants are handed over, the table (retries, leases run out, other instances'
-            // leftovers, unconfirmed notifications) is claimed from twice a second.
-            let mine = handed.withLock { h in defer { h.removeAll() }; return h }
-            var due = mine
-            var unnotified: [Grant] = []
-            if mine.isEmpty || ContinuousClock.now - lastClaim > .milliseconds(500) {
-                lastClaim = .now
-                do {
-                    due += try await pool.withConnection { [lease, claimLimit] in try GrantLedger.claimDue($0, limit: claimLimit, lease: lease) }
-                    unnotified = try await pool.withConnection { try GrantLedger.claimUnnotified($0, limit: 500, lease: 5) }
-                } catch {
-                    // The grants handed over are still called; the table is tried again next pass.
-                    logger.warning("claiming grants failed", ["error": String(describing: error)])
+        await withDiscardingTaskGroup { group in
+            var lastClaim = ContinuousClock.now
+            var telling: Task<Void, Never>?
+            defer { telling?.cancel() }
+            while !Task.isCancelled {
+                nudged.store(false, ordering: .releasing)
+                // While grants are handed over, the table (retries, leases run out, other instances'
+                // leftovers, unconfirmed notifications) is claimed from twice a second.
+                let mine = handed.withLock { h in defer { h.removeAll() }; return h }
+                var due = mine
+                var unnotified: [Grant] = []
+                if mine.isEmpty || ContinuousClock.now - lastClaim > .milliseconds(500) {
+                    lastClaim = .now
+                    do {
+                        due += try await pool.withConnection { [lease, claimLimit] in try GrantLedger.claimDue($0, limit: claimLimit, lease: lease) }
+                        unnotified = try await pool.withConnection { try GrantLedger.claimUnnotified($0, limit: 500, lease: 5) }
+                    } catch {
+                        // The grants handed over are still called; the table is tried again next pass.
+                        logger.warning("claiming grants failed", ["error": String(describing: error)])
+                    }
                 }
+                // A grant whose lease ran out while its call is still under way is not called twice.
+                due = calls.withLock { c in due.filter { c.running.insert($0.redemptionId).inserted } }
+                for g in due {
+                    group.addTask { self.ended(g, await self.call(g)) }
+                }
+                if !due.isEmpty { await gather() }
+                let outcomes = calls.withLock { c in defer { c.ended.removeAll() }; return c.ended }
+                // Completions are told to coupons before they are recorded, so one update settles a
+                // grant and marks it told. A crash in between leaves the grant pending: once its lease
+                // ends it is called again with the same end_time (a duplicate the provider ignores) and
+                // coupons is told again (a repeated completion changes nothing).
+                let confirmed = Set(await tellCompleted(outcomes.filter { $0.1 == .granted }.map(\.0)).map(\.redemptionId))
+                let settled = await record(outcomes, toldCoupons: confirmed)
+                publishSettled(settled.filter { confirmed.contains($0.redemptionId) })
+                let told = settled.filter { !confirmed.contains($0.redemptionId) } + unnotified
+                await telling?.value
+                telling = told.isEmpty ? nil : Task { await self.notifyCoupons(told) }
+                if due.isEmpty && unnotified.isEmpty && outcomes.isEmpty { await sleep(.milliseconds(500)) }
             }
-            let outcomes = await withTaskGroup(of: (Grant, ProviderOutcome)?.self) { group in
-                for g in due { group.addTask { await self.call(g) } }
-                return await group.reduce(into: [(Grant, ProviderOutcome)]()) { if let o = $1 { $0.append(o) } }
-            }
-            // Completions are told to coupons before they are recorded, so one update settles a
-            // grant and marks it told. A crash in between leaves the grant pending: once its lease
-            // ends it is called again with the same end_time (a duplicate the provider ignores) and
-            // coupons is told again (a repeated completion changes nothing).
-            let confirmed = Set(await tellCompleted(outcomes.filter { $0.1 == .granted }.map(\.0)).map(\.redemptionId))
-            let settled = await record(outcomes, toldCoupons: confirmed)
-            publishSettled(settled.filter { confirmed.contains($0.redemptionId) })
-            let told = settled.filter { !confirmed.contains($0.redemptionId) } + unnotified
-            await telling?.value
-            telling = told.isEmpty ? nil : Task { await self.notifyCoupons(told) }
-            if due.isEmpty && unnotified.isEmpty { await sleep(.milliseconds(500)) }
+        }
+    }
+
+    /// A call has ended (nil: the grant names no provider this instance knows, and stays pending).
+    private func ended(_ g: Grant, _ outcome: (Grant, ProviderOutcome)?) {
+        let wake = calls.withLock { c in
+            c.running.remove(g.redemptionId)
+            if let outcome { c.ended.append(outcome) }
+            return c.running.isEmpty || !gathering.load(ordering: .acquiring)
+        }
+        if wake { nudge() }
+    }
+
+    /// Waits until every call under way has ended, or `gatherWindow` has passed.
+    private func gather() async {
+        gathering.store(true, ordering: .releasing)
+        defer { gathering.store(false, ordering: .releasing) }
+        let deadline = ContinuousClock.now + Self.gatherWindow
+        while true {
+            nudged.store(false, ordering: .releasing)
+            let now = ContinuousClock.now
+            if now >= deadline || calls.withLock({ $0.running.isEmpty }) { return }
+            await sleep(deadline - now)
         }
     }
 

@@ -75,11 +75,7 @@ public final class GrantsService: BackendService {
         guard intake.withLock({ $0 != nil }) else { throw ServiceError("unavailable", "cannot bind \(config.commandsBind)") }
         let deliverer = self.deliverer
         let w = Task { [worker] in await worker.run() }
-        let d = Task {
-            while !Task.isCancelled {
-                if await deliverer.runOnce() == 0 { try? await Task.sleep(for: .milliseconds(250)) }
-            }
-        }
+        let d = Task { await deliverer.run() }
         tasks.withLock { $0 += [w, d] }
     }
 

@@ -189,16 +189,35 @@ final class WebhookDeliverer: Sendable {
         return schedule[attempts - 1] * (1 + 0.1 * random)
     }
 
-    func runOnce() async -> Int {
-        let due: [Webhooks.Due]
-        do { due = try await pool.withConnection { try Webhooks.claimDue($0, limit: 50, lease: 60) } } catch {
+    /// Deliveries under way at most; each waits up to 10 s for its endpoint.
+    static let maxInFlight = 50
+    private let inFlight = Atomic<Int>(0)
+
+    /// Claims due deliveries and sends each on its own, four times a second while none is due. A
+    /// delivery is claimed with a 60 s lease, so a slow endpoint holds up only its own deliveries,
+    /// never the claiming of others.
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            while !Task.isCancelled {
+                let room = Self.maxInFlight - self.inFlight.load(ordering: .acquiring)
+                let due = room > 0 ? await claim(limit: room) : []
+                for d in due {
+                    self.inFlight.wrappingAdd(1, ordering: .acquiringAndReleasing)
+                    group.addTask {
+                        await self.deliver(d)
+                        self.inFlight.wrappingSubtract(1, ordering: .acquiringAndReleasing)
+                    }
+                }
+                if due.isEmpty { try? await Task.sleep(for: .milliseconds(250)) }
+            }
+        }
+    }
+
+    private func claim(limit: Int) async -> [Webhooks.Due] {
+        do { return try await pool.withConnection { try Webhooks.claimDue($0, limit: limit, lease: 60) } } catch {
             logger.warning("webhook claim failed", ["error": String(describing: error)])
-            return 0
+            return []
         }
-        await withTaskGroup(of: Void.self) { group in
-            for d in due { group.addTask { await self.deliver(d) } }
-        }
-        return due.count
     }
 
     func deliver(_ d: Webhooks.Due) async {

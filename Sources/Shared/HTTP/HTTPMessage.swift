@@ -117,6 +117,8 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
 
     public static let routeNotFound = HTTPError(404, "routeNotFound", "no such route")
     public static let tooLarge = HTTPError(413, "tooLarge", "the request body is larger than 1 MiB")
+    /// A request still being handled when the server stops.
+    public static let stopping = HTTPError(503, "unavailable", "the server is stopping; try again")
     public static func malformedJson(_ why: String = "the body is not valid JSON") -> HTTPError { HTTPError(400, "malformedJson", why) }
     public static let unsupportedMediaType = HTTPError(415, "unsupportedMediaType", "send the body as application/json")
     public static func invalid(_ field: String?, _ message: String) -> HTTPError { HTTPError(422, "invalid", message, field: field) }

@@ -34,6 +34,8 @@ public final class HTTPServer: Sendable {
     private let daemon = Mutex<DaemonHandle?>(nil)
     /// Guards resuming connections against stopping the daemon: both happen under this lock.
     let resumeGate = Mutex<Bool>(false)  // true once stopped
+    /// Connections suspended while their handler runs, until they are answered.
+    let suspended = Mutex<[ConnectionHandle: RequestState]>([:])
     let inFlight = Atomic<Int>(0)
     private let boundPort = Atomic<Int>(0)
 
@@ -80,6 +82,15 @@ public final class HTTPServer: Sendable {
         while inFlight.load(ordering: .acquiring) > 0 && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
+        // libmicrohttpd aborts the process if it is stopped with a connection suspended: requests
+        // whose handler is still running are answered 503 and given a moment to be sent.
+        for (connection, state) in suspended.withLock({ $0 }) where state.answer(finish(state, .error(.stopping))) {
+            resume(connection)
+        }
+        let answered = ContinuousClock.now + .seconds(1)
+        while !suspended.withLock({ $0.isEmpty }) && ContinuousClock.now < answered {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
         resumeGate.withLock { stopped in
             stopped = true
         }
@@ -102,7 +113,7 @@ public final class HTTPServer: Sendable {
 /// A daemon pointer; MHD's API is safe to call from any thread for the calls made with it.
 struct DaemonHandle: @unchecked Sendable { let raw: OpaquePointer }
 /// A connection pointer, used only to resume the connection (which MHD allows from any thread).
-struct ConnectionHandle: @unchecked Sendable { let raw: OpaquePointer }
+struct ConnectionHandle: @unchecked Sendable, Hashable { let raw: OpaquePointer }
 
 /// Per-request state, from the first call of the access handler until MHD reports completion.
 /// The body fields are touched only by the MHD thread that owns the connection; `response` is
@@ -114,6 +125,15 @@ final class RequestState: @unchecked Sendable {
     let started = ContinuousClock.now
     let response = Mutex<HTTPResponse?>(nil)
     var request: HTTPRequest?
+
+    /// Sets the response unless one is set already; whoever sets it resumes the connection (once).
+    func answer(_ r: @autoclosure () -> HTTPResponse) -> Bool {
+        response.withLock { current in
+            guard current == nil else { return false }
+            current = r()
+            return true
+        }
+    }
 }
 
 private func httpAccessHandler(
@@ -159,6 +179,7 @@ private func httpAccessHandler(
 
     // Body complete. Either the handler has answered (we were resumed) or it must be started.
     if let response = state.response.withLock({ $0 }) {
+        server.suspended.withLock { _ = $0.removeValue(forKey: ConnectionHandle(raw: connection)) }
         return queue(response, on: connection)
     }
     guard !state.dispatched else { return .YES }
@@ -170,11 +191,11 @@ private func httpAccessHandler(
         return queue(server.finish(state, .error(.tooLarge)), on: connection)
     }
     let handle = ConnectionHandle(raw: connection)
+    server.suspended.withLock { $0[handle] = state }
     MHD_suspend_connection(connection)
     Task {
         let response = await LogContext.$requestId.withValue(request.requestId) { await server.handler(request) }
-        state.response.withLock { $0 = server.finish(state, response) }
-        server.resume(handle)
+        if state.answer(server.finish(state, response)) { server.resume(handle) }
     }
     return .YES
 }
