@@ -162,7 +162,7 @@ final class AccountsTests: XCTestCase {
     }
 
     func testRecordNamesRevenueCatCannotUseAre422() async throws {
-        for bad in [String(repeating: "a", count: 101), "has/slash", "null", "Anonymous", "0", "-1", "[object Object]"] {
+        for bad in [String(repeating: "a", count: 101), "has/slash", "null", "Anonymous", "0", "-1", "[object Object]", " ", " padded", "tab\there"] {
             let r = try await client.json("POST", "/v1/accounts", ["email": Self.email(), "password": "correct horse battery", "cloudkitRecordName": bad])
             XCTAssertEqual(r.status, 422, bad)
             XCTAssertEqual(r.errorCode, "invalid", bad)

@@ -556,6 +556,46 @@ final class CouponsTests: XCTestCase {
 
     // MARK: - Export
 
+    func testACouponCreatedDeactivatedRefusesAndCodesAreTrimmed() async throws {
+        let code = "OFF-" + UUID().uuidString.prefix(8).uppercased()
+        let body: [String: Any] = ["code": code, "kind": "freePeriod", "duration": ["unit": "day", "count": 1], "active": false]
+        let created = try await client.json("POST", "/v1/coupons", body, token: admin)
+        XCTAssertEqual(created.status, 201, created.text)
+        XCTAssertEqual(try created.json()["active"] as? Bool, false)
+        var wrong = body
+        wrong["code"] = code + "-B"
+        wrong["active"] = "no"
+        let refused = try await client.json("POST", "/v1/coupons", wrong, token: admin)
+        XCTAssertEqual(refused.status, 422, refused.text)
+        XCTAssertEqual(refused.errorField, "active")
+        let u = try Self.minter.user()
+        for typed in [code, " \(code.lowercased())\n"] {
+            let v = try await client.json("POST", "/v1/coupons/validate", ["code": typed], token: u.token)
+            XCTAssertEqual(try v.json()["reason"] as? String, "inactive", "\(typed.debugDescription): white space and case do not matter")
+        }
+    }
+
+    func testImpossibleTimesAndNulCharactersAre422AndNothingIsStored() async throws {
+        let code = "BAD-" + UUID().uuidString.prefix(8).uppercased()
+        let base: [String: Any] = ["code": code, "kind": "freePeriod", "duration": ["unit": "day", "count": 1]]
+        for (field, value) in [("expiresAt", "2027-02-30T00:00:00Z"), ("expiresAt", "294277-01-01T00:00:00Z"), ("startsAt", "2027-01-01T25:00:00Z")] {
+            var body = base
+            body[field] = value
+            for path in ["/v1/coupons", "/v1/coupons?dryRun=true"] {
+                let r = try await client.json("POST", path, body, token: admin)
+                XCTAssertEqual(r.status, 422, "\(path) \(field)=\(value): \(r.text)")
+                XCTAssertEqual(r.errorField, field)
+            }
+        }
+        var nul = base
+        nul["productIds"] = ["p1\u{0}zz"]
+        let r = try await client.json("POST", "/v1/coupons", nul, token: admin)
+        XCTAssertEqual(r.status, 422, r.text)
+        XCTAssertEqual(r.errorField, "productIds[0]")
+        let stored = try await client.get("/v1/coupons/\(code)", token: admin)
+        XCTAssertEqual(stored.status, 404, "nothing was created")
+    }
+
     func testCSVExportStreamsTenThousandRowsThatParseBack() async throws {
         let code = try await freePeriod()
         // Rows whose values need quoting or neutralising, made through the API…
@@ -587,7 +627,8 @@ final class CouponsTests: XCTestCase {
             with open(sys.argv[1], newline='') as f:
                 rows = list(csv.DictReader(f))
             print(json.dumps({"count": len(rows), "columns": list(rows[0].keys()), "apps": [r["appUserId"] for r in rows],
-                              "products": [r["productId"] for r in rows], "sandbox": sorted(set(r["sandbox"] for r in rows))}))
+                              "products": [r["productId"] for r in rows], "sandbox": sorted(set(r["sandbox"] for r in rows)),
+                              "ids": [r["redemptionId"] for r in rows]}))
             """, file.path])
         let parsed = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
         XCTAssertEqual(parsed["count"] as? Int, 10_004)
@@ -600,15 +641,16 @@ final class CouponsTests: XCTestCase {
             XCTAssertTrue(products.contains(product), "\(product.debugDescription) round-trips")
         }
         XCTAssertEqual(parsed["sandbox"] as? [String], ["false", "true"])
-        // The same rows as the JSON pages.
-        var jsonCount = 0
+        // The same rows as the JSON pages, with ids written the same way (joinable as text).
+        var jsonIds: [String] = []
         var cursor: String?
         repeat {
             let page = try await client.get("/v1/coupons/\(code)/redemptions?limit=100" + (cursor.map { "&cursor=\($0)" } ?? ""), token: admin).json()
-            jsonCount += (page["data"] as? [Any])?.count ?? 0
+            jsonIds += (page["data"] as? [[String: Any]] ?? []).compactMap { $0["redemptionId"] as? String }
             cursor = page["nextCursor"] as? String
         } while cursor != nil
-        XCTAssertEqual(jsonCount, 10_004)
+        XCTAssertEqual(jsonIds.count, 10_004)
+        XCTAssertEqual(Set(jsonIds), Set(parsed["ids"] as? [String] ?? []))
         let unknown = try await client.send("GET", "/v1/coupons/NOPE-NOPE/redemptions", headers: ["Authorization": "Bearer \(admin)", "Accept": "text/csv"])
         XCTAssertEqual(unknown.status, 404)
     }

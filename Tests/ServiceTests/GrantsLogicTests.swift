@@ -44,6 +44,17 @@ import Testing
         #expect(throws: Never.self) { try Webhooks.checkURL("http://127.0.0.1:9/x", allowPrivate: true) }
         #expect(Webhooks.isPrivate("8.8.8.8") == false)
         #expect(Webhooks.isPrivate("::ffff:10.0.0.1") == true)
+        // IPv6 addresses that carry or hide an IPv4 one: NAT64, 6to4, compatible, Teredo.
+        for hidden in ["64:ff9b::7f00:1", "64:ff9b::a00:1", "2002:7f00:1::", "2002:c0a8:101::1", "::7f00:1", "2001:0:4136:e378::1",
+                       "fe80::1", "fd12::1", "ff02::1", "::", "127.1", "not an address"] {
+            #expect(Webhooks.isPrivate(hidden), "\(hidden)")
+        }
+        for address in ["2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1", "1.1.1.1"] {
+            #expect(!Webhooks.isPrivate(address), "\(address)")
+        }
+        for bad in ["https://[64:ff9b::7f00:1]/h", "https://[2002:7f00:1::]/h"] {
+            #expect(throws: ServiceError.self, "\(bad)") { try Webhooks.checkURL(bad, allowPrivate: false) }
+        }
     }
 
     @Test func signaturesMatchTheStandardWebhooksExample() {

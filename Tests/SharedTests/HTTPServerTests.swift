@@ -73,6 +73,17 @@ import TestSupport
         #expect(try resp.json()["error"].flatMap { ($0 as? [String: Any])?["code"] as? String } == "unavailable")
     }
 
+    @Test func anInventedMethodIsCountedAsOtherNotAsANewLabelValue() async throws {
+        let (server, client, _) = try start { r in r.get("/x") { _ in .text(200, "ok") } }
+        defer { Task { await server.stop() } }
+        _ = try await client.send("BLAH123", "/x")
+        _ = try await client.send("GET", "/x")
+        let text = try #require(server.metrics).render()
+        #expect(!text.contains("BLAH123"))
+        #expect(text.contains(#"method="other""#))
+        #expect(text.contains(#"method="GET""#))
+    }
+
     @Test func bodiesOverTheLimitAre413() async throws {
         let (server, client, _) = try start { r in r.post("/echo") { req in .text(200, "\(req.body.count)") } }
         defer { Task { await server.stop() } }

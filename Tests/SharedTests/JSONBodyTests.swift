@@ -9,6 +9,10 @@ import Testing
         HTTPRequest(method: "POST", path: "/", headers: contentType.map { ["content-type": $0] } ?? [:], body: Data(body.utf8))
     }
 
+    func decodeError<T: Decodable>(_ type: T.Type, _ body: String) -> HTTPError? {
+        do { _ = try JSONBody.decode(T.self, from: request(body)); return nil } catch { return error as? HTTPError }
+    }
+
     func error(_ r: HTTPRequest) -> HTTPError? {
         do { _ = try JSONBody.decode(Input.self, from: r); return nil } catch { return error as? HTTPError }
     }
@@ -28,6 +32,43 @@ import Testing
     @Test func wrongContentTypeIs415() {
         #expect(error(request(#"{"code":"A"}"#, contentType: "text/plain"))?.status == 415)
         #expect(error(request(#"{"code":"A"}"#, contentType: nil))?.status == 415)
+    }
+
+    @Test func aNulCharacterAnywhereIs422NamingItsField() {
+        struct Nested: Decodable { var email: String; var tags: [String] }
+        let nested = { (body: String) -> HTTPError? in self.decodeError(Nested.self, body) }
+        let e = nested(#"{"email":"a@exa\u0000mple.com","tags":[]}"#)
+        #expect(e?.status == 422)
+        #expect(e?.field == "email")
+        #expect(nested(#"{"email":"a@b.c","tags":["ok","p\u0000"]}"#)?.field == "tags[1]")
+        // An escaped backslash before "u0000" is six plain characters, not NUL.
+        #expect(nested(#"{"email":"a\\u0000@b.c","tags":[]}"#) == nil)
+    }
+
+    @Test func impossibleOrFarTimesAre422() throws {
+        struct When: Decodable { var at: Date }
+        for text in ["2027-02-30T00:00:00Z", "2027-01-01T25:00:00Z", "2027-01-01T10:00:60Z", "294277-01-01T00:00:00Z", "2027-13-01T00:00:00Z"] {
+            do {
+                _ = try JSONBody.decode(When.self, from: request(#"{"at":"\#(text)"}"#))
+                Issue.record("\(text) was accepted")
+            } catch let e as HTTPError {
+                #expect(e.status == 422 && e.field == "at", "\(text)")
+            }
+        }
+        let leap = try JSONBody.decode(When.self, from: request(#"{"at":"2028-02-29T23:59:59.500Z"}"#))
+        #expect(Timestamp.iso8601(leap.at) == "2028-02-29T23:59:59.500Z")
+    }
+
+    @Test func anUnknownEnumValueIsNamedWithoutSwiftTypes() {
+        enum Role: String, Decodable { case admin, support }
+        struct Key: Decodable { var role: Role }
+        do {
+            _ = try JSONBody.decode(Key.self, from: request(#"{"role":"superuser"}"#))
+            Issue.record("accepted")
+        } catch let e as HTTPError {
+            #expect(e.field == "role")
+            #expect(!e.message.contains("Cannot initialize"))
+        } catch { Issue.record("\(error)") }
     }
 
     @Test func brokenJSONIs400() {

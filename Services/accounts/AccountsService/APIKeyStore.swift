@@ -26,11 +26,15 @@ enum APIKeyStore {
         return try view(row)
     }
 
-    static func list(_ pool: PGPool) async throws -> [APIKeyView] {
-        try await pool.query("""
-            SELECT id, prefix, name, role, mode, created_at, last_used_at FROM accounts.api_keys
-            WHERE revoked_at IS NULL ORDER BY created_at DESC, id
-            """).rows.map(view)
+    static func list(_ pool: PGPool, _ req: APIKeys.List) async throws -> APIKeys.List.Response {
+        let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
+        let rows = try await pool.query("""
+            SELECT id, prefix, name, role, mode, created_at, last_used_at, \(Keyset.micros("created_at")) AS created_us
+            FROM accounts.api_keys
+            WHERE revoked_at IS NULL AND \(Keyset.condition(time: "created_at", id: "id", parameter: 1))
+            ORDER BY created_at DESC, id DESC LIMIT $3
+            """, [keyset.afterMicros, keyset.afterId, keyset.fetch]).rows
+        return try keyset.page(rows, micros: "created_us", view)
     }
 
     static func revoke(_ pool: PGPool, id: UUID) async throws {

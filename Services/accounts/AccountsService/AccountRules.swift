@@ -47,8 +47,13 @@ enum AccountRules {
         guard !blockedUserIds.contains(name.lowercased()), !name.hasPrefix("$RCAnonymousID:") else {
             throw ServiceError("invalid", "\(field) is a value RevenueCat does not accept as an App User ID", field: field)
         }
-        guard !name.contains(where: { $0.isNewline || $0 == "\0" }) else {
+        guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw ServiceError("invalid", "\(field) contains control characters", field: field)
+        }
+        // A record name is an identifier: blank or padded text is a client's mistake, and would
+        // become an App User ID nobody can type back.
+        guard name.first?.isWhitespace == false, name.last?.isWhitespace == false else {
+            throw ServiceError("invalid", "\(field) must not be blank or begin or end with white space", field: field)
         }
         return name
     }

@@ -37,8 +37,8 @@ enum CouponRules {
     static func invalid(_ field: String, _ message: String) -> ServiceError { ServiceError("invalid", message, field: field) }
     static func storeLimit(_ field: String, _ message: String) -> ServiceError { ServiceError("storeLimit", message, field: field) }
 
-    /// Codes are matched without case and stored upper-case.
-    static func normalizeCode(_ code: String) -> String { code.uppercased() }
+    /// Codes are matched without case (and surrounding white space) and stored upper-case.
+    static func normalizeCode(_ code: String) -> String { Coupons.normalizeCode(code) }
 
     static func checkCode(_ code: String?) throws -> String {
         guard let code else { throw invalid("code", "code is required") }
@@ -122,17 +122,24 @@ enum CouponRules {
     }
 
     /// A positive amount with at most 2 decimals and an ISO 4217 currency code.
-    static func checkMoney(_ money: Money, field: String) throws -> (Decimal, String) {
+    /// The ISO 4217 codes in use (ICU's list, through Foundation), read at the first check.
+    static let currencies = Set(Locale.commonISOCurrencyCodes)
+
+    /// A money amount: a decimal string with at most 2 decimals, positive (or zero when
+    /// `allowZero`: a store purchase of a 100 % discount costs nothing), and a current ISO 4217
+    /// currency.
+    static func checkMoney(_ money: Money, field: String, allowZero: Bool = false) throws -> (Decimal, String) {
         let text = money.amount
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard (1...2).contains(parts.count), !parts[0].isEmpty, parts[0].count <= 10,
               parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
               parts.count == 1 || (1...2).contains(parts[1].count),
-              let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), value > 0 else {
-            throw invalid("\(field).amount", "\(field).amount must be a positive decimal string with at most 2 decimals, like \"4.99\"")
+              let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), value > 0 || (allowZero && value == 0) else {
+            let kind = allowZero ? "a decimal string of at least 0" : "a positive decimal string"
+            throw invalid("\(field).amount", "\(field).amount must be \(kind) with at most 2 decimals, like \"4.99\"")
         }
-        guard money.currency.count == 3, money.currency.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) }) else {
-            throw invalid("\(field).currency", "\(field).currency must be an ISO 4217 code such as EUR")
+        guard money.currency.count == 3, currencies.contains(money.currency) else {
+            throw invalid("\(field).currency", "\(field).currency must be an ISO 4217 code in use, such as EUR")
         }
         return (value, money.currency)
     }

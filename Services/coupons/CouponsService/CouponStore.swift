@@ -32,17 +32,17 @@ enum CouponStore {
                             duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId)
     }
 
-    static func insert(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, now: Date) throws -> UUID {
-        try checkActivePerProduct(tx, d, excluding: nil)
+    static func insert(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, active: Bool, now: Date) throws -> UUID {
+        if active { try checkActivePerProduct(tx, d, excluding: nil) }
         let id = UUID.random()
         do {
             try tx.query("""
                 INSERT INTO coupons.coupons (id, code, kind, percent_off, amount_off, currency, duration_unit, duration_count, period_count,
-                    entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode)
-                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17)
+                    entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode, active)
+                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18)
                 """, [id, d.code, d.kind, d.percentOff, d.amountOff, d.currency, d.duration.unit, d.duration.count, d.periodCount,
                       d.entitlementId, PGArray(d.productIds), PGArray(d.platforms), d.startsAt, d.expiresAt, d.maxRedemptions,
-                      d.newCustomersOnly, mode.rawValue])
+                      d.newCustomersOnly, mode.rawValue, active])
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError("codeInUse", "a coupon with this code exists", field: "code")
         }
@@ -76,16 +76,13 @@ enum CouponStore {
     }
 
     static func list(_ c: PGConnection, active: Bool?, limit: Int, cursor: String?) throws -> Coupons.List.Response {
-        let after = try cursor.map(Cursor.decode)
+        let keyset = try Keyset(limit: limit, cursor: cursor)
         let rows = try c.query("""
             SELECT \(columns) FROM coupons.coupons c
-            WHERE ($1::boolean IS NULL OR c.active = $1::boolean)
-              AND ($2::bigint IS NULL OR (c.created_at, c.id) < ('epoch'::timestamptz + $2::bigint * interval '1 microsecond', $3::uuid))
+            WHERE ($1::boolean IS NULL OR c.active = $1::boolean) AND \(Keyset.condition(time: "c.created_at", id: "c.id", parameter: 2))
             ORDER BY c.created_at DESC, c.id DESC LIMIT $4
-            """, [active, after?.micros, after?.id, limit + 1]).rows
-        let page = try rows.prefix(limit).map(view)
-        let next = rows.count > limit ? Cursor.encode(micros: try rows[limit - 1].decode("created_us"), id: try rows[limit - 1].decode("id")) : nil
-        return .init(data: page, nextCursor: next)
+            """, [active, keyset.afterMicros, keyset.afterId, keyset.fetch]).rows
+        return try keyset.page(rows, micros: "created_us", view)
     }
 
     static func patch(_ tx: PGConnection, _ p: Coupons.Patch, now: Date) throws -> CouponView {
@@ -138,12 +135,12 @@ enum CouponStore {
     }
 
     /// A preview of what `insert` would store (dry run).
-    static func preview(_ d: CouponDefinition, mode: Mode, now: Date) -> CouponView {
+    static func preview(_ d: CouponDefinition, mode: Mode, active: Bool, now: Date) -> CouponView {
         CouponView(code: d.code, kind: d.kind, percentOff: d.percentOff,
                    amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
                    duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId, productIds: d.productIds,
                    platforms: d.platforms, startsAt: d.startsAt, expiresAt: d.expiresAt, maxRedemptions: d.maxRedemptions,
-                   newCustomersOnly: d.newCustomersOnly, active: true, mode: mode, redeemedCount: 0, reservedCount: 0,
+                   newCustomersOnly: d.newCustomersOnly, active: active, mode: mode, redeemedCount: 0, reservedCount: 0,
                    remaining: d.maxRedemptions, createdAt: now, storeLimits: CouponRules.storeLimits(d))
     }
 }
@@ -159,20 +156,4 @@ enum MoneyText {
         if parts.count == 1 { return s + ".00" }
         return parts[1].count == 1 ? s + "0" : s
     }
-}
-
-/// Opaque keyset cursors: base64url of "microseconds|id" (exact, unlike a formatted time).
-enum Cursor {
-    static func encode(micros: Int64, id: UUID) -> String {
-        Base64URL.encode(Array("\(micros)|\(id.lowercasedString)".utf8))
-    }
-
-    static func decode(_ text: String) throws -> (micros: Int64, id: UUID) {
-        guard let bytes = Base64URL.decode(text), let s = String(bytes: bytes, encoding: .utf8) else { throw bad }
-        let parts = s.split(separator: "|")
-        guard parts.count == 2, let micros = Int64(parts[0]), let id = UUID(parsing: parts[1]) else { throw bad }
-        return (micros, id)
-    }
-
-    static let bad = ServiceError("invalid", "cursor is not one this API gave out", field: "cursor")
 }

@@ -99,9 +99,7 @@ public final class CouponsService: BackendService {
         r.on(Coupons.GetRedemption.self) { [self] req, _ in
             try await pool.withConnection { try RedemptionStore.get($0, id: req.id, account: req.accountId) }
         }
-        r.on(Coupons.MyRedemptions.self) { [self] req, _ in
-            .init(data: try await pool.withConnection { try RedemptionStore.forAccount($0, account: req.accountId) })
-        }
+        r.on(Coupons.MyRedemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.forAccount($0, req) } }
         r.on(Coupons.Purchase.self) { [self] req, _ in
             let done = try await pool.transaction { try RedemptionStore.purchase($0, req) }
             relay.nudge()
@@ -126,19 +124,20 @@ public final class CouponsService: BackendService {
         let now = Date()
         let d = try CouponRules.definition(req.input, defaultEntitlement: config.defaultEntitlement, now: now)
         try CouponRules.checkStoreLimits(d, now: now)
+        let active = req.input.active ?? true
         if req.dryRun {
             // Everything a real creation checks, then rolled back.
             struct DryRun: Error {}
             do {
                 try await pool.transaction { tx in
-                    _ = try CouponStore.insert(tx, d, mode: req.mode, now: now)
+                    _ = try CouponStore.insert(tx, d, mode: req.mode, active: active, now: now)
                     throw DryRun()
                 }
             } catch is DryRun {}
-            return CouponStore.preview(d, mode: req.mode, now: now)
+            return CouponStore.preview(d, mode: req.mode, active: active, now: now)
         }
         return try await pool.transaction { tx in
-            _ = try CouponStore.insert(tx, d, mode: req.mode, now: now)
+            _ = try CouponStore.insert(tx, d, mode: req.mode, active: active, now: now)
             return try CouponStore.get(tx, code: d.code)
         }
     }

@@ -213,25 +213,26 @@ enum RedemptionStore {
         return try view(row)
     }
 
-    static func forAccount(_ c: PGConnection, account: UUID) throws -> [RedemptionView] {
-        try c.query("SELECT \(columns) FROM coupons.redemptions r WHERE r.account_id = $1 ORDER BY r.reserved_at DESC, r.id DESC LIMIT 500",
-                    [account]).rows.map(view)
+    static func forAccount(_ c: PGConnection, _ req: Coupons.MyRedemptions) throws -> Coupons.MyRedemptions.Response {
+        let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
+        let rows = try c.query("""
+            SELECT \(columns) FROM coupons.redemptions r
+            WHERE r.account_id = $1 AND \(Keyset.condition(time: "r.reserved_at", id: "r.id", parameter: 2))
+            ORDER BY r.reserved_at DESC, r.id DESC LIMIT $4
+            """, [req.accountId, keyset.afterMicros, keyset.afterId, keyset.fetch]).rows
+        return try keyset.page(rows, micros: "reserved_us", view)
     }
 
     static func page(_ c: PGConnection, _ req: Coupons.Redemptions) throws -> Coupons.Redemptions.Response {
+        let keyset = try Keyset(limit: req.limit, cursor: req.cursor, maxLimit: Coupons.Redemptions.maxLimit)
         guard let coupon = try CouponStore.findDefinition(c, code: req.code) else { throw ServiceError("notFound", "no coupon with this code") }
-        let after = try req.cursor.map(Cursor.decode)
         let order = req.oldestFirst ? "ASC" : "DESC"
-        let cmp = req.oldestFirst ? ">" : "<"
         let rows = try c.query("""
             SELECT \(columns) FROM coupons.redemptions r
-            WHERE r.coupon_id = $1
-              AND ($2::bigint IS NULL OR (r.reserved_at, r.id) \(cmp) ('epoch'::timestamptz + $2::bigint * interval '1 microsecond', $3::uuid))
+            WHERE r.coupon_id = $1 AND \(Keyset.condition(time: "r.reserved_at", id: "r.id", parameter: 2, ascending: req.oldestFirst))
             ORDER BY r.reserved_at \(order), r.id \(order) LIMIT $4
-            """, [try coupon.decode("id", as: UUID.self), after?.micros, after?.id, req.limit + 1]).rows
-        let data = try rows.prefix(req.limit).map(view)
-        let next = rows.count > req.limit ? Cursor.encode(micros: try rows[req.limit - 1].decode("reserved_us"), id: try rows[req.limit - 1].decode("id")) : nil
-        return .init(data: data, nextCursor: next)
+            """, [try coupon.decode("id", as: UUID.self), keyset.afterMicros, keyset.afterId, keyset.fetch]).rows
+        return try keyset.page(rows, micros: "reserved_us", view)
     }
 
     /// Ends a held redemption and gives its use back (live only), in one statement.
@@ -275,7 +276,7 @@ enum RedemptionStore {
 
     /// Confirms the store purchase of a discount redemption: idempotent per `storeTransactionId`.
     static func purchase(_ tx: PGConnection, _ req: Coupons.Purchase) throws -> RedemptionView {
-        let (amount, currency) = try CouponRules.checkMoney(req.pricePaid, field: "pricePaid")
+        let (amount, currency) = try CouponRules.checkMoney(req.pricePaid, field: "pricePaid", allowZero: true)
         let txn = req.storeTransactionId.trimmingCharacters(in: .whitespaces)
         guard (1...200).contains(txn.count) else {
             throw ServiceError("invalid", "storeTransactionId must be 1 to 200 characters", field: "storeTransactionId")

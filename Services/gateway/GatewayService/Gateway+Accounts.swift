@@ -68,7 +68,7 @@ extension Gateway {
         }
         r.get("/v1/api-keys") { [self] req in
             try await auth.requireRole(req, .admin)
-            return .json(200, Page(data: try await accounts.request(APIKeys.List()).data, nextCursor: nil))
+            return .json(200, try await accounts.request(APIKeys.List(limit: try Query.limit(req), cursor: req.query["cursor"])))
         }
         r.delete("/v1/api-keys/{id}") { [self] req in
             try await auth.requireRole(req, .admin)

@@ -52,7 +52,7 @@ extension Gateway {
             let b = try JSONBody.decode(ValidateBody.self, from: req)
             if let p = b.platform, !Self.platforms.contains(p) { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
             let a = try await validations.submit(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform),
-                                                 key: b.code.uppercased())
+                                                 key: Coupons.normalizeCode(b.code))
             if a.reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
             return .json(200, a.answer)
         }
@@ -67,7 +67,7 @@ extension Gateway {
             }
             let answer = try await reservations.submit(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
                                                                       productId: b.productId, platform: b.platform, sandbox: environment == "sandbox"),
-                                                       key: b.code.uppercased())
+                                                       key: Coupons.normalizeCode(b.code))
             if let reason = answer.refusal {
                 if reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
                 throw HTTPError(422, reason, RefusalText.sentence(reason))
@@ -88,7 +88,8 @@ extension Gateway {
         }
         r.get("/v1/me/redemptions") { [self] req in
             let user = try await auth.requireUser(req)
-            return .json(200, Page(data: try await coupons.request(Coupons.MyRedemptions(accountId: user.account)).data, nextCursor: nil))
+            let page = try await coupons.request(Coupons.MyRedemptions(accountId: user.account, limit: try Query.limit(req), cursor: req.query["cursor"]))
+            return .json(200, page)
         }
         r.post("/v1/redemptions/{id}/purchase") { [self] req in
             try await auth.requireRole(req, .support)
@@ -116,7 +117,7 @@ extension Gateway {
     /// Streams every redemption of a coupon as CSV, a page at a time (never all in memory).
     func exportCSV(code: String) async throws -> HTTPResponse {
         // The first page is fetched before answering, so an unknown coupon is a 404, not a broken stream.
-        let first = try await coupons.request(Coupons.Redemptions(code: code, limit: 500, cursor: nil, oldestFirst: true))
+        let first = try await coupons.request(Coupons.Redemptions(code: code, limit: Coupons.Redemptions.maxLimit, cursor: nil, oldestFirst: true))
         let client = coupons
         let logger = self.logger
         let filename = code.filter { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
@@ -130,7 +131,7 @@ extension Gateway {
                 guard await stream.write(Data(text.utf8)) else { return }
                 guard let next = page.nextCursor else { return }
                 do {
-                    page = try await client.request(Coupons.Redemptions(code: code, limit: 500, cursor: next, oldestFirst: true))
+                    page = try await client.request(Coupons.Redemptions(code: code, limit: Coupons.Redemptions.maxLimit, cursor: next, oldestFirst: true))
                 } catch {
                     logger.error("csv export stopped", ["error": String(describing: error)])
                     return
@@ -143,8 +144,10 @@ extension Gateway {
 /// Query-string parameters with the rules of SPEC §4.7.
 enum Query {
     static func limit(_ req: HTTPRequest) throws -> Int {
-        guard let text = req.query["limit"] else { return 20 }
-        guard let n = Int(text), (1...100).contains(n) else { throw HTTPError.invalid("limit", "limit must be a whole number from 1 to 100") }
+        guard let text = req.query["limit"] else { return Keyset.defaultLimit }
+        guard let n = Int(text), (1...Keyset.maxLimit).contains(n) else {
+            throw HTTPError.invalid("limit", "limit must be a whole number from 1 to \(Keyset.maxLimit)")
+        }
         return n
     }
 

@@ -20,7 +20,7 @@ extension Gateway {
         }
         r.get("/v1/webhooks") { [self] req in
             try await auth.requireRole(req, .admin)
-            return .json(200, Page(data: try await grants.request(Grants.ListWebhooks()).data, nextCursor: nil))
+            return .json(200, try await grants.request(Grants.ListWebhooks(limit: try Query.limit(req), cursor: req.query["cursor"])))
         }
         r.delete("/v1/webhooks/{id}") { [self] req in
             try await auth.requireRole(req, .admin)

@@ -21,7 +21,7 @@ enum OpenAPIDocument {
         ["name": name, "in": "query", "required": false, "schema": schema, "description": description]
     }
     nonisolated(unsafe) static let limit = query("limit", ["type": "integer", "minimum": 1, "maximum": 100, "default": 20], "page size")
-    nonisolated(unsafe) static let cursor = query("cursor", ["type": "string"], "the nextCursor of the previous page")
+    nonisolated(unsafe) static let cursor = query("cursor", ["type": "string"], "the nextCursor of the previous page (opaque; any other value is 422)")
 
     nonisolated(unsafe) static let operations: [Operation] = [
         Operation(method: "get", path: "/healthz", summary: "The process is up", who: nil, request: nil, responses: [200: "Status"]),
@@ -48,11 +48,12 @@ enum OpenAPIDocument {
                   responses: [200: "AppUserId", 401: "Error", 404: "Error", 409: "Error", 422: "Error"]),
         Operation(method: "get", path: "/v1/me/entitlements", summary: "Active entitlements from the grant ledger", who: "user", request: nil,
                   responses: [200: "EntitlementList", 401: "Error"]),
-        Operation(method: "get", path: "/v1/me/redemptions", summary: "The user's redemptions", who: "user", request: nil,
-                  responses: [200: "RedemptionPage", 401: "Error"]),
+        Operation(method: "get", path: "/v1/me/redemptions", summary: "The user's redemptions, newest first", who: "user", request: nil,
+                  responses: [200: "RedemptionPage", 401: "Error", 422: "Error"], parameters: [limit, cursor]),
         Operation(method: "post", path: "/v1/api-keys", summary: "Create an API key (the secret is shown once)", who: "admin", request: "ApiKeyInput",
                   responses: [201: "CreatedApiKey", 401: "Error", 403: "Error", 422: "Error"]),
-        Operation(method: "get", path: "/v1/api-keys", summary: "List API keys", who: "admin", request: nil, responses: [200: "ApiKeyPage", 401: "Error", 403: "Error"]),
+        Operation(method: "get", path: "/v1/api-keys", summary: "List API keys, newest first", who: "admin", request: nil,
+                  responses: [200: "ApiKeyPage", 401: "Error", 403: "Error", 422: "Error"], parameters: [limit, cursor]),
         Operation(method: "delete", path: "/v1/api-keys/{id}", summary: "Revoke an API key", who: "admin", request: nil,
                   responses: [204: nil, 401: "Error", 403: "Error", 404: "Error"]),
 
@@ -83,11 +84,11 @@ enum OpenAPIDocument {
 
         Operation(method: "post", path: "/v1/webhooks", summary: "Add a webhook endpoint (the secret is shown once)", who: "admin", request: "WebhookInput",
                   responses: [201: "CreatedWebhook", 401: "Error", 403: "Error", 422: "Error"]),
-        Operation(method: "get", path: "/v1/webhooks", summary: "List webhook endpoints", who: "admin", request: nil,
-                  responses: [200: "WebhookPage", 401: "Error", 403: "Error"]),
+        Operation(method: "get", path: "/v1/webhooks", summary: "List webhook endpoints, newest first", who: "admin", request: nil,
+                  responses: [200: "WebhookPage", 401: "Error", 403: "Error", 422: "Error"], parameters: [limit, cursor]),
         Operation(method: "delete", path: "/v1/webhooks/{id}", summary: "Remove a webhook endpoint", who: "admin", request: nil,
                   responses: [204: nil, 401: "Error", 403: "Error", 404: "Error"]),
-        Operation(method: "get", path: "/v1/webhooks/{id}/deliveries", summary: "An endpoint's delivery log", who: "admin", request: nil,
+        Operation(method: "get", path: "/v1/webhooks/{id}/deliveries", summary: "An endpoint's delivery log, newest first", who: "admin", request: nil,
                   responses: [200: "DeliveryPage", 401: "Error", 403: "Error", 404: "Error", 422: "Error"], parameters: [limit, cursor]),
     ]
 

@@ -3,7 +3,8 @@ import Shared
 
 /// Redemptions as CSV (RFC 4180): every field quoted when it holds a comma, quote, CR or LF,
 /// quotes doubled; a cell that would start with `=`, `+`, `-` or `@` gets a leading `'` so a
-/// spreadsheet never runs it as a formula (SPEC §4.7).
+/// spreadsheet never runs it as a formula (SPEC §4.7). Ids are written as the JSON API and the
+/// webhooks write them, so rows can be joined with either.
 enum RedemptionCSV {
     static let columns = ["redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",
                           "currency", "status", "sandbox", "reservedAt", "completedAt"]
@@ -12,7 +13,7 @@ enum RedemptionCSV {
 
     static func row(_ r: RedemptionView) -> String {
         line([
-            r.redemptionId.lowercasedString, r.code, r.accountId.lowercasedString, r.appUserId, r.platform,
+            r.redemptionId.uuidString, r.code, r.accountId.uuidString, r.appUserId, r.platform,
             r.productId ?? "", r.pricePaid?.amount ?? "", r.pricePaid?.currency ?? "", r.status, r.sandbox ? "true" : "false",
             Timestamp.iso8601(r.reservedAt), r.completedAt.map(Timestamp.iso8601) ?? "",
         ])

@@ -143,9 +143,7 @@ public final class GrantsService: BackendService {
                 """, [UUID.random(), url.absoluteString, PGArray(Array(Set(req.events)).sorted()), secret]).first!
             return .init(endpoint: try Webhooks.endpointView(row), secret: secret)
         }
-        r.on(Grants.ListWebhooks.self) { [self] _, _ in
-            .init(data: try await pool.query("SELECT id, url, events, active, created_at FROM grants.webhook_endpoints WHERE disabled_reason IS DISTINCT FROM 'deleted' ORDER BY created_at DESC").rows.map(Webhooks.endpointView))
-        }
+        r.on(Grants.ListWebhooks.self) { [self] req, _ in try await Webhooks.list(pool, req) }
         r.on(Grants.DeleteWebhook.self) { [self] req, _ in
             let row = try await pool.query("""
                 UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = 'deleted'
@@ -154,17 +152,7 @@ public final class GrantsService: BackendService {
             guard row != nil else { throw ServiceError("notFound", "no such webhook") }
             return Empty()
         }
-        r.on(Grants.Deliveries.self) { [self] req, _ in
-            let exists = try await pool.query("SELECT 1 FROM grants.webhook_endpoints WHERE id = $1", [req.endpointId]).first
-            guard exists != nil else { throw ServiceError("notFound", "no such webhook") }
-            let offset = Int(req.cursor ?? "0") ?? 0
-            let rows = try await pool.query("""
-                SELECT id, webhook_id, type, status, attempts, last_status_code, last_error, created_at, delivered_at, next_attempt_at
-                FROM grants.webhook_deliveries WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3
-                """, [req.endpointId, req.limit + 1, offset]).rows
-            let data = try rows.prefix(req.limit).map(Webhooks.deliveryView)
-            return .init(data: data, nextCursor: rows.count > req.limit ? String(offset + req.limit) : nil)
-        }
+        r.on(Grants.Deliveries.self) { [self] req, _ in try await Webhooks.deliveries(pool, req) }
         return r
     }
 }

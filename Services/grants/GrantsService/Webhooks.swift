@@ -68,16 +68,31 @@ enum Webhooks {
         return out
     }
 
+    /// Whether an address (IPv4 or IPv6 text) is one a webhook must not reach: loopback, private,
+    /// link-local, shared, multicast or unspecified, also when an IPv6 address carries such an IPv4
+    /// address (mapped, compatible, NAT64, 6to4) or hides one (Teredo). Unparseable text counts as
+    /// private.
     static func isPrivate(_ address: String) -> Bool {
-        let a = address.lowercased()
-        if a.contains(":") {
-            if a == "::1" || a == "::" { return true }
-            if a.hasPrefix("fc") || a.hasPrefix("fd") || a.hasPrefix("fe8") || a.hasPrefix("fe9") || a.hasPrefix("fea") || a.hasPrefix("feb") { return true }
-            if a.hasPrefix("::ffff:") { return isPrivate(String(a.dropFirst(7))) }
-            return false
+        var v4 = in_addr()
+        if inet_pton(AF_INET, address, &v4) == 1 {
+            return withUnsafeBytes(of: &v4) { isPrivate(v4: Array($0)) }
         }
-        let o = a.split(separator: ".").compactMap { Int($0) }
-        guard o.count == 4 else { return true }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, address, &v6) == 1 else { return true }
+        let b = withUnsafeBytes(of: &v6) { Array($0) }
+        let zeros = { (r: Range<Int>) in b[r].allSatisfy { $0 == 0 } }
+        if zeros(0..<15) && b[15] <= 1 { return true }  // :: and ::1
+        if b[0] & 0xfe == 0xfc || (b[0] == 0xfe && b[1] & 0xc0 == 0x80) || b[0] == 0xff { return true }  // fc00::/7, fe80::/10, ff00::/8
+        if zeros(0..<10) && ((b[10] == 0xff && b[11] == 0xff) || (b[10] == 0 && b[11] == 0)) { return isPrivate(v4: Array(b[12..<16])) }  // mapped, compatible
+        if b[0..<12] == [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0] { return isPrivate(v4: Array(b[12..<16])) }  // NAT64 64:ff9b::/96
+        if b[0..<6] == [0, 0x64, 0xff, 0x9b, 0, 1] { return true }  // local-use NAT64 64:ff9b:1::/48
+        if b[0] == 0x20 && b[1] == 0x02 { return isPrivate(v4: Array(b[2..<6])) }  // 6to4 2002::/16
+        if b[0..<4] == [0x20, 0x01, 0, 0] { return true }  // Teredo 2001::/32
+        if b[0..<8] == [0x01, 0, 0, 0, 0, 0, 0, 0] { return true }  // discard-only 100::/64
+        return false
+    }
+
+    static func isPrivate(v4 o: [UInt8]) -> Bool {
         switch (o[0], o[1]) {
         case (10, _), (127, _), (0, _): return true
         case (169, 254), (192, 168): return true

@@ -24,6 +24,9 @@ public final class PGConnection {
             throw PGError(kind: .connection, message: PGConnection.redact(message))
         }
         conn = c
+        // Notices ("schema already exists, skipping") would go to stderr as plain text, between
+        // the JSON log lines; they report nothing to act on.
+        PQsetNoticeProcessor(c, { _, _ in }, nil)
         // Times are read back in one known format; see Date.init?(pgText:).
         _ = try execute("SET TimeZone = 'UTC'; SET DateStyle = 'ISO'")
     }

@@ -212,6 +212,8 @@ private func httpRequestCompleted(
 }
 
 extension HTTPServer {
+    static let knownMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
     /// Adds the request id header and writes the access log and request metrics.
     func finish(_ state: RequestState, _ response: HTTPResponse) -> HTTPResponse {
         var response = response
@@ -219,7 +221,8 @@ extension HTTPServer {
         if let rid = request?.requestId { response.headers.append(("X-Request-Id", rid)) }
         let elapsed = (ContinuousClock.now - state.started).seconds
         let route = response.route ?? "unmatched"
-        let method = request?.method ?? "?"
+        // Any method a client invents would otherwise become a label value (and a new series).
+        let method = request.map { Self.knownMethods.contains($0.method) ? $0.method : "other" } ?? "?"
         if let metrics {
             metrics.increment("redeem_http_requests_total", help: "HTTP requests by route, method and status.",
                               labels: ["route": route, "method": method, "status": String(response.status)])

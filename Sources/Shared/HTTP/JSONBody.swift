@@ -14,6 +14,10 @@ public enum JSONBody {
         if exceedsDepth(body, limit: maxDepth) {
             throw HTTPError.malformedJson("the JSON is nested deeper than \(maxDepth) levels")
         }
+        if body.range(of: nulEscape) != nil, let path = nulPath(body) {
+            // PostgreSQL's text cannot hold it, and C strings would silently end there.
+            throw HTTPError.invalid(path.isEmpty ? nil : path, "\(path.isEmpty ? "the body" : path) must not contain the NUL character (\\u0000)")
+        }
         do {
             return try JSONDecoder.wire().decode(T.self, from: body)
         } catch let error as DecodingError {
@@ -27,6 +31,31 @@ public enum JSONBody {
         } catch {
             throw HTTPError.malformedJson()
         }
+    }
+
+    private static let nulEscape = Data(#"\u0000"#.utf8)
+
+    /// The path of the first string (value or key) holding U+0000, if any ("" for the body itself).
+    static func nulPath(_ body: Data) -> String? {
+        guard let root = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else { return nil }
+        func find(_ value: Any, _ path: String) -> String? {
+            switch value {
+            case let s as String:
+                return s.utf8.contains(0) ? path : nil
+            case let a as [Any]:
+                for (i, v) in a.enumerated() { if let p = find(v, "\(path)[\(i)]") { return p } }
+            case let o as [String: Any]:
+                for key in o.keys.sorted() {
+                    let p = path.isEmpty ? key : "\(path).\(key)"
+                    if key.utf8.contains(0) { return p }
+                    if let found = find(o[key]!, p) { return found }
+                }
+            default:
+                break
+            }
+            return nil
+        }
+        return find(root, "")
     }
 
     /// Foundation reports a number that does not fit its field (12.5 for an Int) as "not valid
@@ -80,6 +109,9 @@ public enum JSONBody {
                 if (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) == nil { return .malformedJson() }
                 return .invalid(nil, "the body must be a JSON object")
             }
+            // Foundation's own text ("Cannot initialize Role from invalid String value x") names
+            // Swift types; say it in the API's words.
+            if ctx.debugDescription.hasPrefix("Cannot initialize") { return .invalid(f, "\(f) is not one of the accepted values") }
             return .invalid(f, "\(f) is not valid: \(ctx.debugDescription)")
         @unknown default:
             return .malformedJson()

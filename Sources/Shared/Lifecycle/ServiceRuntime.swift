@@ -20,6 +20,8 @@ public final class ServiceRuntime: Sendable {
         self.logger = Logger(service: config.name, minimum: config.logLevel)
         self.pool = PGPool(url: config.databaseURL, maxConnections: config.databasePoolSize)
         self.instance = "\(config.name)-\(ProcessInfo.processInfo.processIdentifier)"
+        // Every instance exposes at least this, so a scrape shows a restart even before any work.
+        metrics.setGauge("redeem_process_start_time_seconds", help: "When this instance started, in Unix seconds.", Date().timeIntervalSince1970)
     }
 
     /// Whether the schema is migrated.

@@ -241,13 +241,17 @@ public enum APIKeys {
         }
     }
 
+    /// The unrevoked keys, newest first, a page at a time (`Keyset`).
     public struct List: BusRequest {
         public static let type = "apiKeys.list"
-        public struct Response: Codable, Sendable {
-            public var data: [APIKeyView]
-            public init(data: [APIKeyView]) { self.data = data }
+        public typealias Response = Page<APIKeyView>
+        /// nil (a caller from before pages): the default page size.
+        public var limit: Int?
+        public var cursor: String?
+        public init(limit: Int, cursor: String?) {
+            self.limit = limit
+            self.cursor = cursor
         }
-        public init() {}
     }
 
     public struct Revoke: BusRequest {

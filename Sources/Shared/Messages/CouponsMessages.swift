@@ -47,6 +47,8 @@ public struct CouponInput: Codable, Sendable {
     public var expiresAt: Date?
     public var maxRedemptions: Int?
     public var newCustomersOnly: Bool?
+    /// A coupon may be created deactivated (default: active).
+    public var active: Bool?
     public init() {}
 }
 
@@ -196,6 +198,13 @@ public struct RedemptionView: Codable, Sendable, Equatable {
 }
 
 public enum Coupons {
+    /// A code as coupons are matched by: without surrounding white space (a pasted code often
+    /// carries a space or a line break; codes never contain any) and without case.
+    public static func normalizeCode(_ code: String) -> String {
+        guard code.first?.isWhitespace == true || code.last?.isWhitespace == true else { return code.uppercased() }
+        return code.trimmingCharacters(in: .whitespacesAndNewlines).uppercased()
+    }
+
     public struct Create: BusRequest {
         public static let type = "coupons.create"
         public typealias Response = CouponView
@@ -247,6 +256,8 @@ public enum Coupons {
     public struct Redemptions: BusRequest {
         public static let type = "coupons.redemptions"
         public typealias Response = Page<RedemptionView>
+        /// The largest page: more than the API's 100, for the CSV export, which reads every row.
+        public static let maxLimit = 500
         public var code: String
         public var limit: Int
         public var cursor: String?
@@ -385,14 +396,19 @@ public enum Coupons {
         }
     }
 
+    /// An account's redemptions, newest first, a page at a time (`Keyset`).
     public struct MyRedemptions: BusRequest {
         public static let type = "coupons.myRedemptions"
-        public struct Response: Codable, Sendable {
-            public var data: [RedemptionView]
-            public init(data: [RedemptionView]) { self.data = data }
-        }
+        public typealias Response = Page<RedemptionView>
         public var accountId: UUID
-        public init(accountId: UUID) { self.accountId = accountId }
+        /// nil (a caller from before pages): the default page size.
+        public var limit: Int?
+        public var cursor: String?
+        public init(accountId: UUID, limit: Int, cursor: String?) {
+            self.accountId = accountId
+            self.limit = limit
+            self.cursor = cursor
+        }
     }
 
     public struct Purchase: BusRequest {

@@ -153,13 +153,17 @@ public enum Grants {
         }
     }
 
+    /// The endpoints not deleted, newest first, a page at a time (`Keyset`).
     public struct ListWebhooks: BusRequest {
         public static let type = "grants.listWebhooks"
-        public struct Response: Codable, Sendable {
-            public var data: [WebhookEndpointView]
-            public init(data: [WebhookEndpointView]) { self.data = data }
+        public typealias Response = Page<WebhookEndpointView>
+        /// nil (a caller from before pages): the default page size.
+        public var limit: Int?
+        public var cursor: String?
+        public init(limit: Int, cursor: String?) {
+            self.limit = limit
+            self.cursor = cursor
         }
-        public init() {}
     }
 
     public struct DeleteWebhook: BusRequest {
@@ -169,6 +173,7 @@ public enum Grants {
         public init(id: UUID) { self.id = id }
     }
 
+    /// An endpoint's deliveries, newest first, a page at a time (`Keyset`).
     public struct Deliveries: BusRequest {
         public static let type = "grants.deliveries"
         public typealias Response = Page<WebhookDeliveryView>

@@ -16,9 +16,33 @@ public enum Timestamp {
         return whole.dropLast() + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
     }
 
-    /// Parses with or without fractional seconds; `nil` for anything else.
+    /// Parses with or without fractional seconds; `nil` for anything else, including a date or
+    /// time that does not exist (Foundation's parser moves February 30 to March 2 and 25:00 to the
+    /// next day) and years beyond 9999 (which PostgreSQL cannot store).
     public static func parse(_ text: String) -> Date? {
-        (try? style.parse(text)) ?? (try? plainStyle.parse(text))
+        guard namesARealTime(text) else { return nil }
+        return (try? style.parse(text)) ?? (try? plainStyle.parse(text))
+    }
+
+    /// Whether `text` begins `YYYY-MM-DDTHH:MM:SS` with a day of its month and a time of day.
+    static func namesARealTime(_ text: String) -> Bool {
+        let b = Array(text.utf8.prefix(19))
+        guard b.count == 19, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] == UInt8(ascii: "T"),
+              b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":") else { return false }
+        func number(_ r: Range<Int>) -> Int? {
+            var n = 0
+            for c in b[r] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(c) else { return nil }
+                n = n * 10 + Int(c - UInt8(ascii: "0"))
+            }
+            return n
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+              year >= 1, (1...12).contains(month), hour < 24, minute < 60, second < 60 else { return false }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+        return (1...days).contains(day)
     }
 
     /// An ISO 8601 time read from a decoder's single value; a decoding error for anything else.

@@ -34,7 +34,24 @@ extension RedeemPage {
 
       function sentence(code, fallback) { return reasons[code] || fallback || "Something went wrong. Please try again."; }
 
+      // An access token lasts 15 minutes: on a 401 the session is refreshed once and the call
+      // made again; if that fails too, the sign-in form comes back.
       function api(method, path, body) {
+        return send(method, path, body).then(function (r) {
+          if (r.status !== 401 || !session || !session.refreshToken || path === "/v1/sessions/refresh") return r;
+          var spent = session;
+          return send("POST", "/v1/sessions/refresh", { refreshToken: spent.refreshToken }).then(function (fresh) {
+            if (fresh.status === 200 && fresh.data && fresh.data.session) {
+              if (session === spent) session = fresh.data.session;
+              return send(method, path, body);
+            }
+            signedOut(reasons.invalidToken);
+            return r;
+          });
+        });
+      }
+
+      function send(method, path, body) {
         var headers = { "Accept": "application/json" };
         if (body !== undefined) headers["Content-Type"] = "application/json";
         if (session) headers["Authorization"] = "Bearer " + session.accessToken;
@@ -69,6 +86,14 @@ extension RedeemPage {
         $("password").value = "";
         say("You're signed in. Now enter your code.");
         $("code").focus();
+      }
+
+      function signedOut(message) {
+        session = null;
+        $("auth-form").hidden = false;
+        $("signed-in").hidden = true;
+        say(message);
+        $("email").focus();
       }
 
       function authenticate(path) {
@@ -154,11 +179,7 @@ extension RedeemPage {
         $("redeem-button").addEventListener("click", redeem);
         $("sign-out").addEventListener("click", function () {
           if (session) api("DELETE", "/v1/sessions/current").catch(function () {});
-          session = null;
-          $("auth-form").hidden = false;
-          $("signed-in").hidden = true;
-          say("You're signed out.");
-          $("email").focus();
+          signedOut("You're signed out.");
         });
         $("email").focus();
       });
