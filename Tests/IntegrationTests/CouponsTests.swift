@@ -381,6 +381,32 @@ final class CouponsTests: XCTestCase {
         XCTAssertEqual(missing.status, 404)
     }
 
+    func testPatchWithNullRemovesTheCapOrTheEndButNotWhereTheStoreNeedsThem() async throws {
+        let expires = Timestamp.iso8601(Date().addingTimeInterval(30 * 86_400))
+        let code = try await freePeriod(["maxRedemptions": 5, "expiresAt": expires])
+        let kept = try await client.json("PATCH", "/v1/coupons/\(code)", ["active": true], token: admin).json()
+        XCTAssertEqual(kept["maxRedemptions"] as? Int, 5, "a field left out stays")
+        let removed = try await client.json("PATCH", "/v1/coupons/\(code)", ["maxRedemptions": NSNull(), "expiresAt": NSNull()], token: admin)
+        XCTAssertEqual(removed.status, 200, removed.text)
+        let view = try removed.json()
+        XCTAssertNil(view["maxRedemptions"] as? Int)
+        XCTAssertNil(view["expiresAt"] as? String)
+        XCTAssertNil(view["remaining"] as? Int, "no cap, nothing to count down")
+        let nullActive = try await client.json("PATCH", "/v1/coupons/\(code)", ["active": NSNull()], token: admin)
+        XCTAssertEqual(nullActive.status, 422)
+        XCTAssertEqual(nullActive.errorField, "active")
+        // An iOS discount must keep both (store limits).
+        let ios = try await client.json("POST", "/v1/coupons", ["code": "IOSNULL-" + UUID().uuidString.prefix(6).uppercased(), "kind": "percentOff", "percentOff": 20,
+                                                                "productIds": ["pro-null"], "duration": ["unit": "month", "count": 1], "periodCount": 1,
+                                                                "platforms": ["ios"], "maxRedemptions": 100, "expiresAt": expires], token: admin)
+        XCTAssertEqual(ios.status, 201, ios.text)
+        let iosCode = try XCTUnwrap(try ios.json()["code"] as? String)
+        let refused = try await client.json("PATCH", "/v1/coupons/\(iosCode)", ["maxRedemptions": NSNull()], token: admin)
+        XCTAssertEqual(refused.errorCode, "storeLimit")
+        let after = try await client.get("/v1/coupons/\(iosCode)", token: admin).json()
+        XCTAssertEqual(after["maxRedemptions"] as? Int, 100, "nothing changed")
+    }
+
     // MARK: - Races
 
     func race(_ code: String, users: [TokenMinter.User], via client: HTTPClient) async throws -> [(Int, String?, String?)] {

@@ -25,7 +25,7 @@ enum AccountRules {
         guard password.utf8.count <= maximumPasswordLength else {
             throw ServiceError("invalid", "the password is longer than \(maximumPasswordLength) bytes", field: "password")
         }
-        guard !CommonPasswords.contains(password) else {
+        guard !CommonPasswords.contains(password), !CommonPasswords.isPredictable(password) else {
             throw ServiceError("weakPassword", "this password is among the most common ones; choose another", field: "password")
         }
     }

@@ -3,6 +3,34 @@
 enum CommonPasswords {
     static func contains(_ password: String) -> Bool { list.contains(password.lowercased()) }
 
+    /// Whether a password is made (all but at most 3 characters) of what guessing lists are built
+    /// from: fewer than 4 different characters, or runs of 3 or more along the alphabet, the
+    /// digits, a keyboard row or column, either way ("abcdefghij", "qwerty123456", "1qaz2wsx3edc",
+    /// "a123456789"). The list above can't hold every such variant.
+    static func isPredictable(_ password: String) -> Bool {
+        let chars = Array(password.lowercased().unicodeScalars)
+        if Set(chars).count < 4 { return true }
+        var covered = [Bool](repeating: false, count: chars.count)
+        var start = 0
+        for i in 1...chars.count {
+            let continues = i < chars.count && (chars[i] == chars[i - 1] || steps.contains([chars[i - 1], chars[i]]))
+            if continues { continue }
+            if i - start >= 3 { for j in start..<i { covered[j] = true } }
+            start = i
+        }
+        return covered.filter { !$0 }.count <= 3
+    }
+
+    /// Neighbouring pairs along the sequences people type, both ways.
+    private static let steps: Set<[Unicode.Scalar]> = {
+        var pairs = Set<[Unicode.Scalar]>()
+        for line in ["abcdefghijklmnopqrstuvwxyz", "0123456789", "qwertyuiop", "asdfghjkl", "zxcvbnm", "1qaz2wsx3edc4rfv5tgb6yhn7ujm8ik9ol0p"] {
+            let s = Array(line.unicodeScalars)
+            for i in 1..<s.count { pairs.insert([s[i - 1], s[i]]); pairs.insert([s[i], s[i - 1]]) }
+        }
+        return pairs
+    }()
+
     static let list: Set<String> = [
         "000000",
         "0000000000",

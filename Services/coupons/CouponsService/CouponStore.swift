@@ -101,6 +101,10 @@ enum CouponStore {
             if let starts = d.startsAt, expires <= starts { throw CouponRules.invalid("expiresAt", "expiresAt must be after startsAt") }
             d.expiresAt = expires
         }
+        // Sent as null: removed (the store limits below still require both on an iOS discount).
+        let removing = Set(p.removing ?? [])
+        if removing.contains("maxRedemptions") { d.maxRedemptions = nil }
+        if removing.contains("expiresAt") { d.expiresAt = nil }
         try CouponRules.checkStoreLimits(d, now: now)
         if let a = p.active {
             if a && !active { try checkActivePerProduct(tx, d, excluding: id) }

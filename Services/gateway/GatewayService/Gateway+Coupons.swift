@@ -3,7 +3,28 @@ import Shared
 
 /// Routes of SPEC §4.2 and §4.3: coupons for operators, validate and redeem for users.
 extension Gateway {
-    struct PatchBody: Decodable { var active: Bool?; var maxRedemptions: Int?; var expiresAt: Date? }
+    /// A change to a coupon: fields left out stay; `maxRedemptions` or `expiresAt` sent as `null`
+    /// is removed (no cap, no end); `active` can't be null.
+    struct PatchBody: Decodable {
+        var active: Bool?
+        var maxRedemptions: Int?
+        var expiresAt: Date?
+        var removing: [String] = []
+        private enum Keys: String, CodingKey { case active, maxRedemptions, expiresAt }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: Keys.self)
+            if c.contains(.active), try c.decodeNil(forKey: .active) {
+                throw DecodingError.valueNotFound(Bool.self, .init(codingPath: [Keys.active], debugDescription: "active is null"))
+            }
+            active = try c.decodeIfPresent(Bool.self, forKey: .active)
+            maxRedemptions = try c.decodeIfPresent(Int.self, forKey: .maxRedemptions)
+            expiresAt = try c.decodeIfPresent(Date.self, forKey: .expiresAt)
+            for key in [Keys.maxRedemptions, .expiresAt] where c.contains(key) {
+                if try c.decodeNil(forKey: key) { removing.append(key.rawValue) }
+            }
+        }
+    }
     struct ValidateBody: Decodable { var code: String; var platform: String? }
     struct RedeemBody: Decodable { var code: String; var productId: String?; var platform: String; var environment: String? }
     struct PurchaseBody: Decodable { var pricePaid: Money; var storeTransactionId: String }
@@ -32,7 +53,8 @@ extension Gateway {
             try await auth.requireRole(req, .admin)
             let b = try JSONBody.decode(PatchBody.self, from: req)
             return .json(200, try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", active: b.active,
-                                                                      maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt)))
+                                                                      maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt,
+                                                                      removing: b.removing.isEmpty ? nil : b.removing)))
         }
         r.delete("/v1/coupons/{code}") { [self] req in
             try await auth.requireRole(req, .admin)

@@ -245,11 +245,14 @@ public enum Coupons {
         public var active: Bool?
         public var maxRedemptions: Int?
         public var expiresAt: Date?
-        public init(code: String, active: Bool?, maxRedemptions: Int?, expiresAt: Date?) {
+        /// Fields sent as `null`, to remove: `maxRedemptions` (no cap) and `expiresAt` (no end).
+        public var removing: [String]?
+        public init(code: String, active: Bool?, maxRedemptions: Int?, expiresAt: Date?, removing: [String]? = nil) {
             self.code = code
             self.active = active
             self.maxRedemptions = maxRedemptions
             self.expiresAt = expiresAt
+            self.removing = removing
         }
     }
 
