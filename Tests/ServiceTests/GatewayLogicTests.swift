@@ -4,6 +4,16 @@ import Testing
 @testable import Shared
 
 @Suite struct GatewayLogicTests {
+    @Test func waitIsAtMost30HoweverLargeTheNumber() throws {
+        func wait(_ v: String) throws -> Int { try Query.wait(HTTPRequest(method: "GET", path: "/", query: ["wait": v])) }
+        #expect(try wait("5") == 5)
+        #expect(try wait("31") == 30)
+        #expect(try wait("99999999999999999999") == 30)
+        for bad in ["-1", "abc", "1.5", "", "+5"] {
+            #expect(throws: HTTPError.self, "\(bad)") { try wait(bad) }
+        }
+    }
+
     @Test func everyRouteIsDocumentedAndEveryDocumentedRouteExists() throws {
         let gateway = try Gateway(config: GatewayConfig(env: Environment([:])))
         defer { gateway.stop() }

@@ -178,6 +178,31 @@ final class InFlight: Sendable {
         #expect(got.withLock { $0 } == Set((0..<50).map(String.init)))
     }
 
+    /// A handler that cannot reach the database answers `unavailable` (the gateway's 503), any other
+    /// unexpected error `internal`.
+    @Test func aLostDatabaseTravelsAsUnavailableAndOtherFailuresAsInternal() async throws {
+        var router = BusRouter(logger: logger)
+        router.on(Echo.self) { req, _ in
+            switch req.text {
+            case "down": throw PGError(kind: .connection, message: "could not connect")
+            case "closed": throw PGError(kind: .poolClosed, message: "pool closed")
+            default: throw PGError(kind: .query, sqlState: "22P02", message: "bad input")
+            }
+        }
+        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:\(Project.freePort())"], router: router, logger: logger)
+        defer { s.stop() }
+        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        defer { client.stop() }
+        for (text, code) in [("down", "unavailable"), ("closed", "unavailable"), ("other", "internal")] {
+            do {
+                _ = try await client.request(Echo(text: text))
+                Issue.record("\(text) answered")
+            } catch let e as ServiceError {
+                #expect(e.code == code, "\(text)")
+            }
+        }
+    }
+
     /// Items sent as one batch come back answered in order, in one message.
     @Test func batchesTravelAsOneMessageAndAnswerInOrder() async throws {
         let messages = Atomic<Int>(0)

@@ -95,3 +95,18 @@ import Testing
         #expect(built.n == 0)
     }
 }
+
+/// A log line that cannot be written (its reader gone, a full disk) is dropped; FileHandle.write
+/// would trap and take the service down with it.
+@Suite struct LogSinkFailureTests {
+    @Test func writingToAPipeWhoseReaderIsGoneDropsTheLine() {
+        signal(SIGPIPE, SIG_IGN)  // as every service does
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        close(fds[0])
+        let sink = LogSink(handle: FileHandle(fileDescriptor: fds[1], closeOnDealloc: true))
+        Logger(service: "test", sink: sink).error("after the reader left", ["n": 1])
+        sink.write(Data("a line\n".utf8))
+        #expect(Bool(true), "still running")
+    }
+}

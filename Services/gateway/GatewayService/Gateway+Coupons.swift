@@ -185,8 +185,11 @@ enum Query {
     /// `wait` in seconds: at most 30 (larger is treated as 30); not a number is 422.
     static func wait(_ req: HTTPRequest) throws -> Int {
         guard let text = req.query["wait"] else { return 0 }
-        guard let n = Int(text), n >= 0 else { throw HTTPError.invalid("wait", "wait must be a whole number of seconds") }
-        return min(n, 30)
+        // Digits only, however many: a number too large for Int is still "more than 30".
+        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
+            throw HTTPError.invalid("wait", "wait must be a whole number of seconds")
+        }
+        return min(Int(text) ?? 30, 30)
     }
 }
 

@@ -16,11 +16,11 @@ public struct BatchAnswer<Value: Codable & Sendable>: Codable, Sendable {
     public var value: Value?
     public var error: ServiceError?
 
-    /// Errors that are not a `ServiceError` travel as `internal`, as a single request's would.
+    /// Errors that are not a `ServiceError` travel as `ServiceError.carrying` makes them, as a single request's would.
     public init(_ result: Result<Value, any Error>) {
         switch result {
         case .success(let v): value = v
-        case .failure(let e): error = e as? ServiceError ?? .internal
+        case .failure(let e): error = .carrying(e)
         }
     }
 

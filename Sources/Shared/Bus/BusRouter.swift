@@ -50,7 +50,7 @@ public struct BusRouter: Sendable {
                 reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: error)
             } catch {
                 logger.error("bus handler failed", ["bus.type": header.type, "error": String(describing: error)])
-                reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .internal)
+                reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .carrying(error))
             }
             return replying ? BusRouter.encode(reply, id: header.id, frames: header.frames == true) : []
         })

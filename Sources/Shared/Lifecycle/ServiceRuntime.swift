@@ -47,9 +47,14 @@ public final class ServiceRuntime: Sendable {
         }
     }
 
-    /// Answers `ping` with a round trip to the database.
+    /// Answers `ping` with a round trip to the database, counted as down if it takes over a second
+    /// (a database that stopped answering would otherwise hold `/readyz` with it).
     public func ping() async -> Ping.Response {
-        let up = (try? await pool.query("SELECT 1")) != nil
+        let answered = Atomic<Bool>(false)
+        let pool = self.pool
+        let up = await Lifecycle.withDeadline(seconds: 1) {
+            if (try? await pool.query("SELECT 1")) != nil { answered.store(true, ordering: .releasing) }
+        } && answered.load(ordering: .acquiring)
         return Ping.Response(service: config.name, instance: instance, database: up ? "up" : "down", ready: up && isMigrated && isStarted)
     }
 

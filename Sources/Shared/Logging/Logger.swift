@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Synchronization
 
 /// Request-scoped context carried through tasks and across the bus.
@@ -134,7 +135,18 @@ public final class LogSink: Sendable {
             captured.withLock { $0.append(line) }
             return
         }
-        lock.withLock { _ in handle.write(line) }
+        lock.withLock { _ in
+            // write(2), not FileHandle.write, which traps on an error (a closed pipe, a full
+            // disk): a line that cannot be written is dropped and the service goes on.
+            let fd = handle.fileDescriptor
+            line.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+                var offset = 0
+                while offset < raw.count {
+                    let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                    if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { return }
+                }
+            }
+        }
     }
 
     /// Captured lines (only for a capturing sink).

@@ -83,6 +83,16 @@ public struct ServiceError: Error, Codable, Sendable, Equatable, CustomStringCon
     public static let timeout = ServiceError("timeout", "the service did not answer in time")
     public static let unavailable = ServiceError("unavailable", "the service is not reachable")
     public static let `internal` = ServiceError("internal", "something went wrong on our side")
+    public static let databaseUnavailable = ServiceError("unavailable", "the database is not reachable; try again shortly")
+
+    /// What a handler's error travels as: itself if it is a `ServiceError`; `unavailable` when the
+    /// database could not be reached (down, restarting, connection lost: worth a retry, and the
+    /// gateway answers 503); anything else `internal`.
+    public static func carrying(_ error: any Error) -> ServiceError {
+        if let e = error as? ServiceError { return e }
+        if let e = error as? PGError, e.isConnectionLoss || e.kind == .poolClosed { return .databaseUnavailable }
+        return .internal
+    }
 }
 
 /// An empty body.
