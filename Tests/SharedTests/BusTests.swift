@@ -203,6 +203,33 @@ final class InFlight: Sendable {
         }
     }
 
+    /// Stopping in order: a request being handled still gets its answer, one that arrives meanwhile
+    /// is refused at once (not left to time out).
+    @Test func drainingAnswersRequestsInProgressAndRefusesNewOnes() async throws {
+        var router = BusRouter(logger: logger)
+        router.on(Echo.self) { req, _ in
+            try await Task.sleep(for: .milliseconds(400))
+            return .init(text: req.text + "!")
+        }
+        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:\(Project.freePort())"], router: router, logger: logger)
+        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        defer { client.stop() }
+        async let first = client.request(Echo(text: "in progress"))
+        try await Task.sleep(for: .milliseconds(100))
+        async let drained = s.drain(seconds: 3)
+        try await Task.sleep(for: .milliseconds(50))
+        let began = ContinuousClock.now
+        do {
+            _ = try await client.request(Echo(text: "late"))
+            Issue.record("a request during the drain was handled")
+        } catch let e as ServiceError {
+            #expect(e.code == "unavailable")
+            #expect(ContinuousClock.now - began < .seconds(1), "refused at once")
+        }
+        #expect(try await first.text == "in progress!")
+        #expect(await drained)
+    }
+
     /// Items sent as one batch come back answered in order, in one message.
     @Test func batchesTravelAsOneMessageAndAnswerInOrder() async throws {
         let messages = Atomic<Int>(0)

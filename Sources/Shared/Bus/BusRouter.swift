@@ -117,6 +117,13 @@ public struct BusRouter: Sendable {
         }
     }
 
+    /// The reply to a request that is not handled: `error`, for the envelope's id.
+    public func refuse(_ data: Data, with error: ServiceError) -> [Data] {
+        struct Header: Decodable { let id: String }
+        let id = (try? decoder.decode(Header.self, from: data))?.id ?? ""
+        return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: error), id: id)
+    }
+
     /// The frames of a reply: `WireJSON` values in frames of their own when the caller reads
     /// them (`frames`), else inline.
     static func encode<B>(_ reply: ReplyEnvelope<B>, id: String, frames: Bool = false) -> [Data] {

@@ -14,6 +14,7 @@ public final class ServiceRuntime: Sendable {
     private let migrated = Atomic<Bool>(false)
     private let started = Atomic<Bool>(false)
     private let parts = Mutex<[@Sendable () async -> Void]>([])
+    private let bus = Mutex<BusServer?>(nil)
 
     public init(config: ServiceConfig) {
         self.config = config
@@ -65,7 +66,15 @@ public final class ServiceRuntime: Sendable {
         let server = try BusServer(context: context, bind: config.busBind, router: router, logger: logger)
 
         logger.info("bus listening", ["bus.endpoint": server.endpoint])
+        bus.withLock { $0 = server }
         onStop { server.stop() }
+    }
+
+    /// Stops taking bus requests and answers those being handled (up to 3 s), before the service's
+    /// workers and the database pool they use go away.
+    public func stopTakingRequests() async {
+        guard let server = bus.withLock({ $0 }) else { return }
+        if !(await server.drain(seconds: 3)) { logger.warning("stopped with bus requests unanswered") }
     }
 
     /// Starts the internal HTTP server: `/healthz`, `/readyz`, `/metrics`.
@@ -133,6 +142,7 @@ public final class ServiceRuntime: Sendable {
                 }
             }
         }, stop: {
+            await runtime.stopTakingRequests()
             await service.stop()
             await runtime.stop()
         })
