@@ -34,8 +34,9 @@ public final class HTTPServer: Sendable {
     private let daemon = Mutex<DaemonHandle?>(nil)
     /// Guards resuming connections against stopping the daemon: both happen under this lock.
     let resumeGate = Mutex<Bool>(false)  // true once stopped
-    /// Connections suspended while their handler runs, until they are answered.
-    let suspended = Mutex<[ConnectionHandle: RequestState]>([:])
+    /// Connections suspended while their handler runs, until they are answered; once `closed`
+    /// (stopping), no connection is suspended any more.
+    let suspended = Mutex<(connections: [ConnectionHandle: RequestState], closed: Bool)>(([:], false))
     let inFlight = Atomic<Int>(0)
     private let boundPort = Atomic<Int>(0)
 
@@ -83,12 +84,17 @@ public final class HTTPServer: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         // libmicrohttpd aborts the process if it is stopped with a connection suspended: requests
-        // whose handler is still running are answered 503 and given a moment to be sent.
-        for (connection, state) in suspended.withLock({ $0 }) where state.answer(finish(state, .error(.stopping))) {
+        // whose handler is still running are answered 503 and given a moment to be sent, and from
+        // now on a request on a connection kept open is answered 503 without being suspended.
+        let waiting = suspended.withLock { s in
+            s.closed = true
+            return s.connections
+        }
+        for (connection, state) in waiting where state.answer(finish(state, .error(.stopping))) {
             resume(connection)
         }
-        let answered = ContinuousClock.now + .seconds(1)
-        while !suspended.withLock({ $0.isEmpty }) && ContinuousClock.now < answered {
+        let answered = ContinuousClock.now + .seconds(2)
+        while !suspended.withLock({ $0.connections.isEmpty }) && ContinuousClock.now < answered {
             try? await Task.sleep(for: .milliseconds(10))
         }
         resumeGate.withLock { stopped in
@@ -179,7 +185,7 @@ private func httpAccessHandler(
 
     // Body complete. Either the handler has answered (we were resumed) or it must be started.
     if let response = state.response.withLock({ $0 }) {
-        server.suspended.withLock { _ = $0.removeValue(forKey: ConnectionHandle(raw: connection)) }
+        server.suspended.withLock { _ = $0.connections.removeValue(forKey: ConnectionHandle(raw: connection)) }
         return queue(response, on: connection)
     }
     guard !state.dispatched else { return .YES }
@@ -191,7 +197,12 @@ private func httpAccessHandler(
         return queue(server.finish(state, .error(.tooLarge)), on: connection)
     }
     let handle = ConnectionHandle(raw: connection)
-    server.suspended.withLock { $0[handle] = state }
+    let suspending = server.suspended.withLock { s -> Bool in
+        guard !s.closed else { return false }
+        s.connections[handle] = state
+        return true
+    }
+    guard suspending else { return queue(server.finish(state, .error(.stopping)), on: connection) }
     MHD_suspend_connection(connection)
     Task {
         let response = await LogContext.$requestId.withValue(request.requestId) { await server.handler(request) }
