@@ -40,7 +40,7 @@ final class InFlight: Sendable {
     let context = ZMQContext()
     let logger = Logger(service: "test", sink: LogSink(capturing: ()))
 
-    func server(_ endpoint: String = "tcp://127.0.0.1:\(Project.freePort())", inFlight: InFlight? = nil) throws -> BusServer {
+    func server(_ endpoint: String = "tcp://127.0.0.1:*", inFlight: InFlight? = nil) throws -> BusServer {
         var router = BusRouter(logger: logger)
         router.on(Echo.self) { req, ctx in
             inFlight?.enter()
@@ -142,9 +142,9 @@ final class InFlight: Sendable {
     }
 
     @Test func eventsReachSubscribers() async throws {
-        let endpoint = "tcp://127.0.0.1:\(Project.freePort())"
-        let publisher = try EventPublisher(context: context, bind: [endpoint])
+        let publisher = try EventPublisher(context: context, bind: ["tcp://127.0.0.1:*"])
         defer { publisher.stop() }
+        let endpoint = publisher.endpoint
         let received = Mutex<[Int]>([])
         let logger = self.logger
         let subscriber = try EventSubscriber(context: context, connect: [endpoint], logger: logger, handlers: [
@@ -164,12 +164,14 @@ final class InFlight: Sendable {
     }
 
     @Test func pushedCommandsReachThePuller() async throws {
-        let endpoint = "tcp://127.0.0.1:\(Project.freePort())"
         let got = Mutex<Set<String>>([])
         var router = BusRouter(logger: logger)
         router.on(Echo.self) { req, _ in got.withLock { _ = $0.insert(req.text) }; return .init(text: "") }
-        let puller = try Puller(context: context, bind: [endpoint], router: router)
+        // Bound on a port the kernel picks as it binds: a port found free a moment earlier can be
+        // taken meanwhile by another test's outgoing connection.
+        let puller = try Puller(context: context, bind: ["tcp://127.0.0.1:*"], router: router)
         defer { puller.stop() }
+        let endpoint = puller.endpoint
         let pusher = try Pusher(context: context, connect: [endpoint], logger: logger)
         defer { pusher.stop() }
         try await Task.sleep(for: .milliseconds(100))  // connect
@@ -189,7 +191,7 @@ final class InFlight: Sendable {
             default: throw PGError(kind: .query, sqlState: "22P02", message: "bad input")
             }
         }
-        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:\(Project.freePort())"], router: router, logger: logger)
+        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
         defer { s.stop() }
         let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
         defer { client.stop() }
@@ -211,7 +213,7 @@ final class InFlight: Sendable {
             try await Task.sleep(for: .milliseconds(400))
             return .init(text: req.text + "!")
         }
-        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:\(Project.freePort())"], router: router, logger: logger)
+        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
         let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
         defer { client.stop() }
         async let first = client.request(Echo(text: "in progress"))
@@ -238,7 +240,7 @@ final class InFlight: Sendable {
             messages.add(1, ordering: .relaxed)
             return .init(answers: req.items.map { .init(text: $0.text + "!") })
         }
-        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:\(Project.freePort())"], router: router, logger: logger)
+        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
         defer { s.stop() }
         let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
         defer { client.stop() }
