@@ -4,6 +4,34 @@ import Testing
 @testable import Shared
 
 @Suite struct GatewayLogicTests {
+    /// A batch gets what its oldest request has left of the bus timeout, not a whole one more.
+    @Test func aBatchWaitsOnlyWhatItsOldestRequestHasLeft() async throws {
+        let context = ZMQContext()
+        let logger = Logger(service: "test", sink: LogSink(capturing: ()))
+        var router = BusRouter(logger: logger)
+        router.on(Coupons.ValidateMany.self) { _, _ in
+            try await Task.sleep(for: .seconds(10))  // a coupons instance that hangs
+            return .init(answers: [])
+        }
+        let server = try BusServer(context: context, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
+        defer { server.stop() }
+        let client = try BusClient(context: context, service: "coupons", connect: [server.endpoint])
+        defer { client.stop() }
+        let item = Coupons.Validate(accountId: UUID(), code: "HANG", platform: nil)
+        let began = ContinuousClock.now
+        // Queued 4.5 s ago (behind a batch that timed out), with a 5 s bus timeout.
+        let results = await Gateway.send([Queued(item, since: began - .milliseconds(4500)), Queued(item)], as: Coupons.ValidateMany.self,
+                                         via: client, within: .seconds(5))
+        #expect(ContinuousClock.now - began < .seconds(2))
+        func code(_ r: Result<Coupons.Validate.Response, any Error>?) -> String? {
+            guard case .failure(let e)? = r else { return nil }
+            return (e as? ServiceError)?.code
+        }
+        #expect(results.count == 2 && results.allSatisfy { code($0) == "timeout" })
+        let expired = await Gateway.send([Queued(item, since: began - .seconds(6))], as: Coupons.ValidateMany.self, via: client, within: .seconds(5))
+        #expect(code(expired.first) == "timeout")
+    }
+
     @Test func waitIsAtMost30HoweverLargeTheNumber() throws {
         func wait(_ v: String) throws -> Int { try Query.wait(HTTPRequest(method: "GET", path: "/", query: ["wait": v])) }
         #expect(try wait("5") == 5)

@@ -73,7 +73,7 @@ extension Gateway {
             try abuse.checkCodes(ip: req.clientAddress, account: user.account)
             let b = try JSONBody.decode(ValidateBody.self, from: req)
             if let p = b.platform, !Self.platforms.contains(p) { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
-            let a = try await validations.submit(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform),
+            let a = try await validations.submit(Queued(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform)),
                                                  key: Coupons.normalizeCode(b.code))
             if a.reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
             return .json(200, a.answer)
@@ -87,8 +87,8 @@ extension Gateway {
             guard ["production", "sandbox"].contains(environment) else {
                 throw HTTPError.invalid("environment", "environment must be production or sandbox")
             }
-            let answer = try await reservations.submit(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
-                                                                      productId: b.productId, platform: b.platform, sandbox: environment == "sandbox"),
+            let answer = try await reservations.submit(Queued(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
+                                                                      productId: b.productId, platform: b.platform, sandbox: environment == "sandbox")),
                                                        key: Coupons.normalizeCode(b.code))
             if let reason = answer.refusal {
                 if reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }

@@ -20,8 +20,8 @@ public final class Gateway: Sendable {
     /// Concurrent validations, and reservations, of a code go to coupons together, one message
     /// per batch. Reservations have two messages away at a time, so coupons has the next batch
     /// when a transaction commits (see `ReservationBatcher`).
-    let validations: Coalescer<Coupons.Validate, Coupons.Validate.Response>
-    let reservations: Coalescer<Coupons.Redeem, Coupons.Redeem.Response>
+    let validations: Coalescer<Queued<Coupons.Validate>, Coupons.Validate.Response>
+    let reservations: Coalescer<Queued<Coupons.Redeem>, Coupons.Redeem.Response>
     private let background = Mutex<[Task<Void, Never>]>([])
 
     public init(config: GatewayConfig) throws {
@@ -32,8 +32,9 @@ public final class Gateway: Sendable {
         grants = try BusClient(context: context, service: "grants", connect: config.grantsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         abuse = AbuseGuard(limits: config.limits)
         let coupons = self.coupons
-        validations = Coalescer(maxBatch: 256) { items in await coupons.requestBatch(items, as: Coupons.ValidateMany.self) }
-        reservations = Coalescer(maxBatch: 256, lanes: 2) { items in await coupons.requestBatch(items, as: Coupons.RedeemMany.self) }
+        let limit = config.busTimeout
+        validations = Coalescer(maxBatch: 256) { await Self.send($0, as: Coupons.ValidateMany.self, via: coupons, within: limit) }
+        reservations = Coalescer(maxBatch: 256, lanes: 2) { await Self.send($0, as: Coupons.RedeemMany.self, via: coupons, within: limit) }
         let auth = Authenticator(accounts: accounts, logger: logger)
         self.auth = auth
         let logger = self.logger
@@ -104,5 +105,28 @@ extension Gateway {
             await server.stop(drainSeconds: 3)
             stop()
         })
+    }
+}
+
+/// A request waiting for a batch, and since when.
+struct Queued<Item: Sendable>: Sendable {
+    let item: Item
+    let since: ContinuousClock.Instant
+    init(_ item: Item, since: ContinuousClock.Instant = .now) {
+        self.item = item
+        self.since = since
+    }
+}
+
+extension Gateway {
+    /// Sends a batch with what its oldest request has left of the bus timeout: a request that
+    /// waited behind a batch which timed out (coupons hanging) must not then wait a whole timeout
+    /// more for its own.
+    static func send<B: BusBatch>(_ queued: [Queued<B.Item>], as batch: B.Type, via client: BusClient,
+                                  within limit: Duration) async -> [Result<B.Item.Response, any Error>] {
+        let oldest = queued.map(\.since).min() ?? .now
+        let left = limit - (ContinuousClock.now - oldest)
+        guard left > .milliseconds(10) else { return queued.map { _ in .failure(ServiceError.timeout) } }
+        return await client.requestBatch(queued.map(\.item), as: batch, timeout: left)
     }
 }
