@@ -121,6 +121,21 @@ final class FoundationStackTests: XCTestCase {
         XCTAssertNotEqual(current.kid, "k0")
     }
 
+    /// A test process that dies (a crash) takes its stack with it: the runner watches its parent
+    /// and stops everything it started, PostgreSQL included.
+    func test8_aStackWhoseParentDiesStopsItself() throws {
+        let parent = try Subprocess("/bin/sleep", ["600"])
+        let orphan = try Stack(environment: ["REDEEM_PARENT_PID": String(parent.pid)])
+        let pids = try Stack.services.map { try orphan.pid($0) }
+        parent.signal(SIGKILL)
+        parent.wait()
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline && pids.contains(where: { kill($0, 0) == 0 }) { usleep(100_000) }
+        for pid in pids { XCTAssertNotEqual(kill(pid, 0), 0, "pid \(pid) outlived the process that started the stack") }
+        let statuses = orphan.stop()
+        XCTAssertEqual(statuses["gateway"], 0, "stopped with SIGTERM, not left running")
+    }
+
     func test9_sigtermStopsEveryProcessWithExitZero() throws {
         let pids = try Stack.services.map { try stack.pid($0) }
         let statuses = stack.stop()
