@@ -11,7 +11,14 @@ let optimized: [SwiftSetting] = [.unsafeFlags(["-cross-module-optimization"], .w
 /// Services link with lld and packed relative relocations (DT_RELR, glibc 2.36+): the static
 /// Swift runtime's 1.8 MB relocation table, which the loader reads whole at every start, shrinks
 /// to 32 kB, and each process's resident memory by about 2 MB (bench/HISTORY.md, session 6).
-let linked: [LinkerSetting] = [.unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"])]
+let linked: [LinkerSetting] = [
+    .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]),
+    // Release builds lay out together the functions the services run (deploy/link-order.txt,
+    // written by scripts/link-order): the kernel maps code 64 kB around each page touched, so
+    // scattered they keep 2.5–3 MB more of each executable resident (bench/README.md, "Memory").
+    .unsafeFlags(["-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/deploy/link-order.txt",
+                  "-Xlinker", "--no-warn-symbol-ordering"], .when(configuration: .release)),
+]
 
 /// A service is a library target with its logic (testable without sockets) and a small executable.
 func service(_ dir: String, library: String, extraDeps: [Target.Dependency] = []) -> [Target] {

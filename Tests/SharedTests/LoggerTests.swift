@@ -65,6 +65,56 @@ import Testing
         #expect(Timestamp.milliseconds(tricky) == 1_798_614_830_293)
     }
 
+    /// `iso8601` and `parse` do their own date arithmetic: from 1583 (Foundation's calendar is
+    /// Julian before the Gregorian reform; ISO 8601 and PostgreSQL are proleptic Gregorian) they
+    /// print what Foundation's formatter prints, leap days and times before 1970 included, and every
+    /// time from year 1 to 9999 reads back as the same instant.
+    @Test func timestampsMatchFoundationsFormatter() {
+        let foundation = Date.ISO8601FormatStyle(timeZone: .gmt)  // whole seconds: it truncates fractions
+        let first = -62_135_596_800_000 as Int64  // 0001-01-01T00:00:00.000Z
+        let reform = -12_212_553_600_000 as Int64  // 1583-01-01T00:00:00.000Z
+        let last = 253_402_300_799_999 as Int64  // 9999-12-31T23:59:59.999Z
+        var rng = SystemRandomNumberGenerator()
+        var instants: [Int64] = [reform, last, 0, -1, 951_782_400_000, 951_868_799_999, -2_203_891_200_000, 4_107_542_400_000]
+        instants += (0..<5_000).map { _ in Int64.random(in: reform...last, using: &rng) }
+        for ms in instants {
+            let date = Date(timeIntervalSince1970: Double(ms) / 1000)
+            let text = Timestamp.iso8601(date)
+            let second = ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000)
+            let fraction = String(ms - second * 1000)
+            let expected = foundation.format(Date(timeIntervalSince1970: Double(second))).dropLast()
+                + "." + String(repeating: "0", count: 3 - fraction.count) + fraction + "Z"
+            #expect(text == expected, "\(ms)")
+        }
+        for ms in instants + [first] + (0..<2_000).map({ _ in Int64.random(in: first...reform, using: &rng) }) {
+            let text = Timestamp.iso8601(Date(timeIntervalSince1970: Double(ms) / 1000))
+            #expect(Timestamp.parse(text).map(Timestamp.milliseconds) == ms, "\(text)")
+        }
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: -1 / 1000)) == "1969-12-31T23:59:59.999Z")
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: 951_782_400)) == "2000-02-29T00:00:00.000Z")
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: -62_135_596_800)) == "0001-01-01T00:00:00.000Z")
+    }
+
+    @Test func timestampsReadRFC3339AndNothingElse() {
+        let base = 1_796_019_573.0  // 2026-11-30T06:19:33Z
+        let read: [(String, Double)] = [
+            ("2026-11-30T06:19:33Z", base), ("2026-11-30T06:19:33z", base), ("2026-11-30t06:19:33Z", base),
+            ("2026-11-30T06:19:33.1Z", base + 0.1), ("2026-11-30T06:19:33.123456789Z", base + 0.123456789),
+            ("2026-11-30T06:19:33+01:00", base - 3600), ("2026-11-30T06:19:33+0100", base - 3600),
+            ("2026-11-30T06:19:33+01", base - 3600), ("2026-11-30T06:19:33.5-05:30", base + 0.5 + 19_800),
+        ]
+        for (text, seconds) in read {
+            #expect(Timestamp.parse(text).map { abs($0.timeIntervalSince1970 - seconds) < 0.000_001 } == true, "\(text)")
+        }
+        let refused = [
+            "2026-11-30T06:19:33", "2026-11-30T06:19:33.Z", "2026-11-30T06:19:33 Z", "2026-11-30T06:19:33Zjunk",
+            "2026-11-30T06:19:33GMT", "2026-11-30T06:19:33+24:00", "2026-11-30T06:19:33+01:60", "2026-11-30T06:19:33+01:00:30",
+            "2026-11-30T06:19:33.1234567890Z", "2026-02-29T00:00:00Z", "2026-11-30T24:00:00Z", "2026-11-30T06:19:60Z",
+            "0000-01-01T00:00:00Z", "12026-11-30T06:19:33Z", "2026-11-30 06:19:33Z", "2026-1-30T06:19:33Z", "",
+        ]
+        for text in refused { #expect(Timestamp.parse(text) == nil, "\(text)") }
+    }
+
     @Test func aTypedLineReadsLikeTheSameFieldsGivenAsADictionary() throws {
         struct Fields: Encodable {
             let route: String, status: Int, ms: Double

@@ -112,20 +112,8 @@ enum PGTime {
             offset = sign * (oh * 3600 + om * 60)
         }
         guard (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, se < 61 else { return nil }
-        let seconds = (daysSinceEpoch(year: y, month: mo, day: d) * 86_400 + h * 3600 + mi * 60 + se - offset)
+        let seconds = (Timestamp.daysSinceEpoch(year: y, month: mo, day: d) * 86_400 + h * 3600 + mi * 60 + se - offset)
         return Date(timeIntervalSince1970: Double(seconds) + frac)
-    }
-
-    /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (the one PostgreSQL
-    /// prints): H. Hinnant's `days_from_civil`, exact for every year, without a `Calendar` (whose
-    /// set-up loads ICU's time-zone data) on every row read.
-    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 }
 

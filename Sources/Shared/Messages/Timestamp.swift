@@ -2,47 +2,134 @@ import Foundation
 
 /// Times on the wire: ISO 8601 UTC with milliseconds (SPEC §4), e.g. `2026-11-30T06:19:33.123Z`.
 public enum Timestamp {
-    private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)
-    private static let plainStyle = Date.ISO8601FormatStyle(timeZone: .gmt)
-
     /// Rounded to the nearest millisecond (a Double holds .293 as .29299…, which a formatter
-    /// that truncates would print as .292).
+    /// that truncates would print as .292). Written with integer date arithmetic: Foundation's
+    /// formatter sets up a Gregorian `Calendar`, which brings ICU's time-zone code and data into
+    /// every process that logs a line or binds a time (about 1 MB resident).
     public static func iso8601(_ date: Date) -> String {
         let ms = milliseconds(date)
-        let seconds = Date(timeIntervalSince1970: TimeInterval(ms.floorDiv(1000)))
-        let whole = plainStyle.format(seconds)  // 2026-11-30T06:19:33Z
-        let frac = ms - ms.floorDiv(1000) * 1000
-        let digits = String(frac)
-        return whole.dropLast() + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
-    }
-
-    /// Parses with or without fractional seconds; `nil` for anything else, including a date or
-    /// time that does not exist (Foundation's parser moves February 30 to March 2 and 25:00 to the
-    /// next day) and years beyond 9999 (which PostgreSQL cannot store).
-    public static func parse(_ text: String) -> Date? {
-        guard namesARealTime(text) else { return nil }
-        return (try? style.parse(text)) ?? (try? plainStyle.parse(text))
-    }
-
-    /// Whether `text` begins `YYYY-MM-DDTHH:MM:SS` with a day of its month and a time of day.
-    static func namesARealTime(_ text: String) -> Bool {
-        let b = Array(text.utf8.prefix(19))
-        guard b.count == 19, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] == UInt8(ascii: "T"),
-              b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":") else { return false }
-        func number(_ r: Range<Int>) -> Int? {
-            var n = 0
-            for c in b[r] {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(c) else { return nil }
-                n = n * 10 + Int(c - UInt8(ascii: "0"))
+        let days = ms.floorDiv(86_400_000)
+        let msOfDay = Int(ms - days * 86_400_000)
+        let (year, month, day) = civil(daysSinceEpoch: Int(days))
+        var text = [UInt8]()
+        text.reserveCapacity(24)
+        func put(_ value: Int, digits: Int) {
+            var divisor = 1
+            for _ in 1..<digits { divisor *= 10 }
+            while divisor > 1, value / divisor >= 10 { divisor *= 10 }  // a year beyond 9999 keeps its digits
+            var v = value
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(v / divisor))
+                v %= divisor
+                divisor /= 10
             }
-            return n
         }
-        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-              year >= 1, (1...12).contains(month), hour < 24, minute < 60, second < 60 else { return false }
+        if year < 0 { text.append(UInt8(ascii: "-")) }
+        put(abs(year), digits: 4); text.append(UInt8(ascii: "-"))
+        put(month, digits: 2); text.append(UInt8(ascii: "-"))
+        put(day, digits: 2); text.append(UInt8(ascii: "T"))
+        put(msOfDay / 3_600_000, digits: 2); text.append(UInt8(ascii: ":"))
+        put(msOfDay / 60_000 % 60, digits: 2); text.append(UInt8(ascii: ":"))
+        put(msOfDay / 1000 % 60, digits: 2); text.append(UInt8(ascii: "."))
+        put(msOfDay % 1000, digits: 3); text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (the one ISO 8601 and
+    /// PostgreSQL use): H. Hinnant's `days_from_civil`, exact for every year.
+    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// The inverse of `daysSinceEpoch`: H. Hinnant's `civil_from_days`.
+    static func civil(daysSinceEpoch days: Int) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    /// Reads RFC 3339 (the ISO 8601 profile SPEC §4 uses): `YYYY-MM-DDTHH:MM:SS`, optional
+    /// fractional seconds, then `Z` or an offset (`+01:00`, `+0100`, `+01`). `nil` for anything else:
+    /// a date or time that does not exist (February 30, 25:00), a year beyond 9999 (which
+    /// PostgreSQL cannot store), text after the zone. Dates are proleptic Gregorian, as PostgreSQL's.
+    public static func parse(_ text: String) -> Date? {
+        let b = Array(text.utf8)
+        guard let (days, secondOfDay) = wallClock(b) else { return nil }
+        var i = 19
+        var fraction = 0.0
+        if i < b.count, b[i] == UInt8(ascii: ".") {
+            i += 1
+            var scale = 0.1
+            let start = i
+            while i < b.count, let digit = digit(b[i]) {
+                fraction += Double(digit) * scale
+                scale /= 10
+                i += 1
+            }
+            guard (1...9).contains(i - start) else { return nil }
+        }
+        guard i < b.count else { return nil }
+        var offset = 0
+        switch b[i] {
+        case UInt8(ascii: "Z"), UInt8(ascii: "z"):
+            i += 1
+        case UInt8(ascii: "+"), UInt8(ascii: "-"):
+            let sign = b[i] == UInt8(ascii: "+") ? 1 : -1
+            guard let hours = number(b, i + 1, 2), hours < 24 else { return nil }
+            i += 3
+            var minutes = 0
+            if i < b.count {
+                if b[i] == UInt8(ascii: ":") { i += 1 }
+                guard let m = number(b, i, 2), m < 60 else { return nil }
+                minutes = m
+                i += 2
+            }
+            offset = sign * (hours * 3600 + minutes * 60)
+        default:
+            return nil
+        }
+        guard i == b.count else { return nil }
+        return Date(timeIntervalSince1970: Double(days * 86_400 + secondOfDay - offset) + fraction)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS` at the start of `b` as days since 1970-01-01 and the second of the
+    /// day; `nil` unless it names a day of its month and a time of day.
+    private static func wallClock(_ b: [UInt8]) -> (days: Int, secondOfDay: Int)? {
+        guard b.count >= 19, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"),
+              b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":") else { return nil }
+        guard let year = number(b, 0, 4), let month = number(b, 5, 2), let day = number(b, 8, 2),
+              let hour = number(b, 11, 2), let minute = number(b, 14, 2), let second = number(b, 17, 2),
+              year >= 1, (1...12).contains(month), hour < 24, minute < 60, second < 60 else { return nil }
         let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
         let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
-        return (1...days).contains(day)
+        guard (1...days).contains(day) else { return nil }
+        return (daysSinceEpoch(year: year, month: month, day: day), hour * 3600 + minute * 60 + second)
+    }
+
+    private static func digit(_ c: UInt8) -> Int? {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(c) ? Int(c - UInt8(ascii: "0")) : nil
+    }
+
+    /// The decimal number of `count` digits at `from`; `nil` if any of them is not a digit.
+    private static func number(_ b: [UInt8], _ from: Int, _ count: Int) -> Int? {
+        guard from + count <= b.count else { return nil }
+        var n = 0
+        for c in b[from..<(from + count)] {
+            guard let d = digit(c) else { return nil }
+            n = n * 10 + d
+        }
+        return n
     }
 
     /// An ISO 8601 time read from a decoder's single value; a decoding error for anything else.
