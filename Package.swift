@@ -11,21 +11,22 @@ let optimized: [SwiftSetting] = [.unsafeFlags(["-cross-module-optimization"], .w
 /// Services link with lld and packed relative relocations (DT_RELR, glibc 2.36+): the static
 /// Swift runtime's 1.8 MB relocation table, which the loader reads whole at every start, shrinks
 /// to 32 kB, and each process's resident memory by about 2 MB (bench/HISTORY.md, session 6).
-let linked: [LinkerSetting] = [
-    .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]),
-    // Release builds lay out together the functions the services run (deploy/link-order.txt,
-    // written by scripts/link-order): the kernel maps code 64 kB around each page touched, so
-    // scattered they keep 2.5–3 MB more of each executable resident (bench/README.md, "Memory").
-    .unsafeFlags(["-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/deploy/link-order.txt",
-                  "-Xlinker", "--no-warn-symbol-ordering"], .when(configuration: .release)),
-]
+let linked: [LinkerSetting] = [.unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"])]
+
+/// Release builds lay out together the functions a service runs (deploy/link-order/<service>.txt,
+/// written by scripts/link-order): the kernel maps code 64 kB around each page touched, so
+/// scattered they keep about 3 MB more of each executable resident (bench/README.md, "Memory").
+func laidOut(_ service: String) -> [LinkerSetting] {
+    [.unsafeFlags(["-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/deploy/link-order/\(service).txt",
+                   "-Xlinker", "--no-warn-symbol-ordering"], .when(configuration: .release))]
+}
 
 /// A service is a library target with its logic (testable without sockets) and a small executable.
 func service(_ dir: String, library: String, extraDeps: [Target.Dependency] = []) -> [Target] {
     [
         .target(name: library, dependencies: ["Shared"] + extraDeps, path: "Services/\(dir)/\(library)", swiftSettings: optimized),
         .executableTarget(name: dir, dependencies: [.target(name: library), "Shared"], path: "Services/\(dir)/main", swiftSettings: optimized,
-                          linkerSettings: linked),
+                          linkerSettings: linked + laidOut(dir)),
     ]
 }
 
