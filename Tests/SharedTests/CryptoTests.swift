@@ -156,4 +156,29 @@ import Testing
             #expect(UUID(uuidString: bad) == nil, "Foundation agrees: \(bad)")
         }
     }
+
+    /// Synthesised `Codable` reads and writes UUIDs through Shared's container overloads (not
+    /// Foundation's `sscanf`/`snprintf`), with the text Foundation writes: upper-case out, either
+    /// case in, `null` or absent as nil, anything else a decoding error on that key.
+    @Test func uuidFieldsCodeAsFoundationWritesThem() throws {
+        struct Ids: Codable, Equatable { var id: UUID; var other: UUID? }
+        for _ in 0..<50 {
+            let ids = Ids(id: UUID(), other: UUID())
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            let json = try encoder.encode(ids)
+            #expect(String(decoding: json, as: UTF8.self) == #"{"id":"\#(ids.id.uuidString)","other":"\#(ids.other!.uuidString)"}"#)
+            #expect(try JSONDecoder().decode(Ids.self, from: json) == ids)
+            let lower = Data("{\"id\":\"\(ids.id.lowercasedString)\",\"other\":null}".utf8)
+            #expect(try JSONDecoder().decode(Ids.self, from: lower) == Ids(id: ids.id, other: nil))
+        }
+        #expect(String(decoding: try JSONEncoder().encode(Ids(id: UUID(), other: nil)), as: UTF8.self).contains("other") == false)
+        do {
+            _ = try JSONDecoder().decode(Ids.self, from: Data(#"{"id":"6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e1g"}"#.utf8))
+            Issue.record("an invalid UUID was read")
+        } catch DecodingError.dataCorrupted(let context) {
+            #expect(context.codingPath.map(\.stringValue) == ["id"])
+            #expect(context.debugDescription == "not a UUID", "Shared's overload, not Foundation's decoding")
+        }
+    }
 }
