@@ -77,7 +77,7 @@ public enum Timestamp {
                 scale /= 10
                 i += 1
             }
-            guard (1...9).contains(i - start) else { return nil }
+            guard i > start else { return nil }  // RFC 3339: one digit or more
         }
         guard i < b.count else { return nil }
         var offset = 0
