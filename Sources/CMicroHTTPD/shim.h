@@ -4,6 +4,23 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 
+#include <string.h>
+
+/* libmicrohttpd decodes %XX escapes of the path and of query arguments in place, so an encoded NUL
+ * ended the text early: "/v1/webhooks/<id>%00/deliveries" reached the router as
+ * "/v1/webhooks/<id>", and a DELETE meant for the sub-route deleted the webhook. Text holding %00
+ * is left as it came (it then names no route, id or code, and is refused as such); any other text is
+ * decoded by libmicrohttpd's own MHD_http_unescape. */
+static inline size_t
+cmicrohttpd_unescape(void *cls, struct MHD_Connection *connection, char *s)
+{
+  (void) cls;
+  (void) connection;
+  for (const char *p = strchr(s, '%'); p != NULL; p = strchr(p + 1, '%'))
+    if (p[1] == '0' && p[2] == '0') return strlen(s);
+  return MHD_http_unescape(s);
+}
+
 /* Swift cannot call C variadic functions, so MHD_start_daemon is wrapped here. A static inline
  * function in the system-library header is compiled by the Swift compiler's embedded Clang. */
 static inline struct MHD_Daemon *
@@ -20,6 +37,7 @@ cmicrohttpd_start(unsigned int flags, const struct sockaddr *bind_addr, unsigned
                           MHD_OPTION_NOTIFY_COMPLETED, done, done_cls,
                           MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_bytes,
+                          MHD_OPTION_UNESCAPE_CALLBACK, cmicrohttpd_unescape, NULL,
                           MHD_OPTION_END);
 }
 

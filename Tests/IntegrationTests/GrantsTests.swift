@@ -120,6 +120,21 @@ final class GrantsTests: XCTestCase {
         for (a, b) in zip(ends, ends.dropFirst()) { XCTAssertEqual(b - a, 7 * 86_400_000, "each week starts where the one before ends") }
     }
 
+    /// Long periods stacked past the year 9999 (ten coupons of 1,000 years) all complete, and the
+    /// entitlement ends at the last instant a four-digit year writes. Before, the eighth grant's end
+    /// could not be read back and its redemption stayed `granting`, holding its use.
+    func test1c_periodsStackedPastTheYear9999EndThere() async throws {
+        let u = try Self.minter.user()
+        let ent = "far-" + UUID().uuidString.prefix(4)
+        var last: [String: Any] = [:]
+        for _ in 0..<10 {
+            let id = try await redeem(try await freePeriod(unit: "year", count: 1000, entitlement: ent), u, sandbox: true)
+            last = try await waitFor(id, u)
+            XCTAssertEqual(last["status"] as? String, "completed", "\(last)")
+        }
+        XCTAssertEqual((last["entitlement"] as? [String: Any])?["expiresAt"] as? String, "9999-12-31T23:59:59.999Z", "\(last)")
+    }
+
     func test2_sandboxGoesToTheLocalLedgerNeverToLiveRevenueCat() async throws {
         let u = try Self.minter.user()
         let before = Self.revenueCat.received.count

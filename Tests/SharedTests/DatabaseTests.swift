@@ -58,6 +58,12 @@ import TestSupport
             let epoch = try await pool.query("SELECT extract(epoch FROM $1::timestamptz)::float8 AS e", [text]).first!.decode("e", as: Double.self)
             #expect(Date(pgText: text)?.timeIntervalSince1970 == epoch, "\(text)")
         }
+        // Past year 9999 PostgreSQL prints more digits; such a row is still read (not a decoding
+        // error that would stop every query reading it).
+        let far = try #require(try await pool.query("SELECT '9999-12-31 00:00:00+00'::timestamptz + interval '27 years 2 months' AS t, "
+                                                    + "extract(epoch FROM '9999-12-31 00:00:00+00'::timestamptz + interval '27 years 2 months')::float8 AS e").first)
+        #expect(far["t"] == "10027-02-28 00:00:00+00")
+        #expect(try far.decode("t", as: Date.self).timeIntervalSince1970 == (try far.decode("e", as: Double.self)))
         #expect(Date(pgText: "2024-13-01 00:00:00+00") == nil)
     }
 

@@ -151,6 +151,28 @@ import TestSupport
         #expect(try await client.get("/ok").status == 200)
     }
 
+    /// An encoded NUL does not cut the path short: before, `/v1/things/t1%00/parts` reached the
+    /// router as `/v1/things/t1` (and a DELETE meant for a sub-route hit its parent).
+    @Test func anEncodedNulNeitherEndsThePathNorAQueryValue() async throws {
+        let (server, client, _) = try start { r in
+            r.get("/v1/things/{id}") { req in .json(200, ["id": req.pathParameters["id"]!, "q": req.query["q"] ?? ""]) }
+            r.get("/v1/things/{id}/parts") { req in .json(200, ["parts": req.pathParameters["id"]!]) }
+        }
+        defer { Task { await server.stop() } }
+        let raw = try RawHTTP.exchange(port: server.port, Data("GET /v1/things/t1%00/parts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        #expect(raw.contains("t1%00"), "\(raw)")
+        let cut = try await client.get("/v1/things/t1%00/parts")
+        #expect(cut.status == 200)
+        #expect(try cut.json()["parts"] as? String == "t1%00", "the sub-route, with the escape left as sent: \(cut.text)")
+        let inId = try await client.get("/v1/things/t1%00garbage")
+        #expect(try inId.json()["id"] as? String == "t1%00garbage")
+        let inQuery = try await client.get("/v1/things/t1?q=a%00b")
+        #expect(try inQuery.json()["q"] as? String == "a%00b", "\(inQuery.text)")
+        let decoded = try await client.get("/v1/things/t%201?q=a%2Fb")
+        #expect(try decoded.json()["id"] as? String == "t 1")
+        #expect(try decoded.json()["q"] as? String == "a/b")
+    }
+
     @Test func stopWaitsForRequestsInProgress() async throws {
         let (server, client, _) = try start { r in
             r.get("/slow") { _ in

@@ -78,7 +78,8 @@ extension PGBytes: PGDecodable {
 }
 
 enum PGTime {
-    /// Parses `YYYY-MM-DD HH:MM:SS[.ffffff]+TZ[:MM]` as printed with DateStyle ISO.
+    /// Parses `YYYY-MM-DD HH:MM:SS[.ffffff]+TZ[:MM]` as printed with DateStyle ISO (a year may have
+    /// more than four digits: a row that cannot be read would stop every query that reads it).
     static func parse(_ s: String) -> Date? {
         let u = Array(s.utf8)
         func num(_ from: Int, _ len: Int) -> Int? {
@@ -90,9 +91,12 @@ enum PGTime {
             }
             return v
         }
-        guard u.count >= 19, let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2),
-              let h = num(11, 2), let mi = num(14, 2), let se = num(17, 2) else { return nil }
-        var i = 19
+        // Years past 9999 print with more digits (`10026-12-01 …`); every field after moves along.
+        guard let dash = u.firstIndex(of: UInt8(ascii: "-")), dash >= 4 else { return nil }
+        let o = dash - 4
+        guard u.count >= 19 + o, let y = num(0, 4 + o), let mo = num(5 + o, 2), let d = num(8 + o, 2),
+              let h = num(11 + o, 2), let mi = num(14 + o, 2), let se = num(17 + o, 2) else { return nil }
+        var i = 19 + o
         var frac = 0.0
         if i < u.count, u[i] == UInt8(ascii: ".") {
             i += 1

@@ -61,23 +61,22 @@ public enum Timestamp {
 
     /// Reads RFC 3339 (the ISO 8601 profile SPEC §4 uses): `YYYY-MM-DDTHH:MM:SS`, optional
     /// fractional seconds, then `Z` or an offset (`+01:00`, `+0100`, `+01`). `nil` for anything else:
-    /// a date or time that does not exist (February 30, 25:00), a year beyond 9999 (which
-    /// PostgreSQL cannot store), text after the zone. Dates are proleptic Gregorian, as PostgreSQL's.
+    /// a date or time that does not exist (February 30, 25:00), an instant outside years 1 to 9999
+    /// in UTC, text after the zone. Dates are proleptic Gregorian, as PostgreSQL's.
     public static func parse(_ text: String) -> Date? {
         let b = Array(text.utf8)
         guard let (days, secondOfDay) = wallClock(b) else { return nil }
         var i = 19
-        var fraction = 0.0
+        var milliseconds = 0
         if i < b.count, b[i] == UInt8(ascii: ".") {
             i += 1
-            var scale = 0.1
             let start = i
             while i < b.count, let digit = digit(b[i]) {
-                fraction += Double(digit) * scale
-                scale /= 10
+                if i - start < 3 { milliseconds = milliseconds * 10 + digit }
                 i += 1
             }
             guard i > start else { return nil }  // RFC 3339: one digit or more
+            for _ in min(i - start, 3)..<3 { milliseconds *= 10 }
         }
         guard i < b.count else { return nil }
         var offset = 0
@@ -100,8 +99,16 @@ public enum Timestamp {
             return nil
         }
         guard i == b.count else { return nil }
-        return Date(timeIntervalSince1970: Double(days * 86_400 + secondOfDay - offset) + fraction)
+        // Kept to the millisecond the wire carries (truncated, so 23:59:59.9999 stays on its day),
+        // and within years 1 to 9999 in UTC too (an offset can carry a time across either end).
+        let instant = Int64(days * 86_400 + secondOfDay - offset) * 1000 + Int64(milliseconds)
+        guard range.contains(instant) else { return nil }
+        return Date(timeIntervalSince1970: Double(instant) / 1000)
     }
+
+    /// The instants ISO 8601's four-digit years (and PostgreSQL) hold, in Unix milliseconds:
+    /// 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z.
+    public static let range: ClosedRange<Int64> = -62_135_596_800_000...253_402_300_799_999
 
     /// `YYYY-MM-DDTHH:MM:SS` at the start of `b` as days since 1970-01-01 and the second of the
     /// day; `nil` unless it names a day of its month and a time of day.
