@@ -202,7 +202,7 @@ final class GrantsTests: XCTestCase {
         Self.receiver.respond(with: 500)
         let u = try Self.minter.user()
         let id = try await redeem(try await freePeriod(), u)
-        _ = try await waitFor(id, u)
+        let done = try await waitFor(id, u)
         let failedOnce = try await Self.stack.eventually(10) { Self.receiver.received.filter { String(decoding: $0.body, as: UTF8.self).contains(id) }.count >= 1 }
         XCTAssertTrue(failedOnce)
         Self.receiver.respond(with: 204)
@@ -210,6 +210,12 @@ final class GrantsTests: XCTestCase {
         XCTAssertTrue(delivered, "retried after a 500")
         let mine = Self.receiver.received.filter { String(decoding: $0.body, as: UTF8.self).contains(id) }
         XCTAssertEqual(Set(mine.map(\.id)).count, 1, "webhook-id is stable across retries")
+        // The webhook's redemption is the one the API shows, to the millisecond (SPEC §4.7).
+        let hook = try XCTUnwrap(try JSONSerialization.jsonObject(with: try XCTUnwrap(mine.last).body) as? [String: Any])
+        let shown = try XCTUnwrap(hook["data"] as? [String: Any])
+        XCTAssertNotNil(done["completedAt"] as? String)
+        XCTAssertEqual(shown["completedAt"] as? String, done["completedAt"] as? String)
+        XCTAssertEqual((shown["entitlement"] as? [String: Any])?["expiresAt"] as? String, (done["entitlement"] as? [String: Any])?["expiresAt"] as? String)
         // The signature, checked with Python's own hmac and base64 (Standard Webhooks).
         let d = try XCTUnwrap(mine.last)
         let dir = try Project.temporaryDirectory("hook")

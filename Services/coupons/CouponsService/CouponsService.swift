@@ -114,8 +114,7 @@ public final class CouponsService: BackendService {
             return Empty()
         }
         r.on(Coupons.CompleteMany.self) { [self] req, _ in
-            try await pool.withConnection { try RedemptionStore.completeMany($0, req.items) }
-            return Empty()
+            .init(completedAt: try await pool.withConnection { try RedemptionStore.completeMany($0, req.items) })
         }
         return r
     }

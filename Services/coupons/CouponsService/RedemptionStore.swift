@@ -262,16 +262,23 @@ enum RedemptionStore {
             """).affectedRows
     }
 
-    /// Completes granted redemptions (a repeat changes nothing), through `complete_many`
-    /// (migration 8). The rows are found by primary key alone: a status condition would let the
+    /// Completes granted redemptions (a repeat changes nothing), through `complete_many_at`
+    /// (migrations 8 and 9). The rows are found by primary key alone: a status condition would let the
     /// planner read the whole one-use index instead, which statistics lagging behind a burst of
     /// inserts make look tiny. No indexed column changes, so each row is updated in place on its
     /// page (migration 6).
-    static func completeMany(_ c: PGConnection, _ items: [Coupons.CompleteMany.Item]) throws {
-        guard !items.isEmpty else { return }
-        try c.prepared("complete_many", "SELECT coupons.complete_many($1, $2, $3)",
-                       [PGArray(items.map { $0.redemptionId.lowercasedString }), PGArray(items.map { $0.entitlement.entitlementId }),
-                        PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })])
+    /// Answers when each completed redemption was completed (by id, as JSON writes ids).
+    static func completeMany(_ c: PGConnection, _ items: [Coupons.CompleteMany.Item]) throws -> [String: Date] {
+        guard !items.isEmpty else { return [:] }
+        let rows = try c.prepared("complete_many_at", "SELECT id, completed_at FROM coupons.complete_many_at($1, $2, $3)",
+                                  [PGArray(items.map { $0.redemptionId.lowercasedString }), PGArray(items.map { $0.entitlement.entitlementId }),
+                                   PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })]).rows
+        var times: [String: Date] = [:]
+        for row in rows {
+            guard let at = try row.decodeIfPresent("completed_at", as: Date.self) else { continue }
+            times[try row.decode("id", as: UUID.self).uppercasedString] = at
+        }
+        return times
     }
 
     /// Confirms the store purchase of a discount redemption: idempotent per `storeTransactionId`.

@@ -110,8 +110,9 @@ final class GrantWorker: Sendable {
                 // grant and marks it told. A crash in between leaves the grant pending: once its lease
                 // ends it is called again with the same end_time (a duplicate the provider ignores) and
                 // coupons is told again (a repeated completion changes nothing).
-                let confirmed = Set(await tellCompleted(outcomes.filter { $0.1 == .granted }.map(\.0)).map(\.redemptionId))
-                let settled = await record(outcomes, toldCoupons: confirmed)
+                let (toldNow, completedAt) = await tellCompleted(outcomes.filter { $0.1 == .granted }.map(\.0))
+                let confirmed = Set(toldNow.map(\.redemptionId))
+                let settled = await record(outcomes, toldCoupons: confirmed, completedAt: completedAt)
                 publishSettled(settled.filter { confirmed.contains($0.redemptionId) })
                 let told = settled.filter { !confirmed.contains($0.redemptionId) } + unnotified
                 await telling?.value
@@ -175,7 +176,11 @@ final class GrantWorker: Sendable {
     /// webhook deliveries; successes in `toldCoupons` also marked told), the rest are scheduled
     /// again. Answers the grants it settled. If the transaction fails, nothing is recorded and the
     /// leases expire, so the grants are retried with the same `end_time_ms`.
-    func record(_ outcomes: [(Grant, ProviderOutcome)], toldCoupons: Set<UUID>) async -> [Grant] {
+    ///
+    /// A `coupon.redeemed` webhook carries the `completedAt` coupons recorded (`completedAt`, by
+    /// id), so it matches what the API shows; a completion coupons has not confirmed yet carries
+    /// this moment instead.
+    func record(_ outcomes: [(Grant, ProviderOutcome)], toldCoupons: Set<UUID>, completedAt: [String: Date] = [:]) async -> [Grant] {
         guard !outcomes.isEmpty else { return [] }
         let retry = self.retry
         do {
@@ -188,7 +193,9 @@ final class GrantWorker: Sendable {
                 for g in succeeded where done.contains(g.redemptionId) {
                     if redeemedHooks {
                         try Webhooks.enqueue(tx, type: "coupon.redeemed", redemption: g.redemptionId,
-                                             data: WebhookData(g, status: "completed", reason: nil), sandbox: g.command.sandbox)
+                                             data: WebhookData(g, status: "completed", reason: nil,
+                                                               completedAt: completedAt[g.redemptionId.uppercasedString] ?? Date()),
+                                             sandbox: g.command.sandbox)
                     }
                     settled.append(g.settled(status: "succeeded", reason: nil))
                 }
@@ -225,29 +232,32 @@ final class GrantWorker: Sendable {
         }
     }
 
-    /// Tells coupons of completions, in one request per 500; answers the grants it confirmed.
-    func tellCompleted(_ grants: [Grant]) async -> [Grant] {
+    /// Tells coupons of completions, in one request per 500; answers the grants it confirmed and
+    /// when coupons recorded each (by id, upper-case).
+    func tellCompleted(_ grants: [Grant]) async -> (told: [Grant], completedAt: [String: Date]) {
         var told: [Grant] = []
+        var completedAt: [String: Date] = [:]
         var start = 0
         while start < grants.count {
             let chunk = Array(grants[start..<min(start + 500, grants.count)])
             start += chunk.count
             do {
-                _ = try await coupons.request(Coupons.CompleteMany(items: chunk.map {
+                let answer = try await coupons.request(Coupons.CompleteMany(items: chunk.map {
                     .init(redemptionId: $0.redemptionId, entitlement: .init(entitlementId: $0.entitlementId, expiresAt: $0.endTime))
                 }))
+                completedAt.merge(answer.completedAt ?? [:]) { first, _ in first }
                 told += chunk
             } catch {
                 logger.info("coupons not told yet; will retry", ["grants.count": chunk.count, "error": String(describing: error)])
             }
         }
-        return told
+        return (told, completedAt)
     }
 
     /// Tells coupons the outcomes of settled grants not told yet (failures one by one, which gives
     /// their uses back), marks them told, and publishes the events.
     func notifyCoupons(_ grants: [Grant]) async {
-        var told = await tellCompleted(grants.filter { $0.status == "succeeded" })
+        var told = await tellCompleted(grants.filter { $0.status == "succeeded" }).told
         for g in grants where g.status != "succeeded" {
             do {
                 _ = try await coupons.request(Coupons.Release(redemptionId: g.redemptionId, reason: g.failureReason ?? "the grant failed"))
@@ -287,11 +297,11 @@ struct WebhookData: Encodable {
     var redemption: RedemptionView
     var coupon: PublicCoupon
 
-    init(_ g: Grant, status: String, reason: String?) {
+    init(_ g: Grant, status: String, reason: String?, completedAt: Date? = nil) {
         let c = g.command
         redemption = RedemptionView(
             redemptionId: c.redemptionId, code: c.coupon.code, status: status, platform: c.platform, productId: c.productId,
-            pricePaid: nil, sandbox: c.sandbox, reservedAt: c.reservedAt, completedAt: status == "completed" ? Date() : nil,
+            pricePaid: nil, sandbox: c.sandbox, reservedAt: c.reservedAt, completedAt: status == "completed" ? completedAt ?? Date() : nil,
             failureReason: reason, entitlement: status == "completed" ? .init(entitlementId: g.entitlementId, expiresAt: g.endTime) : nil,
             accountId: c.accountId, appUserId: c.appUserId)
         coupon = c.coupon

@@ -445,7 +445,13 @@ extension Coupons {
     /// Many grants succeeded: their redemptions complete (grants → coupons, one request per batch).
     public struct CompleteMany: BusRequest {
         public static let type = "coupons.completeMany"
-        public typealias Response = Empty
+        /// When coupons recorded each completion (a repeat answers the first time), so the
+        /// `coupon.redeemed` webhook carries the `completedAt` the API shows. Optional: a coupons of
+        /// an earlier version answers `{}`.
+        public struct Response: Codable, Sendable {
+            public var completedAt: [String: Date]?
+            public init(completedAt: [String: Date]?) { self.completedAt = completedAt }
+        }
         public struct Item: Codable, Sendable {
             public var redemptionId: UUID
             public var entitlement: RedemptionView.Entitlement
