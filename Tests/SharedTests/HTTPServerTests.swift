@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 @testable import Shared
@@ -57,14 +58,19 @@ import TestSupport
     /// libmicrohttpd aborts the process when it is stopped with a connection suspended; a request
     /// whose handler outlasts the drain is answered 503 instead.
     @Test func stoppingWhileAHandlerStillRunsAnswers503() async throws {
+        let handling = Mutex(false)
         let (server, client, _) = try start { r in
             r.get("/slow") { _ in
+                handling.withLock { $0 = true }
                 try? await Task.sleep(for: .seconds(5))
                 return .text(200, "late")
             }
         }
         async let answer = client.send("GET", "/slow")
-        try await Task.sleep(for: .milliseconds(300))
+        // Stop once the handler runs (a fixed pause lost the race on a loaded machine: the server
+        // stopped before the request arrived, and the client saw an empty reply).
+        for _ in 0..<200 where !handling.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(handling.withLock { $0 })
         let began = ContinuousClock.now
         await server.stop(drainSeconds: 0.2)
         #expect(ContinuousClock.now - began < .seconds(3))
