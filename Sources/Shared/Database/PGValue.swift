@@ -82,15 +82,7 @@ enum PGTime {
     /// more than four digits: a row that cannot be read would stop every query that reads it).
     static func parse(_ s: String) -> Date? {
         let u = Array(s.utf8)
-        func num(_ from: Int, _ len: Int) -> Int? {
-            guard from + len <= u.count else { return nil }
-            var v = 0
-            for c in u[from..<(from + len)] {
-                guard c >= 48, c <= 57 else { return nil }
-                v = v * 10 + Int(c - 48)
-            }
-            return v
-        }
+        func num(_ from: Int, _ len: Int) -> Int? { Timestamp.number(u, from, len) }
         // Years past 9999 print with more digits (`10026-12-01 …`); every field after moves along.
         guard let dash = u.firstIndex(of: UInt8(ascii: "-")), dash >= 4 else { return nil }
         let o = dash - 4

@@ -124,12 +124,12 @@ public enum Timestamp {
         return (daysSinceEpoch(year: year, month: month, day: day), hour * 3600 + minute * 60 + second)
     }
 
-    private static func digit(_ c: UInt8) -> Int? {
+    static func digit(_ c: UInt8) -> Int? {
         (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(c) ? Int(c - UInt8(ascii: "0")) : nil
     }
 
     /// The decimal number of `count` digits at `from`; `nil` if any of them is not a digit.
-    private static func number(_ b: [UInt8], _ from: Int, _ count: Int) -> Int? {
+    static func number(_ b: [UInt8], _ from: Int, _ count: Int) -> Int? {
         guard from + count <= b.count else { return nil }
         var n = 0
         for c in b[from..<(from + count)] {
