@@ -61,6 +61,25 @@ import Testing
         #expect(throws: JWT.Failure.wrongAlgorithm) { try JWT.verify(swapped, as: Claims.self, algorithm: .rs256) { _ in pub } }
     }
 
+    /// Headers of verified tokens are remembered, not trusted: a later token with the same header
+    /// still needs the verifier's algorithm, a key for its kid and a good signature.
+    @Test func aRememberedHeaderIsStillCheckedOnEveryToken() throws {
+        let key = try #require(AsymmetricKey.generateRSA(bits: 2048)), other = try #require(AsymmetricKey.generateRSA(bits: 2048))
+        let kid = "remembered-\(UUID().uuidString)"
+        let first = try JWT.sign(Claims(sub: "a", n: 1), key: key, kid: kid)
+        #expect(try JWT.verify(first, as: Claims.self, algorithm: .rs256) { _ in key }.1.n == 1)
+        let second = try JWT.sign(Claims(sub: "b", n: 2), key: key, kid: kid)
+        #expect(first.split(separator: ".")[0] == second.split(separator: ".")[0], "one header segment for both tokens")
+        let (header, claims) = try JWT.verify(second, as: Claims.self, algorithm: .rs256) { _ in key }
+        #expect(header.kid == kid && header.alg == "RS256")
+        #expect(claims == Claims(sub: "b", n: 2))
+        #expect(throws: JWT.Failure.wrongAlgorithm) { try JWT.verify(second, as: Claims.self, algorithm: .ed25519) { _ in key } }
+        #expect(throws: JWT.Failure.unknownKey) { try JWT.verify(second, as: Claims.self, algorithm: .rs256) { _ in nil } }
+        #expect(throws: JWT.Failure.badSignature) { try JWT.verify(second, as: Claims.self, algorithm: .rs256) { _ in other } }
+        let forged = try JWT.sign(Claims(sub: "b", n: 2), key: other, kid: kid)
+        #expect(throws: JWT.Failure.badSignature) { try JWT.verify(forged, as: Claims.self, algorithm: .rs256) { _ in key } }
+    }
+
     /// An RS256 key checks signatures with copies of one prepared context: from many threads at
     /// once, good tokens pass and forged or changed ones fail, each on its own.
     @Test func rs256VerificationHoldsUnderConcurrentUse() async throws {

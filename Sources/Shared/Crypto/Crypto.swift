@@ -14,9 +14,20 @@ public enum Crypto {
     public static func sha256(_ data: some DataProtocol) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         let bytes = Array(data)
-        _ = bytes.withUnsafeBufferPointer { SHA256($0.baseAddress, $0.count, &out) }
+        let ok = bytes.withUnsafeBufferPointer { EVP_Digest($0.baseAddress, $0.count, &out, nil, sha256Algorithm, nil) }
+        precondition(ok == 1, "SHA-256 failed")
         return out
     }
+
+    /// SHA-256 as fetched from the default provider, once: `SHA256()` and `EVP_sha256()` look it
+    /// up by name on every call (a lock, a string compare, allocations), which cost twice the
+    /// hashing itself for the gateway's 600-byte tokens. A fetched `EVP_MD` is immutable and may
+    /// be used from any thread.
+    private nonisolated(unsafe) static let sha256Algorithm: OpaquePointer? = {
+        let md = EVP_MD_fetch(nil, "SHA256", nil)
+        precondition(md != nil, "libcrypto has no SHA-256")
+        return md
+    }()
 
     public static func hmacSHA256(key: [UInt8], _ data: some DataProtocol) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)

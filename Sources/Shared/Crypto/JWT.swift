@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Compact JSON Web Tokens (RFC 7519) signed with EdDSA (Ed25519) or RS256. Only the algorithms
 /// the verifier expects are accepted: `alg: none` or a swapped algorithm is refused.
@@ -20,6 +21,13 @@ public enum JWT {
 
     /// One decoder for every verification (decoding with it is thread-safe; its options never change).
     private static let decoder = JSONDecoder()
+
+    /// Headers of tokens that verified, by their encoded segment: every token of one key carries
+    /// the same header, so it is decoded once rather than per token (a `JSONDecoder` pass is as
+    /// dear as half an RSA verification). Only a verified token's header is kept, so nobody can
+    /// fill this with headers of their own; it stops growing at `knownHeaderLimit` (keys).
+    private static let knownHeaders = Mutex<[String: Header]>([:])
+    static let knownHeaderLimit = 64
 
     public static func algorithmName(_ a: AsymmetricKey.Algorithm) -> String { a == .ed25519 ? "EdDSA" : "RS256" }
 
@@ -44,14 +52,23 @@ public enum JWT {
         let bytes = Array(token.utf8)
         let dots = bytes.indices.filter { bytes[$0] == UInt8(ascii: ".") }
         guard dots.count == 2, bytes.count < 16_384,
-              let headerBytes = Base64URL.decode(bytes: bytes[..<dots[0]]), let payloadBytes = Base64URL.decode(bytes: bytes[(dots[0] + 1)..<dots[1]]),
-              let sig = Base64URL.decode(bytes: bytes[(dots[1] + 1)...]),
-              let header = try? decoder.decode(Header.self, from: Data(headerBytes)) else { throw Failure.malformed }
+              let payloadBytes = Base64URL.decode(bytes: bytes[(dots[0] + 1)..<dots[1]]),
+              let sig = Base64URL.decode(bytes: bytes[(dots[1] + 1)...]) else { throw Failure.malformed }
+        let headerSegment = String(decoding: bytes[..<dots[0]], as: UTF8.self)
+        let known = knownHeaders.withLock { $0[headerSegment] }
+        guard let header = known ?? decodeHeader(headerSegment) else { throw Failure.malformed }
         guard let algorithm = algorithms.first(where: { algorithmName($0) == header.alg }) else { throw Failure.wrongAlgorithm }
         guard let key = keyFor(header.kid), key.algorithm == algorithm else { throw Failure.unknownKey }
         guard key.verify(sig, of: Array(bytes[..<dots[1]])) else { throw Failure.badSignature }
         guard let claims = try? decoder.decode(C.self, from: Data(payloadBytes)) else { throw Failure.malformed }
+        if known == nil {
+            knownHeaders.withLock { if $0.count < knownHeaderLimit { $0[headerSegment] = header } }
+        }
         return (header, claims)
+    }
+
+    private static func decodeHeader(_ segment: String) -> Header? {
+        Base64URL.decode(segment).flatMap { try? decoder.decode(Header.self, from: Data($0)) }
     }
 
     public static func verify<C: Decodable>(_ token: String, as type: C.Type, algorithm: AsymmetricKey.Algorithm,
