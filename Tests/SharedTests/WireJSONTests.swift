@@ -104,4 +104,18 @@ struct Show: BusRequest {
         #expect(fromOld.body?.reason == "expired")
         #expect(fromOld.body?.answer.bytes == wire)
     }
+
+    /// Answers of a batch that share one body (validations of one code, mostly) carry it once;
+    /// each item still reads its own answer, and a different body gets a frame of its own.
+    @Test func aBatchCarriesEachDistinctBodyOnce() throws {
+        let valid = try Coupons.Validate.Response(.init(valid: true, reason: nil, coupon: nil, eligibleProductIds: ["pro"]))
+        let refused = try Coupons.Validate.Response(.init(valid: false, reason: "alreadyRedeemed", coupon: nil, eligibleProductIds: ["pro"]))
+        let items = [valid, valid, refused, valid, refused]
+        let reply = ReplyEnvelope(v: 1, id: "r1", body: Coupons.ValidateMany.Response(answers: items), error: nil)
+        let framed = try JSONEncoder.busFrames(reply)
+        #expect(framed.count == 3, "the envelope and two distinct answers")
+        let back = try JSONDecoder.busFrames(ReplyEnvelope<Coupons.ValidateMany.Response>.self, from: framed)
+        #expect(back.body?.answers.map(\.reason) == items.map(\.reason))
+        #expect(back.body?.answers.map(\.answer.bytes) == items.map(\.answer.bytes))
+    }
 }

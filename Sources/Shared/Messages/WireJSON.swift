@@ -48,23 +48,30 @@ public struct WireJSON<Value: Codable & Sendable>: Codable, Sendable {
 final class BusFrames: Sendable {
     static let key = CodingUserInfoKey(rawValue: "redeem.bus.frames")!
 
-    private let frames: Mutex<[Data]>
+    private let frames: Mutex<(all: [Data], numbers: [Data: Int])>
 
-    init(_ frames: [Data] = []) { self.frames = Mutex(frames) }
+    init(_ frames: [Data] = []) { self.frames = Mutex((frames, [:])) }
 
     /// Whether `encoder` writes a message whose caller reads frames.
     static func carried(by encoder: any Encoder) -> Bool { encoder.userInfo[key] is BusFrames }
 
-    /// Adds a frame and answers its number.
+    /// Adds a frame and answers its number. A frame equal to one added before is not added again:
+    /// the answers of a batch often share one body (the validations of one code, say, differ only
+    /// by reason), and a reply carries that body once, however many items point at it.
     func append(_ frame: Data) -> Int {
-        frames.withLock { $0.append(frame); return $0.count - 1 }
+        frames.withLock { f in
+            if let known = f.numbers[frame] { return known }
+            f.all.append(frame)
+            f.numbers[frame] = f.all.count - 1
+            return f.all.count - 1
+        }
     }
 
     subscript(number: Int) -> Data? {
-        frames.withLock { $0.indices.contains(number) ? $0[number] : nil }
+        frames.withLock { $0.all.indices.contains(number) ? $0.all[number] : nil }
     }
 
-    var all: [Data] { frames.withLock { $0 } }
+    var all: [Data] { frames.withLock { $0.all } }
 }
 
 extension JSONEncoder {
