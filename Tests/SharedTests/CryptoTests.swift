@@ -137,15 +137,25 @@ import Testing
         }
     }
 
-    @Test func randomUUIDsAreVersion4AndDistinct() throws {
-        let ids = (0..<1000).map { _ in UUID.random() }
-        #expect(Set(ids).count == 1000)
-        for id in ids.prefix(50) {
-            let text = id.uuidString
-            #expect(Array(text)[14] == "4")
-            #expect("89AB".contains(Array(text)[19]))
-            #expect(UUID(uuidString: text) == id)
+    /// Ids come from a pool of kernel random bytes shared by all threads and refilled every 256
+    /// ids: taken from many threads at once, across refills, they stay distinct and random.
+    @Test func randomUUIDsAreVersion4AndDistinct() async throws {
+        let ids = await withTaskGroup(of: [UUID].self) { group in
+            for _ in 0..<8 { group.addTask { (0..<2000).map { _ in UUID.random() } } }
+            return await group.reduce(into: [UUID]()) { $0 += $1 }
         }
+        #expect(Set(ids).count == 16_000)
+        for id in ids {
+            let text = Array(id.uuidString)
+            #expect(text[14] == "4" && "89AB".contains(text[19]))
+        }
+        #expect(UUID(uuidString: ids[0].uuidString) == ids[0])
+        // The 122 random bits of each id: about half of them set, over all ids.
+        let ones = ids.reduce(0) { sum, id in
+            withUnsafeBytes(of: id.uuid) { raw in sum + raw.enumerated().reduce(0) { $0 + ($1.offset == 6 || $1.offset == 8 ? 0 : $1.element.nonzeroBitCount) } }
+        }
+        let share = Double(ones) / Double(ids.count * 112)
+        #expect(abs(share - 0.5) < 0.01, "share of one bits: \(share)")
     }
 
     @Test func timeOrderedUUIDsAreVersion7SortedByTimeAndDistinct() throws {
