@@ -22,7 +22,7 @@ import TestSupport
         let r = try await pool.withConnection { c in
             try c.execute("ALTER TABLE grants.grants SET (autovacuum_enabled = false)")
             func store(_ commands: [GrantCommand]) throws -> Int {
-                try c.transaction { tx in try GrantLedger.store(tx, commands, provider: { _ in "local" }, lease: { _ in 30 }).count }
+                try c.transaction { tx in try GrantLedger.store(tx, try commands.map(ReceivedCommand.init), provider: { _ in "local" }, lease: { _ in 30 }).count }
             }
             func settle(_ ids: [UUID]) throws -> Int {
                 try c.transaction { tx in try GrantLedger.settleSucceeded(tx, ids, told: []).count }

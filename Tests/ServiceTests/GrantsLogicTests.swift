@@ -16,6 +16,24 @@ import Testing
         #expect(p.delay(afterAttempt: 1, retryAfter: 7, random: 0.5) == 7, "Retry-After wins when later")
     }
 
+    /// The ledger keeps a command as the bus message it came in, byte for byte, and reads back
+    /// both that and the bare command rows of earlier versions hold.
+    @Test func aCommandIsKeptAsItArrivedAndReadInEitherShape() throws {
+        let coupon = PublicCoupon(code: "KEEP", kind: "freePeriod", percentOff: nil, amountOff: nil,
+                                  duration: CouponDuration(unit: "week", count: 2), periodCount: nil, entitlementId: "pro")
+        let command = GrantCommand(redemptionId: UUID.random(), accountId: UUID.random(), appUserId: "user-1", entitlementId: "pro",
+                                   duration: coupon.duration, sandbox: true, coupon: coupon, platform: "ios", productId: nil,
+                                   reservedAt: Date(timeIntervalSince1970: 1_764_483_573.125))
+        let message = try JSONEncoder.bus.encode(Envelope(id: "m1", type: GrantCommand.type, body: command))
+        let received = ReceivedCommand(command, message: message)
+        #expect(Data(received.text.utf8) == message)
+        #expect(try ReceivedCommand.decodeStored(received.text) == command)
+        let bare = try ReceivedCommand(command)
+        #expect(!bare.text.contains("\"body\""))
+        #expect(try ReceivedCommand.decodeStored(bare.text) == command)
+        #expect(throws: DecodingError.self) { try ReceivedCommand.decodeStored(#"{"body":{"redemptionId":"x"}}"#) }
+    }
+
     @Test func theRateLimiterSpacesCallsSoNoSecondHoldsMoreThanTheRate() {
         let limiter = RateLimiter(perSecond: 20)
         let start = ContinuousClock.now

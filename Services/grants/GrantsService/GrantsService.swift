@@ -16,7 +16,7 @@ public final class GrantsService: BackendService {
     let deliverer: WebhookDeliverer
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
-    private let commandBatches = Mutex<Coalescer<GrantCommand, Empty>?>(nil)
+    private let commandBatches = Mutex<Coalescer<ReceivedCommand, Empty>?>(nil)
     private let tasks = Mutex<[Task<Void, Never>]>([])
     /// The provider for live grants and the one for sandbox grants (SPEC §5).
     let liveProvider: String
@@ -56,8 +56,8 @@ public final class GrantsService: BackendService {
     /// outbox and are re-sent.
     public func start() async throws {
         var commands = BusRouter(logger: logger)
-        commands.on(GrantCommand.self) { [self] command, _ in
-            try await storeCommand(command)
+        commands.on(GrantCommand.self) { [self] command, context in
+            try await storeCommand(ReceivedCommand(command, message: context.message))
             return Empty()
         }
         commands.on(RedemptionCompletedNotice.self) { [self] notice, _ in
@@ -87,10 +87,10 @@ public final class GrantsService: BackendService {
         coupons.stop()
     }
 
-    func storeCommand(_ c: GrantCommand) async throws {
-        let batches = commandBatches.withLock { b -> Coalescer<GrantCommand, Empty> in
+    func storeCommand(_ c: ReceivedCommand) async throws {
+        let batches = commandBatches.withLock { b -> Coalescer<ReceivedCommand, Empty> in
             if let b { return b }
-            let made = Coalescer<GrantCommand, Empty>(maxBatch: 500) { [self] commands in await storeCommands(commands) }
+            let made = Coalescer<ReceivedCommand, Empty>(maxBatch: 500) { [self] commands in await storeCommands(commands) }
             b = made
             return made
         }
@@ -98,7 +98,7 @@ public final class GrantsService: BackendService {
     }
 
     /// Stores a batch in one transaction, then acknowledges it.
-    func storeCommands(_ commands: [GrantCommand]) async -> [Result<Empty, any Error>] {
+    func storeCommands(_ commands: [ReceivedCommand]) async -> [Result<Empty, any Error>] {
         let live = liveProvider, sandbox = sandboxProvider
         let worker = self.worker
         do {
@@ -110,7 +110,7 @@ public final class GrantsService: BackendService {
             logger.warning("grant commands not stored; they will be sent again", ["batch.size": commands.count, "error": String(describing: error)])
             return commands.map { _ in .failure(error) }
         }
-        ack(commands.map(\.redemptionId), type: GrantCommand.type)
+        ack(commands.map(\.command.redemptionId), type: GrantCommand.type)
         worker.nudge()
         return commands.map { _ in .success(Empty()) }
     }

@@ -5,6 +5,9 @@ public struct BusContext: Sendable {
     public let type: String
     public let requestId: String?
     public let deadline: Date?
+    /// The envelope as it arrived: a handler that keeps a request verbatim stores these bytes
+    /// instead of encoding the request again.
+    public let message: Data
 }
 
 /// Maps request types to handlers and turns raw envelopes into raw replies (the reply envelope,
@@ -111,7 +114,7 @@ public struct BusRouter: Sendable {
         if let deadline, deadline < Date() {
             return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .timeout), id: header.id)
         }
-        let context = BusContext(type: header.type, requestId: header.requestId, deadline: deadline)
+        let context = BusContext(type: header.type, requestId: header.requestId, deadline: deadline, message: data)
         return await LogContext.$requestId.withValue(header.requestId) {
             await route.handle(body, header, context, replying)
         }
