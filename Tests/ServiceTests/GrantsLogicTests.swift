@@ -113,3 +113,11 @@ import Testing
         #expect(data["appUserId"] as? String == "app-1")
     }
 }
+
+extension ReceivedCommand {
+    /// A command made in a test rather than received: kept as its own JSON, as earlier versions
+    /// stored every command.
+    init(_ command: GrantCommand) throws {
+        self.init(command, message: try JSONEncoder.bus.encode(command))
+    }
+}

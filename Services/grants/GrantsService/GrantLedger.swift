@@ -28,14 +28,8 @@ struct ReceivedCommand: Sendable {
         text = String(decoding: message, as: UTF8.self)
     }
 
-    /// A command made here rather than received (tests): kept as its own JSON.
-    init(_ command: GrantCommand) throws {
-        self.command = command
-        text = String(decoding: try JSONEncoder.bus.encode(command), as: UTF8.self)
-    }
-
     /// A command as the ledger keeps it: the envelope it arrived in, or the command alone (rows
-    /// stored by earlier versions, and commands made here).
+    /// stored by earlier versions).
     static func decodeStored(_ text: String) throws -> GrantCommand {
         try JSONDecoder.bus.decode(Stored.self, from: Data(text.utf8)).command
     }
@@ -70,14 +64,15 @@ enum GrantLedger {
         guard !received.isEmpty else { return [] }
         let holder = { (c: GrantCommand) in "grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)" }
         let commands = received.map(\.command)
-        let texts = Dictionary(received.map { ($0.command.redemptionId, $0.text) }, uniquingKeysWith: { a, _ in a })
-        var rounds: [[GrantCommand]] = []
+        // Each round keeps the commands' texts beside them, in the same order.
+        var rounds: [[GrantCommand]] = [], texts: [[String]] = []
         var seen: [String: Int] = [:]
-        for c in commands.sorted(by: { $0.redemptionId.lowercasedString < $1.redemptionId.lowercasedString }) {
-            let n = seen[holder(c), default: 0]
-            seen[holder(c)] = n + 1
-            if n == rounds.count { rounds.append([]) }
-            rounds[n].append(c)
+        for r in received.sorted(by: { $0.command.redemptionId.lowercasedString < $1.command.redemptionId.lowercasedString }) {
+            let n = seen[holder(r.command), default: 0]
+            seen[holder(r.command)] = n + 1
+            if n == rounds.count { rounds.append([]); texts.append([]) }
+            rounds[n].append(r.command)
+            texts[n].append(r.text)
         }
         // The holders' locks, then every round, and the commit, in one round trip: each round is a
         // statement of its own, so it reads the periods the rounds before it stored.
@@ -85,7 +80,7 @@ enum GrantLedger {
             SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY h) locks
             """, [PGArray(commands.map(holder))])]
         let providers = rounds.map { $0.map(provider) }
-        for (round, roundProviders) in zip(rounds, providers) {
+        for (i, (round, roundProviders)) in zip(rounds, providers).enumerated() {
             let periods = round.map { components($0.duration) }
             statements.append(("store_round", """
                 SELECT redemption_id, end_time, attempts FROM grants.store_round($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
@@ -93,7 +88,7 @@ enum GrantLedger {
                       PGArray(round.map(\.appUserId)), PGArray(round.map(\.entitlementId)), PGArray(round.map { $0.sandbox ? "t" : "f" }),
                       PGArray(roundProviders), PGArray(periods.map { String($0.0) }), PGArray(periods.map { String($0.1) }),
                       PGArray(periods.map { String($0.2) }), PGArray(periods.map { String($0.3) }),
-                      PGArray(round.map { texts[$0.redemptionId] ?? "" }),
+                      PGArray(texts[i]),
                       PGArray(optionals: roundProviders.map { lease($0).map { String($0) } })]))
         }
         let results = try tx.preparedThenCommit(statements)
