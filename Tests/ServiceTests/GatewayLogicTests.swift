@@ -5,12 +5,14 @@ import Testing
 
 @Suite struct GatewayLogicTests {
     /// A batch gets what its oldest request has left of the bus timeout, not a whole one more.
+    /// The contrast is wide (0.5 s left against a 60 s timeout, bound 20 s) so that a busy machine
+    /// stalling the test for seconds cannot make it fail, and a broken deadline still does.
     @Test func aBatchWaitsOnlyWhatItsOldestRequestHasLeft() async throws {
         let context = ZMQContext()
         let logger = Logger(service: "test", sink: LogSink(capturing: ()))
         var router = BusRouter(logger: logger)
         router.on(Coupons.ValidateMany.self) { _, _ in
-            try await Task.sleep(for: .seconds(10))  // a coupons instance that hangs
+            try await Task.sleep(for: .seconds(120))  // a coupons instance that hangs
             return .init(answers: [])
         }
         let server = try BusServer(context: context, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
@@ -18,17 +20,19 @@ import Testing
         let client = try BusClient(context: context, service: "coupons", connect: [server.endpoint])
         defer { client.stop() }
         let item = Coupons.Validate(accountId: UUID(), code: "HANG", platform: nil)
+        let timeout = Duration.seconds(60)
         let began = ContinuousClock.now
-        // Queued 4.5 s ago (behind a batch that timed out), with a 5 s bus timeout.
-        let results = await Gateway.send([Queued(item, since: began - .milliseconds(4500)), Queued(item)], as: Coupons.ValidateMany.self,
-                                         via: client, within: .seconds(5))
-        #expect(ContinuousClock.now - began < .seconds(2))
+        // Queued 59.5 s ago (behind batches that timed out), so 0.5 s of its 60 s are left.
+        let results = await Gateway.send([Queued(item, since: began - timeout + .milliseconds(500)), Queued(item)],
+                                         as: Coupons.ValidateMany.self, via: client, within: timeout)
+        #expect(ContinuousClock.now - began < .seconds(20))
         func code(_ r: Result<Coupons.Validate.Response, any Error>?) -> String? {
             guard case .failure(let e)? = r else { return nil }
             return (e as? ServiceError)?.code
         }
         #expect(results.count == 2 && results.allSatisfy { code($0) == "timeout" })
-        let expired = await Gateway.send([Queued(item, since: began - .seconds(6))], as: Coupons.ValidateMany.self, via: client, within: .seconds(5))
+        let expired = await Gateway.send([Queued(item, since: began - timeout - .seconds(1))], as: Coupons.ValidateMany.self,
+                                         via: client, within: timeout)
         #expect(code(expired.first) == "timeout")
     }
 
