@@ -36,13 +36,14 @@ final class APIContractTests: XCTestCase {
         XCTAssertTrue(out.hasPrefix("3.1.0 "), out)
     }
 
-    func fuzz(token: String, examples: Int) throws {
+    func fuzz(token: String, examples: Int, excludingChecks excluded: [String] = []) throws {
         let log = Project.root.appendingPathComponent("test-output/schemathesis-\(token.prefix(3)).log")
         try? FileManager.default.createDirectory(at: log.deletingLastPathComponent(), withIntermediateDirectories: true)
         try? FileManager.default.removeItem(at: log)
         let p = try Subprocess("/usr/bin/env", ["python3", "-c", "import sys; from schemathesis.cli import schemathesis; sys.argv[0] = 'schemathesis'; sys.exit(schemathesis())",
                                                 "run", document, "-H", "Authorization: Bearer \(token)", "-n", String(examples),
-                                                "--checks", "all", "--exclude-checks", "positive_data_acceptance", "-w", "2", "--seed", "1",
+                                                "--checks", "all", "--exclude-checks", (["positive_data_acceptance"] + excluded).joined(separator: ","),
+                                                "-w", "2", "--seed", "1",
                                                 // Revoking API keys or signing out would revoke the fuzzer's own credential.
                                                 "--exclude-path", "/v1/api-keys/{id}", "--exclude-path", "/v1/sessions/current"],
                                stdout: log.path, stderr: log.path)
@@ -57,8 +58,16 @@ final class APIContractTests: XCTestCase {
         XCTAssertTrue(summary.contains("Tested: 30"), "every operation but the two excluded was exercised")
     }
 
+    /// Two stateful checks assume conventions SPEC §4.2 does not follow for coupons, and only an
+    /// operator reaches those operations, so they are off for this run (CouponsTests covers both):
+    /// - `DELETE /v1/coupons/{code}` deactivates: the coupon stays readable with `active: false`
+    ///   and a PATCH may reactivate it ("use after free" is the contract);
+    /// - `POST /v1/coupons?dryRun=true` saves nothing, so reading that code afterwards is 404
+    ///   ("created resource not found").
+    /// The stateful phase runs on two workers, so whether it meets either case varies from run to
+    /// run; with the checks on, CI failed on them now and then.
     func testFuzzingAsAnOperatorFindsNoServerErrorOrContradiction() throws {
-        try fuzz(token: Self.stack.adminKey, examples: 20)
+        try fuzz(token: Self.stack.adminKey, examples: 20, excludingChecks: ["use_after_free", "ensure_resource_availability"])
     }
 
     func testFuzzingAsAUserFindsNoServerErrorOrContradiction() throws {

@@ -117,6 +117,8 @@ final class CouponsTests: XCTestCase {
             ("before start", ["startsAt": Self.inAMonth, "expiresAt": Timestamp.iso8601(Date().addingTimeInterval(86400))], "expiresAt"),
             ("bad time", ["expiresAt": "next tuesday"], "expiresAt"),
             ("zero cap", ["maxRedemptions": 0], "maxRedemptions"),
+            ("cap past the largest", ["maxRedemptions": Coupons.largestCap + 1], "maxRedemptions"),
+            ("cap past the column", ["maxRedemptions": 2_305_843_009_213_693_951], "maxRedemptions"),
         ]
         for (name, change, field) in cases {
             var body = base
@@ -377,6 +379,14 @@ final class CouponsTests: XCTestCase {
         let ok = try await client.json("PATCH", "/v1/coupons/\(code)", ["maxRedemptions": 3], token: admin)
         XCTAssertEqual(ok.status, 200)
         XCTAssertEqual(try ok.json()["remaining"] as? Int, 0)
+        // A cap past what the column holds is the caller's mistake (422), as on create, not a 500.
+        for tooLarge in [Coupons.largestCap + 1, Int(Int32.max) + 1, 2_305_843_009_213_693_951] {
+            let r = try await client.json("PATCH", "/v1/coupons/\(code)", ["maxRedemptions": tooLarge], token: admin)
+            XCTAssertEqual(r.status, 422, "\(tooLarge): \(r.text)")
+            XCTAssertEqual(r.errorField, "maxRedemptions")
+        }
+        let largest = try await client.json("PATCH", "/v1/coupons/\(code)", ["maxRedemptions": Coupons.largestCap], token: admin)
+        XCTAssertEqual(try largest.json()["maxRedemptions"] as? Int, Coupons.largestCap, largest.text)
         let missing = try await client.json("PATCH", "/v1/coupons/NOPE-NOPE", ["active": false], token: admin)
         XCTAssertEqual(missing.status, 404)
     }

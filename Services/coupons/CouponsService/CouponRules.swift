@@ -37,6 +37,13 @@ enum CouponRules {
     static func invalid(_ field: String, _ message: String) -> ServiceError { ServiceError("invalid", message, field: field) }
     static func storeLimit(_ field: String, _ message: String) -> ServiceError { ServiceError("storeLimit", message, field: field) }
 
+    /// A cap is a whole number from 1 to `Coupons.largestCap`, on create and on change alike.
+    static func checkCap(_ max: Int) throws {
+        guard (1...Coupons.largestCap).contains(max) else {
+            throw invalid("maxRedemptions", "maxRedemptions must be from 1 to \(Coupons.largestCap)")
+        }
+    }
+
     /// Codes are matched without case (and surrounding white space) and stored upper-case.
     static func normalizeCode(_ code: String) -> String { Coupons.normalizeCode(code) }
 
@@ -112,9 +119,7 @@ enum CouponRules {
             guard expires > now else { throw invalid("expiresAt", "expiresAt is in the past") }
             if let starts = input.startsAt, expires <= starts { throw invalid("expiresAt", "expiresAt must be after startsAt") }
         }
-        if let max = input.maxRedemptions, max < 1 || max > 100_000_000 {
-            throw invalid("maxRedemptions", "maxRedemptions must be at least 1")
-        }
+        if let max = input.maxRedemptions { try checkCap(max) }
         return CouponDefinition(code: code, kind: kind, percentOff: percent, amountOff: amount, currency: currency, duration: duration,
                                 periodCount: periodCount, entitlementId: entitlement, productIds: products,
                                 platforms: Array(Set(platformList)).sorted(), startsAt: input.startsAt, expiresAt: input.expiresAt,

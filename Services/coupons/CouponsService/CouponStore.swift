@@ -92,7 +92,7 @@ enum CouponStore {
         let used = try row.decode("used_count", as: Int.self)
         var active = try row.decode("active", as: Bool.self)
         if let max = p.maxRedemptions {
-            guard max >= 1 else { throw CouponRules.invalid("maxRedemptions", "maxRedemptions must be at least 1") }
+            try CouponRules.checkCap(max)
             guard max >= used else { throw CouponRules.invalid("maxRedemptions", "maxRedemptions can't go below the \(used) uses already made") }
             d.maxRedemptions = max
         }

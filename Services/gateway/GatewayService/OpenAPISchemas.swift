@@ -1,4 +1,5 @@
 import Foundation
+import Shared
 
 /// The schemas of the OpenAPI document: every body the API takes or gives. (The tables are
 /// constants built once and never mutated, hence `nonisolated(unsafe)` on their `let`s.)
@@ -68,9 +69,9 @@ enum OpenAPISchemas {
                                "percentOff": ["type": "integer", "minimum": 1, "maximum": 100], "amountOff": ref("Money"), "duration": ref("Duration"),
                                "periodCount": ["type": "integer", "minimum": 1], "entitlementId": string, "productIds": array(string),
                                "platforms": array(platform), "startsAt": time, "expiresAt": time,
-                               "maxRedemptions": ["type": "integer", "minimum": 1], "newCustomersOnly": bool],
+                               "maxRedemptions": ["type": "integer", "minimum": 1, "maximum": Coupons.largestCap], "newCustomersOnly": bool],
                               required: ["code", "kind", "duration"]),
-        "CouponPatch": object(["active": bool, "maxRedemptions": ["type": ["integer", "null"], "minimum": 1, "description": "null removes the cap"],
+        "CouponPatch": object(["active": bool, "maxRedemptions": ["type": ["integer", "null"], "minimum": 1, "maximum": Coupons.largestCap, "description": "null removes the cap"],
                                "expiresAt": ["type": ["string", "null"], "format": "date-time", "description": "null removes the end"]]),
         "Coupon": object(["code": string, "kind": string, "percentOff": int, "amountOff": ref("Money"), "duration": ref("Duration"),
                           "periodCount": int, "entitlementId": string, "productIds": array(string), "platforms": array(platform),

@@ -198,6 +198,10 @@ public struct RedemptionView: Codable, Sendable, Equatable {
 }
 
 public enum Coupons {
+    /// The largest cap a coupon may have (`maxRedemptions`, on create and on change); the column is
+    /// an `integer`, and no campaign comes near it.
+    public static let largestCap = 100_000_000
+
     /// A code as coupons are matched by: without surrounding white space (a pasted code often
     /// carries a space or a line break; codes never contain any) and without case.
     public static func normalizeCode(_ code: String) -> String {
