@@ -136,6 +136,40 @@ final class FoundationStackTests: XCTestCase {
         XCTAssertEqual(statuses["gateway"], 0, "stopped with SIGTERM, not left running")
     }
 
+    /// Under the runner's default supervision a service killed with SIGKILL is started again by
+    /// itself and serves, while one stopped with SIGTERM (exit 0) stays down.
+    func test8a_theRunnerStartsACrashedServiceAgainButNotAStoppedOne() async throws {
+        let supervised = try await offThePool { try Stack(environment: ["REDEEM_RESTART": "on-failure"]) }
+        let killed = try supervised.pid("coupons")
+        kill(killed, SIGKILL)
+        let again = try await supervised.eventually(30) {
+            guard try supervised.pid("coupons") != killed else { return false }
+            return try await supervised.client.get("/readyz").status == 200
+        }
+        let runnerErr = { (try? String(contentsOf: supervised.directory.appendingPathComponent("runner.err"), encoding: .utf8)) ?? "" }
+        XCTAssertTrue(again, "coupons was not started again: \(runnerErr())")
+        XCTAssertTrue(runnerErr().contains("coupons exited with status 137"), runnerErr())
+        let created = try await supervised.client.json("POST", "/v1/coupons", ["code": "AFTER-RESTART", "kind": "freePeriod",
+                                                                             "duration": ["unit": "month", "count": 1]],
+                                                       token: supervised.adminKey)
+        XCTAssertEqual(created.status, 201, created.text)
+
+        let stopped = try supervised.pid("grants")
+        kill(stopped, SIGTERM)
+        let down = try await supervised.eventually(20) {
+            let services = try (try await supervised.client.get("/readyz")).json()["services"] as? [String: [String: Any]]
+            return services?["grants"]?["status"] as? String == "down"
+        }
+        XCTAssertTrue(down, "readyz did not report grants down")
+        try await Task.sleep(for: .seconds(3))  // past the runner's next look (every second)
+        XCTAssertEqual(kill(stopped, 0), -1, "the stopped grants is gone")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: supervised.stateDirectory.appendingPathComponent("grants.pid").path),
+                       "grants was started again after a clean stop: \(runnerErr())")
+        let statuses = try await offThePool { supervised.stop() }
+        XCTAssertEqual(statuses["coupons"], 0, "the restarted coupons stopped with SIGTERM")
+        XCTAssertEqual(statuses["gateway"], 0)
+    }
+
     func test9_sigtermStopsEveryProcessWithExitZero() throws {
         let pids = try Stack.services.map { try stack.pid($0) }
         let statuses = stack.stop()

@@ -31,6 +31,8 @@ public final class Stack: @unchecked Sendable {
             "REDEEM_PARENT_PID": String(getpid()), "REDEEM_ADMIN_KEY": adminKey,
             // Suites drive hundreds of requests from one address; the abuse-limit suite turns them on.
             "REDEEM_RATE_LIMITS": "off",
+            // Tests that kill a service restart it themselves and read how the first one ended.
+            "REDEEM_RESTART": "never",
         ] { env[k] = v }
         for (k, v) in extra { env[k] = v }
         let out = directory.appendingPathComponent("runner.out").path
