@@ -14,9 +14,31 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
         let resume: @Sendable (Result<Output, any Error>) -> Void
     }
 
+    /// Changed only in place, through the dictionary's subscript: a copy taken out and stored back
+    /// would copy every waiting input on each change, which made a burst of n inputs (a relay
+    /// resending its backlog after a restart) cost n² and held the lock for minutes.
     private struct Queue {
-        var waiting: [Waiting]
+        var waiting: [Waiting] = []
         var running = 0
+
+        /// Adds inputs; true when they start a drain (a lane was free and is now taken).
+        mutating func add(_ inputs: [Waiting], lanes: Int) -> Bool {
+            waiting.append(contentsOf: inputs)
+            guard running < lanes else { return false }
+            running += 1
+            return true
+        }
+
+        /// The next batch, or none: then the drain ends and its lane is given back.
+        mutating func next(_ maxBatch: Int) -> [Waiting] {
+            guard !waiting.isEmpty else {
+                running -= 1
+                return []
+            }
+            let batch = Array(waiting.prefix(maxBatch))
+            waiting.removeFirst(batch.count)
+            return batch
+        }
     }
 
     private let queues = Mutex<[String: Queue]>([:])
@@ -48,14 +70,7 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
 
     /// An input starts a drain if its key has a lane free; otherwise it just queues.
     private func enqueue(_ waiting: [Waiting], key: String) {
-        let starts = queues.withLock { q -> Bool in
-            var queue = q[key] ?? Queue(waiting: [])
-            queue.waiting.append(contentsOf: waiting)
-            let start = queue.running < lanes
-            if start { queue.running += 1 }
-            q[key] = queue
-            return start
-        }
+        let starts = queues.withLock { q in q[key, default: Queue()].add(waiting, lanes: lanes) }
         if starts { Task { await self.drain(key) } }
     }
 
@@ -84,16 +99,9 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
     private func drain(_ key: String) async {
         while true {
             let batch = queues.withLock { q -> [Waiting] in
-                guard var queue = q[key] else { return [] }
-                guard !queue.waiting.isEmpty else {
-                    queue.running -= 1
-                    q[key] = queue.running == 0 ? nil : queue
-                    return []
-                }
-                let take = Array(queue.waiting.prefix(maxBatch))
-                queue.waiting.removeFirst(take.count)
-                q[key] = queue
-                return take
+                let batch = q[key]?.next(maxBatch) ?? []
+                if batch.isEmpty, q[key]?.running == 0 { q[key] = nil }
+                return batch
             }
             if batch.isEmpty { return }
             let results = await process(batch.map(\.input))
