@@ -111,6 +111,7 @@ final class CouponsTests: XCTestCase {
             ("no duration", ["duration": NSNull()], "duration"),
             ("bad unit", ["duration": ["unit": "fortnight", "count": 1]], "duration.unit"),
             ("zero count", ["duration": ["unit": "day", "count": 0]], "duration.count"),
+            ("fractional count", ["duration": ["unit": "day", "count": 1.5]], "duration.count"),
             ("no periods", ["periodCount": 0], "periodCount"),
             ("unknown platform", ["platforms": ["windows"]], "platforms"),
             ("expired", ["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(-60))], "expiresAt"),
@@ -127,6 +128,14 @@ final class CouponsTests: XCTestCase {
             let r = try await create(body)
             XCTAssertEqual(r.status, 422, "\(name): \(r.text)")
             XCTAssertEqual(r.errorField, field, name)
+        }
+        // Numbers past every Swift type are valid JSON, so 422 naming the field, not 400.
+        for (raw, field) in [(#""maxRedemptions":1e400"#, "maxRedemptions"), (#""maxRedemptions":\#(String(repeating: "9", count: 5000))"#, "maxRedemptions")] {
+            let body = #"{"code":"\#(Self.code())","kind":"freePeriod","duration":{"unit":"day","count":1},\#(raw)}"#
+            let r = try await client.send("POST", "/v1/coupons", body: Data(body.utf8),
+                                          headers: ["Content-Type": "application/json", "Authorization": "Bearer \(admin)"])
+            XCTAssertEqual(r.status, 422, r.text)
+            XCTAssertEqual(r.errorField, field)
         }
         let money: [(String, [String: Any], String)] = [
             ("negative", ["amount": "-1.00", "currency": "EUR"], "amountOff.amount"),

@@ -99,4 +99,34 @@ import Testing
         let wrongType = error(request(#"{"code":5}"#))
         #expect(wrongType?.field == "code")
     }
+
+    struct Nested: Decodable {
+        struct Duration: Decodable { var unit: String; var count: Int }
+        var code: String
+        var duration: Duration
+        var cap: Int?
+    }
+
+    /// A number no Swift type holds is valid JSON: 422 naming its field (it was 400 `malformedJson`,
+    /// because Foundation reports it without a path and JSONSerialization refuses the document).
+    @Test func aNumberOutOfEveryRangeIs422NamingItsField() {
+        for (body, field) in [(#"{"code":"A","duration":{"unit":"day","count":1},"cap":1e400}"#, "cap"),
+                              (#"{"code":"A","duration":{"unit":"day","count":1e400}}"#, "duration.count"),
+                              (#"{"code":"A","duration":{"unit":"day","count":1},"cap":\#(String(repeating: "9", count: 5000))}"#, "cap")] {
+            let e = decodeError(Nested.self, body)
+            #expect(e?.status == 422, "\(field)")
+            #expect(e?.field == field)
+        }
+        // Unknown fields are still ignored, however large; broken JSON is still 400.
+        #expect(decodeError(Nested.self, #"{"code":"A","duration":{"unit":"day","count":1},"extra":1e400}"#) == nil)
+        #expect(decodeError(Nested.self, #"{"code":"A","cap":1e400"#)?.status == 400)
+    }
+
+    @Test func aWrongNumberInANestedObjectNamesTheNestedField() {
+        let fraction = decodeError(Nested.self, #"{"code":"A","duration":{"unit":"day","count":1.5}}"#)
+        #expect(fraction?.status == 422)
+        #expect(fraction?.field == "duration.count")
+        let tooLarge = decodeError(Nested.self, #"{"code":"A","duration":{"unit":"day","count":1},"cap":1e308}"#)
+        #expect(tooLarge?.field == "cap")
+    }
 }

@@ -59,9 +59,22 @@ public enum JSONBody {
     }
 
     /// Foundation reports a number that does not fit its field (12.5 for an Int) as "not valid
-    /// JSON" without a path. Find the top-level key at fault by decoding without each key in turn.
+    /// JSON" without a path. Find it by putting 1, which every number type holds, in place of each
+    /// number in turn ("duration.count" when it is nested): the one whose replacement lets the body
+    /// decode is at fault. Failing that, the top-level key without which the body decodes.
     static func culprit<T: Decodable>(_ type: T.Type, _ body: Data) -> String? {
         guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else { return nil }
+        func decodes(_ value: [String: Any]) -> Bool {
+            guard let data = try? JSONSerialization.data(withJSONObject: value) else { return false }
+            return (try? JSONDecoder.wire().decode(T.self, from: data)) != nil
+        }
+        for path in numberPaths(object, []) where decodes(replacing(path, in: object, with: 1) as? [String: Any] ?? [:]) {
+            return path.reduce("") { name, step in
+                if case .index(let i) = step { return "\(name)[\(i)]" }
+                guard case .key(let k) = step else { return name }
+                return name.isEmpty ? k : "\(name).\(k)"
+            }
+        }
         for key in object.keys.sorted() {
             var without = object
             without[key] = nil
@@ -78,6 +91,68 @@ public enum JSONBody {
             }
         }
         return nil
+    }
+
+    private enum Step { case key(String), index(Int) }
+
+    /// Where the numbers (and, as Foundation reads them, booleans) are, keys in order.
+    private static func numberPaths(_ value: Any, _ path: [Step]) -> [[Step]] {
+        switch value {
+        case let o as [String: Any]: return o.keys.sorted().flatMap { numberPaths(o[$0]!, path + [.key($0)]) }
+        case let a as [Any]: return a.indices.flatMap { numberPaths(a[$0], path + [.index($0)]) }
+        case is NSNumber: return [path]
+        default: return []
+        }
+    }
+
+    private static func replacing(_ path: [Step], in value: Any, with new: Any) -> Any {
+        guard let step = path.first else { return new }
+        let rest = Array(path.dropFirst())
+        switch (step, value) {
+        case (.key(let k), var o as [String: Any]):
+            if let inner = o[k] { o[k] = replacing(rest, in: inner, with: new) }
+            return o
+        case (.index(let i), var a as [Any]) where a.indices.contains(i):
+            a[i] = replacing(rest, in: a[i], with: new)
+            return a
+        default:
+            return value
+        }
+    }
+
+    /// The paths of numbers no Swift number type holds (1e400, an integer of a thousand digits).
+    /// Foundation's JSONSerialization refuses such a document and JSONDecoder reports it without a
+    /// path, yet it is valid JSON: the field is named with this, which reads the document through
+    /// JSONDecoder (that parses numbers only when asked). Throws when the body is not JSON.
+    struct UnrepresentableNumbers: Decodable {
+        private(set) var paths: [String] = []
+
+        private struct Key: CodingKey {
+            let stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+
+        init(from decoder: any Decoder) throws { try visit(decoder, "") }
+
+        private mutating func visit(_ decoder: any Decoder, _ path: String) throws {
+            if let object = try? decoder.container(keyedBy: Key.self) {
+                for key in object.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
+                    try visit(try object.superDecoder(forKey: key), path.isEmpty ? key.stringValue : "\(path).\(key.stringValue)")
+                }
+            } else if var array = try? decoder.unkeyedContainer() {
+                var i = 0
+                while !array.isAtEnd {
+                    try visit(try array.superDecoder(), "\(path)[\(i)]")
+                    i += 1
+                }
+            } else {
+                let value = try decoder.singleValueContainer()
+                if value.decodeNil() || (try? value.decode(Bool.self)) != nil || (try? value.decode(String.self)) != nil { return }
+                if (try? value.decode(Double.self)) == nil { paths.append(path) }
+            }
+        }
     }
 
     public static func isJSON(_ contentType: String) -> Bool {
@@ -106,7 +181,12 @@ public enum JSONBody {
             return .invalid(f, "\(f) has the wrong type")
         case .dataCorrupted(let ctx):
             guard let f = field(ctx.codingPath) else {
-                if (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) == nil { return .malformedJson() }
+                if (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) == nil {
+                    if let number = (try? JSONDecoder().decode(UnrepresentableNumbers.self, from: body))?.paths.first {
+                        return .invalid(number.isEmpty ? nil : number, "\(number.isEmpty ? "the body" : number) is a number out of range")
+                    }
+                    return .malformedJson()
+                }
                 return .invalid(nil, "the body must be a JSON object")
             }
             // Foundation's own text ("Cannot initialize Role from invalid String value x") names
