@@ -37,9 +37,10 @@ final class SettlementWaiters: Sendable {
 
     private func resume(_ redemption: UUID, waiter: Int, settled: Bool) {
         let w = waiters.withLock { all -> Waiter? in
-            guard var list = all[redemption], let i = list.firstIndex(where: { $0.id == waiter }) else { return nil }
-            let w = list.remove(at: i)
-            all[redemption] = list.isEmpty ? nil : list
+            // In place (a copy taken out and stored back would copy the whole list each time).
+            guard let i = all[redemption]?.firstIndex(where: { $0.id == waiter }) else { return nil }
+            let w = all[redemption]!.remove(at: i)
+            if all[redemption]!.isEmpty { all[redemption] = nil }
             return w
         }
         w?.continuation.resume(returning: settled)
