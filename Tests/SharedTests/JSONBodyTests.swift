@@ -129,4 +129,18 @@ import Testing
         let tooLarge = decodeError(Nested.self, #"{"code":"A","duration":{"unit":"day","count":1},"cap":1e308}"#)
         #expect(tooLarge?.field == "cap")
     }
+
+    /// Finding the field decodes the body once per try, so the tries are bounded: behind more
+    /// numbers and keys than that, the wrong number is still 422, only without its field.
+    @Test func theSearchForAWrongNumberIsBounded() {
+        let decoys = (0..<JSONBody.culpritTries).map { #""a\#($0)":[1,2]"# }.joined(separator: ",")
+        let body = #"{\#(decoys),"code":"A","duration":{"unit":"day","count":1},"cap":12.5}"#
+        let e = decodeError(Nested.self, body)
+        #expect(e?.status == 422)
+        #expect(e?.field == nil)
+        #expect(e?.message.contains("number") == true, "\(String(describing: e?.message))")
+        // Within the bound it is named.
+        let near = decodeError(Nested.self, #"{"a":[1,2],"code":"A","duration":{"unit":"day","count":1},"cap":12.5}"#)
+        #expect(near?.field == "cap")
+    }
 }

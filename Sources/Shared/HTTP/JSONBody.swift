@@ -62,20 +62,25 @@ public enum JSONBody {
     /// JSON" without a path. Find it by putting 1, which every number type holds, in place of each
     /// number in turn ("duration.count" when it is nested): the one whose replacement lets the body
     /// decode is at fault. Failing that, the top-level key without which the body decodes.
+    /// Each try decodes the whole body again, so at most `culpritTries` numbers and as many keys
+    /// are tried: a megabyte of numbers must not buy a megabyte of decodes per number. Past that
+    /// the answer is still 422, without a field.
+    static let culpritTries = 32
+
     static func culprit<T: Decodable>(_ type: T.Type, _ body: Data) -> String? {
         guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else { return nil }
         func decodes(_ value: [String: Any]) -> Bool {
             guard let data = try? JSONSerialization.data(withJSONObject: value) else { return false }
             return (try? JSONDecoder.wire().decode(T.self, from: data)) != nil
         }
-        for path in numberPaths(object, []) where decodes(replacing(path, in: object, with: 1) as? [String: Any] ?? [:]) {
+        for path in numberPaths(object, []).prefix(culpritTries) where decodes(replacing(path, in: object, with: 1) as? [String: Any] ?? [:]) {
             return path.reduce("") { name, step in
                 if case .index(let i) = step { return "\(name)[\(i)]" }
                 guard case .key(let k) = step else { return name }
                 return name.isEmpty ? k : "\(name).\(k)"
             }
         }
-        for key in object.keys.sorted() {
+        for key in object.keys.sorted().prefix(culpritTries) {
             var without = object
             without[key] = nil
             guard let data = try? JSONSerialization.data(withJSONObject: without) else { continue }
@@ -187,7 +192,10 @@ public enum JSONBody {
                     }
                     return .malformedJson()
                 }
-                return .invalid(nil, "the body must be a JSON object")
+                // An object here holds a number its field cannot take (`decode` names the field
+                // when its bounded search finds it).
+                let isObject = (try? JSONSerialization.jsonObject(with: body)) is [String: Any]
+                return .invalid(nil, isObject ? "a number has the wrong type or is out of range" : "the body must be a JSON object")
             }
             // Foundation's own text ("Cannot initialize Role from invalid String value x") names
             // Swift types; say it in the API's words.
