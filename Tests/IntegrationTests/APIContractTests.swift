@@ -5,17 +5,15 @@ import Shared
 
 /// `/openapi.json` against the OpenAPI 3.1 schema, and schemathesis fuzzing the live stack from
 /// it: no 5xx, no crash, no response that contradicts the document.
-final class APIContractTests: XCTestCase {
+final class APIContractTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
 
-    override class func setUp() {
-        super.setUp()
-        stack = Stack.forSuite(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"])
+    override class func startSuite() throws {
+        stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"])
     }
 
-    override class func tearDown() {
+    override class func stopSuite() {
         stack?.stop()
-        super.tearDown()
     }
 
     var document: String { Self.stack.gateway.appendingPathComponent("openapi.json").absoluteString }

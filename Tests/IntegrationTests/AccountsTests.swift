@@ -5,7 +5,7 @@ import Shared
 
 /// SPEC §4.1 through the gateway over HTTP, on one stack with Sign in with Apple configured
 /// against a JWKS this suite made itself.
-final class AccountsTests: XCTestCase {
+final class AccountsTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var jwksDirectory: URL?
     nonisolated(unsafe) static var apple: AppleIdentityProvider!
@@ -13,25 +13,21 @@ final class AccountsTests: XCTestCase {
     /// Every secret the tests use, to check none reaches the logs.
     static let secrets = SecretLog()
 
-    override class func setUp() {
-        super.setUp()
+    override class func startSuite() throws {
         apple = AppleIdentityProvider()
-        do {
-            let dir = try Project.temporaryDirectory("jwks")
-            jwksDirectory = dir
-            let jwks = dir.appendingPathComponent("apple-jwks.json")
-            try apple.jwks().write(to: jwks)
-            stack = try Stack(environment: ["REDEEM_APPLE_CLIENT_ID": clientId, "REDEEM_APPLE_JWKS": jwks.path])
-        } catch { fatalError("cannot start the stack: \(error)") }
+        let dir = try Project.temporaryDirectory("jwks")
+        jwksDirectory = dir
+        let jwks = dir.appendingPathComponent("apple-jwks.json")
+        try apple.jwks().write(to: jwks)
+        stack = try Stack(environment: ["REDEEM_APPLE_CLIENT_ID": clientId, "REDEEM_APPLE_JWKS": jwks.path])
     }
 
-    override class func tearDown() {
-        let logs = stack.logs()
+    override class func stopSuite() {
+        let logs = stack?.logs() ?? ""
         let leaked = secrets.all.filter { logs.contains($0) }
-        stack.stop()
+        stack?.stop()
         if let jwksDirectory { try? FileManager.default.removeItem(at: jwksDirectory) }
         precondition(leaked.isEmpty, "secrets found in the service logs: \(leaked.map { String($0.prefix(12)) + "…" })")
-        super.tearDown()
     }
 
     var client: HTTPClient { Self.stack.client }
@@ -236,7 +232,7 @@ final class AccountsTests: XCTestCase {
     }
 
     func testSignOutStopsTheTokenOnEveryGatewayWithinASecond() async throws {
-        let port = Project.freePort()
+        let port = try Project.freePort()
         try Self.stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(port)])
         let second = HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!)
         let up = try await Self.stack.eventually(15) { try await second.get("/readyz").status == 200 }

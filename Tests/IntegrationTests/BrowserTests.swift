@@ -5,17 +5,15 @@ import Shared
 
 /// The redeem page in a real browser (headless Chromium driven over the DevTools protocol by
 /// Tests/Browser/redeem_flow.py). Screenshots of each end state go to test-output/.
-final class BrowserTests: XCTestCase {
+final class BrowserTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
 
-    override class func setUp() {
-        super.setUp()
-        stack = Stack.forSuite()
+    override class func startSuite() throws {
+        stack = try Stack()
     }
 
-    override class func tearDown() {
+    override class func stopSuite() {
         stack?.stop()
-        super.tearDown()
     }
 
     var output: URL {

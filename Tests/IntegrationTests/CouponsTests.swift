@@ -5,19 +5,17 @@ import Shared
 
 /// SPEC §4.2 and §4.3 through the gateway: the operator API with every rule and store limit,
 /// validate and redeem with every reason, purchases, releases, races and the CSV export.
-final class CouponsTests: XCTestCase {
+final class CouponsTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var minter: TokenMinter!
 
-    override class func setUp() {
-        super.setUp()
-        stack = Stack.forSuite(environment: ["REDEEM_RESERVATION_TTL": "2", "REDEEM_RESERVATION_SWEEP_MS": "200"])
-        do { minter = try stack.minter() } catch { fatalError("no token minter: \(error)") }
+    override class func startSuite() throws {
+        stack = try Stack(environment: ["REDEEM_RESERVATION_TTL": "2", "REDEEM_RESERVATION_SWEEP_MS": "200"])
+        minter = try stack.minter()
     }
 
-    override class func tearDown() {
+    override class func stopSuite() {
         stack?.stop()
-        super.tearDown()
     }
 
     var client: HTTPClient { Self.stack.client }
@@ -576,9 +574,9 @@ final class CouponsTests: XCTestCase {
 
     func testTheRacesHoldWithTwoCouponsInstances() async throws {
         let wiring = try Self.stack.wiring()
-        let secondBus = "tcp://127.0.0.1:\(Project.freePort())"
-        try Self.stack.startService("coupons", overrides: ["REDEEM_COUPONS_BUS_BIND": secondBus, "REDEEM_COUPONS_HTTP_PORT": String(Project.freePort())])
-        let port = Project.freePort()
+        let secondBus = "tcp://127.0.0.1:\(try Project.freePort())"
+        try Self.stack.startService("coupons", overrides: ["REDEEM_COUPONS_BUS_BIND": secondBus, "REDEEM_COUPONS_HTTP_PORT": String(try Project.freePort())])
+        let port = try Project.freePort()
         try Self.stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(port),
                                                             "REDEEM_COUPONS_BUS": wiring["REDEEM_COUPONS_BUS"]! + "," + secondBus])
         let gateway = HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!, maxConnections: 128)

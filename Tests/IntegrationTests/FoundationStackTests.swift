@@ -5,17 +5,15 @@ import Shared
 
 /// The stack as the runner starts it: readiness, crash and recovery of one service, bad input at
 /// the edge and on the bus, and a clean SIGTERM shutdown. Tests run in name order on one stack.
-final class FoundationStackTests: XCTestCase {
+final class FoundationStackTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
 
-    override class func setUp() {
-        super.setUp()
-        stack = Stack.forSuite()
+    override class func startSuite() throws {
+        stack = try Stack()
     }
 
-    override class func tearDown() {
+    override class func stopSuite() {
         stack?.stop()
-        super.tearDown()
     }
 
     var stack: Stack { Self.stack }

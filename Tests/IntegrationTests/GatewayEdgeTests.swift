@@ -5,22 +5,20 @@ import Shared
 
 /// The gateway as people meet it (SPEC §4, §4.5, §4.6): abuse limits with real concurrent
 /// clients, security headers, the page never reflecting its URL, input hardening and metrics.
-final class GatewayEdgeTests: XCTestCase {
+final class GatewayEdgeTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var minter: TokenMinter!
 
-    override class func setUp() {
-        super.setUp()
-        stack = Stack.forSuite(environment: [
+    override class func startSuite() throws {
+        stack = try Stack(environment: [
                 "REDEEM_RATE_LIMITS": "on", "REDEEM_LIMIT_AUTH_PER_MINUTE": "5", "REDEEM_LIMIT_SIGNUP_PER_MINUTE": "3",
                 "REDEEM_LIMIT_CODES_PER_MINUTE": "20", "REDEEM_LOCKOUT_INVALID_CODES": "5", "REDEEM_LOCKOUT_SECONDS": "60",
             ])
-        do { minter = try stack.minter() } catch { fatalError("no token minter: \(error)") }
+        minter = try stack.minter()
     }
 
-    override class func tearDown() {
+    override class func stopSuite() {
         stack?.stop()
-        super.tearDown()
     }
 
     var client: HTTPClient { Self.stack.client }

@@ -5,33 +5,29 @@ import Shared
 
 /// SPEC §3, §4.3 (completion), §4.4 and §5 against a fake RevenueCat and a webhook receiver,
 /// both real HTTP servers. Tests run in name order; the chaos test (kills) runs last.
-final class GrantsTests: XCTestCase {
+final class GrantsTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var minter: TokenMinter!
     nonisolated(unsafe) static var revenueCat: FakeRevenueCat!
     nonisolated(unsafe) static var receiver: WebhookReceiver!
     static let rcKey = "sk_rc_" + UUID().uuidString.prefix(8)
 
-    override class func setUp() {
-        super.setUp()
-        do {
-            revenueCat = try FakeRevenueCat()
-            receiver = try WebhookReceiver()
-            stack = try Stack(environment: [
+    override class func startSuite() throws {
+        revenueCat = try FakeRevenueCat()
+        receiver = try WebhookReceiver()
+        stack = try Stack(environment: [
                 "REDEEM_ENTITLEMENT_PROVIDER": "revenuecat", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
                 "REDEEM_REVENUECAT_KEY": rcKey, "REDEEM_PROVIDER_RATE": "20", "REDEEM_GRANT_MAX_RETRY_SECONDS": "2",
                 "REDEEM_WEBHOOK_RETRY_SCHEDULE": "1,1,1", "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1",
             ])
-            minter = try stack.minter()
-        } catch { fatalError("cannot start the stack: \(error)") }
+        minter = try stack.minter()
     }
 
-    override class func tearDown() {
+    override class func stopSuite() {
         stack?.stop()
         let done = DispatchSemaphore(value: 0)
         Task { await revenueCat?.stop(); await receiver?.stop(); done.signal() }
         done.wait()
-        super.tearDown()
     }
 
     var client: HTTPClient { Self.stack.client }
@@ -91,6 +87,39 @@ final class GrantsTests: XCTestCase {
         XCTAssertEqual(Self.ms(entry?["expiresAt"]), Timestamp.milliseconds(end2))
         XCTAssertEqual(entry?["sandbox"] as? Bool, false)
         XCTAssertEqual(entry?["source"] as? String, "revenuecat")
+    }
+
+    /// Read your writes: once a redemption reads `completed`, the holder's entitlements already
+    /// include its grant, in every interleaving. Grants told coupons before it recorded its own
+    /// success, so a client polling in between saw a completed redemption and no entitlement. Each
+    /// holder polls as fast as it can (no long poll, which the recorded outcome wakes) and reads its
+    /// entitlements the moment it sees `completed`; several at once make batches, and gaps, larger.
+    func test1a_aCompletedRedemptionsEntitlementIsAlreadyReadable() async throws {
+        let ent = "ryw-" + UUID().uuidString.prefix(4)
+        let code = try await freePeriod(unit: "week", entitlement: ent)
+        let client = self.client
+        let misses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<8 {
+                let users = try (0..<6).map { _ in try Self.minter.user() }
+                group.addTask {
+                    var misses = 0
+                    for u in users {
+                        let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "ios"], token: u.token)
+                        let id = try XCTUnwrap(try r.json()["redemptionId"] as? String, r.text)
+                        var status = ""
+                        for _ in 0..<2000 where status != "completed" {
+                            status = try await client.get("/v1/redemptions/\(id)", token: u.token).json()["status"] as? String ?? ""
+                        }
+                        XCTAssertEqual(status, "completed")
+                        let ents = try await client.get("/v1/me/entitlements", token: u.token).json()["data"] as? [[String: Any]] ?? []
+                        if !ents.contains(where: { $0["entitlementId"] as? String == ent }) { misses += 1 }
+                    }
+                    return misses
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        XCTAssertEqual(misses, 0, "completed redemptions whose entitlement was not there yet")
     }
 
     /// Several coupons of one entitlement redeemed at once by one holder (so their commands can

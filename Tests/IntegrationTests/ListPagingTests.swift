@@ -6,19 +6,17 @@ import Shared
 /// Every list route follows SPEC §4.7 over HTTP: `{data, nextCursor}`, `limit` 1–100 (default 20),
 /// a cursor that walks every item exactly once and is null on the last page, and 422 (never a 5xx)
 /// for a bad limit or a cursor the API did not give out.
-final class ListPagingTests: XCTestCase {
+final class ListPagingTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var minter: TokenMinter!
 
-    override class func setUp() {
-        super.setUp()
-        stack = Stack.forSuite(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"])
-        do { minter = try stack.minter() } catch { fatalError("no token minter: \(error)") }
+    override class func startSuite() throws {
+        stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"])
+        minter = try stack.minter()
     }
 
-    override class func tearDown() {
+    override class func stopSuite() {
         stack?.stop()
-        super.tearDown()
     }
 
     var client: HTTPClient { Self.stack.client }

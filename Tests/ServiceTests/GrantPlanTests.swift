@@ -25,7 +25,7 @@ import TestSupport
                 try c.transaction { tx in try GrantLedger.store(tx, try commands.map(ReceivedCommand.init), provider: { _ in "local" }, lease: { _ in 30 }).count }
             }
             func settle(_ ids: [UUID]) throws -> Int {
-                try c.transaction { tx in try GrantLedger.settleSucceeded(tx, ids, told: []).count }
+                try c.transaction { tx in try GrantLedger.settleSucceeded(tx, ids).count }
             }
             _ = try store((0..<5).map { command(for: "first-\($0)") })
             try c.execute("ANALYZE grants.grants")

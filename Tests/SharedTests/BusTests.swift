@@ -92,7 +92,7 @@ final class InFlight: Sendable {
     }
 
     @Test func noServerMeansUnavailableAtTheDeadline() async throws {
-        let client = try BusClient(context: context, service: "test", connect: ["tcp://127.0.0.1:\(Project.freePort())"])
+        let client = try BusClient(context: context, service: "test", connect: ["tcp://127.0.0.1:\(try Project.freePort())"])
         defer { client.stop() }
         let started = ContinuousClock.now
         await #expect(throws: ServiceError.unavailable) { try await client.request(Echo(text: "x"), timeout: .milliseconds(300)) }
@@ -101,7 +101,7 @@ final class InFlight: Sendable {
     }
 
     @Test func aRequestWaitsForAServerThatComesUpBeforeItsDeadline() async throws {
-        let endpoint = "tcp://127.0.0.1:\(Project.freePort())"
+        let endpoint = "tcp://127.0.0.1:\(try Project.freePort())"
         let client = try BusClient(context: context, service: "test", connect: [endpoint])
         defer { client.stop() }
         async let reply = client.request(Echo(text: "early"), timeout: .seconds(3))

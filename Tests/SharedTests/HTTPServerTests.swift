@@ -79,6 +79,30 @@ import TestSupport
         #expect(try resp.json()["error"].flatMap { ($0 as? [String: Any])?["code"] as? String } == "unavailable")
     }
 
+    /// Every request still in its handler when the drain ends is answered in full before the
+    /// daemon stops: a request left its waiting list when its 503 was queued, before it was sent,
+    /// and a stop in between closed the connection on it. Many requests at once widen that gap.
+    @Test func stoppingWithManyHandlersRunningAnswersEveryOne() async throws {
+        let handling = Atomic<Int>(0)
+        let (server, client, _) = try start(threads: 2) { r in
+            r.get("/slow") { _ in
+                handling.wrappingAdd(1, ordering: .relaxed)
+                try? await Task.sleep(for: .seconds(30))
+                return .text(200, "late")
+            }
+        }
+        let n = 48
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<n { group.addTask { try await client.send("GET", "/slow").status } }
+            for _ in 0..<400 where handling.load(ordering: .relaxed) < n { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(handling.load(ordering: .relaxed) == n)
+            await server.stop(drainSeconds: 0.1)
+            var statuses: [Int] = []
+            for try await status in group { statuses.append(status) }
+            #expect(statuses == Array(repeating: 503, count: n))
+        }
+    }
+
     @Test func anInventedMethodIsCountedAsOtherNotAsANewLabelValue() async throws {
         let (server, client, _) = try start { r in r.get("/x") { _ in .text(200, "ok") } }
         defer { Task { await server.stop() } }

@@ -78,6 +78,20 @@ import Testing
         #expect(error(request(""))?.code == "malformedJson")
     }
 
+    /// Bytes that are not UTF-8 inside a string are not JSON: 400, not a 422 that blames a field
+    /// (the search for a wrong number once named `email` as "a number out of range").
+    @Test func invalidUTF8Is400MalformedJson() {
+        for bytes in [[0xff, 0xfe], [0xc3], [0xed, 0xa0, 0x80], [0xc0, 0xaf]] as [[UInt8]] {
+            let body = Data(#"{"code": ""#.utf8) + Data(bytes) + Data(#"", "count": 1}"#.utf8)
+            let e = error(HTTPRequest(method: "POST", path: "/", headers: ["content-type": "application/json"], body: body))
+            #expect(e?.status == 400, "bytes \(bytes)")
+            #expect(e?.code == "malformedJson")
+            #expect(e?.field == nil)
+        }
+        // The same shape in valid UTF-8 (é, a character beyond the BMP) decodes.
+        #expect(error(request(#"{"code": "é😀", "count": 1}"#)) == nil)
+    }
+
     @Test func nestingDeeperThan32Is400() {
         let deep = String(repeating: "[", count: 33) + String(repeating: "]", count: 33)
         #expect(error(request(#"{"code":"A","x":"# + deep + "}"))?.code == "malformedJson")

@@ -28,7 +28,7 @@ struct Show: BusRequest {
     }
 
     @Test func aViewCrossesTheBusAsTheBytesTheGatewaySends() async throws {
-        let server = try BusServer(context: context, bind: ["tcp://127.0.0.1:\(Project.freePort())"], router: router(), logger: logger)
+        let server = try BusServer(context: context, bind: ["tcp://127.0.0.1:\(try Project.freePort())"], router: router(), logger: logger)
         defer { server.stop() }
         let client = try BusClient(context: context, service: "test", connect: [server.endpoint])
         defer { client.stop() }

@@ -32,26 +32,18 @@ public enum Project {
         try Subprocess.run(executable, arguments, environment: environment)
     }
 
-    /// A TCP port of 127.0.0.1 that was free a moment ago, chosen below the kernel's ephemeral range
-    /// (as `scripts/free-port` does): a port from that range can be taken by any outgoing connection
-    /// before the test binds it.
-    public static func freePort() -> Int {
-        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
-            .split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
-        for _ in 0..<500 {
-            let port = range > 10001 ? Int.random(in: 10000..<range) : 0
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            addr.sin_port = UInt16(port).bigEndian
-            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-            guard withUnsafePointer(to: &addr, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }) == 0 else { continue }
-            _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-            return Int(UInt16(bigEndian: addr.sin_port))
-        }
-        fatalError("no free port found")
+    /// A TCP port of 127.0.0.1 that was free a moment ago and that no other caller on this machine has
+    /// been handed lately (`scripts/free-port`, which every stack and test shares).
+    public static func freePort() throws -> Int {
+        try freePorts(1)[0]
+    }
+
+    /// `count` distinct such ports.
+    public static func freePorts(_ count: Int) throws -> [Int] {
+        let out = try run(root.appendingPathComponent("scripts/free-port").path, [String(count)])
+        let ports = out.split(separator: "\n").compactMap { Int($0) }
+        guard ports.count == count else { throw TestFailure("free-port answered \(out)") }
+        return ports
     }
 }
 

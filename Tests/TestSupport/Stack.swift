@@ -139,12 +139,6 @@ public final class Stack: @unchecked Sendable {
 }
 
 extension Stack {
-    /// A stack for one XCTest suite, started from its class `setUp`. A suite can do nothing
-    /// without its stack, so failing to start one stops the test process with the reason.
-    public static func forSuite(environment: [String: String] = [:]) -> Stack {
-        do { return try Stack(environment: environment) } catch { fatalError("cannot start the stack: \(error)") }
-    }
-
     /// A token minter using this stack's database.
     public func minter() throws -> TokenMinter {
         guard let url = try wiring()["REDEEM_DATABASE_URL"] else { throw TestFailure("no database URL in the run's wiring") }

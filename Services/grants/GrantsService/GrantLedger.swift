@@ -155,12 +155,12 @@ enum GrantLedger {
             """, [g.redemptionId, succeeded ? "succeeded" : "failed", reason]).first != nil
     }
 
-    /// Settles many successful grants at once, those in `told` already told to coupons; answers
-    /// the ids this call settled.
-    static func settleSucceeded(_ tx: PGConnection, _ ids: [UUID], told: Set<UUID>) throws -> Set<UUID> {
+    /// Settles many successful grants at once, none told to coupons yet (they are told after this
+    /// commits); answers the ids this call settled.
+    static func settleSucceeded(_ tx: PGConnection, _ ids: [UUID]) throws -> Set<UUID> {
         guard !ids.isEmpty else { return [] }
-        let rows = try tx.prepared("settle_succeeded", "SELECT s AS redemption_id FROM grants.settle_succeeded($1, $2) s",
-                                   [PGArray(ids.map { $0.lowercasedString }), PGArray(told.map { $0.lowercasedString })]).rows
+        let rows = try tx.prepared("settle_succeeded", "SELECT s AS redemption_id FROM grants.settle_succeeded($1, '{}') s",
+                                   [PGArray(ids.map { $0.lowercasedString })]).rows
         return Set(try rows.map { try $0.decode("redemption_id", as: UUID.self) })
     }
 

@@ -2,9 +2,13 @@ import Foundation
 import Shared
 import Synchronization
 
-/// Turns stored grants into provider calls and outcomes: calls the provider (at its rate), tells
-/// coupons of completions, records outcomes with their webhooks in one transaction, tells coupons
-/// of failures (retrying until it confirms), publishes the events; retries the rest with backoff.
+/// Turns stored grants into provider calls and outcomes: calls the provider (at its rate), records
+/// outcomes in one transaction, then tells coupons (retrying until it confirms) and queues the
+/// completions' webhooks, publishes the events; retries the rest with backoff.
+///
+/// An outcome is recorded before coupons hears of it. A client that reads a redemption `completed`
+/// (from coupons) and then its entitlements (from this ledger) must find the grant there: told the
+/// other way round, the entitlement was missing in 2 of 5 runs of exactly that sequence.
 final class GrantWorker: Sendable {
     let pool: PGPool
     let logger: Logger
@@ -106,14 +110,11 @@ final class GrantWorker: Sendable {
                 }
                 if !due.isEmpty { await gather() }
                 let outcomes = calls.withLock { c in defer { c.ended.removeAll() }; return c.ended }
-                // Completions are told to coupons before they are recorded, so one update settles a
-                // grant and marks it told. A crash in between leaves the grant pending: once its lease
-                // ends it is called again with the same end_time (a duplicate the provider ignores) and
-                // coupons is told again (a repeated completion changes nothing).
-                let (toldNow, completedAt) = await tellCompleted(outcomes.filter { $0.1 == .granted }.map(\.0))
-                let confirmed = Set(toldNow.map(\.redemptionId))
-                let settled = await record(outcomes, toldCoupons: confirmed, completedAt: completedAt)
-                publishSettled(settled.filter { confirmed.contains($0.redemptionId) })
+                // Recorded first, then told. A crash in between leaves the settled grants unnotified:
+                // they are claimed again once their 5 s notification lease ends, and coupons is told
+                // again (a repeated completion answers the first completion time).
+                let settled = await record(outcomes)
+                let confirmed = Set(await confirmCompleted(settled.filter { $0.status == "succeeded" }).map(\.redemptionId))
                 let told = settled.filter { !confirmed.contains($0.redemptionId) } + unnotified
                 await telling?.value
                 telling = told.isEmpty ? nil : Task { await self.notifyCoupons(told) }
@@ -172,15 +173,11 @@ final class GrantWorker: Sendable {
         return (g, await provider.grant(appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs))
     }
 
-    /// Records outcomes in one transaction: successes and permanent failures settle (with their
-    /// webhook deliveries; successes in `toldCoupons` also marked told), the rest are scheduled
-    /// again. Answers the grants it settled. If the transaction fails, nothing is recorded and the
-    /// leases expire, so the grants are retried with the same `end_time_ms`.
-    ///
-    /// A `coupon.redeemed` webhook carries the `completedAt` coupons recorded (`completedAt`, by
-    /// id), so it matches what the API shows; a completion coupons has not confirmed yet carries
-    /// this moment instead.
-    func record(_ outcomes: [(Grant, ProviderOutcome)], toldCoupons: Set<UUID>, completedAt: [String: Date] = [:]) async -> [Grant] {
+    /// Records outcomes in one transaction: successes and permanent failures settle (failures with
+    /// their webhook deliveries), the rest are scheduled again. Answers the grants it settled, none
+    /// of them told to coupons yet. If the transaction fails, nothing is recorded and the leases
+    /// expire, so the grants are retried with the same `end_time_ms`.
+    func record(_ outcomes: [(Grant, ProviderOutcome)]) async -> [Grant] {
         guard !outcomes.isEmpty else { return [] }
         let retry = self.retry
         do {
@@ -188,15 +185,8 @@ final class GrantWorker: Sendable {
                 var settled: [Grant] = []
                 var retried = 0
                 let succeeded = outcomes.filter { $0.1 == .granted }.map(\.0)
-                let done = try GrantLedger.settleSucceeded(tx, succeeded.map(\.redemptionId), told: toldCoupons)
-                let redeemedHooks = try !done.isEmpty && Webhooks.anyEndpoint(tx, type: "coupon.redeemed")
+                let done = try GrantLedger.settleSucceeded(tx, succeeded.map(\.redemptionId))
                 for g in succeeded where done.contains(g.redemptionId) {
-                    if redeemedHooks {
-                        try Webhooks.enqueue(tx, type: "coupon.redeemed", redemption: g.redemptionId,
-                                             data: WebhookData(g, status: "completed", reason: nil,
-                                                               completedAt: completedAt[g.redemptionId.uppercasedString] ?? Date()),
-                                             sandbox: g.command.sandbox)
-                    }
                     settled.append(g.settled(status: "succeeded", reason: nil))
                 }
                 for (g, outcome) in outcomes {
@@ -254,10 +244,39 @@ final class GrantWorker: Sendable {
         return (told, completedAt)
     }
 
-    /// Tells coupons the outcomes of settled grants not told yet (failures one by one, which gives
-    /// their uses back), marks them told, and publishes the events.
+    /// Tells coupons of settled completions, then, in one transaction, marks them told and queues
+    /// their `coupon.redeemed` webhooks, which carry the `completedAt` coupons recorded so they match
+    /// what the API shows (a repeat is queued once: the event's id is fixed). Publishes the events
+    /// and answers the grants it confirmed; the others stay unnotified and are told again.
+    @discardableResult
+    func confirmCompleted(_ grants: [Grant]) async -> [Grant] {
+        let (told, completedAt) = await tellCompleted(grants)
+        guard !told.isEmpty else { return [] }
+        do {
+            try await pool.transaction { tx in
+                try GrantLedger.markNotified(tx, told.map(\.redemptionId))
+                guard try Webhooks.anyEndpoint(tx, type: "coupon.redeemed") else { return }
+                for g in told {
+                    try Webhooks.enqueue(tx, type: "coupon.redeemed", redemption: g.redemptionId,
+                                         data: WebhookData(g, status: "completed", reason: nil,
+                                                           completedAt: completedAt[g.redemptionId.uppercasedString] ?? Date()),
+                                         sandbox: g.command.sandbox)
+                }
+            }
+        } catch {
+            logger.info("completions not marked told; coupons will be told again (harmless)", ["error": String(describing: error)])
+            return []
+        }
+        publishSettled(told)
+        return told
+    }
+
+    /// Tells coupons the outcomes of settled grants not told yet (completions as `confirmCompleted`
+    /// does, failures one by one, which gives their uses back), marks them told, and publishes the
+    /// events.
     func notifyCoupons(_ grants: [Grant]) async {
-        var told = await tellCompleted(grants.filter { $0.status == "succeeded" }).told
+        await confirmCompleted(grants.filter { $0.status == "succeeded" })
+        var told: [Grant] = []
         for g in grants where g.status != "succeeded" {
             do {
                 _ = try await coupons.request(Coupons.Release(redemptionId: g.redemptionId, reason: g.failureReason ?? "the grant failed"))

@@ -93,8 +93,12 @@ public final class HTTPServer: Sendable {
         for (connection, state) in waiting where state.answer(finish(state, .error(.stopping))) {
             resume(connection)
         }
-        let answered = ContinuousClock.now + .seconds(2)
-        while !suspended.withLock({ $0.connections.isEmpty }) && ContinuousClock.now < answered {
+        // Stopping the daemon closes every connection, sent or not: wait until each request has
+        // completed (libmicrohttpd reports that once the whole response is written). A connection
+        // leaves `suspended` when its answer is queued, before a byte of it is sent, so waiting for
+        // that alone cut answers off ("Empty reply from server").
+        let answered = ContinuousClock.now + .seconds(10)
+        while inFlight.load(ordering: .acquiring) > 0 && ContinuousClock.now < answered {
             try? await Task.sleep(for: .milliseconds(10))
         }
         resumeGate.withLock { stopped in

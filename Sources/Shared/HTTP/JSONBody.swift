@@ -11,6 +11,9 @@ public enum JSONBody {
             throw HTTPError.unsupportedMediaType
         }
         let body = request.body
+        // JSON text is UTF-8 (RFC 8259 §8.1); a string of other bytes is not JSON at all, and must not
+        // reach the search for a wrong number below, which would blame a field for it.
+        guard isUTF8(body) else { throw HTTPError.malformedJson("the body is not valid UTF-8") }
         if exceedsDepth(body, limit: maxDepth) {
             throw HTTPError.malformedJson("the JSON is nested deeper than \(maxDepth) levels")
         }
@@ -34,6 +37,10 @@ public enum JSONBody {
     }
 
     private static let nulEscape = Data(#"\u0000"#.utf8)
+
+    static func isUTF8(_ body: Data) -> Bool {
+        body.withUnsafeBytes { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) != nil }
+    }
 
     /// The path of the first string (value or key) holding U+0000, if any ("" for the body itself).
     static func nulPath(_ body: Data) -> String? {
