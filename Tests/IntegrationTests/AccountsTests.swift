@@ -10,6 +10,9 @@ final class AccountsTests: StackTestCase {
     nonisolated(unsafe) static var jwksDirectory: URL?
     nonisolated(unsafe) static var apple: AppleIdentityProvider!
     static let clientId = "com.example.redeem"
+    /// The refresh grace window of this suite's stack: long enough that an immediate retry is
+    /// inside it even on a loaded machine, short enough to wait past.
+    static let refreshGrace: Double = 3
     /// Every secret the tests use, to check none reaches the logs.
     static let secrets = SecretLog()
 
@@ -19,7 +22,8 @@ final class AccountsTests: StackTestCase {
         jwksDirectory = dir
         let jwks = dir.appendingPathComponent("apple-jwks.json")
         try apple.jwks().write(to: jwks)
-        stack = try Stack(environment: ["REDEEM_APPLE_CLIENT_ID": clientId, "REDEEM_APPLE_JWKS": jwks.path])
+        stack = try Stack(environment: ["REDEEM_APPLE_CLIENT_ID": clientId, "REDEEM_APPLE_JWKS": jwks.path,
+                                        "REDEEM_REFRESH_GRACE": String(Int(refreshGrace))])
     }
 
     override class func stopSuite() {
@@ -211,24 +215,84 @@ final class AccountsTests: StackTestCase {
 
     // MARK: - Sessions and tokens
 
-    func testRefreshRotatesAndAReplayedRefreshTokenRevokesTheSession() async throws {
+    func refresh(_ token: String) async throws -> HTTPClient.Response {
+        try await client.json("POST", "/v1/sessions/refresh", ["refreshToken": token])
+    }
+
+    func testARefreshTokenReusedAfterTheGraceWindowRevokesTheSession() async throws {
         let s = try await signUp()
-        let r1 = try await client.json("POST", "/v1/sessions/refresh", ["refreshToken": s.refresh])
+        let r1 = try await refresh(s.refresh)
         XCTAssertEqual(r1.status, 200)
         let s1 = try session(r1)
         XCTAssertNotEqual(s1.refresh, s.refresh)
         let v1 = try await client.get("/v1/me", token: s1.access).status
         XCTAssertEqual(v1, 200)
+        // Well past the window (the database's clock decides, and it has moved at least this far).
+        try await Task.sleep(for: .seconds(Self.refreshGrace + 1))
         // The spent token again: refused, and the whole session is revoked.
-        let replay = try await client.json("POST", "/v1/sessions/refresh", ["refreshToken": s.refresh])
+        let replay = try await refresh(s.refresh)
         XCTAssertEqual(replay.status, 401)
         XCTAssertEqual(replay.errorCode, "invalidToken")
-        let newest = try await client.json("POST", "/v1/sessions/refresh", ["refreshToken": s1.refresh])
+        let newest = try await refresh(s1.refresh)
         XCTAssertEqual(newest.status, 401, "the rotated token dies with its session")
         let revoked = try await Self.stack.eventually(2) { try await self.client.get("/v1/me", token: s1.access).status == 401 }
         XCTAssertTrue(revoked, "the session's access token still works")
-        let garbage = try await client.json("POST", "/v1/sessions/refresh", ["refreshToken": "rt_nope"])
+        let garbage = try await refresh("rt_nope")
         XCTAssertEqual(garbage.status, 401)
+    }
+
+    /// Issue 18 §5: a phone whose refresh answer was lost retries with the same token.
+    func testARefreshRetriedWithinTheGraceWindowGetsTheSamePairAndTheSessionLives() async throws {
+        let s = try await signUp()
+        let first = try await refresh(s.refresh)
+        XCTAssertEqual(first.status, 200, first.text)
+        let retry = try await refresh(s.refresh)  // at once: well inside the window
+        XCTAssertEqual(retry.status, 200, retry.text)
+        let (a, b) = (try session(first), try session(retry))
+        XCTAssertEqual(b.refresh, a.refresh, "the retry answers the same refresh token")
+        XCTAssertEqual(b.access, a.access, "and the same access token")
+        let expiry = { (r: HTTPClient.Response) in (try? r.json()["session"] as? [String: Any])?["expiresAt"] as? String }
+        XCTAssertNotNil(expiry(first))
+        XCTAssertEqual(expiry(retry), expiry(first), "and the same expiry")
+        XCTAssertEqual(b.accountId, s.accountId)
+        // The session lives: the new access token works, and the new refresh token rotates normally.
+        let me = try await client.get("/v1/me", token: b.access).status
+        XCTAssertEqual(me, 200)
+        let next = try await refresh(b.refresh)
+        XCTAssertEqual(next.status, 200, next.text)
+        let c = try session(next)
+        XCTAssertNotEqual(c.refresh, b.refresh)
+        let stillIn = try await client.get("/v1/me", token: c.access).status
+        XCTAssertEqual(stillIn, 200, "no revocation was published for the retry")
+        // The first token's successor has been used since: presenting the first token now is a
+        // replay, even inside the window, and revokes the session.
+        let late = try await refresh(s.refresh)
+        XCTAssertEqual(late.status, 401)
+        XCTAssertEqual(late.errorCode, "invalidToken")
+        let revoked = try await Self.stack.eventually(2) { try await self.client.get("/v1/me", token: c.access).status == 401 }
+        XCTAssertTrue(revoked, "the session's access token still works after the replay")
+    }
+
+    func testConcurrentRefreshesWithOneTokenAllGetTheSamePair() async throws {
+        let s = try await signUp()
+        let client = self.client
+        let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+            for _ in 0..<6 {
+                group.addTask {
+                    let r = try await client.json("POST", "/v1/sessions/refresh", ["refreshToken": s.refresh])
+                    return (r.status, (try? r.json()["session"] as? [String: Any])?["refreshToken"] as? String)
+                }
+            }
+            return try await group.reduce(into: [(Int, String?)]()) { $0.append($1) }
+        }
+        XCTAssertEqual(answers.map(\.0), Array(repeating: 200, count: 6), "\(answers.map(\.0))")
+        let tokens = Set(answers.compactMap(\.1))
+        XCTAssertEqual(tokens.count, 1, "one rotation, answered to every request")
+        let token = try XCTUnwrap(tokens.first)
+        Self.secrets.add(token)
+        let next = try await refresh(token)
+        XCTAssertEqual(next.status, 200, "the session survived the race")
+        _ = try session(next)
     }
 
     func testSignOutStopsTheTokenOnEveryGatewayWithinASecond() async throws {
@@ -350,15 +414,61 @@ final class AccountsTests: StackTestCase {
         XCTAssertTrue((me["identities"] as? [[String: Any]] ?? []).contains { $0["type"] as? String == "apple" })
     }
 
-    func testAppleVerifiedEmailJoinsTheExistingAccountAndUnverifiedIsRefused() async throws {
+    func testAVerifiedAppleEmailJoinsOnlyAnAccountWhoseEmailAppleProved() async throws {
         let email = Self.email()
-        let existing = try await signUp(email)
+        let first = try await apple(.init(aud: Self.clientId, sub: "p." + UUID().uuidString.prefix(8), email: email, emailVerified: true))
+        XCTAssertEqual(first.status, 201, first.text)
+        let owner = try session(first)
+        // Another Apple identity with the same verified email: Apple proved that email for both.
         let verified = try await apple(.init(aud: Self.clientId, sub: "v." + UUID().uuidString.prefix(8), email: email.lowercased(), emailVerified: true))
-        XCTAssertEqual(verified.status, 200)
-        XCTAssertEqual(try session(verified).accountId, existing.accountId)
+        XCTAssertEqual(verified.status, 200, verified.text)
+        XCTAssertEqual(try session(verified).accountId, owner.accountId)
         let unverified = try await apple(.init(aud: Self.clientId, sub: "u." + UUID().uuidString.prefix(8), email: email, emailVerified: false))
         XCTAssertEqual(unverified.status, 409)
         XCTAssertEqual(unverified.errorCode, "emailInUse")
+        // A password sign-up can't take an email Apple proved either.
+        let signUp = try await client.json("POST", "/v1/accounts", ["email": email, "password": "correct horse battery"])
+        XCTAssertEqual(signUp.status, 409)
+        XCTAssertEqual(signUp.errorCode, "emailInUse")
+    }
+
+    /// Issue 18 §5, account pre-hijacking: whoever typed an email and a password never proved the
+    /// email, so Apple's proof of it doesn't open that account; the Apple user gets an account of
+    /// their own.
+    func testAppleSignInNeverJoinsAPasswordAccountWhoseEmailWasNotProven() async throws {
+        let email = Self.email()
+        let password = "typed by whoever came first"
+        let preRegistered = try await signUp(email, password: password)
+        let sub = "h." + UUID().uuidString.prefix(8)
+        let first = try await apple(.init(aud: Self.clientId, sub: sub, email: email.lowercased(), emailVerified: true))
+        XCTAssertEqual(first.status, 201, "Sign in with Apple makes its own account: \(first.text)")
+        let appleSession = try session(first)
+        XCTAssertNotEqual(appleSession.accountId, preRegistered.accountId)
+        XCTAssertNotEqual(appleSession.appUserId, preRegistered.appUserId)
+        // The password still opens the password account, which has gained no Apple identity.
+        let signIn = try await client.json("POST", "/v1/sessions", ["email": email, "password": password])
+        XCTAssertEqual(signIn.status, 200, signIn.text)
+        let passwordSession = try session(signIn)
+        XCTAssertEqual(passwordSession.accountId, preRegistered.accountId)
+        let passwordMe = try await client.get("/v1/me", token: passwordSession.access).json()
+        XCTAssertEqual(passwordMe["email"] as? String, email)
+        XCTAssertEqual((passwordMe["identities"] as? [[String: Any]] ?? []).compactMap { $0["type"] as? String }, ["email"])
+        // The Apple account keeps the email on its Apple identity; the account's own email (the
+        // unique one that password sign-in uses) stays with the password account.
+        let appleMe = try await client.get("/v1/me", token: appleSession.access).json()
+        XCTAssertNil(appleMe["email"] as? String)
+        let identities = appleMe["identities"] as? [[String: Any]] ?? []
+        XCTAssertEqual(identities.count, 1, "\(identities)")
+        XCTAssertEqual(identities.first?["type"] as? String, "apple")
+        XCTAssertEqual(identities.first?["email"] as? String, email.lowercased())
+        // The next Apple sign-in finds the Apple account by its subject.
+        let again = try await apple(.init(aud: Self.clientId, sub: sub, email: email, emailVerified: true))
+        XCTAssertEqual(again.status, 200, again.text)
+        XCTAssertEqual(try session(again).accountId, appleSession.accountId)
+        // Another Apple identity with the same email: the password account's email is still unproven.
+        let other = try await apple(.init(aud: Self.clientId, sub: "h2." + UUID().uuidString.prefix(8), email: email, emailVerified: true))
+        XCTAssertEqual(other.status, 201, other.text)
+        XCTAssertNotEqual(try session(other).accountId, preRegistered.accountId)
     }
 
     func testAppleTokensThatFailVerificationAre401() async throws {

@@ -15,6 +15,55 @@ import Testing
         #expect(Crypto.sha256([UInt8]()).hex == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     }
 
+    static func bytes(_ hex: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var i = hex.startIndex
+        while i < hex.endIndex {
+            let j = hex.index(i, offsetBy: 2)
+            out.append(UInt8(hex[i..<j], radix: 16)!)
+            i = j
+        }
+        return out
+    }
+
+    @Test func hkdfMatchesRFC5869Cases1And3() {
+        let ikm = [UInt8](repeating: 0x0b, count: 22)
+        let okm = Crypto.hkdfSHA256(ikm, salt: Self.bytes("000102030405060708090a0b0c"), info: Self.bytes("f0f1f2f3f4f5f6f7f8f9"), length: 42)
+        #expect(okm.hex == "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865")
+        let noSaltNoInfo = Crypto.hkdfSHA256(ikm, info: [], length: 42)
+        #expect(noSaltNoInfo.hex == "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8")
+    }
+
+    /// Test cases 14 and 16 of the GCM specification (McGrew and Viega), AES-256.
+    @Test func aesGCMMatchesTheGCMSpecificationAndOpensOnlyWhatItSealed() throws {
+        let zero = AESGCM.seal([UInt8](repeating: 0, count: 16), key: [UInt8](repeating: 0, count: 32), nonce: [UInt8](repeating: 0, count: 12), aad: [])
+        #expect(zero.hex == "000000000000000000000000" + "cea7403d4d606b6e074ec5d3baf39d18" + "d0d1c8a799996bf0265b98b5d48ab919")
+        let key = Self.bytes("feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308")
+        let nonce = Self.bytes("cafebabefacedbaddecaf888")
+        let aad = Self.bytes("feedfacedeadbeeffeedfacedeadbeefabaddad2")
+        let plaintext = Self.bytes("d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39")
+        let sealed = AESGCM.seal(plaintext, key: key, nonce: nonce, aad: aad)
+        #expect(sealed.hex == nonce.hex
+            + "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662"
+            + "76fc6ece0f4e1768cddf8853bb2d551b")
+        #expect(AESGCM.open(sealed, key: key, aad: aad) == plaintext)
+        // Another key, other authenticated data, a flipped bit anywhere, or a cut: nothing opens.
+        #expect(AESGCM.open(sealed, key: [UInt8](repeating: 1, count: 32), aad: aad) == nil)
+        #expect(AESGCM.open(sealed, key: key, aad: aad + [0]) == nil)
+        for i in [0, 12, sealed.count - 1] {
+            var tampered = sealed
+            tampered[i] ^= 0x01
+            #expect(AESGCM.open(tampered, key: key, aad: aad) == nil, "bit flipped at \(i)")
+        }
+        #expect(AESGCM.open(Array(sealed.dropLast()), key: key, aad: aad) == nil)
+        #expect(AESGCM.open([], key: key) == nil)
+        // Random nonces: sealing twice gives different boxes that open to the same text.
+        let a = AESGCM.seal(Array("pair".utf8), key: key), b = AESGCM.seal(Array("pair".utf8), key: key)
+        #expect(a != b)
+        #expect(AESGCM.open(a, key: key) == Array("pair".utf8) && AESGCM.open(b, key: key) == Array("pair".utf8))
+        #expect(AESGCM.open(AESGCM.seal([], key: key), key: key) == [])
+    }
+
     @Test func base64URLRoundTripsWithoutPadding() {
         let bytes: [UInt8] = [0xfb, 0xff, 0x01]
         #expect(Base64URL.encode(bytes) == "-_8B")

@@ -30,6 +30,25 @@ enum AccountRules {
         }
     }
 
+    /// What a first Sign in with Apple does when its email is already an account's (issue 18 §5,
+    /// account pre-hijacking). Whoever signs up with an email and a password never proves the
+    /// email, so Apple's word that the Apple user owns it must not hand them that account, nor
+    /// leave the password with whoever typed it: an account is joined only when its own email
+    /// was proven (it came verified from Apple).
+    enum AppleEmailMatch: Equatable, Sendable {
+        /// Sign in to the account that holds the email.
+        case join
+        /// Make an account of the Apple identity's own; the existing one keeps the email.
+        case separateAccount
+        /// 409 `emailInUse`: Apple did not verify the email either (SPEC §4.1 details).
+        case refuse
+    }
+
+    static func appleEmailMatch(appleEmailVerified: Bool, accountEmailVerified: Bool) -> AppleEmailMatch {
+        guard appleEmailVerified else { return .refuse }
+        return accountEmailVerified ? .join : .separateAccount
+    }
+
     /// RevenueCat's reserved App User ID values (REFERENCES §3), compared without case.
     static let blockedUserIds: Set<String> = [
         "no_user", "null", "none", "nil", "(null)", "nan", "\\x00", "", "unidentified", "undefined",

@@ -5,17 +5,22 @@ import Shared
 /// is a constraint; a violation is mapped to the error clients see.
 enum AccountStore {
     /// Creates an account and answers its id. `recordName` (iOS-first) becomes the appUserId;
-    /// otherwise a fresh UUID does.
-    static func create(_ tx: PGConnection, email: String?, passwordHash: String?, recordName: String?) throws -> UUID {
+    /// otherwise a fresh UUID does. `emailVerified`: the email was proven (Apple said so).
+    static func create(_ tx: PGConnection, email: String?, emailVerified: Bool, passwordHash: String?, recordName: String?) throws -> UUID {
         let id = UUID.random()
         let appUserId = recordName ?? UUID.random().lowercasedString
         try mapConflicts {
-            try tx.query("INSERT INTO accounts.accounts (id, email, password_hash, app_user_id) VALUES ($1, $2, $3, $4)",
-                         [id, email, passwordHash, appUserId])
+            try tx.query("INSERT INTO accounts.accounts (id, email, email_verified, password_hash, app_user_id) VALUES ($1, $2, $3, $4, $5)",
+                         [id, email, emailVerified, passwordHash, appUserId])
             try tx.query("INSERT INTO accounts.user_ids (value, account_id, kind) VALUES ($1, $2, $3)",
                          [appUserId, id, recordName == nil ? "appUserId" : "cloudkit"])
         }
         return id
+    }
+
+    /// Records an Apple identity (its subject, and the email its token carried) for an account.
+    static func addAppleIdentity(_ tx: PGConnection, subject: String, account: UUID, email: String?) throws {
+        try tx.query("INSERT INTO accounts.apple_identities (subject, account_id, email) VALUES ($1, $2, $3)", [subject, account, email])
     }
 
     /// Links a CloudKit record name to an account (idempotent for the same account) and answers
@@ -42,9 +47,9 @@ enum AccountStore {
         return try row.decode("app_user_id", as: String.self)
     }
 
-    static func find(_ c: PGConnection, email: String) throws -> (id: UUID, passwordHash: String?)? {
-        guard let row = try c.query("SELECT id, password_hash FROM accounts.accounts WHERE lower(email) = lower($1)", [email]).first else { return nil }
-        return (try row.decode("id", as: UUID.self), try row.decodeIfPresent("password_hash", as: String.self))
+    static func find(_ c: PGConnection, email: String) throws -> (id: UUID, passwordHash: String?, emailVerified: Bool)? {
+        guard let row = try c.query("SELECT id, password_hash, email_verified FROM accounts.accounts WHERE lower(email) = lower($1)", [email]).first else { return nil }
+        return (try row.decode("id", as: UUID.self), try row.decodeIfPresent("password_hash", as: String.self), try row.decode("email_verified", as: Bool.self))
     }
 
     static func view(_ c: PGConnection, account: UUID) throws -> AccountView {
@@ -56,8 +61,10 @@ enum AccountStore {
         if let email, try c.query("SELECT 1 FROM accounts.accounts WHERE id = $1 AND password_hash IS NOT NULL", [account]).first != nil {
             identities.append(.init(type: "email", email: email))
         }
-        if try c.query("SELECT 1 FROM accounts.apple_identities WHERE account_id = $1", [account]).first != nil {
-            identities.append(.init(type: "apple", email: email))
+        // An Apple account made beside a password account that holds the email has no email of
+        // its own; its Apple identity still shows the one Apple gave.
+        if let apple = try c.query("SELECT email FROM accounts.apple_identities WHERE account_id = $1 ORDER BY created_at, subject LIMIT 1", [account]).first {
+            identities.append(.init(type: "apple", email: try apple.decodeIfPresent("email", as: String.self) ?? email))
         }
         for r in try c.query("SELECT value FROM accounts.user_ids WHERE account_id = $1 AND kind = 'cloudkit' ORDER BY created_at, value", [account]).rows {
             identities.append(.init(type: "cloudkit", recordName: try r.decode("value", as: String.self)))

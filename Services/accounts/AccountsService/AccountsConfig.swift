@@ -6,6 +6,10 @@ struct AccountsConfig: Sendable {
     /// Lifetime of access tokens: at most 15 minutes (SPEC §4.1).
     var accessTokenTTL: TimeInterval
     var refreshTokenTTL: TimeInterval
+    /// How long a spent refresh token presented again gets the pair it was exchanged for instead
+    /// of revoking its session (`REDEEM_REFRESH_GRACE`, 0 turns it off): a phone whose refresh
+    /// answer was lost retries with the same token.
+    var refreshGrace: TimeInterval
     /// A bootstrap admin key to create at start (`REDEEM_ADMIN_KEY`). Never logged.
     var adminKey: String?
     var appleClientId: String?
@@ -15,6 +19,7 @@ struct AccountsConfig: Sendable {
     init(env: Environment) throws {
         accessTokenTTL = TimeInterval(try env.int("REDEEM_ACCESS_TOKEN_TTL", default: 900, range: 5...900))
         refreshTokenTTL = TimeInterval(try env.int("REDEEM_REFRESH_TOKEN_TTL", default: 30 * 86400, range: 60...(365 * 86400)))
+        refreshGrace = TimeInterval(try env.int("REDEEM_REFRESH_GRACE", default: 10, range: 0...60))
         adminKey = env.raw("REDEEM_ADMIN_KEY")
         if let key = adminKey {
             guard APIKeySecret.mode(of: key) != nil, key.count >= 24, key.count <= 200 else {

@@ -75,7 +75,7 @@ public final class AccountsService: BackendService {
         let recordName = try req.cloudkitRecordName.map { try AccountRules.checkRecordName($0, field: "cloudkitRecordName") }
         let hash = await hasher.hashAsync(req.password)
         return try await pool.transaction { [sessions] tx in
-            let account = try AccountStore.create(tx, email: email, passwordHash: hash, recordName: recordName)
+            let account = try AccountStore.create(tx, email: email, emailVerified: false, passwordHash: hash, recordName: recordName)
             return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: true)
         }
     }
@@ -95,11 +95,16 @@ public final class AccountsService: BackendService {
     func refresh(_ req: Accounts.Refresh) async throws -> AuthResult {
         let outcome = try await pool.transaction { [sessions] tx -> (SessionIssuer.RefreshOutcome, AccountView?) in
             let outcome = try sessions.refresh(tx, token: req.refreshToken)
-            if case .rotated(let account, _) = outcome { return (outcome, try AccountStore.view(tx, account: account)) }
-            return (outcome, nil)
+            switch outcome {
+            case .rotated(let account, _), .retried(let account, _): return (outcome, try AccountStore.view(tx, account: account))
+            case .replayed, .invalid: return (outcome, nil)
+            }
         }
         switch outcome {
         case (.rotated(_, let tokens), let view?):
+            return AuthResult(account: view, session: tokens, created: false)
+        case (.retried(_, let tokens), let view?):
+            runtime.logger.info("refresh retried within the grace window; the same tokens answered", ["account.id": view.id.lowercasedString])
             return AuthResult(account: view, session: tokens, created: false)
         case (.replayed(let event), _):
             if let event {
@@ -133,22 +138,29 @@ public final class AccountsService: BackendService {
         throw ServiceError.internal
     }
 
+    /// The account a Sign in with Apple opens, and whether it was made now. An email another
+    /// account holds is joined only when that account's email was proven (`AccountRules.appleEmailMatch`).
     static func appleAccount(_ tx: PGConnection, subject: String, email: String?, emailVerified: Bool, recordName: String?) throws -> (UUID, Bool) {
         if let row = try tx.query("SELECT account_id FROM accounts.apple_identities WHERE subject = $1", [subject]).first {
             let account = try row.decode("account_id", as: UUID.self)
             if let recordName { _ = try linkForApple(tx, account: account, recordName: recordName) }
             return (account, false)
         }
+        var accountEmail = email
         if let email, let existing = try AccountStore.find(tx, email: email) {
-            guard emailVerified else {
+            switch AccountRules.appleEmailMatch(appleEmailVerified: emailVerified, accountEmailVerified: existing.emailVerified) {
+            case .refuse:
                 throw ServiceError("emailInUse", "an account with this email exists; sign in to it first", field: "email")
+            case .join:
+                try AccountStore.addAppleIdentity(tx, subject: subject, account: existing.id, email: email)
+                if let recordName { _ = try linkForApple(tx, account: existing.id, recordName: recordName) }
+                return (existing.id, false)
+            case .separateAccount:
+                accountEmail = nil  // the existing account keeps the email; the Apple identity records it
             }
-            try tx.query("INSERT INTO accounts.apple_identities (subject, account_id) VALUES ($1, $2)", [subject, existing.id])
-            if let recordName { _ = try linkForApple(tx, account: existing.id, recordName: recordName) }
-            return (existing.id, false)
         }
-        let account = try AccountStore.create(tx, email: email, passwordHash: nil, recordName: recordName)
-        try tx.query("INSERT INTO accounts.apple_identities (subject, account_id) VALUES ($1, $2)", [subject, account])
+        let account = try AccountStore.create(tx, email: accountEmail, emailVerified: accountEmail != nil && emailVerified, passwordHash: nil, recordName: recordName)
+        try AccountStore.addAppleIdentity(tx, subject: subject, account: account, email: email)
         return (account, true)
     }
 

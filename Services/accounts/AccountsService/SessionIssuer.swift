@@ -3,7 +3,8 @@ import Shared
 import Synchronization
 
 /// Sessions: access tokens signed with the service's RSA key (RS256), refresh tokens that are random,
-/// stored only as SHA-256 hashes and rotated on every use, and revocation.
+/// stored only as SHA-256 hashes and rotated on every use (a retry within the grace window gets
+/// the same pair again, `RefreshRetry`), and revocation.
 final class SessionIssuer: Sendable {
     private let config: AccountsConfig
     /// The key new tokens are signed with, and every key tokens may still carry.
@@ -42,7 +43,7 @@ final class SessionIssuer: Sendable {
         let row = try tx.query("""
             INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))
             RETURNING (SELECT app_user_id FROM accounts.accounts WHERE id = $2) AS app_user_id
-            """, [session, account, PGBytes(Data(Crypto.sha256(Array(refresh.utf8)))), config.refreshTokenTTL]).first!
+            """, [session, account, Self.hash(refresh), config.refreshTokenTTL]).first!
         return try tokens(account: account, appUserId: try row.decode("app_user_id"), session: session, refresh: refresh)
     }
 
@@ -56,32 +57,66 @@ final class SessionIssuer: Sendable {
 
     enum RefreshOutcome: Sendable {
         case rotated(account: UUID, tokens: SessionTokens)
+        /// A spent token presented again within the grace window, its successor still unused:
+        /// the pair it was exchanged for, again (`RefreshRetry`).
+        case retried(account: UUID, tokens: SessionTokens)
         /// A spent token was presented again: its session is now revoked.
         case replayed(SessionRevoked?)
         case invalid
     }
 
+    private static func hash(_ token: String) -> PGBytes { PGBytes(Data(Crypto.sha256(Array(token.utf8)))) }
+
     /// Exchanges a refresh token for new tokens. The conditional update makes one exchange win
-    /// even when the same token is presented twice at once; the loser finds it spent.
+    /// even when the same token is presented twice at once; the loser finds it spent, and, within
+    /// the grace window, is answered the winner's pair.
     func refresh(_ tx: PGConnection, token: String) throws -> RefreshOutcome {
-        let old = PGBytes(Data(Crypto.sha256(Array(token.utf8))))
+        let old = Self.hash(token)
         let next = "rt_" + Crypto.randomToken(bytes: 32)
         let rotated = try tx.query("""
             UPDATE accounts.sessions SET refresh_hash = $2, refreshed_at = now()
             WHERE refresh_hash = $1 AND revoked_at IS NULL AND expires_at > now()
             RETURNING id, account_id, (SELECT app_user_id FROM accounts.accounts a WHERE a.id = account_id) AS app_user_id
-            """, [old, PGBytes(Data(Crypto.sha256(Array(next.utf8))))]).first
+            """, [old, Self.hash(next)]).first
         if let rotated {
             let session = try rotated.decode("id", as: UUID.self)
             let account = try rotated.decode("account_id", as: UUID.self)
-            try tx.query("INSERT INTO accounts.spent_refresh_tokens (hash, session_id) VALUES ($1, $2)", [old, session])
             let appUserId = try rotated.decode("app_user_id", as: String.self)
-            return .rotated(account: account, tokens: try tokens(account: account, appUserId: appUserId, session: session, refresh: next))
+            let tokens = try tokens(account: account, appUserId: appUserId, session: session, refresh: next)
+            // The previous token's pair is stale now (its successor, this token, is spent): one
+            // sealed pair per session at most.
+            try tx.query("UPDATE accounts.spent_refresh_tokens SET retry_pair = NULL WHERE session_id = $1 AND retry_pair IS NOT NULL", [session])
+            let sealed = config.refreshGrace > 0 ? PGBytes(Data(try RefreshRetry.seal(tokens, spentToken: token, session: session))) : nil
+            try tx.query("INSERT INTO accounts.spent_refresh_tokens (hash, session_id, retry_pair) VALUES ($1, $2, $3)", [old, session, sealed])
+            return .rotated(account: account, tokens: tokens)
         }
         guard let spent = try tx.query("SELECT session_id FROM accounts.spent_refresh_tokens WHERE hash = $1", [old]).first else {
             return .invalid
         }
-        return .replayed(try revoke(tx, session: try spent.decode("session_id", as: UUID.self), reason: "refreshTokenReplayed"))
+        let session = try spent.decode("session_id", as: UUID.self)
+        // The session's row lock orders this retry against an exchange of the successor token
+        // (whose update takes the same lock): the reads below see that exchange either wholly or
+        // not at all.
+        guard let current = try tx.query("""
+            SELECT account_id, refresh_hash, revoked_at IS NULL AND expires_at > now() AS live, now() AS now
+            FROM accounts.sessions WHERE id = $1 FOR UPDATE
+            """, [session]).first,
+              let entry = try tx.query("SELECT spent_at, retry_pair FROM accounts.spent_refresh_tokens WHERE hash = $1", [old]).first else {
+            return .invalid
+        }
+        let pair = try entry.decodeIfPresent("retry_pair", as: PGBytes.self).flatMap {
+            RefreshRetry.open(Array($0.data), spentToken: token, session: session)
+        }
+        let live = try current.decode("live", as: Bool.self)
+        let currentHash = try current.decode("refresh_hash", as: PGBytes.self)
+        let successorIsLive = live && pair.map { Self.hash($0.refreshToken) } == currentHash
+        switch RefreshRetry.decide(spentAt: try entry.decode("spent_at"), now: try current.decode("now"), window: config.refreshGrace, successorIsLive: successorIsLive) {
+        case .answerAgain:
+            guard let pair else { return .invalid }  // successorIsLive needs the pair
+            return .retried(account: try current.decode("account_id"), tokens: pair)
+        case .revoke:
+            return .replayed(try revoke(tx, session: session, reason: "refreshTokenReplayed"))
+        }
     }
 
     /// Revokes a session; answers the event to publish (nil when it was revoked already).
@@ -91,6 +126,7 @@ final class SessionIssuer: Sendable {
             WHERE id = $1 AND revoked_at IS NULL RETURNING revoked_at
             """, [session, reason]).first
         guard let row else { return nil }
+        try tx.query("UPDATE accounts.spent_refresh_tokens SET retry_pair = NULL WHERE session_id = $1 AND retry_pair IS NOT NULL", [session])
         return SessionRevoked(sessionId: session, until: try row.decode("revoked_at", as: Date.self).addingTimeInterval(config.accessTokenTTL + 1))
     }
 

@@ -41,6 +41,24 @@ public enum Crypto {
         return out
     }
 
+    /// HKDF-SHA256 (RFC 5869): `length` bytes of key material from a secret. For a secret that is
+    /// already uniformly random (a token), an empty salt is fine; `info` keeps uses apart.
+    public static func hkdfSHA256(_ secret: [UInt8], salt: [UInt8] = [], info: [UInt8], length: Int = 32) -> [UInt8] {
+        precondition(!secret.isEmpty && length > 0 && length <= 255 * 32, "HKDF-SHA256 needs a secret and 1 to 8160 bytes of output")
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "HKDF", nil) else { preconditionFailure("libcrypto has no HKDF") }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        var out = [UInt8](repeating: 0, count: length)
+        var outLength = length
+        var ok = EVP_PKEY_derive_init(ctx) == 1 && EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) == 1
+            && secret.withUnsafeBufferPointer { EVP_PKEY_CTX_set1_hkdf_key(ctx, $0.baseAddress, Int32($0.count)) } == 1
+        // Empty salt and info are left unset: HKDF then uses the RFC's defaults (a zero salt, no info).
+        if ok, !salt.isEmpty { ok = salt.withUnsafeBufferPointer { EVP_PKEY_CTX_set1_hkdf_salt(ctx, $0.baseAddress, Int32($0.count)) } == 1 }
+        if ok, !info.isEmpty { ok = info.withUnsafeBufferPointer { EVP_PKEY_CTX_add1_hkdf_info(ctx, $0.baseAddress, Int32($0.count)) } == 1 }
+        if ok { ok = out.withUnsafeMutableBufferPointer { EVP_PKEY_derive(ctx, $0.baseAddress, &outLength) } == 1 }
+        precondition(ok && outLength == length, "HKDF-SHA256 failed")
+        return out
+    }
+
     /// Compares in time independent of where the inputs differ.
     public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
