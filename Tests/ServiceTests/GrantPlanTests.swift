@@ -16,7 +16,7 @@ import TestSupport
                                   duration: CouponDuration(unit: "month", count: 1), periodCount: nil, entitlementId: "pro")
         @Sendable func command(for holder: String) -> GrantCommand {
             GrantCommand(redemptionId: UUID.random(), accountId: UUID.random(), appUserId: holder, entitlementId: "pro",
-                         duration: coupon.duration, sandbox: false, coupon: coupon, platform: "web", productId: nil, reservedAt: Date())
+                         duration: coupon.duration, sandbox: false, coupon: coupon, platform: "web", productId: nil, reservedAt: Date(), mode: .live)
         }
         // Measured on the pool's thread, judged here.
         let r = try await pool.withConnection { c in

@@ -23,7 +23,7 @@ import Testing
                                   duration: CouponDuration(unit: "week", count: 2), periodCount: nil, entitlementId: "pro")
         let command = GrantCommand(redemptionId: UUID.random(), accountId: UUID.random(), appUserId: "user-1", entitlementId: "pro",
                                    duration: coupon.duration, sandbox: true, coupon: coupon, platform: "ios", productId: nil,
-                                   reservedAt: Date(timeIntervalSince1970: 1_764_483_573.125))
+                                   reservedAt: Date(timeIntervalSince1970: 1_764_483_573.125), mode: .test)
         let message = try JSONEncoder.bus.encode(Envelope(id: "m1", type: GrantCommand.type, body: command))
         let received = ReceivedCommand(command, message: message)
         #expect(Data(received.text.utf8) == message)

@@ -2,9 +2,16 @@ import Foundation
 import Shared
 
 /// Secret API keys for operators and servers: stored as SHA-256 hashes only (they are 192-bit
-/// random, so a slow hash adds nothing), shown once, revocable.
+/// random, so a slow hash adds nothing), shown once, revocable. A live key manages keys of both
+/// modes, a test key only test keys (`Mode.managesKeys`): a test key that could make a live key
+/// would be a live key.
 enum APIKeyStore {
-    static func create(_ pool: PGPool, name: String, role: Role, mode: Mode) async throws -> APIKeys.Create.Response {
+    /// A key of `mode` (nil: the caller's own), made by a key of mode `caller`.
+    static func create(_ pool: PGPool, name: String, role: Role, mode: Mode?, by caller: Mode) async throws -> APIKeys.Create.Response {
+        let mode = mode ?? caller
+        guard caller.managesKeys(of: mode) else {
+            throw ServiceError("forbidden", "a \(caller.rawValue) key can't make \(mode.rawValue) keys", field: "mode")
+        }
         let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
         guard (1...100).contains(trimmed.count) else { throw ServiceError("invalid", "name must be 1 to 100 characters", field: "name") }
         let secret = APIKeySecret.generate(mode: mode)
@@ -26,19 +33,25 @@ enum APIKeyStore {
         return try view(row)
     }
 
+    /// The one mode whose keys a caller of mode `caller` manages; nil: every mode.
+    static func managed(by caller: Mode) -> String? { caller == .live ? nil : caller.rawValue }
+
     static func list(_ pool: PGPool, _ req: APIKeys.List) async throws -> APIKeys.List.Response {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
         let rows = try await pool.query("""
             SELECT id, prefix, name, role, mode, created_at, last_used_at, \(Keyset.micros("created_at")) AS created_us
             FROM accounts.api_keys
-            WHERE revoked_at IS NULL AND \(Keyset.condition(time: "created_at", id: "id", parameter: 1))
+            WHERE revoked_at IS NULL AND ($4::text IS NULL OR mode = $4::text) AND \(Keyset.condition(time: "created_at", id: "id", parameter: 1))
             ORDER BY created_at DESC, id DESC LIMIT $3
-            """, [keyset.afterMicros, keyset.afterId, keyset.fetch]).rows
+            """, [keyset.afterMicros, keyset.afterId, keyset.fetch, managed(by: Mode.of(req.callerMode))]).rows
         return try keyset.page(rows, micros: "created_us", view)
     }
 
-    static func revoke(_ pool: PGPool, id: UUID) async throws {
-        let row = try await pool.query("UPDATE accounts.api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING id", [id]).first
+    /// Revokes a key the caller's mode manages; any other is `notFound`, as if it did not exist.
+    static func revoke(_ pool: PGPool, id: UUID, by caller: Mode) async throws {
+        let row = try await pool.query("""
+            UPDATE accounts.api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL AND ($2::text IS NULL OR mode = $2::text) RETURNING id
+            """, [id, managed(by: caller)]).first
         guard row != nil else { throw ServiceError("notFound", "no such API key") }
     }
 

@@ -56,10 +56,12 @@ public final class AccountsService: BackendService {
         }
         r.on(Accounts.SigningKeys.self) { [self] _, _ in try sessions.publicKeys() }
         r.on(Accounts.Revocations.self) { [self] req, _ in try await sessions.revocations(pool, since: req.since) }
-        r.on(APIKeys.Create.self) { [self] req, _ in try await APIKeyStore.create(pool, name: req.name, role: req.role, mode: req.mode) }
+        r.on(APIKeys.Create.self) { [self] req, _ in
+            try await APIKeyStore.create(pool, name: req.name, role: req.role, mode: req.mode, by: Mode.of(req.callerMode))
+        }
         r.on(APIKeys.List.self) { [self] req, _ in try await APIKeyStore.list(pool, req) }
         r.on(APIKeys.Revoke.self) { [self] req, _ in
-            try await APIKeyStore.revoke(pool, id: req.id)
+            try await APIKeyStore.revoke(pool, id: req.id, by: Mode.of(req.callerMode))
             events.publish(APIKeyRevoked(id: req.id))
             return Empty()
         }

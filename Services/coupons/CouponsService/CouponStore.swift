@@ -2,6 +2,8 @@ import Foundation
 import Shared
 
 /// Coupons in SQL: create (with the App Store per-product limit), read with counts, list, change.
+/// A code is unique within a mode (migration 10): operators reach the coupon of their key's mode,
+/// end users the one `Coupons.preferredMode` picks.
 enum CouponStore {
     static let columns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
@@ -19,9 +21,21 @@ enum CouponStore {
         c.active, c.mode, c.used_count
         """
 
-    static func findDefinition(_ c: PGConnection, code: String) throws -> PGRow? {
-        try c.prepared("coupon_definition", "SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1",
-                       [CouponRules.normalizeCode(code)]).first
+    /// The coupon of `code` in `mode`.
+    static func findDefinition(_ c: PGConnection, code: String, mode: Mode) throws -> PGRow? {
+        try c.prepared("coupon_definition_in_mode", "SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1 AND c.mode = $2",
+                       [CouponRules.normalizeCode(code), mode.rawValue]).first
+    }
+
+    /// The coupon of `code` that an end user reaches: the one of mode `prefer`, else the other.
+    static func pickDefinition(_ c: PGConnection, code: String, prefer: Mode) throws -> PGRow? {
+        try c.prepared("coupon_definition_preferred", """
+            SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1 ORDER BY c.mode = $2 DESC LIMIT 1
+            """, [CouponRules.normalizeCode(code), prefer.rawValue]).first
+    }
+
+    static func findDefinition(_ c: PGConnection, id: UUID) throws -> PGRow? {
+        try c.query("SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.id = $1", [id]).first
     }
 
     static func publicView(_ row: PGRow) throws -> PublicCoupon { publicView(try definition(row)) }
@@ -33,7 +47,7 @@ enum CouponStore {
     }
 
     static func insert(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, active: Bool, now: Date) throws -> UUID {
-        if active { try checkActivePerProduct(tx, d, excluding: nil) }
+        if active { try checkActivePerProduct(tx, d, mode: mode, excluding: nil) }
         let id = UUID.random()
         do {
             try tx.query("""
@@ -44,49 +58,55 @@ enum CouponStore {
                       d.entitlementId, PGArray(d.productIds), PGArray(d.platforms), d.startsAt, d.expiresAt, d.maxRedemptions,
                       d.newCustomersOnly, mode.rawValue, active])
         } catch let e as PGError where e.isUniqueViolation {
-            throw ServiceError("codeInUse", "a coupon with this code exists", field: "code")
+            throw ServiceError("codeInUse", "a coupon with this code exists in \(mode.rawValue) mode", field: "code")
         }
         return id
     }
 
-    /// At most 10 active iOS discount coupons per product. Serialised per product with an
+    /// At most 10 active iOS discount coupons per product, counted in each mode: a test key must
+    /// not be able to stop live coupons from being made. Serialised per product and mode with an
     /// advisory lock, so two creations at once cannot both pass the count.
-    static func checkActivePerProduct(_ tx: PGConnection, _ d: CouponDefinition, excluding: UUID?) throws {
+    static func checkActivePerProduct(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, excluding: UUID?) throws {
         guard d.hasStoreLimits else { return }
         for product in d.productIds.sorted() {
-            try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["coupons.store-product." + product])
+            try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["coupons.store-product.\(mode.rawValue)." + product])
             let n = try tx.query("""
                 SELECT count(*) AS n FROM coupons.coupons
-                WHERE active AND kind <> 'freePeriod' AND 'ios' = ANY(platforms) AND $1 = ANY(product_ids)
+                WHERE active AND kind <> 'freePeriod' AND 'ios' = ANY(platforms) AND $1 = ANY(product_ids) AND mode = $3
                   AND (expires_at IS NULL OR expires_at > now()) AND ($2::uuid IS NULL OR id <> $2::uuid)
-                """, [product, excluding]).first!.decode("n", as: Int.self)
+                """, [product, excluding, mode.rawValue]).first!.decode("n", as: Int.self)
             guard n < CouponRules.storeMaxActivePerProduct else {
                 throw CouponRules.storeLimit("productIds", "the App Store allows at most \(CouponRules.storeMaxActivePerProduct) active offer-code coupons per product (\(product.prefix(60)))")
             }
         }
     }
 
-    static func find(_ c: PGConnection, code: String, lock: Bool = false) throws -> PGRow? {
-        try c.query("SELECT \(columns) FROM coupons.coupons c WHERE c.code = $1\(lock ? " FOR UPDATE" : "")", [CouponRules.normalizeCode(code)]).first
+    static func find(_ c: PGConnection, code: String, mode: Mode, lock: Bool = false) throws -> PGRow? {
+        try c.query("SELECT \(columns) FROM coupons.coupons c WHERE c.code = $1 AND c.mode = $2\(lock ? " FOR UPDATE" : "")",
+                    [CouponRules.normalizeCode(code), mode.rawValue]).first
     }
 
-    static func get(_ c: PGConnection, code: String) throws -> CouponView {
-        guard let row = try find(c, code: code) else { throw ServiceError("notFound", "no coupon with this code") }
+    /// The coupon of `code` in `mode`; `notFound` also when only the other mode has one.
+    static func get(_ c: PGConnection, code: String, mode: Mode) throws -> CouponView {
+        guard let row = try find(c, code: code, mode: mode) else { throw notFound }
         return try view(row)
     }
 
-    static func list(_ c: PGConnection, active: Bool?, limit: Int, cursor: String?) throws -> Coupons.List.Response {
+    static let notFound = ServiceError("notFound", "no coupon with this code")
+
+    static func list(_ c: PGConnection, mode: Mode, active: Bool?, limit: Int, cursor: String?) throws -> Coupons.List.Response {
         let keyset = try Keyset(limit: limit, cursor: cursor)
         let rows = try c.query("""
             SELECT \(columns) FROM coupons.coupons c
-            WHERE ($1::boolean IS NULL OR c.active = $1::boolean) AND \(Keyset.condition(time: "c.created_at", id: "c.id", parameter: 2))
+            WHERE c.mode = $5 AND ($1::boolean IS NULL OR c.active = $1::boolean) AND \(Keyset.condition(time: "c.created_at", id: "c.id", parameter: 2))
             ORDER BY c.created_at DESC, c.id DESC LIMIT $4
-            """, [active, keyset.afterMicros, keyset.afterId, keyset.fetch]).rows
+            """, [active, keyset.afterMicros, keyset.afterId, keyset.fetch, mode.rawValue]).rows
         return try keyset.page(rows, micros: "created_us", view)
     }
 
     static func patch(_ tx: PGConnection, _ p: Coupons.Patch, now: Date) throws -> CouponView {
-        guard let row = try find(tx, code: p.code, lock: true) else { throw ServiceError("notFound", "no coupon with this code") }
+        let mode = Mode.of(p.mode)
+        guard let row = try find(tx, code: p.code, mode: mode, lock: true) else { throw notFound }
         var d = try definition(row)
         let id = try row.decode("id", as: UUID.self)
         let used = try row.decode("used_count", as: Int.self)
@@ -107,12 +127,12 @@ enum CouponStore {
         if removing.contains("expiresAt") { d.expiresAt = nil }
         try CouponRules.checkStoreLimits(d, now: now)
         if let a = p.active {
-            if a && !active { try checkActivePerProduct(tx, d, excluding: id) }
+            if a && !active { try checkActivePerProduct(tx, d, mode: mode, excluding: id) }
             active = a
         }
         try tx.query("UPDATE coupons.coupons SET max_redemptions = $2, expires_at = $3, active = $4 WHERE id = $1",
                      [id, d.maxRedemptions, d.expiresAt, active])
-        return try get(tx, code: d.code)
+        return try get(tx, code: d.code, mode: mode)
     }
 
     static func definition(_ row: PGRow) throws -> CouponDefinition {

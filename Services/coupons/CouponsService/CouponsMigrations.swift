@@ -1,8 +1,8 @@
 import Shared
 
 /// Schema `coupons`. The cap and the one-use-per-account rule are constraints: `used_count` can
-/// never pass `max_redemptions` (CHECK), and an account holds at most one active redemption of a
-/// coupon per environment (partial unique index).
+/// never pass `max_redemptions` (CHECK), an account holds at most one active redemption of a
+/// coupon per environment (partial unique index), and a code names one coupon per mode (unique).
 enum CouponsMigrations {
     static let all: [Migration] = [
         Migration(1, "coupons", """
@@ -201,6 +201,17 @@ enum CouponsMigrations {
                 WHERE r.id = ANY(ids)
                 RETURNING r.id, r.completed_at;
             END $$;
+            """),
+        // Test mode and live mode are two worlds (SPEC §4.7): a code is unique within its mode, so
+        // the same code may exist once in each. Every coupon already has its mode (its creating
+        // key's). Messages still in the outbox get their coupon's mode, which grants routes their
+        // webhooks by; redemptions take their mode from their coupon and need no column.
+        Migration(10, "a code once per mode", """
+            ALTER TABLE coupons DROP CONSTRAINT coupons_code_key;
+            ALTER TABLE coupons ADD CONSTRAINT coupons_code_mode_key UNIQUE (code, mode);
+            UPDATE outbox o SET payload = jsonb_set(o.payload::jsonb, '{body,mode}', to_jsonb(c.mode))::text
+            FROM redemptions r JOIN coupons c ON c.id = r.coupon_id
+            WHERE r.id = o.redemption_id AND jsonb_typeof(o.payload::jsonb -> 'body') = 'object';
             """),
     ]
 }

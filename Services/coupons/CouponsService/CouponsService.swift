@@ -83,21 +83,23 @@ public final class CouponsService: BackendService {
         var r = BusRouter(logger: logger)
         r.on(Coupons.Create.self) { [self] req, _ in try await create(req) }
         r.on(Coupons.List.self) { [self] req, _ in
-            try await pool.withConnection { try CouponStore.list($0, active: req.active, limit: req.limit, cursor: req.cursor) }
+            try await pool.withConnection { try CouponStore.list($0, mode: Mode.of(req.mode), active: req.active, limit: req.limit, cursor: req.cursor) }
         }
-        r.on(Coupons.Get.self) { [self] req, _ in try await pool.withConnection { try CouponStore.get($0, code: req.code) } }
+        r.on(Coupons.Get.self) { [self] req, _ in try await pool.withConnection { try CouponStore.get($0, code: req.code, mode: Mode.of(req.mode)) } }
         r.on(Coupons.Patch.self) { [self] req, _ in try await pool.transaction { try CouponStore.patch($0, req, now: Date()) } }
         r.on(Coupons.Redemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.page($0, req) } }
-        r.on(Coupons.Validate.self) { [self] req, _ in try await validations.submit(req, key: CouponRules.normalizeCode(req.code)) }
+        r.on(Coupons.Validate.self) { [self] req, _ in try await validations.submit(req, key: Self.batchKey(req)) }
         r.on(Coupons.ValidateMany.self) { [self] req, _ in
             let validations = self.validations
-            let results = await Self.perCode(req.items, code: \.code) { code, items in await validations.submitAll(items, key: code) }
+            let results = await Self.perKey(req.items, key: Self.batchKey) { key, items in await validations.submitAll(items, key: key) }
             return .init(answers: try results.map { try $0.get() })
         }
         r.on(Coupons.RedeemMany.self) { [self] req, _ in .init(answers: await redeemMany(req.items)) }
         r.on(Coupons.Redeem.self) { [self] req, _ in try await redeem(req) }
         r.on(Coupons.GetRedemption.self) { [self] req, _ in
-            try await pool.withConnection { try RedemptionStore.get($0, id: req.id, account: req.accountId) }
+            // An end user reads their own redemptions of both modes; an operator its key's mode's.
+            let mode = req.accountId == nil ? Mode.of(req.mode) : nil
+            return try await pool.withConnection { try RedemptionStore.get($0, id: req.id, account: req.accountId, mode: mode) }
         }
         r.on(Coupons.MyRedemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.forAccount($0, req) } }
         r.on(Coupons.Purchase.self) { [self] req, _ in
@@ -137,7 +139,7 @@ public final class CouponsService: BackendService {
         }
         return try await pool.transaction { tx in
             _ = try CouponStore.insert(tx, d, mode: req.mode, active: active, now: now)
-            return try CouponStore.get(tx, code: d.code)
+            return try CouponStore.get(tx, code: d.code, mode: req.mode)
         }
     }
 
@@ -158,9 +160,9 @@ public final class CouponsService: BackendService {
             }
             return answers
         }
-        let results = await Self.perCode(items, code: \.code) { code, items -> [Result<Coupons.Redeem.Response, any Error>] in
+        let results = await Self.perKey(items, key: Self.batchKey) { key, items -> [Result<Coupons.Redeem.Response, any Error>] in
             let valid = items.filter { CouponRules.platforms.contains($0.platform) }
-            var outcomes = await batcher.redeemAll(valid, code: code).makeIterator()
+            var outcomes = await batcher.redeemAll(valid, key: key).makeIterator()
             return items.map { req in
                 guard CouponRules.platforms.contains(req.platform) else { return .failure(Self.invalidPlatform) }
                 let outcome = outcomes.next() ?? .failure(ServiceError.internal)  // one per request, by `submitAll`
@@ -174,14 +176,18 @@ public final class CouponsService: BackendService {
         return results.map { BatchAnswer($0) }
     }
 
-    /// Runs `work` once per code over that code's items, in parallel when there are several, and
-    /// answers each item's result in its place.
-    static func perCode<Item: Sendable, Output: Sendable>(
-        _ items: [Item], code: (Item) -> String,
+    /// The batch a validation or reservation joins: its code and environment, which pick one coupon.
+    static func batchKey(_ v: Coupons.Validate) -> String { Coupons.batchKey(code: v.code, sandbox: v.sandbox ?? false) }
+    static func batchKey(_ r: Coupons.Redeem) -> String { Coupons.batchKey(code: r.code, sandbox: r.sandbox) }
+
+    /// Runs `work` once per batch key over that key's items, in parallel when there are several,
+    /// and answers each item's result in its place.
+    static func perKey<Item: Sendable, Output: Sendable>(
+        _ items: [Item], key: (Item) -> String,
         _ work: @escaping @Sendable (String, [Item]) async -> [Result<Output, any Error>]
     ) async -> [Result<Output, any Error>] {
         var positions: [String: [Int]] = [:]
-        for (i, item) in items.enumerated() { positions[CouponRules.normalizeCode(code(item)), default: []].append(i) }
+        for (i, item) in items.enumerated() { positions[key(item), default: []].append(i) }
         if positions.count == 1, let code = positions.keys.first { return await work(code, items) }
         var results = [Result<Output, any Error>](repeating: .failure(ServiceError.internal), count: items.count)
         await withTaskGroup(of: ([Int], [Result<Output, any Error>]).self) { group in

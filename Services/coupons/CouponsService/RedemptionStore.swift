@@ -21,8 +21,12 @@ enum RedemptionStore {
         static let heldByAccount = "SELECT \(columns), r.coupon_id FROM coupons.held_by_account($1) r"
         /// The accounts of `$1` with a completed live redemption (no longer new customers).
         static let veteransByAccount = "SELECT v AS account_id FROM coupons.veterans_by_account($1) v"
-        /// The coupon of code `$1`, locked until the transaction ends, and the transaction's time.
-        static let lockCoupon = "SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c WHERE c.code = $1 FOR UPDATE"
+        /// The coupon of code `$1` in mode `$2`, else in the other mode (`Coupons.preferredMode`),
+        /// locked until the transaction ends, and the transaction's time.
+        static let lockCoupon = """
+            SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c WHERE c.code = $1
+            ORDER BY c.mode = $2 DESC LIMIT 1 FOR UPDATE
+            """
         /// A batch's new redemptions (`$1`, `$4`–`$8` by position), `$11` uses taken from the
         /// coupon's counter, and the grant commands `$14` of redemptions `$13` in the outbox.
         static let reserve = """
@@ -41,8 +45,9 @@ enum RedemptionStore {
             )
             SELECT * FROM inserted
             """
-        /// The coupon of code `$1` and, per account of `$2`, whether it holds a live redemption of
-        /// it and whether it is no longer a new customer (asked only of new-customer coupons).
+        /// The coupon of code `$1` (of each mode that has one) and, per account of `$2`, whether it
+        /// holds a live redemption of it and whether it is no longer a new customer (asked only of
+        /// new-customer coupons).
         static let validate = """
             SELECT \(CouponStore.definitionColumns), v.account, v.already, v.not_new
             FROM coupons.validate_standing($1, $2) v CROSS JOIN LATERAL (SELECT (v.coupon).*) c
@@ -104,13 +109,21 @@ enum RedemptionStore {
             """, [coupon, account, sandbox]).first
     }
 
-    /// Validates many requests for one code in one round trip (the service coalesces concurrent
-    /// validations of a code): the coupon once, and per distinct account whether it holds a live
-    /// redemption of it and whether it is still a new customer. Every answer comes from a query
-    /// that started after its request arrived.
+    /// Validates many requests for one code and environment in one round trip (the service
+    /// coalesces concurrent validations by `Coupons.batchKey`): the coupon once, and per distinct
+    /// account whether it holds a live redemption of it and whether it is still a new customer.
+    /// Every answer comes from a query that started after its request arrived.
+    ///
+    /// A sandbox validation (or any of a test coupon, whose redemptions are all sandbox) is
+    /// answered as a sandbox redemption is decided: no cap, and no live redemption standing in
+    /// its way.
     static func validateBatch(_ c: PGConnection, _ reqs: [Coupons.Validate], now: Date) throws -> [Coupons.Validate.Response] {
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
-        let rows = try c.prepared("validate_standing", BatchSQL.validate, [CouponRules.normalizeCode(reqs[0].code), accounts]).rows
+        let requestedSandbox = reqs[0].sandbox ?? false
+        let all = try c.prepared("validate_standing", BatchSQL.validate, [CouponRules.normalizeCode(reqs[0].code), accounts]).rows
+        let preferred = Coupons.preferredMode(sandbox: requestedSandbox).rawValue
+        let mode = try all.contains { try $0.decode("mode", as: String.self) == preferred } ? preferred : all.first?.decode("mode", as: String.self)
+        let rows = try all.filter { try $0.decode("mode", as: String.self) == mode }
         guard let coupon = rows.first else {
             let notFound = try Coupons.Validate.Response(.init(valid: false, reason: "notFound", coupon: nil, eligibleProductIds: []))
             return reqs.map { _ in notFound }
@@ -118,6 +131,7 @@ enum RedemptionStore {
         let d = try CouponStore.definition(coupon)
         let active = try coupon.decode("active", as: Bool.self)
         let used = try coupon.decode("used_count", as: Int.self)
+        let sandbox = requestedSandbox || mode == Mode.test.rawValue
         let publicView = CouponStore.publicView(d)
         var already = Set<UUID>(), notNew = Set<UUID>()
         for row in rows {
@@ -136,9 +150,9 @@ enum RedemptionStore {
         return try reqs.map { req in
             do {
                 try checkCoupon(d, active: active, platform: req.platform, productId: nil, now: now)
-                if already.contains(req.accountId) { throw Refusal(reason: "alreadyRedeemed") }
+                if !sandbox && already.contains(req.accountId) { throw Refusal(reason: "alreadyRedeemed") }
                 if d.newCustomersOnly && notNew.contains(req.accountId) { throw Refusal(reason: "notEligible") }
-                if let max = d.maxRedemptions, used >= max { throw Refusal(reason: "exhausted") }
+                if !sandbox, let max = d.maxRedemptions, used >= max { throw Refusal(reason: "exhausted") }
                 return try answer(nil)
             } catch let r as Refusal {
                 return try answer(r.reason)
@@ -158,8 +172,9 @@ enum RedemptionStore {
     /// transaction; a unique violation from a concurrent twin aborts it and the caller retries,
     /// finding the twin's redemption.
     static func redeem(_ tx: PGConnection, _ req: Coupons.Redeem, reservationTTL: TimeInterval, now: Date) throws -> Reservation {
-        let couponRow = try CouponStore.findDefinition(tx, code: req.code)
-        let testCoupon = try couponRow.map { try $0.decode("mode", as: String.self) == "test" } ?? false
+        let couponRow = try CouponStore.pickDefinition(tx, code: req.code, prefer: Coupons.preferredMode(sandbox: req.sandbox))
+        let mode = try couponRow.flatMap { Mode(rawValue: try $0.decode("mode", as: String.self)) } ?? .live
+        let testCoupon = mode == .test
         let sandbox = req.sandbox || testCoupon
         if let couponRow, let existing = try active(tx, coupon: try couponRow.decode("id"), account: req.accountId, sandbox: sandbox) {
             return Reservation(redemption: try view(existing), created: false, grant: nil)
@@ -196,7 +211,7 @@ enum RedemptionStore {
         if !d.isDiscount, let entitlement = d.entitlementId {
             let command = GrantCommand(redemptionId: id, accountId: req.accountId, appUserId: req.appUserId, entitlementId: entitlement,
                                        duration: d.duration, sandbox: sandbox, coupon: CouponStore.publicView(d),
-                                       platform: req.platform, productId: productId, reservedAt: redemption.reservedAt)
+                                       platform: req.platform, productId: productId, reservedAt: redemption.reservedAt, mode: mode)
             try Outbox.add(tx, redemption: id, command)
             grant = command
         }
@@ -205,9 +220,13 @@ enum RedemptionStore {
 
     // MARK: - After the reservation
 
-    static func get(_ c: PGConnection, id: UUID, account: UUID?) throws -> RedemptionView {
-        guard let row = try c.query("SELECT \(columns) FROM coupons.redemptions r WHERE r.id = $1 AND ($2::uuid IS NULL OR r.account_id = $2::uuid)",
-                                    [id, account]).first else {
+    /// A redemption, if `account` (when given) owns it and its coupon is of `mode` (when given).
+    static func get(_ c: PGConnection, id: UUID, account: UUID?, mode: Mode?) throws -> RedemptionView {
+        guard let row = try c.query("""
+            SELECT \(columns) FROM coupons.redemptions r
+            WHERE r.id = $1 AND ($2::uuid IS NULL OR r.account_id = $2::uuid)
+              AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.mode = $3::text))
+            """, [id, account, mode?.rawValue]).first else {
             throw ServiceError("notFound", "no such redemption")
         }
         return try view(row)
@@ -225,7 +244,7 @@ enum RedemptionStore {
 
     static func page(_ c: PGConnection, _ req: Coupons.Redemptions) throws -> Coupons.Redemptions.Response {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor, maxLimit: Coupons.Redemptions.maxLimit)
-        guard let coupon = try CouponStore.findDefinition(c, code: req.code) else { throw ServiceError("notFound", "no coupon with this code") }
+        guard let coupon = try CouponStore.findDefinition(c, code: req.code, mode: Mode.of(req.mode)) else { throw CouponStore.notFound }
         let order = req.oldestFirst ? "ASC" : "DESC"
         let rows = try c.query("""
             SELECT \(columns) FROM coupons.redemptions r
@@ -288,13 +307,14 @@ enum RedemptionStore {
         guard (1...200).contains(txn.count) else {
             throw ServiceError("invalid", "storeTransactionId must be 1 to 200 characters", field: "storeTransactionId")
         }
+        let mode = Mode.of(req.mode)
         guard let row = try tx.query("""
-            SELECT r.status, r.store_transaction_id, c.kind FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
-            WHERE r.id = $1 FOR UPDATE OF r
-            """, [req.id]).first else { throw ServiceError("notFound", "no such redemption") }
+            SELECT r.status, r.store_transaction_id, r.coupon_id, c.kind FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
+            WHERE r.id = $1 AND c.mode = $2 FOR UPDATE OF r
+            """, [req.id, mode.rawValue]).first else { throw ServiceError("notFound", "no such redemption") }
         let status = try row.decode("status", as: String.self)
         let existing = try row.decodeIfPresent("store_transaction_id", as: String.self)
-        if status == "completed", existing == txn { return try get(tx, id: req.id, account: nil) }  // a repeat
+        if status == "completed", existing == txn { return try get(tx, id: req.id, account: nil, mode: nil) }  // a repeat
         guard try row.decode("kind", as: String.self) != "freePeriod", status == "reserved" else {
             throw ServiceError("invalidState", "only a reserved discount redemption can be confirmed (this one is \(status))")
         }
@@ -307,11 +327,11 @@ enum RedemptionStore {
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError("transactionInUse", "this store transaction confirmed another redemption", field: "storeTransactionId")
         }
-        let done = try get(tx, id: req.id, account: nil)
+        let done = try get(tx, id: req.id, account: nil, mode: nil)
         // coupon.redeemed goes out for discounts too: grants sends it, reached through the outbox.
         // The definition only: counting the coupon's redemptions would cost a scan of them all.
-        guard let coupon = try CouponStore.findDefinition(tx, code: done.code) else { throw ServiceError.internal }
-        try Outbox.add(tx, redemption: req.id, RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.publicView(coupon)))
+        guard let coupon = try CouponStore.findDefinition(tx, id: try row.decode("coupon_id")) else { throw ServiceError.internal }
+        try Outbox.add(tx, redemption: req.id, RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.publicView(coupon), mode: mode))
         return done
     }
 }
@@ -342,8 +362,11 @@ extension RedemptionStore {
         // may scan every redemption of the coupon (statistics lag behind a flash sale's inserts,
         // so a hot coupon looks like it has a handful), once per batch. An account has few. The
         // lookup runs after the lock is granted, so it sees every use the batch before took.
+        // Every request of a batch has the same code and environment (`Coupons.batchKey`), so they
+        // reach the same coupon.
         let lookups = try tx.prepared([
-            ("coupon_lock", BatchSQL.lockCoupon, [CouponRules.normalizeCode(reqs[0].code)]),
+            ("coupon_lock_preferred", BatchSQL.lockCoupon,
+             [CouponRules.normalizeCode(reqs[0].code), Coupons.preferredMode(sandbox: reqs[0].sandbox).rawValue]),
             ("held_by_account", BatchSQL.heldByAccount, [accounts]),
         ])
         guard let coupon = lookups[0].first else {
@@ -352,7 +375,8 @@ extension RedemptionStore {
         let reservedAt = try coupon.decode("tx_now", as: Date.self)  // now() in the transaction: every new row's reserved_at
         let d = try CouponStore.definition(coupon)
         let couponId = try coupon.decode("id", as: UUID.self)
-        let testCoupon = try coupon.decode("mode", as: String.self) == "test"
+        let mode = Mode(rawValue: try coupon.decode("mode", as: String.self)) ?? .live
+        let testCoupon = mode == .test
         let active = try coupon.decode("active", as: Bool.self)
         var used = try coupon.decode("used_count", as: Int.self)
 
@@ -409,7 +433,7 @@ extension RedemptionStore {
             for n in fresh {
                 let command = GrantCommand(redemptionId: n.id, accountId: n.req.accountId, appUserId: n.req.appUserId, entitlementId: entitlement,
                                            duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.req.platform,
-                                           productId: n.productId, reservedAt: reservedAt)
+                                           productId: n.productId, reservedAt: reservedAt, mode: mode)
                 let envelope = Envelope(id: UUID.random().lowercasedString, type: GrantCommand.type, body: command)
                 ids.append(n.id.lowercasedString)
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))

@@ -37,11 +37,11 @@ final class ReservationBatcher: Sendable {
     }
 
     func redeem(_ request: Coupons.Redeem) async throws -> RedemptionStore.Outcome {
-        try await coalescer.submit(request, key: CouponRules.normalizeCode(request.code))
+        try await coalescer.submit(request, key: CouponsService.batchKey(request))
     }
 
-    /// Requests for one coupon (`code` normalized) that arrived together.
-    func redeemAll(_ requests: [Coupons.Redeem], code: String) async -> [Result<RedemptionStore.Outcome, any Error>] {
-        await coalescer.submitAll(requests, key: code)
+    /// Requests for one coupon (one `Coupons.batchKey`) that arrived together.
+    func redeemAll(_ requests: [Coupons.Redeem], key: String) async -> [Result<RedemptionStore.Outcome, any Error>] {
+        await coalescer.submitAll(requests, key: key)
     }
 }

@@ -8,7 +8,8 @@ extension Gateway {
     struct AppleBody: Decodable { var identityToken: String; var cloudkitRecordName: String? }
     struct RefreshBody: Decodable { var refreshToken: String }
     struct CloudKitBody: Decodable { var recordName: String }
-    struct APIKeyBody: Decodable { var name: String; var role: Role; var mode: Mode }
+    /// `mode` left out: the mode of the key making it.
+    struct APIKeyBody: Decodable { var name: String; var role: Role; var mode: Mode? }
 
     /// `{account, session}` without the internal `created` flag.
     struct AuthBody: Encodable { var account: AccountView; var session: SessionTokens }
@@ -58,24 +59,25 @@ extension Gateway {
             let b = try JSONBody.decode(CloudKitBody.self, from: req)
             return .json(200, try await accounts.request(Accounts.LinkCloudKit(accountId: user.account, recordName: b.recordName)))
         }
+        // A live admin key manages keys of both modes, a test one only test keys (accounts decides).
         r.post("/v1/api-keys") { [self] req in
-            try await auth.requireRole(req, .admin)
+            let key = try await auth.requireRole(req, .admin)
             let b = try JSONBody.decode(APIKeyBody.self, from: req)
-            let made = try await accounts.request(APIKeys.Create(name: b.name, role: b.role, mode: b.mode))
+            let made = try await accounts.request(APIKeys.Create(name: b.name, role: b.role, mode: b.mode, callerMode: key.mode))
             let k = made.apiKey
             return .json(201, CreatedKey(id: k.id, prefix: k.prefix, name: k.name, role: k.role, mode: k.mode,
                                          createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, key: made.key))
         }
         r.get("/v1/api-keys") { [self] req in
-            try await auth.requireRole(req, .admin)
-            return .json(200, try await accounts.request(APIKeys.List(limit: try Query.limit(req), cursor: req.query["cursor"])))
+            let key = try await auth.requireRole(req, .admin)
+            return .json(200, try await accounts.request(APIKeys.List(limit: try Query.limit(req), cursor: req.query["cursor"], callerMode: key.mode)))
         }
         r.delete("/v1/api-keys/{id}") { [self] req in
-            try await auth.requireRole(req, .admin)
+            let key = try await auth.requireRole(req, .admin)
             guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else {
                 throw ServiceError("notFound", "no such API key")
             }
-            _ = try await accounts.request(APIKeys.Revoke(id: id))
+            _ = try await accounts.request(APIKeys.Revoke(id: id, callerMode: key.mode))
             auth.apiKeyRevoked(id)
             return .noContent()
         }

@@ -25,7 +25,7 @@ extension Gateway {
             }
         }
     }
-    struct ValidateBody: Decodable { var code: String; var platform: String? }
+    struct ValidateBody: Decodable { var code: String; var platform: String?; var environment: String? }
     struct RedeemBody: Decodable { var code: String; var productId: String?; var platform: String; var environment: String? }
     struct PurchaseBody: Decodable { var pricePaid: Money; var storeTransactionId: String }
 
@@ -39,33 +39,35 @@ extension Gateway {
             let coupon = try await coupons.request(Coupons.Create(input: input, mode: key.mode, dryRun: dryRun))
             return .json(dryRun ? 200 : 201, coupon)
         }
+        // Operators reach only their key's mode's coupons, redemptions and exports (SPEC §4.7).
         r.get("/v1/coupons") { [self] req in
-            try await auth.requireRole(req, .readonly)
+            let key = try await auth.requireRole(req, .readonly)
             let page = try await coupons.request(Coupons.List(active: try Query.bool(req, "active"), limit: try Query.limit(req),
-                                                              cursor: req.query["cursor"]))
+                                                              cursor: req.query["cursor"], mode: key.mode))
             return .json(200, page)
         }
         r.get("/v1/coupons/{code}") { [self] req in
-            try await auth.requireRole(req, .readonly)
-            return .json(200, try await coupons.request(Coupons.Get(code: req.pathParameters["code"] ?? "")))
+            let key = try await auth.requireRole(req, .readonly)
+            return .json(200, try await coupons.request(Coupons.Get(code: req.pathParameters["code"] ?? "", mode: key.mode)))
         }
         r.patch("/v1/coupons/{code}") { [self] req in
-            try await auth.requireRole(req, .admin)
+            let key = try await auth.requireRole(req, .admin)
             let b = try JSONBody.decode(PatchBody.self, from: req)
-            return .json(200, try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", active: b.active,
+            return .json(200, try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", mode: key.mode, active: b.active,
                                                                       maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt,
                                                                       removing: b.removing.isEmpty ? nil : b.removing)))
         }
         r.delete("/v1/coupons/{code}") { [self] req in
-            try await auth.requireRole(req, .admin)
-            _ = try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", active: false, maxRedemptions: nil, expiresAt: nil))
+            let key = try await auth.requireRole(req, .admin)
+            _ = try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", mode: key.mode, active: false,
+                                                        maxRedemptions: nil, expiresAt: nil))
             return .noContent()
         }
         r.get("/v1/coupons/{code}/redemptions") { [self] req in
-            try await auth.requireRole(req, .readonly)
+            let key = try await auth.requireRole(req, .readonly)
             let code = req.pathParameters["code"] ?? ""
-            if req.header("accept")?.lowercased().contains("text/csv") == true { return try await exportCSV(code: code) }
-            let page = try await coupons.request(Coupons.Redemptions(code: code, limit: try Query.limit(req), cursor: req.query["cursor"]))
+            if req.header("accept")?.lowercased().contains("text/csv") == true { return try await exportCSV(code: code, mode: key.mode) }
+            let page = try await coupons.request(Coupons.Redemptions(code: code, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
             return .json(200, page)
         }
         r.post("/v1/coupons/validate") { [self] req in
@@ -73,8 +75,9 @@ extension Gateway {
             try abuse.checkCodes(ip: req.clientAddress, account: user.account)
             let b = try JSONBody.decode(ValidateBody.self, from: req)
             if let p = b.platform, !Self.platforms.contains(p) { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
-            let a = try await validations.submit(Queued(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform)),
-                                                 key: Coupons.normalizeCode(b.code))
+            let sandbox = try Self.sandbox(environment: b.environment)
+            let a = try await validations.submit(Queued(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform, sandbox: sandbox)),
+                                                 key: Coupons.batchKey(code: b.code, sandbox: sandbox))
             if a.reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
             return .json(200, a.answer)
         }
@@ -83,13 +86,10 @@ extension Gateway {
             try abuse.checkCodes(ip: req.clientAddress, account: user.account)
             let b = try JSONBody.decode(RedeemBody.self, from: req)
             guard Self.platforms.contains(b.platform) else { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
-            let environment = b.environment ?? "production"
-            guard ["production", "sandbox"].contains(environment) else {
-                throw HTTPError.invalid("environment", "environment must be production or sandbox")
-            }
+            let sandbox = try Self.sandbox(environment: b.environment)
             let answer = try await reservations.submit(Queued(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
-                                                                      productId: b.productId, platform: b.platform, sandbox: environment == "sandbox")),
-                                                       key: Coupons.normalizeCode(b.code))
+                                                                      productId: b.productId, platform: b.platform, sandbox: sandbox)),
+                                                       key: Coupons.batchKey(code: b.code, sandbox: sandbox))
             if let reason = answer.refusal {
                 if reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
                 throw HTTPError(422, reason, RefusalText.sentence(reason))
@@ -98,15 +98,15 @@ extension Gateway {
             return .json(answer.created ? 201 : 200, redemption)
         }
         r.get("/v1/redemptions/{id}") { [self] req in
-            let owner: UUID?
+            let reader: RedemptionReader
             switch try await auth.principal(req) {
-            case .user(let account, _, _)?: owner = account
-            case .apiKey?: owner = nil
+            case .user(let account, _, _)?: reader = .owner(account)
+            case .apiKey(_, _, let mode)?: reader = .apiKey(mode)
             case nil: throw Authenticator.notIdentified
             }
             let wait = try Query.wait(req)
             guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError("notFound", "no such redemption") }
-            return .json(200, try await redemption(id, owner: owner, wait: wait))
+            return .json(200, try await redemption(id, for: reader, wait: wait))
         }
         r.get("/v1/me/redemptions") { [self] req in
             let user = try await auth.requireUser(req)
@@ -114,32 +114,56 @@ extension Gateway {
             return .json(200, page)
         }
         r.post("/v1/redemptions/{id}/purchase") { [self] req in
-            try await auth.requireRole(req, .support)
+            let key = try await auth.requireRole(req, .support)
             let b = try JSONBody.decode(PurchaseBody.self, from: req)
             guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError("notFound", "no such redemption") }
-            return .json(200, try await coupons.request(Coupons.Purchase(id: id, pricePaid: b.pricePaid, storeTransactionId: b.storeTransactionId)))
+            return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: key.mode, pricePaid: b.pricePaid,
+                                                                         storeTransactionId: b.storeTransactionId)))
+        }
+    }
+
+    /// `environment` of validate and redeem: `production` (default) or `sandbox`.
+    static func sandbox(environment: String?) throws -> Bool {
+        switch environment ?? "production" {
+        case "production": false
+        case "sandbox": true
+        default: throw HTTPError.invalid("environment", "environment must be production or sandbox")
+        }
+    }
+
+    /// Who reads a redemption: the account that owns it, or an operator key, which reads those of
+    /// its own mode's coupons.
+    enum RedemptionReader {
+        case owner(UUID)
+        case apiKey(Mode)
+
+        func request(_ id: UUID) -> Coupons.GetRedemption {
+            switch self {
+            case .owner(let account): Coupons.GetRedemption(id: id, accountId: account)
+            case .apiKey(let mode): Coupons.GetRedemption(id: id, mode: mode)
+            }
         }
     }
 
     /// A redemption as it is now, or once it completes or fails when `wait` seconds are given.
-    func redemption(_ id: UUID, owner: UUID?, wait: Int) async throws -> RedemptionView {
-        let current = try await coupons.request(Coupons.GetRedemption(id: id, accountId: owner))
+    func redemption(_ id: UUID, for reader: RedemptionReader, wait: Int) async throws -> RedemptionView {
+        let current = try await coupons.request(reader.request(id))
         guard wait > 0, !Self.settled(current.status) else { return current }
         let coupons = self.coupons
         _ = await waiters.wait(for: id, seconds: wait) {
-            let now = try? await coupons.request(Coupons.GetRedemption(id: id, accountId: owner))
+            let now = try? await coupons.request(reader.request(id))
             return now.map { !Self.settled($0.status) } ?? true
         }
-        return try await coupons.request(Coupons.GetRedemption(id: id, accountId: owner))
+        return try await coupons.request(reader.request(id))
     }
 
     /// A status a long poll stops at (a discount's `reserved` waits for its purchase).
     static func settled(_ status: String) -> Bool { ["completed", "failed", "released"].contains(status) }
 
     /// Streams every redemption of a coupon as CSV, a page at a time (never all in memory).
-    func exportCSV(code: String) async throws -> HTTPResponse {
+    func exportCSV(code: String, mode: Mode) async throws -> HTTPResponse {
         // The first page is fetched before answering, so an unknown coupon is a 404, not a broken stream.
-        let first = try await coupons.request(Coupons.Redemptions(code: code, limit: Coupons.Redemptions.maxLimit, cursor: nil, oldestFirst: true))
+        let first = try await coupons.request(Coupons.Redemptions(code: code, mode: mode, limit: Coupons.Redemptions.maxLimit, cursor: nil, oldestFirst: true))
         let client = coupons
         let logger = self.logger
         let filename = code.filter { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
@@ -153,7 +177,8 @@ extension Gateway {
                 guard await stream.write(Data(text.utf8)) else { return }
                 guard let next = page.nextCursor else { return }
                 do {
-                    page = try await client.request(Coupons.Redemptions(code: code, limit: Coupons.Redemptions.maxLimit, cursor: next, oldestFirst: true))
+                    page = try await client.request(Coupons.Redemptions(code: code, mode: mode, limit: Coupons.Redemptions.maxLimit, cursor: next,
+                                                                        oldestFirst: true))
                 } catch {
                     logger.error("csv export stopped", ["error": String(describing: error)])
                     return

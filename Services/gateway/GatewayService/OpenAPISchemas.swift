@@ -35,6 +35,11 @@ enum OpenAPISchemas {
         object(["data": array(ref(item)), "nextCursor": nullableString], required: ["data", "nextCursor"])
     }
     nonisolated(unsafe) static let platform: JSON = ["type": "string", "enum": ["ios", "android", "web"]]
+    nonisolated(unsafe) static let mode: JSON = ["type": "string", "enum": ["live", "test"]]
+    nonisolated(unsafe) static let environment: JSON = [
+        "type": "string", "enum": ["production", "sandbox"],
+        "description": "production (default) reaches the live coupon of a code both modes have, sandbox the test one; either reaches the only one there is",
+    ]
 
     nonisolated(unsafe) static let all: JSON = [
         "Error": object(["error": object(["code": string, "message": string, "field": string], required: ["code", "message"])], required: ["error"]),
@@ -57,7 +62,9 @@ enum OpenAPISchemas {
         "Session": object(["accessToken": string, "refreshToken": string, "expiresAt": time], required: ["accessToken", "refreshToken", "expiresAt"]),
         "AuthResult": object(["account": ref("Account"), "session": ref("Session")], required: ["account", "session"]),
         "ApiKeyInput": object(["name": string, "role": ["type": "string", "enum": ["admin", "support", "readonly"]],
-                               "mode": ["type": "string", "enum": ["live", "test"]]], required: ["name", "role", "mode"]),
+                               "mode": ["type": "string", "enum": ["live", "test"],
+                                        "description": "left out: the mode of the key making it; a test key makes test keys only (403)"]],
+                              required: ["name", "role"]),
         "ApiKey": object(["id": uuid, "prefix": string, "name": string, "role": string, "mode": string, "createdAt": time, "lastUsedAt": time],
                          required: ["id", "prefix", "name", "role", "mode", "createdAt"]),
         "CreatedApiKey": object(["id": uuid, "prefix": string, "name": string, "role": string, "mode": string, "createdAt": time,
@@ -82,12 +89,11 @@ enum OpenAPISchemas {
         "CouponPage": page("Coupon"),
         "PublicCoupon": object(["code": string, "kind": string, "percentOff": int, "amountOff": ref("Money"), "duration": ref("Duration"),
                                 "periodCount": int, "entitlementId": string], required: ["code", "kind", "duration"]),
-        "ValidateInput": object(["code": string, "platform": platform], required: ["code"]),
+        "ValidateInput": object(["code": string, "platform": platform, "environment": environment], required: ["code"]),
         "ValidateResult": object(["valid": bool, "reason": ["type": "string", "enum": ["notFound", "inactive", "notStarted", "expired", "exhausted",
                                                                                      "alreadyRedeemed", "notEligible", "notReady"]],
                                   "coupon": ref("PublicCoupon"), "eligibleProductIds": array(string)], required: ["valid", "eligibleProductIds"]),
-        "RedeemInput": object(["code": string, "productId": string, "platform": platform,
-                               "environment": ["type": "string", "enum": ["production", "sandbox"]]], required: ["code", "platform"]),
+        "RedeemInput": object(["code": string, "productId": string, "platform": platform, "environment": environment], required: ["code", "platform"]),
         "PurchaseInput": object(["pricePaid": ref("Money"), "storeTransactionId": string], required: ["pricePaid", "storeTransactionId"]),
         "Redemption": object(["redemptionId": uuid, "code": string,
                               "status": ["type": "string", "enum": ["reserved", "granting", "completed", "failed", "released"]],
@@ -102,10 +108,10 @@ enum OpenAPISchemas {
         "EntitlementList": object(["data": array(ref("Entitlement"))], required: ["data"]),
         "WebhookInput": object(["url": ["type": "string", "format": "uri"],
                                 "events": array(["type": "string", "enum": ["coupon.redeemed", "redemption.failed"]])], required: ["url", "events"]),
-        "Webhook": object(["id": uuid, "url": string, "events": array(string), "active": bool, "createdAt": time],
-                          required: ["id", "url", "events", "active", "createdAt"]),
-        "CreatedWebhook": object(["id": uuid, "url": string, "events": array(string), "active": bool, "createdAt": time, "secret": string],
-                                 required: ["id", "url", "events", "secret"]),
+        "Webhook": object(["id": uuid, "url": string, "events": array(string), "active": bool, "mode": mode, "createdAt": time],
+                          required: ["id", "url", "events", "active", "mode", "createdAt"]),
+        "CreatedWebhook": object(["id": uuid, "url": string, "events": array(string), "active": bool, "mode": mode, "createdAt": time, "secret": string],
+                                 required: ["id", "url", "events", "mode", "secret"]),
         "WebhookPage": page("Webhook"),
         "Delivery": object(["id": uuid, "webhookId": string, "type": string, "status": ["type": "string", "enum": ["pending", "delivered", "failed"]],
                             "attempts": int, "lastStatusCode": int, "lastError": string, "createdAt": time, "deliveredAt": time, "nextAttemptAt": time],

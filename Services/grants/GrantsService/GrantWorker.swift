@@ -196,7 +196,7 @@ final class GrantWorker: Sendable {
                     case .fail(let reason):
                         guard try GrantLedger.settle(tx, g, succeeded: false, reason: reason) else { continue }
                         try Webhooks.enqueue(tx, type: "redemption.failed", redemption: g.redemptionId,
-                                             data: WebhookData(g, status: "failed", reason: reason), sandbox: g.command.sandbox)
+                                             data: WebhookData(g, status: "failed", reason: reason), mode: g.command.couponMode)
                         settled.append(g.settled(status: "failed", reason: reason))
                     case .retry(let after, let reason):
                         try GrantLedger.retryLater(tx, g, after: retry.delay(afterAttempt: g.attempts, retryAfter: after, random: Double.random(in: 0..<1)), reason: reason)
@@ -260,7 +260,7 @@ final class GrantWorker: Sendable {
                     try Webhooks.enqueue(tx, type: "coupon.redeemed", redemption: g.redemptionId,
                                          data: WebhookData(g, status: "completed", reason: nil,
                                                            completedAt: completedAt[g.redemptionId.uppercasedString] ?? Date()),
-                                         sandbox: g.command.sandbox)
+                                         mode: g.command.couponMode)
                 }
             }
         } catch {

@@ -63,7 +63,7 @@ public final class GrantsService: BackendService {
         commands.on(RedemptionCompletedNotice.self) { [self] notice, _ in
             try await pool.transaction { tx in
                 try Webhooks.enqueue(tx, type: "coupon.redeemed", redemption: notice.redemption.redemptionId,
-                                     data: WebhookData(notice.redemption, coupon: notice.coupon), sandbox: notice.redemption.sandbox)
+                                     data: WebhookData(notice.redemption, coupon: notice.coupon), mode: notice.couponMode)
             }
             ack([notice.redemption.redemptionId], type: RedemptionCompletedNotice.type)
             events.publish(RedemptionsSettled([.init(redemptionId: notice.redemption.redemptionId, status: "completed")]))  // wakes long polls
@@ -138,17 +138,17 @@ public final class GrantsService: BackendService {
             }
             let secret = Webhooks.newSecret()
             let row = try await pool.query("""
-                INSERT INTO grants.webhook_endpoints (id, url, events, secret) VALUES ($1, $2, $3::text[], $4)
-                RETURNING id, url, events, active, created_at
-                """, [UUID.random(), url.absoluteString, PGArray(Array(Set(req.events)).sorted()), secret]).first!
+                INSERT INTO grants.webhook_endpoints (id, url, events, secret, mode) VALUES ($1, $2, $3::text[], $4, $5)
+                RETURNING id, url, events, active, mode, created_at
+                """, [UUID.random(), url.absoluteString, PGArray(Array(Set(req.events)).sorted()), secret, Mode.of(req.mode).rawValue]).first!
             return .init(endpoint: try Webhooks.endpointView(row), secret: secret)
         }
         r.on(Grants.ListWebhooks.self) { [self] req, _ in try await Webhooks.list(pool, req) }
         r.on(Grants.DeleteWebhook.self) { [self] req, _ in
             let row = try await pool.query("""
                 UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = 'deleted'
-                WHERE id = $1 AND disabled_reason IS DISTINCT FROM 'deleted' RETURNING id
-                """, [req.id]).first
+                WHERE id = $1 AND mode = $2 AND disabled_reason IS DISTINCT FROM 'deleted' RETURNING id
+                """, [req.id, Mode.of(req.mode).rawValue]).first
             guard row != nil else { throw ServiceError("notFound", "no such webhook") }
             return Empty()
         }

@@ -1,21 +1,23 @@
 import Foundation
 import Shared
 
-/// The webhook lists of SPEC §4.4, newest first, a page at a time (`Keyset`).
+/// The webhook lists of SPEC §4.4, newest first, a page at a time (`Keyset`), each of one mode:
+/// an endpoint of the other mode is not there (its deliveries are `notFound`).
 extension Webhooks {
     static func list(_ pool: PGPool, _ req: Grants.ListWebhooks) async throws -> Grants.ListWebhooks.Response {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
         let rows = try await pool.query("""
-            SELECT id, url, events, active, created_at, \(Keyset.micros("created_at")) AS created_us FROM grants.webhook_endpoints
-            WHERE disabled_reason IS DISTINCT FROM 'deleted' AND \(Keyset.condition(time: "created_at", id: "id", parameter: 1))
+            SELECT id, url, events, active, mode, created_at, \(Keyset.micros("created_at")) AS created_us FROM grants.webhook_endpoints
+            WHERE disabled_reason IS DISTINCT FROM 'deleted' AND mode = $4 AND \(Keyset.condition(time: "created_at", id: "id", parameter: 1))
             ORDER BY created_at DESC, id DESC LIMIT $3
-            """, [keyset.afterMicros, keyset.afterId, keyset.fetch]).rows
+            """, [keyset.afterMicros, keyset.afterId, keyset.fetch, Mode.of(req.mode).rawValue]).rows
         return try keyset.page(rows, micros: "created_us", endpointView)
     }
 
     static func deliveries(_ pool: PGPool, _ req: Grants.Deliveries) async throws -> Grants.Deliveries.Response {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
-        let exists = try await pool.query("SELECT 1 FROM grants.webhook_endpoints WHERE id = $1", [req.endpointId]).first
+        let exists = try await pool.query("SELECT 1 FROM grants.webhook_endpoints WHERE id = $1 AND mode = $2",
+                                          [req.endpointId, Mode.of(req.mode).rawValue]).first
         guard exists != nil else { throw ServiceError("notFound", "no such webhook") }
         let rows = try await pool.query("""
             SELECT id, webhook_id, type, status, attempts, last_status_code, last_error, created_at, delivered_at, next_attempt_at,

@@ -107,18 +107,21 @@ enum Webhooks {
 
     static func endpointView(_ row: PGRow) throws -> WebhookEndpointView {
         WebhookEndpointView(id: try row.decode("id"), url: try row.decode("url"), events: PGArray.parse(try row.decode("events")),
-                            active: try row.decode("active"), createdAt: try row.decode("created_at"))
+                            active: try row.decode("active"), mode: Mode(rawValue: try row.decode("mode")) ?? .live,
+                            createdAt: try row.decode("created_at"))
     }
 
-    /// Queues one delivery of an event to every active endpoint that takes it (in the caller's
-    /// transaction; a repeat of the same event adds nothing).
-    static func enqueue(_ tx: PGConnection, type: String, redemption: UUID, data: some Encodable, sandbox: Bool) throws {
+    /// Queues one delivery of an event to every active endpoint of `mode` (the mode of the
+    /// redemption's coupon) that takes it, in the caller's transaction; a repeat of the same event
+    /// adds nothing. A test coupon's event never reaches a live endpoint, nor a live one a test
+    /// endpoint.
+    static func enqueue(_ tx: PGConnection, type: String, redemption: UUID, data: some Encodable, mode: Mode) throws {
         let payload = String(decoding: try JSONEncoder.wire().encode(WebhookBody(type: type, timestamp: Date(), data: data)), as: UTF8.self)
         try tx.query("""
             INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
-            SELECT gen_random_uuid(), e.id, $1, $2, $3 FROM grants.webhook_endpoints e WHERE e.active AND $2 = ANY(e.events)
+            SELECT gen_random_uuid(), e.id, $1, $2, $3 FROM grants.webhook_endpoints e WHERE e.active AND $2 = ANY(e.events) AND e.mode = $4
             ON CONFLICT (endpoint_id, webhook_id) DO NOTHING
-            """, [eventId(type: type, redemption: redemption), type, payload])
+            """, [eventId(type: type, redemption: redemption), type, payload, mode.rawValue])
     }
 
     /// Whether any active endpoint takes `type` (so a batch with none skips the inserts).

@@ -183,7 +183,20 @@ public enum Role: String, Codable, Sendable, CaseIterable, Comparable {
     public static func < (a: Role, b: Role) -> Bool { a.rank < b.rank }
 }
 
-public enum Mode: String, Codable, Sendable { case live, test }
+/// Test mode and live mode are two worlds, as in Stripe (SPEC §4.7): every coupon, redemption,
+/// export and webhook belongs to one mode, and a key sees and changes only its own mode's. API keys
+/// are the one exception: a live key manages keys of both modes (how an operator gets test keys),
+/// a test key only test keys.
+public enum Mode: String, Codable, Sendable {
+    case live, test
+
+    /// Whether a key of this mode may make, list and revoke keys of mode `key`.
+    public func managesKeys(of key: Mode) -> Bool { self == .live || key == self }
+
+    /// The mode of an operator request: nil when the request comes from a gateway of an earlier
+    /// version, which did not send one; read as live, the mode of the bootstrap admin key.
+    public static func of(_ request: Mode?) -> Mode { request ?? .live }
+}
 
 /// An API key as listed: never the secret.
 public struct APIKeyView: Codable, Sendable, Equatable {
@@ -233,11 +246,15 @@ public enum APIKeys {
         }
         public var name: String
         public var role: Role
-        public var mode: Mode
-        public init(name: String, role: Role, mode: Mode) {
+        /// nil: the mode of the key making it.
+        public var mode: Mode?
+        /// The mode of the key making it (`Mode.of`): a test key makes test keys only.
+        public var callerMode: Mode?
+        public init(name: String, role: Role, mode: Mode?, callerMode: Mode) {
             self.name = name
             self.role = role
             self.mode = mode
+            self.callerMode = callerMode
         }
     }
 
@@ -248,17 +265,26 @@ public enum APIKeys {
         /// nil (a caller from before pages): the default page size.
         public var limit: Int?
         public var cursor: String?
-        public init(limit: Int, cursor: String?) {
+        /// The mode of the key asking (`Mode.of`): a test key lists test keys only.
+        public var callerMode: Mode?
+        public init(limit: Int, cursor: String?, callerMode: Mode) {
             self.limit = limit
             self.cursor = cursor
+            self.callerMode = callerMode
         }
     }
 
+    /// Revokes a key; `notFound` also for a key the caller's mode does not manage.
     public struct Revoke: BusRequest {
         public static let type = "apiKeys.revoke"
         public typealias Response = Empty
         public var id: UUID
-        public init(id: UUID) { self.id = id }
+        /// The mode of the key asking (`Mode.of`).
+        public var callerMode: Mode?
+        public init(id: UUID, callerMode: Mode) {
+            self.id = id
+            self.callerMode = callerMode
+        }
     }
 
     /// Resolves a secret key, by its SHA-256 (hex; the secret itself never crosses the bus), to

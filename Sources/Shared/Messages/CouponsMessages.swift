@@ -209,6 +209,16 @@ public enum Coupons {
         return code.trimmingCharacters(in: .whitespacesAndNewlines).uppercased()
     }
 
+    /// The mode whose coupon an end user's validation or redemption reaches when a code exists in
+    /// both: the live coupon in production, the test coupon in sandbox; the other only when the
+    /// preferred one does not exist. (End users have no mode; a test coupon's redemptions are
+    /// always sandbox.)
+    public static func preferredMode(sandbox: Bool) -> Mode { sandbox ? .test : .live }
+
+    /// The key that validations and reservations are gathered into batches by: one batch reaches
+    /// one coupon, so the code and the environment that picks between its modes.
+    public static func batchKey(code: String, sandbox: Bool) -> String { (sandbox ? "s:" : "p:") + normalizeCode(code) }
+
     public struct Create: BusRequest {
         public static let type = "coupons.create"
         public typealias Response = CouponView
@@ -228,18 +238,26 @@ public enum Coupons {
         public var active: Bool?
         public var limit: Int
         public var cursor: String?
-        public init(active: Bool?, limit: Int, cursor: String?) {
+        /// Only this mode's coupons (`Mode.of`).
+        public var mode: Mode?
+        public init(active: Bool?, limit: Int, cursor: String?, mode: Mode) {
             self.active = active
             self.limit = limit
             self.cursor = cursor
+            self.mode = mode
         }
     }
 
+    /// The coupon of a code in one mode (`Mode.of`); `notFound` when only the other mode has one.
     public struct Get: BusRequest {
         public static let type = "coupons.get"
         public typealias Response = CouponView
         public var code: String
-        public init(code: String) { self.code = code }
+        public var mode: Mode?
+        public init(code: String, mode: Mode) {
+            self.code = code
+            self.mode = mode
+        }
     }
 
     public struct Patch: BusRequest {
@@ -251,8 +269,11 @@ public enum Coupons {
         public var expiresAt: Date?
         /// Fields sent as `null`, to remove: `maxRedemptions` (no cap) and `expiresAt` (no end).
         public var removing: [String]?
-        public init(code: String, active: Bool?, maxRedemptions: Int?, expiresAt: Date?, removing: [String]? = nil) {
+        /// The coupon of this mode (`Mode.of`).
+        public var mode: Mode?
+        public init(code: String, mode: Mode, active: Bool?, maxRedemptions: Int?, expiresAt: Date?, removing: [String]? = nil) {
             self.code = code
+            self.mode = mode
             self.active = active
             self.maxRedemptions = maxRedemptions
             self.expiresAt = expiresAt
@@ -270,8 +291,11 @@ public enum Coupons {
         public var cursor: String?
         /// Oldest first (exports) instead of newest first (pages).
         public var oldestFirst: Bool
-        public init(code: String, limit: Int, cursor: String?, oldestFirst: Bool = false) {
+        /// The coupon of this mode (`Mode.of`).
+        public var mode: Mode?
+        public init(code: String, mode: Mode, limit: Int, cursor: String?, oldestFirst: Bool = false) {
             self.code = code
+            self.mode = mode
             self.limit = limit
             self.cursor = cursor
             self.oldestFirst = oldestFirst
@@ -329,10 +353,14 @@ public enum Coupons {
         public var accountId: UUID
         public var code: String
         public var platform: String?
-        public init(accountId: UUID, code: String, platform: String?) {
+        /// `environment: "sandbox"`: picks the test coupon of a code both modes have
+        /// (`preferredMode`). nil (earlier gateways): production.
+        public var sandbox: Bool?
+        public init(accountId: UUID, code: String, platform: String?, sandbox: Bool = false) {
             self.accountId = accountId
             self.code = code
             self.platform = platform
+            self.sandbox = sandbox
         }
     }
 
@@ -391,15 +419,23 @@ public enum Coupons {
         public static func answers(in response: Response) -> [Result<Redeem.Response, any Error>] { response.answers.map(\.result) }
     }
 
-    /// One redemption; `accountId` nil for operators, else it must own it (`notFound` otherwise).
+    /// One redemption; `accountId` nil for operators, whose key's `mode` (`Mode.of`) must be its
+    /// coupon's, else the account must own it (`notFound` otherwise).
     public struct GetRedemption: BusRequest {
         public static let type = "coupons.getRedemption"
         public typealias Response = RedemptionView
         public var id: UUID
         public var accountId: UUID?
-        public init(id: UUID, accountId: UUID?) {
+        public var mode: Mode?
+        /// An end user's read: `accountId` must own it.
+        public init(id: UUID, accountId: UUID) {
             self.id = id
             self.accountId = accountId
+        }
+        /// An operator's read, with a key of `mode`.
+        public init(id: UUID, mode: Mode) {
+            self.id = id
+            self.mode = mode
         }
     }
 
@@ -418,14 +454,17 @@ public enum Coupons {
         }
     }
 
+    /// An operator confirms a purchase; `notFound` unless the redemption's coupon is of `mode` (`Mode.of`).
     public struct Purchase: BusRequest {
         public static let type = "coupons.purchase"
         public typealias Response = RedemptionView
         public var id: UUID
         public var pricePaid: Money
         public var storeTransactionId: String
-        public init(id: UUID, pricePaid: Money, storeTransactionId: String) {
+        public var mode: Mode?
+        public init(id: UUID, mode: Mode, pricePaid: Money, storeTransactionId: String) {
             self.id = id
+            self.mode = mode
             self.pricePaid = pricePaid
             self.storeTransactionId = storeTransactionId
         }

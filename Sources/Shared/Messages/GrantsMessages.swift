@@ -16,8 +16,10 @@ public struct GrantCommand: BusRequest, Equatable {
     public var platform: String
     public var productId: String?
     public var reservedAt: Date
+    /// The mode of the redemption's coupon: its webhooks go to that mode's endpoints only.
+    public var mode: Mode?
     public init(redemptionId: UUID, accountId: UUID, appUserId: String, entitlementId: String, duration: CouponDuration, sandbox: Bool,
-                coupon: PublicCoupon, platform: String, productId: String?, reservedAt: Date) {
+                coupon: PublicCoupon, platform: String, productId: String?, reservedAt: Date, mode: Mode) {
         self.redemptionId = redemptionId
         self.accountId = accountId
         self.appUserId = appUserId
@@ -28,7 +30,13 @@ public struct GrantCommand: BusRequest, Equatable {
         self.platform = platform
         self.productId = productId
         self.reservedAt = reservedAt
+        self.mode = mode
     }
+
+    /// The coupon's mode. Commands of earlier versions carry none (coupons adds it to those still
+    /// in its outbox, migration 10; grants may hold a few): a live redemption is of a live coupon,
+    /// and a sandbox one is taken as test, so that it never reaches a live endpoint.
+    public var couponMode: Mode { mode ?? (sandbox ? .test : .live) }
 }
 
 /// A discount redemption was completed by its store purchase: grants sends its webhook
@@ -38,10 +46,16 @@ public struct RedemptionCompletedNotice: BusRequest, Equatable {
     public typealias Response = Empty
     public var redemption: RedemptionView
     public var coupon: PublicCoupon
-    public init(redemption: RedemptionView, coupon: PublicCoupon) {
+    /// The coupon's mode: the webhook goes to that mode's endpoints only.
+    public var mode: Mode?
+    public init(redemption: RedemptionView, coupon: PublicCoupon, mode: Mode) {
         self.redemption = redemption
         self.coupon = coupon
+        self.mode = mode
     }
+
+    /// The coupon's mode, for notices of earlier versions too (as `GrantCommand.couponMode`).
+    public var couponMode: Mode { mode ?? (redemption.sandbox ? .test : .live) }
 }
 
 /// Grants tells coupons which outbox messages it has safely stored.
@@ -95,13 +109,26 @@ public struct WebhookEndpointView: Codable, Sendable {
     public var url: String
     public var events: [String]
     public var active: Bool
+    /// The mode of the key that made it: it gets the events of that mode's coupons only.
+    public var mode: Mode
     public var createdAt: Date
-    public init(id: UUID, url: String, events: [String], active: Bool, createdAt: Date) {
+    public init(id: UUID, url: String, events: [String], active: Bool, mode: Mode, createdAt: Date) {
         self.id = id
         self.url = url
         self.events = events
         self.active = active
+        self.mode = mode
         self.createdAt = createdAt
+    }
+
+    private enum CodingKeys: String, CodingKey { case id, url, events, active, mode, createdAt }
+
+    /// A grants of an earlier version sends no mode: its endpoints were all live.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(id: try c.decode(UUID.self, forKey: .id), url: try c.decode(String.self, forKey: .url),
+                  events: try c.decode([String].self, forKey: .events), active: try c.decode(Bool.self, forKey: .active),
+                  mode: try c.decodeIfPresent(Mode.self, forKey: .mode) ?? .live, createdAt: try c.decode(Date.self, forKey: .createdAt))
     }
 }
 
@@ -147,41 +174,54 @@ public enum Grants {
         }
         public var url: String
         public var events: [String]
-        public init(url: String, events: [String]) {
+        /// The endpoint's mode: the creating key's (`Mode.of`).
+        public var mode: Mode?
+        public init(url: String, events: [String], mode: Mode) {
             self.url = url
             self.events = events
+            self.mode = mode
         }
     }
 
-    /// The endpoints not deleted, newest first, a page at a time (`Keyset`).
+    /// The endpoints of one mode (`Mode.of`) not deleted, newest first, a page at a time (`Keyset`).
     public struct ListWebhooks: BusRequest {
         public static let type = "grants.listWebhooks"
         public typealias Response = Page<WebhookEndpointView>
         /// nil (a caller from before pages): the default page size.
         public var limit: Int?
         public var cursor: String?
-        public init(limit: Int, cursor: String?) {
+        public var mode: Mode?
+        public init(limit: Int, cursor: String?, mode: Mode) {
             self.limit = limit
             self.cursor = cursor
+            self.mode = mode
         }
     }
 
+    /// Deletes an endpoint of `mode` (`Mode.of`); `notFound` for one of the other mode.
     public struct DeleteWebhook: BusRequest {
         public static let type = "grants.deleteWebhook"
         public typealias Response = Empty
         public var id: UUID
-        public init(id: UUID) { self.id = id }
+        public var mode: Mode?
+        public init(id: UUID, mode: Mode) {
+            self.id = id
+            self.mode = mode
+        }
     }
 
-    /// An endpoint's deliveries, newest first, a page at a time (`Keyset`).
+    /// An endpoint's deliveries, newest first, a page at a time (`Keyset`); `notFound` for an
+    /// endpoint of the other mode (`Mode.of`).
     public struct Deliveries: BusRequest {
         public static let type = "grants.deliveries"
         public typealias Response = Page<WebhookDeliveryView>
         public var endpointId: UUID
         public var limit: Int
         public var cursor: String?
-        public init(endpointId: UUID, limit: Int, cursor: String?) {
+        public var mode: Mode?
+        public init(endpointId: UUID, mode: Mode, limit: Int, cursor: String?) {
             self.endpointId = endpointId
+            self.mode = mode
             self.limit = limit
             self.cursor = cursor
         }
