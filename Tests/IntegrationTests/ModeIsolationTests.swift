@@ -7,28 +7,24 @@ import Shared
 /// its own mode's coupons, redemptions, exports and webhooks, and a test key only test keys. Every
 /// operator route is tried with a key of the other mode, whose answer is 404 or a list without the
 /// other mode's objects. Tests run in name order.
-final class ModeIsolationTests: XCTestCase {
+final class ModeIsolationTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var minter: TokenMinter!
     nonisolated(unsafe) static var liveHooks: WebhookReceiver!
     nonisolated(unsafe) static var testHooks: WebhookReceiver!
 
-    override class func setUp() {
-        super.setUp()
-        do {
-            liveHooks = try WebhookReceiver()
-            testHooks = try WebhookReceiver()
-        } catch { fatalError("no webhook receivers: \(error)") }
-        stack = Stack.forSuite(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1", "REDEEM_WEBHOOK_RETRY_SCHEDULE": "1,1,1"])
-        do { minter = try stack.minter() } catch { fatalError("no token minter: \(error)") }
+    override class func startSuite() throws {
+        liveHooks = try WebhookReceiver()
+        testHooks = try WebhookReceiver()
+        stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1", "REDEEM_WEBHOOK_RETRY_SCHEDULE": "1,1,1"])
+        minter = try stack.minter()
     }
 
-    override class func tearDown() {
+    override class func stopSuite() {
         stack?.stop()
         let done = DispatchSemaphore(value: 0)
         Task { await liveHooks?.stop(); await testHooks?.stop(); done.signal() }
         done.wait()
-        super.tearDown()
     }
 
     var client: HTTPClient { Self.stack.client }
