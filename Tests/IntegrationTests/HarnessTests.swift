@@ -6,7 +6,8 @@ import Glibc
 #endif
 
 /// The test harness itself: ports never handed out twice, a stack that cannot start fails fast and
-/// says why, and a suite whose start fails fails alone.
+/// says why, and a suite whose start fails fails alone. Child processes and stack starts block, so
+/// they run off the cooperative pool (`offThePool`), where they would stall every other test.
 @Suite struct HarnessTests {
     /// Stacks starting side by side each ask for their ports at once; no port may reach two of them
     /// (one run gave the gateway and the accounts events socket the same port).
@@ -18,7 +19,9 @@ import Glibc
         let callers = 8, each = 11
         let answers = try await withThrowingTaskGroup(of: [Int].self) { group in
             for _ in 0..<callers {
-                group.addTask { try Subprocess.run(script, [String(each)], environment: env).split(separator: "\n").compactMap { Int($0) } }
+                group.addTask {
+                    try await offThePool { try Subprocess.run(script, [String(each)], environment: env) }.split(separator: "\n").compactMap { Int($0) }
+                }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
@@ -33,17 +36,19 @@ import Glibc
 
     /// A service that dies at once (here the gateway, whose port is taken) ends the start within
     /// seconds, naming the service and quoting its log, instead of after the whole readiness wait.
-    @Test func aStackWhoseServiceDiesFailsAtOnceWithItsLog() throws {
-        let port = try Project.freePort()
+    @Test func aStackWhoseServiceDiesFailsAtOnceWithItsLog() async throws {
+        let port = try await offThePool { try Project.freePort() }
         let held = try ListeningSocket(port: port)
         defer { held.close() }
         let began = Date()
-        var failure: String?
-        do {
-            let stack = try Stack(environment: ["REDEEM_HTTP_PORT": String(port), "REDEEM_READY_SECONDS": "300"], timeoutSeconds: 400)
-            stack.stop()
-        } catch {
-            failure = String(describing: error)
+        let failure: String? = try await offThePool {
+            do {
+                let stack = try Stack(environment: ["REDEEM_HTTP_PORT": String(port), "REDEEM_READY_SECONDS": "300"], timeoutSeconds: 400)
+                stack.stop()
+                return nil
+            } catch {
+                return String(describing: error)
+            }
         }
         let message = try #require(failure, "the stack started although its gateway port was taken")
         // The readiness wait is 300 s: a start that noticed the death ends far sooner.
@@ -54,11 +59,11 @@ import Glibc
 
     /// With everything installed (the test command installed it before the build), setup only
     /// looks: no `apt-get`, no `pip`. Stand-ins for them on the PATH record any call.
-    @Test func setupReachesNoRegistryWhenNothingIsMissing() throws {
+    @Test func setupReachesNoRegistryWhenNothingIsMissing() async throws {
         let dir = try Project.temporaryDirectory("shims")
         defer { try? FileManager.default.removeItem(at: dir) }
         let calls = dir.appendingPathComponent("calls").path
-        let python = try Subprocess.run("/bin/sh", ["-c", "command -v python3"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let python = try await offThePool { try Subprocess.run("/bin/sh", ["-c", "command -v python3"]) }.trimmingCharacters(in: .whitespacesAndNewlines)
         let shims = [
             "apt-get": "echo \"apt-get $*\" >> \(calls); exit 1",
             "apt": "echo \"apt $*\" >> \(calls); exit 1",
@@ -74,7 +79,9 @@ import Glibc
         }
         var env = ProcessInfo.processInfo.environment
         env["PATH"] = dir.path + ":" + (env["PATH"] ?? "/usr/bin:/bin")
-        try Subprocess.run("/bin/bash", [Project.root.appendingPathComponent("scripts/setup").path], environment: env)
+        let setup = Project.root.appendingPathComponent("scripts/setup").path
+        let environment = env
+        _ = try await offThePool { try Subprocess.run("/bin/bash", [setup], environment: environment) }
         let recorded = (try? String(contentsOfFile: calls, encoding: .utf8)) ?? ""
         #expect(recorded.isEmpty, "setup called a package manager: \(recorded)")
     }
