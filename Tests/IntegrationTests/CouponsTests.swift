@@ -526,9 +526,9 @@ final class CouponsTests: StackTestCase {
         let context = ZMQContext()
         let coupons = try BusClient(context: context, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
         defer { coupons.stop() }
-        let asked: [(TokenMinter.User, String, String?)] = [
-            (holder, open, "alreadyRedeemed"), (other, open, nil), (holder, newOnly, "notEligible"),
-            (other, "NO-SUCH-CODE", "notFound"), (other, newOnly.lowercased(), nil), (holder, open, "alreadyRedeemed"),
+        let asked: [(TokenMinter.User, String, RefusalReason?)] = [
+            (holder, open, .alreadyRedeemed), (other, open, nil), (holder, newOnly, .notEligible),
+            (other, "NO-SUCH-CODE", .notFound), (other, newOnly.lowercased(), nil), (holder, open, .alreadyRedeemed),
         ]
         let results = await coupons.requestBatch(asked.map { Coupons.Validate(accountId: $0.0.accountId, code: $0.1, platform: "web") },
                                                  as: Coupons.ValidateMany.self)
@@ -557,7 +557,7 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(try twin.redemption?.decoded().redemptionId, try first.redemption?.decoded().redemptionId)
         XCTAssertTrue(third.created)
         XCTAssertThrowsError(try results[1].get()) { XCTAssertEqual(($0 as? ServiceError)?.field, "productId") }
-        XCTAssertEqual(try results[2].get().refusal, "notFound")
+        XCTAssertEqual(try results[2].get().refusal, .notFound)
         XCTAssertThrowsError(try results[3].get()) { XCTAssertEqual(($0 as? ServiceError)?.field, "platform") }
     }
 

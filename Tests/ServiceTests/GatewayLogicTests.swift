@@ -4,6 +4,23 @@ import Testing
 @testable import Shared
 
 @Suite struct GatewayLogicTests {
+    /// Service errors reach HTTP through one exhaustive mapping. A code the gateway does not know
+    /// (from a newer service) is a 500 without its text, never the quiet 422 the string table gave.
+    @Test func serviceErrorsMapToTheirStatusAndAnUnknownCodeIs500() throws {
+        let request = HTTPRequest(method: "GET", path: "/")
+        let expected: [ErrorCode: Int] = [.notIdentified: 401, .forbidden: 403, .notFound: 404, .codeInUse: 409, .invalidState: 409,
+                                          .invalid: 422, .storeLimit: 422, .rateLimited: 429, .unavailable: 503, .timeout: 504, .internal: 500]
+        for (code, status) in expected {
+            #expect(GatewayErrors.response(for: ServiceError(code, "why", field: "f"), request: request).status == status, "\(code)")
+        }
+        for code in ErrorCode.allCases { #expect((400...599).contains(GatewayErrors.status(of: code))) }
+        let unknown = try JSONDecoder().decode(ServiceError.self, from: Data(#"{"code": "somethingNew", "message": "a secret detail"}"#.utf8))
+        #expect(unknown.code == .internal)
+        let answer = GatewayErrors.response(for: unknown, request: request)
+        #expect(answer.status == 500)
+        #expect(!String(decoding: answer.body, as: UTF8.self).contains("a secret detail"))
+    }
+
     /// A batch gets what its oldest request has left of the bus timeout, not a whole one more.
     /// The contrast is wide (0.5 s left against a 60 s timeout, bound 20 s) so that a busy machine
     /// stalling the test for seconds cannot make it fail, and a broken deadline still does.
@@ -26,14 +43,14 @@ import Testing
         let results = await Gateway.send([Queued(item, since: began - timeout + .milliseconds(500)), Queued(item)],
                                          as: Coupons.ValidateMany.self, via: client, within: timeout)
         #expect(ContinuousClock.now - began < .seconds(20))
-        func code(_ r: Result<Coupons.Validate.Response, any Error>?) -> String? {
+        func code(_ r: Result<Coupons.Validate.Response, any Error>?) -> ErrorCode? {
             guard case .failure(let e)? = r else { return nil }
             return (e as? ServiceError)?.code
         }
-        #expect(results.count == 2 && results.allSatisfy { code($0) == "timeout" })
+        #expect(results.count == 2 && results.allSatisfy { code($0) == .timeout })
         let expired = await Gateway.send([Queued(item, since: began - timeout - .seconds(1))], as: Coupons.ValidateMany.self,
                                          via: client, within: timeout)
-        #expect(code(expired.first) == "timeout")
+        #expect(code(expired.first) == .timeout)
     }
 
     @Test func waitIsAtMost30HoweverLargeTheNumber() throws {

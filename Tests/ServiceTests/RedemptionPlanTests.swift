@@ -43,7 +43,7 @@ import TestSupport
                 let validations = try RedemptionStore.validateBatch(c, accounts.map { Coupons.Validate(accountId: $0, code: "PLAN", platform: "web") }, now: Date())
                 return [try c.prepared("held_by_account", RedemptionStore.BatchSQL.heldByAccount, [array]).rows.count,
                         try c.prepared("veterans_by_account", RedemptionStore.BatchSQL.veteransByAccount, [array]).rows.count,
-                        validations.filter { $0.reason == "alreadyRedeemed" }.count]
+                        validations.filter { $0.reason == .alreadyRedeemed }.count]
             }
             func complete(_ ids: [UUID]) throws {
                 try RedemptionStore.completeMany(c, ids.map { .init(redemptionId: $0, entitlement: .init(entitlementId: "pro", expiresAt: Date())) })

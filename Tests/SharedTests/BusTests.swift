@@ -49,7 +49,7 @@ final class InFlight: Sendable {
             #expect(ctx.deadline != nil)
             return .init(text: req.text + "!")
         }
-        router.on(Fail.self) { _, _ in throw ServiceError("codeInUse", "taken", field: "code") }
+        router.on(Fail.self) { _, _ in throw ServiceError(.codeInUse, "taken", field: "code") }
         return try BusServer(context: context, bind: [endpoint], router: router, logger: logger)
     }
 
@@ -78,7 +78,7 @@ final class InFlight: Sendable {
         defer { s.stop() }
         let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
         defer { client.stop() }
-        await #expect(throws: ServiceError("codeInUse", "taken", field: "code")) { try await client.request(Fail()) }
+        await #expect(throws: ServiceError(.codeInUse, "taken", field: "code")) { try await client.request(Fail()) }
     }
 
     @Test func aLateReplyIsATimeoutAndIsDropped() async throws {
@@ -122,10 +122,10 @@ final class InFlight: Sendable {
         }
         // Connected first: an undecodable frame that can't be sent yet is not retried.
         #expect(try await client.request(Echo(text: "hello")).text == "hello!")
-        #expect(try await reply("garbage{", id: "")?.code == "malformedMessage")
-        #expect(try await reply(#"{"v":1,"id":"a1","type":"no.such","body":{}}"#, id: "a1")?.code == "unknownMessageType")
-        #expect(try await reply(#"{"v":9,"id":"a2","type":"test.echo","body":{"text":"x"}}"#, id: "a2")?.code == "unsupportedVersion")
-        #expect(try await reply(#"{"v":1,"id":"a3","type":"test.echo","body":{"txt":1}}"#, id: "a3")?.code == "malformedMessage")
+        #expect(try await reply("garbage{", id: "")?.code == .malformedMessage)
+        #expect(try await reply(#"{"v":1,"id":"a1","type":"no.such","body":{}}"#, id: "a1")?.code == .unknownMessageType)
+        #expect(try await reply(#"{"v":9,"id":"a2","type":"test.echo","body":{"text":"x"}}"#, id: "a2")?.code == .unsupportedVersion)
+        #expect(try await reply(#"{"v":1,"id":"a3","type":"test.echo","body":{"txt":1}}"#, id: "a3")?.code == .malformedMessage)
         // And the server still answers.
         #expect(try await client.request(Echo(text: "ok")).text == "ok!")
     }
@@ -195,7 +195,7 @@ final class InFlight: Sendable {
         defer { s.stop() }
         let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
         defer { client.stop() }
-        for (text, code) in [("down", "unavailable"), ("closed", "unavailable"), ("other", "internal")] {
+        for (text, code) in [("down", ErrorCode.unavailable), ("closed", .unavailable), ("other", .internal)] {
             do {
                 _ = try await client.request(Echo(text: text))
                 Issue.record("\(text) answered")
@@ -227,7 +227,7 @@ final class InFlight: Sendable {
             _ = try await client.request(Echo(text: "late"), timeout: .seconds(30))
             Issue.record("a request during the drain was handled")
         } catch let e as ServiceError {
-            #expect(e.code == "unavailable")
+            #expect(e.code == .unavailable)
             #expect(ContinuousClock.now - began < .seconds(10), "refused at once")
         }
         #expect(try await first.text == "in progress!")

@@ -33,7 +33,7 @@ import TestSupport
             #expect(throws: KeysetCursor.invalid) { try Keyset(limit: 20, cursor: text) }
         }
         #expect(KeysetCursor.invalid.field == "cursor")
-        #expect(KeysetCursor.invalid.code == "invalid")
+        #expect(KeysetCursor.invalid.code == .invalid)
     }
 
     @Test func theLimitIsOneToOneHundredAndTwentyByDefault() throws {
@@ -41,7 +41,7 @@ import TestSupport
         #expect(try Keyset(limit: 1, cursor: nil).fetch == 2)
         #expect(try Keyset(limit: 100, cursor: nil).limit == 100)
         for n in [0, -1, 101, Int.max] {
-            #expect(throws: ServiceError("invalid", "limit must be a whole number from 1 to 100", field: "limit")) {
+            #expect(throws: ServiceError(.invalid, "limit must be a whole number from 1 to 100", field: "limit")) {
                 try Keyset(limit: n, cursor: nil)
             }
         }

@@ -79,7 +79,7 @@ struct Show: BusRequest {
 
     /// The validate answer keeps the shape earlier versions speak unless the caller reads frames.
     @Test func aValidateAnswerSpeaksBothShapes() throws {
-        let answer = Coupons.Validate.Answer(valid: false, reason: "expired", coupon: nil, eligibleProductIds: ["pro"])
+        let answer = Coupons.Validate.Answer(valid: false, reason: .expired, coupon: nil, eligibleProductIds: ["pro"])
         let response = try Coupons.Validate.Response(answer)
         let reply = ReplyEnvelope(v: 1, id: "r1", body: response, error: nil)
         let wire = try JSONEncoder.wire().encode(answer)
@@ -88,7 +88,7 @@ struct Show: BusRequest {
         #expect(framed.count == 2)
         #expect(framed[1] == wire)
         let back = try JSONDecoder.busFrames(ReplyEnvelope<Coupons.Validate.Response>.self, from: framed)
-        #expect(back.body?.reason == "expired")
+        #expect(back.body?.reason == .expired)
         #expect(back.body?.answer.bytes == wire)
 
         // Inline: the fields of the answer itself, as an earlier gateway decodes them...
@@ -101,7 +101,7 @@ struct Show: BusRequest {
         #expect(body["answer"] == nil)
         // ...and what an earlier coupons sends reads as the same answer.
         let fromOld = try JSONDecoder.busFrames(ReplyEnvelope<Coupons.Validate.Response>.self, from: [inline])
-        #expect(fromOld.body?.reason == "expired")
+        #expect(fromOld.body?.reason == .expired)
         #expect(fromOld.body?.answer.bytes == wire)
     }
 
@@ -109,7 +109,7 @@ struct Show: BusRequest {
     /// each item still reads its own answer, and a different body gets a frame of its own.
     @Test func aBatchCarriesEachDistinctBodyOnce() throws {
         let valid = try Coupons.Validate.Response(.init(valid: true, reason: nil, coupon: nil, eligibleProductIds: ["pro"]))
-        let refused = try Coupons.Validate.Response(.init(valid: false, reason: "alreadyRedeemed", coupon: nil, eligibleProductIds: ["pro"]))
+        let refused = try Coupons.Validate.Response(.init(valid: false, reason: .alreadyRedeemed, coupon: nil, eligibleProductIds: ["pro"]))
         let items = [valid, valid, refused, valid, refused]
         let reply = ReplyEnvelope(v: 1, id: "r1", body: Coupons.ValidateMany.Response(answers: items), error: nil)
         let framed = try JSONEncoder.busFrames(reply)

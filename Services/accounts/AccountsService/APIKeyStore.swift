@@ -10,10 +10,10 @@ enum APIKeyStore {
     static func create(_ pool: PGPool, name: String, role: Role, mode: Mode?, by caller: Mode) async throws -> APIKeys.Create.Response {
         let mode = mode ?? caller
         guard caller.managesKeys(of: mode) else {
-            throw ServiceError("forbidden", "a \(caller.rawValue) key can't make \(mode.rawValue) keys", field: "mode")
+            throw ServiceError(.forbidden, "a \(caller.rawValue) key can't make \(mode.rawValue) keys", field: "mode")
         }
         let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...100).contains(trimmed.count) else { throw ServiceError("invalid", "name must be 1 to 100 characters", field: "name") }
+        guard (1...100).contains(trimmed.count) else { throw ServiceError(.invalid, "name must be 1 to 100 characters", field: "name") }
         let secret = APIKeySecret.generate(mode: mode)
         let view = try await insert(pool, secret: secret, name: trimmed, role: role)
         return .init(apiKey: view, key: secret)
@@ -23,7 +23,7 @@ enum APIKeyStore {
     /// revoked one) is kept as it is.
     @discardableResult
     static func insert(_ pool: PGPool, secret: String, name: String, role: Role) async throws -> APIKeyView {
-        guard let mode = APIKeySecret.mode(of: secret) else { throw ServiceError("invalid", "not a secret key", field: "key") }
+        guard let mode = APIKeySecret.mode(of: secret) else { throw ServiceError(.invalid, "not a secret key", field: "key") }
         let id = UUID.random()
         let row = try await pool.query("""
             INSERT INTO accounts.api_keys (id, key_hash, prefix, name, role, mode) VALUES ($1, $2, $3, $4, $5, $6)
@@ -52,11 +52,11 @@ enum APIKeyStore {
         let row = try await pool.query("""
             UPDATE accounts.api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL AND ($2::text IS NULL OR mode = $2::text) RETURNING id
             """, [id, managed(by: caller)]).first
-        guard row != nil else { throw ServiceError("notFound", "no such API key") }
+        guard row != nil else { throw ServiceError(.notFound, "no such API key") }
     }
 
     static func authenticate(_ pool: PGPool, keyHash: String) async throws -> APIKeys.Authenticate.Response {
-        let invalid = ServiceError("invalidToken", "the API key is not valid")
+        let invalid = ServiceError(.invalidToken, "the API key is not valid")
         guard keyHash.count == 64, let given = hexBytes(keyHash) else { throw invalid }
         guard let row = try await pool.query("""
             SELECT id, key_hash, role, mode, last_used_at FROM accounts.api_keys WHERE key_hash = $1 AND revoked_at IS NULL

@@ -13,20 +13,20 @@ enum AccountRules {
         guard e.count <= 254, parts.count == 2, !parts[0].isEmpty, parts[1].contains("."),
               !parts[1].hasPrefix("."), !parts[1].hasSuffix("."), !parts[1].contains(".."),
               !e.contains(where: { $0.isWhitespace || $0.isNewline || $0 == "<" || $0 == ">" }) else {
-            throw ServiceError("invalid", "email is not a valid email address", field: field)
+            throw ServiceError(.invalid, "email is not a valid email address", field: field)
         }
         return e
     }
 
     static func checkPassword(_ password: String) throws {
         guard password.count >= minimumPasswordLength else {
-            throw ServiceError("weakPassword", "the password needs at least \(minimumPasswordLength) characters", field: "password")
+            throw ServiceError(.weakPassword, "the password needs at least \(minimumPasswordLength) characters", field: "password")
         }
         guard password.utf8.count <= maximumPasswordLength else {
-            throw ServiceError("invalid", "the password is longer than \(maximumPasswordLength) bytes", field: "password")
+            throw ServiceError(.invalid, "the password is longer than \(maximumPasswordLength) bytes", field: "password")
         }
         guard !CommonPasswords.contains(password), !CommonPasswords.isPredictable(password) else {
-            throw ServiceError("weakPassword", "this password is among the most common ones; choose another", field: "password")
+            throw ServiceError(.weakPassword, "this password is among the most common ones; choose another", field: "password")
         }
     }
 
@@ -58,21 +58,21 @@ enum AccountRules {
     /// A CloudKit record name usable as an `appUserId`: 1–100 characters, no `/`, not reserved.
     static func checkRecordName(_ name: String, field: String) throws -> String {
         guard !name.isEmpty, name.count <= 100 else {
-            throw ServiceError("invalid", "\(field) must be 1 to 100 characters", field: field)
+            throw ServiceError(.invalid, "\(field) must be 1 to 100 characters", field: field)
         }
         guard !name.contains("/") else {
-            throw ServiceError("invalid", "\(field) must not contain /", field: field)
+            throw ServiceError(.invalid, "\(field) must not contain /", field: field)
         }
         guard !blockedUserIds.contains(name.lowercased()), !name.hasPrefix("$RCAnonymousID:") else {
-            throw ServiceError("invalid", "\(field) is a value RevenueCat does not accept as an App User ID", field: field)
+            throw ServiceError(.invalid, "\(field) is a value RevenueCat does not accept as an App User ID", field: field)
         }
         guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw ServiceError("invalid", "\(field) contains control characters", field: field)
+            throw ServiceError(.invalid, "\(field) contains control characters", field: field)
         }
         // A record name is an identifier: blank or padded text is a client's mistake, and would
         // become an App User ID nobody can type back.
         guard name.first?.isWhitespace == false, name.last?.isWhitespace == false else {
-            throw ServiceError("invalid", "\(field) must not be blank or begin or end with white space", field: field)
+            throw ServiceError(.invalid, "\(field) must not be blank or begin or end with white space", field: field)
         }
         return name
     }

@@ -33,16 +33,16 @@ enum AccountStore {
                 ON CONFLICT (value) DO NOTHING RETURNING account_id
                 """, [recordName, account]).first
         } catch let e as PGError where e.sqlState == "23503" {
-            throw ServiceError("notFound", "no such account")  // a token outliving its account
+            throw ServiceError(.notFound, "no such account")  // a token outliving its account
         }
         if inserted == nil {
             let owner = try tx.query("SELECT account_id FROM accounts.user_ids WHERE value = $1", [recordName]).first
             guard let owner, try owner.decode("account_id", as: UUID.self) == account else {
-                throw ServiceError("recordNameInUse", "this CloudKit record name belongs to another account", field: "recordName")
+                throw ServiceError(.recordNameInUse, "this CloudKit record name belongs to another account", field: "recordName")
             }
         }
         guard let row = try tx.query("SELECT app_user_id FROM accounts.accounts WHERE id = $1", [account]).first else {
-            throw ServiceError("notFound", "no such account")
+            throw ServiceError(.notFound, "no such account")
         }
         return try row.decode("app_user_id", as: String.self)
     }
@@ -54,7 +54,7 @@ enum AccountStore {
 
     static func view(_ c: PGConnection, account: UUID) throws -> AccountView {
         guard let row = try c.query("SELECT id, email, app_user_id, created_at FROM accounts.accounts WHERE id = $1", [account]).first else {
-            throw ServiceError("notFound", "no such account")
+            throw ServiceError(.notFound, "no such account")
         }
         let email = try row.decodeIfPresent("email", as: String.self)
         var identities: [AccountView.Identity] = []
@@ -79,9 +79,9 @@ enum AccountStore {
             return try body()
         } catch let e as PGError where e.isUniqueViolation {
             switch e.constraint {
-            case "accounts_email_key": throw ServiceError("emailInUse", "an account with this email exists", field: "email")
+            case "accounts_email_key": throw ServiceError(.emailInUse, "an account with this email exists", field: "email")
             case "accounts_app_user_id_key", "user_ids_pkey":
-                throw ServiceError("recordNameInUse", "this CloudKit record name belongs to another account", field: "cloudkitRecordName")
+                throw ServiceError(.recordNameInUse, "this CloudKit record name belongs to another account", field: "cloudkitRecordName")
             default: throw e
             }
         }

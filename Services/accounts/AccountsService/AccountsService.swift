@@ -87,7 +87,7 @@ public final class AccountsService: BackendService {
         // An unknown email, an account without a password and a wrong password cost the same.
         let ok = await hasher.verifyAsync(req.password, against: found?.passwordHash ?? decoyHash)
         guard ok, let account = found?.id, found?.passwordHash != nil else {
-            throw ServiceError("invalidCredentials", "the email or password is not right")
+            throw ServiceError(.invalidCredentials, "the email or password is not right")
         }
         return try await pool.transaction { [sessions] tx in
             AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: false)
@@ -113,9 +113,9 @@ public final class AccountsService: BackendService {
                 events.publish(event)
                 runtime.logger.warning("refresh token replayed; session revoked", ["session.id": event.sessionId.lowercasedString])
             }
-            throw ServiceError("invalidToken", "the refresh token was already used")
+            throw ServiceError(.invalidToken, "the refresh token was already used")
         default:
-            throw ServiceError("invalidToken", "the refresh token is not valid")
+            throw ServiceError(.invalidToken, "the refresh token is not valid")
         }
     }
 
@@ -152,7 +152,7 @@ public final class AccountsService: BackendService {
         if let email, let existing = try AccountStore.find(tx, email: email) {
             switch AccountRules.appleEmailMatch(appleEmailVerified: emailVerified, accountEmailVerified: existing.emailVerified) {
             case .refuse:
-                throw ServiceError("emailInUse", "an account with this email exists; sign in to it first", field: "email")
+                throw ServiceError(.emailInUse, "an account with this email exists; sign in to it first", field: "email")
             case .join:
                 try AccountStore.addAppleIdentity(tx, subject: subject, account: existing.id, email: email)
                 if let recordName { _ = try linkForApple(tx, account: existing.id, recordName: recordName) }
@@ -169,7 +169,7 @@ public final class AccountsService: BackendService {
     private static func linkForApple(_ tx: PGConnection, account: UUID, recordName: String) throws -> String {
         do {
             return try AccountStore.linkRecordName(tx, account: account, recordName: recordName)
-        } catch var e as ServiceError where e.code == "recordNameInUse" {
+        } catch var e as ServiceError where e.code == .recordNameInUse {
             e.field = "cloudkitRecordName"
             throw e
         }

@@ -44,7 +44,7 @@ final class AppleIdentity: Sendable {
         self.source = source
     }
 
-    private static func refused(_ why: String) -> ServiceError { ServiceError("invalidIdentityToken", why) }
+    private static func refused(_ why: String) -> ServiceError { ServiceError(.invalidIdentityToken, why) }
 
     func verify(_ token: String, now: Date = Date()) async throws -> AppleClaims {
         guard let clientId, source != nil else { throw Self.refused("Sign in with Apple is not configured on this server") }

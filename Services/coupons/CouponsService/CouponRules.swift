@@ -34,8 +34,8 @@ enum CouponRules {
     static let storeMaxMonthsAhead = 6
     static let storeMaxActivePerProduct = 10
 
-    static func invalid(_ field: String, _ message: String) -> ServiceError { ServiceError("invalid", message, field: field) }
-    static func storeLimit(_ field: String, _ message: String) -> ServiceError { ServiceError("storeLimit", message, field: field) }
+    static func invalid(_ field: String, _ message: String) -> ServiceError { ServiceError(.invalid, message, field: field) }
+    static func storeLimit(_ field: String, _ message: String) -> ServiceError { ServiceError(.storeLimit, message, field: field) }
 
     /// A cap is a whole number from 1 to `Coupons.largestCap`, on create and on change alike.
     static func checkCap(_ max: Int) throws {

@@ -58,7 +58,7 @@ enum CouponStore {
                       d.entitlementId, PGArray(d.productIds), PGArray(d.platforms), d.startsAt, d.expiresAt, d.maxRedemptions,
                       d.newCustomersOnly, mode.rawValue, active])
         } catch let e as PGError where e.isUniqueViolation {
-            throw ServiceError("codeInUse", "a coupon with this code exists in \(mode.rawValue) mode", field: "code")
+            throw ServiceError(.codeInUse, "a coupon with this code exists in \(mode.rawValue) mode", field: "code")
         }
         return id
     }
@@ -92,7 +92,7 @@ enum CouponStore {
         return try view(row)
     }
 
-    static let notFound = ServiceError("notFound", "no coupon with this code")
+    static let notFound = ServiceError(.notFound, "no coupon with this code")
 
     static func list(_ c: PGConnection, mode: Mode, active: Bool?, limit: Int, cursor: String?) throws -> Coupons.List.Response {
         let keyset = try Keyset(limit: limit, cursor: cursor)

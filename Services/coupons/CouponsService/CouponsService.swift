@@ -149,7 +149,7 @@ public final class CouponsService: BackendService {
         return try await batcher.redeem(req).response()
     }
 
-    static let invalidPlatform = ServiceError("invalid", "platform must be ios, android or web", field: "platform")
+    static let invalidPlatform = ServiceError(.invalid, "platform must be ios, android or web", field: "platform")
 
     /// Reservations that came in one message: each code's join that code's queue together.
     func redeemMany(_ items: [Coupons.Redeem]) async -> [BatchAnswer<Coupons.Redeem.Response>] {

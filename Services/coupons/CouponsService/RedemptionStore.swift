@@ -69,7 +69,7 @@ enum RedemptionStore {
                               entitlement: entitlement, accountId: try row.decode("account_id"), appUserId: try row.decode("app_user_id"))
     }
 
-    struct Refusal: Error { let reason: String }
+    struct Refusal: Error { let reason: RefusalReason }
 
     /// What a reservation request came to: its redemption (`created` tells a new one from the
     /// account's existing one) or a refusal. Encoded for the bus by `response()` once its
@@ -77,7 +77,7 @@ enum RedemptionStore {
     struct Outcome: Sendable {
         var redemption: RedemptionView?
         var created: Bool
-        var refusal: String?
+        var refusal: RefusalReason?
 
         func response() throws -> Coupons.Redeem.Response {
             try Coupons.Redeem.Response(redemption: redemption, created: created, refusal: refusal)
@@ -89,11 +89,11 @@ enum RedemptionStore {
     /// `inactive` … `notEligible` (platform or product), on the coupon alone (parsed once per
     /// request or batch; `notFound` is the caller's, who has no row).
     static func checkCoupon(_ d: CouponDefinition, active: Bool, platform: String?, productId: String?, now: Date) throws {
-        guard active else { throw Refusal(reason: "inactive") }
-        if let starts = d.startsAt, starts > now { throw Refusal(reason: "notStarted") }
-        if let expires = d.expiresAt, expires <= now { throw Refusal(reason: "expired") }
-        if let platform, !d.platforms.contains(platform) { throw Refusal(reason: "notEligible") }
-        if let productId, !d.productIds.isEmpty, !d.productIds.contains(productId) { throw Refusal(reason: "notEligible") }
+        guard active else { throw Refusal(reason: .inactive) }
+        if let starts = d.startsAt, starts > now { throw Refusal(reason: .notStarted) }
+        if let expires = d.expiresAt, expires <= now { throw Refusal(reason: .expired) }
+        if let platform, !d.platforms.contains(platform) { throw Refusal(reason: .notEligible) }
+        if let productId, !d.productIds.isEmpty, !d.productIds.contains(productId) { throw Refusal(reason: .notEligible) }
     }
 
     /// A new customer has no completed live redemption (so never held an entitlement through Redeem).
@@ -125,7 +125,7 @@ enum RedemptionStore {
         let mode = try all.contains { try $0.decode("mode", as: String.self) == preferred } ? preferred : all.first?.decode("mode", as: String.self)
         let rows = try all.filter { try $0.decode("mode", as: String.self) == mode }
         guard let coupon = rows.first else {
-            let notFound = try Coupons.Validate.Response(.init(valid: false, reason: "notFound", coupon: nil, eligibleProductIds: []))
+            let notFound = try Coupons.Validate.Response(.init(valid: false, reason: .notFound, coupon: nil, eligibleProductIds: []))
             return reqs.map { _ in notFound }
         }
         let d = try CouponStore.definition(coupon)
@@ -140,19 +140,19 @@ enum RedemptionStore {
             if try row.decode("not_new", as: Bool.self) { notNew.insert(account) }
         }
         // Answers differ only by reason, so each is encoded once per batch.
-        var answers: [String: Coupons.Validate.Response] = [:]
-        func answer(_ reason: String?) throws -> Coupons.Validate.Response {
-            if let known = answers[reason ?? ""] { return known }
+        var answers: [RefusalReason?: Coupons.Validate.Response] = [:]
+        func answer(_ reason: RefusalReason?) throws -> Coupons.Validate.Response {
+            if let known = answers[reason] { return known }
             let new = try Coupons.Validate.Response(.init(valid: reason == nil, reason: reason, coupon: publicView, eligibleProductIds: d.productIds))
-            answers[reason ?? ""] = new
+            answers[reason] = new
             return new
         }
         return try reqs.map { req in
             do {
                 try checkCoupon(d, active: active, platform: req.platform, productId: nil, now: now)
-                if !sandbox && already.contains(req.accountId) { throw Refusal(reason: "alreadyRedeemed") }
-                if d.newCustomersOnly && notNew.contains(req.accountId) { throw Refusal(reason: "notEligible") }
-                if !sandbox, let max = d.maxRedemptions, used >= max { throw Refusal(reason: "exhausted") }
+                if !sandbox && already.contains(req.accountId) { throw Refusal(reason: .alreadyRedeemed) }
+                if d.newCustomersOnly && notNew.contains(req.accountId) { throw Refusal(reason: .notEligible) }
+                if !sandbox, let max = d.maxRedemptions, used >= max { throw Refusal(reason: .exhausted) }
                 return try answer(nil)
             } catch let r as Refusal {
                 return try answer(r.reason)
@@ -179,24 +179,24 @@ enum RedemptionStore {
         if let couponRow, let existing = try active(tx, coupon: try couponRow.decode("id"), account: req.accountId, sandbox: sandbox) {
             return Reservation(redemption: try view(existing), created: false, grant: nil)
         }
-        guard let coupon = couponRow else { throw Refusal(reason: "notFound") }
+        guard let coupon = couponRow else { throw Refusal(reason: .notFound) }
         let d = try CouponStore.definition(coupon)
         try checkCoupon(d, active: try coupon.decode("active"), platform: req.platform, productId: req.productId, now: now)
         let couponId = try coupon.decode("id", as: UUID.self)
         var productId = req.productId
         if productId == nil && d.isDiscount {
             guard d.productIds.count == 1 else {
-                throw ServiceError("invalid", "productId is required: this coupon covers several products", field: "productId")
+                throw ServiceError(.invalid, "productId is required: this coupon covers several products", field: "productId")
             }
             productId = d.productIds[0]
         }
-        if d.newCustomersOnly, try !isNewCustomer(tx, account: req.accountId) { throw Refusal(reason: "notEligible") }
+        if d.newCustomersOnly, try !isNewCustomer(tx, account: req.accountId) { throw Refusal(reason: .notEligible) }
         if !sandbox {
             let took = try tx.query("""
                 UPDATE coupons.coupons SET used_count = used_count + 1
                 WHERE id = $1 AND (max_redemptions IS NULL OR used_count < max_redemptions) RETURNING id
                 """, [couponId]).first
-            guard took != nil else { throw Refusal(reason: "exhausted") }
+            guard took != nil else { throw Refusal(reason: .exhausted) }
         }
         let id = UUID.timeOrdered()
         let status = d.isDiscount ? "reserved" : "granting"
@@ -227,7 +227,7 @@ enum RedemptionStore {
             WHERE r.id = $1 AND ($2::uuid IS NULL OR r.account_id = $2::uuid)
               AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.mode = $3::text))
             """, [id, account, mode?.rawValue]).first else {
-            throw ServiceError("notFound", "no such redemption")
+            throw ServiceError(.notFound, "no such redemption")
         }
         return try view(row)
     }
@@ -305,18 +305,18 @@ enum RedemptionStore {
         let (amount, currency) = try CouponRules.checkMoney(req.pricePaid, field: "pricePaid", allowZero: true)
         let txn = req.storeTransactionId.trimmingCharacters(in: .whitespaces)
         guard (1...200).contains(txn.count) else {
-            throw ServiceError("invalid", "storeTransactionId must be 1 to 200 characters", field: "storeTransactionId")
+            throw ServiceError(.invalid, "storeTransactionId must be 1 to 200 characters", field: "storeTransactionId")
         }
         let mode = Mode.of(req.mode)
         guard let row = try tx.query("""
             SELECT r.status, r.store_transaction_id, r.coupon_id, c.kind FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
             WHERE r.id = $1 AND c.mode = $2 FOR UPDATE OF r
-            """, [req.id, mode.rawValue]).first else { throw ServiceError("notFound", "no such redemption") }
+            """, [req.id, mode.rawValue]).first else { throw ServiceError(.notFound, "no such redemption") }
         let status = try row.decode("status", as: String.self)
         let existing = try row.decodeIfPresent("store_transaction_id", as: String.self)
         if status == "completed", existing == txn { return try get(tx, id: req.id, account: nil, mode: nil) }  // a repeat
         guard try row.decode("kind", as: String.self) != "freePeriod", status == "reserved" else {
-            throw ServiceError("invalidState", "only a reserved discount redemption can be confirmed (this one is \(status))")
+            throw ServiceError(.invalidState, "only a reserved discount redemption can be confirmed (this one is \(status))")
         }
         do {
             try tx.query("""
@@ -325,7 +325,7 @@ enum RedemptionStore {
                 WHERE id = $1
                 """, [req.id, amount, currency, txn])
         } catch let e as PGError where e.isUniqueViolation {
-            throw ServiceError("transactionInUse", "this store transaction confirmed another redemption", field: "storeTransactionId")
+            throw ServiceError(.transactionInUse, "this store transaction confirmed another redemption", field: "storeTransactionId")
         }
         let done = try get(tx, id: req.id, account: nil, mode: nil)
         // coupon.redeemed goes out for discounts too: grants sends it, reached through the outbox.
@@ -356,7 +356,7 @@ extension RedemptionStore {
     /// new rows' `reserved_at`.
     static func redeemBatch(_ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval, now: Date) throws
         -> (results: [Result<Outcome, any Error>], commands: [String]) {
-        let refused = { (reason: String) -> Result<Outcome, any Error> in .success(.init(redemption: nil, created: false, refusal: reason)) }
+        let refused = { (reason: RefusalReason) -> Result<Outcome, any Error> in .success(.init(redemption: nil, created: false, refusal: reason)) }
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
         // By account alone, with the coupon matched here: given `coupon_id = $1` too, the planner
         // may scan every redemption of the coupon (statistics lag behind a flash sale's inserts,
@@ -370,7 +370,7 @@ extension RedemptionStore {
             ("held_by_account", BatchSQL.heldByAccount, [accounts]),
         ])
         guard let coupon = lookups[0].first else {
-            return (reqs.map { _ in refused("notFound") }, [])
+            return (reqs.map { _ in refused(.notFound) }, [])
         }
         let reservedAt = try coupon.decode("tx_now", as: Date.self)  // now() in the transaction: every new row's reserved_at
         let d = try CouponStore.definition(coupon)
@@ -408,13 +408,13 @@ extension RedemptionStore {
                 var productId = req.productId
                 if productId == nil && d.isDiscount {
                     guard d.productIds.count == 1 else {
-                        throw ServiceError("invalid", "productId is required: this coupon covers several products", field: "productId")
+                        throw ServiceError(.invalid, "productId is required: this coupon covers several products", field: "productId")
                     }
                     productId = d.productIds[0]
                 }
-                if d.newCustomersOnly && notNew.contains(req.accountId) { throw Refusal(reason: "notEligible") }
+                if d.newCustomersOnly && notNew.contains(req.accountId) { throw Refusal(reason: .notEligible) }
                 if !sandbox {
-                    if let max = d.maxRedemptions, used >= max { throw Refusal(reason: "exhausted") }
+                    if let max = d.maxRedemptions, used >= max { throw Refusal(reason: .exhausted) }
                     used += 1
                 }
                 freshByKey[key] = fresh.count

@@ -78,9 +78,9 @@ final class Authenticator: Sendable {
 
     // MARK: - Requests
 
-    static let notIdentified = ServiceError("notIdentified", "sign in or send an API key")
-    static let forbidden = ServiceError("forbidden", "this credential may not do that")
-    static let invalidToken = ServiceError("invalidToken", "the token is invalid, expired or revoked")
+    static let notIdentified = ServiceError(.notIdentified, "sign in or send an API key")
+    static let forbidden = ServiceError(.forbidden, "this credential may not do that")
+    static let invalidToken = ServiceError(.invalidToken, "the token is invalid, expired or revoked")
 
     /// The principal of a request; nil when it carries no credential.
     func principal(_ request: HTTPRequest) async throws -> Principal? {

@@ -75,7 +75,7 @@ extension Gateway {
         r.delete("/v1/api-keys/{id}") { [self] req in
             let key = try await auth.requireRole(req, .admin)
             guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else {
-                throw ServiceError("notFound", "no such API key")
+                throw ServiceError(.notFound, "no such API key")
             }
             _ = try await accounts.request(APIKeys.Revoke(id: id, callerMode: key.mode))
             auth.apiKeyRevoked(id)

@@ -78,7 +78,7 @@ extension Gateway {
             let sandbox = try Self.sandbox(environment: b.environment)
             let a = try await validations.submit(Queued(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform, sandbox: sandbox)),
                                                  key: Coupons.batchKey(code: b.code, sandbox: sandbox))
-            if a.reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
+            if a.reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
             return .json(200, a.answer)
         }
         r.post("/v1/redemptions") { [self] req in
@@ -91,8 +91,8 @@ extension Gateway {
                                                                       productId: b.productId, platform: b.platform, sandbox: sandbox)),
                                                        key: Coupons.batchKey(code: b.code, sandbox: sandbox))
             if let reason = answer.refusal {
-                if reason == "notFound" { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
-                throw HTTPError(422, reason, RefusalText.sentence(reason))
+                if reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
+                throw HTTPError(422, reason.rawValue, reason.sentence)
             }
             guard let redemption = answer.redemption else { throw ServiceError.internal }
             return .json(answer.created ? 201 : 200, redemption)
@@ -105,7 +105,7 @@ extension Gateway {
             case nil: throw Authenticator.notIdentified
             }
             let wait = try Query.wait(req)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError("notFound", "no such redemption") }
+            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError(.notFound, "no such redemption") }
             return .json(200, try await redemption(id, for: reader, wait: wait))
         }
         r.get("/v1/me/redemptions") { [self] req in
@@ -116,7 +116,7 @@ extension Gateway {
         r.post("/v1/redemptions/{id}/purchase") { [self] req in
             let key = try await auth.requireRole(req, .support)
             let b = try JSONBody.decode(PurchaseBody.self, from: req)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError("notFound", "no such redemption") }
+            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError(.notFound, "no such redemption") }
             return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: key.mode, pricePaid: b.pricePaid,
                                                                          storeTransactionId: b.storeTransactionId)))
         }
@@ -215,22 +215,5 @@ enum Query {
             throw HTTPError.invalid("wait", "wait must be a whole number of seconds")
         }
         return min(Int(text) ?? 30, 30)
-    }
-}
-
-/// A human sentence for each refusal reason (SPEC §4.3).
-enum RefusalText {
-    static func sentence(_ reason: String) -> String {
-        switch reason {
-        case "notFound": "There is no coupon with this code."
-        case "inactive": "This coupon is no longer active."
-        case "notStarted": "This coupon can't be used yet."
-        case "expired": "This coupon has expired."
-        case "exhausted": "This coupon has been used up."
-        case "alreadyRedeemed": "You have already redeemed this coupon."
-        case "notEligible": "This coupon doesn't apply to your account, platform or product."
-        case "notReady": "This offer isn't available in the store yet; try again later."
-        default: "This coupon can't be redeemed."
-        }
     }
 }

@@ -28,13 +28,13 @@ extension Gateway {
         }
         r.delete("/v1/webhooks/{id}") { [self] req in
             let key = try await auth.requireRole(req, .admin)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError("notFound", "no such webhook") }
+            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError(.notFound, "no such webhook") }
             _ = try await grants.request(Grants.DeleteWebhook(id: id, mode: key.mode))
             return .noContent()
         }
         r.get("/v1/webhooks/{id}/deliveries") { [self] req in
             let key = try await auth.requireRole(req, .admin)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError("notFound", "no such webhook") }
+            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError(.notFound, "no such webhook") }
             let page = try await grants.request(Grants.Deliveries(endpointId: id, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
             return .json(200, page)
         }

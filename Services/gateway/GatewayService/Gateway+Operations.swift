@@ -36,7 +36,7 @@ extension Gateway {
                         let p = try await client.request(Ping(), timeout: .seconds(1))
                         return (client.service, .init(status: p.ready ? "up" : "notReady", database: p.database, instance: p.instance))
                     } catch let e as ServiceError {
-                        return (client.service, .init(status: "down", error: e.code))
+                        return (client.service, .init(status: "down", error: e.code.rawValue))
                     } catch {
                         return (client.service, .init(status: "down", error: "internal"))
                     }

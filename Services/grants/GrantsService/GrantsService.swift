@@ -72,7 +72,7 @@ public final class GrantsService: BackendService {
         if intake.withLock({ $0 == nil }) {
             intake.withLock { $0 = try? Puller(context: runtime.context, bind: config.commandsBind, router: commands) }
         }
-        guard intake.withLock({ $0 != nil }) else { throw ServiceError("unavailable", "cannot bind \(config.commandsBind)") }
+        guard intake.withLock({ $0 != nil }) else { throw ServiceError(.unavailable, "cannot bind \(config.commandsBind)") }
         let deliverer = self.deliverer
         let w = Task { [worker] in await worker.run() }
         let d = Task { await deliverer.run() }
@@ -134,7 +134,7 @@ public final class GrantsService: BackendService {
         r.on(Grants.CreateWebhook.self) { [self] req, _ in
             let url = try Webhooks.checkURL(req.url, allowPrivate: config.webhookAllowPrivate)
             guard !req.events.isEmpty, req.events.allSatisfy(Webhooks.events.contains) else {
-                throw ServiceError("invalid", "events must be a non-empty list of \(Webhooks.events.joined(separator: ", "))", field: "events")
+                throw ServiceError(.invalid, "events must be a non-empty list of \(Webhooks.events.joined(separator: ", "))", field: "events")
             }
             let secret = Webhooks.newSecret()
             let row = try await pool.query("""
@@ -149,7 +149,7 @@ public final class GrantsService: BackendService {
                 UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = 'deleted'
                 WHERE id = $1 AND mode = $2 AND disabled_reason IS DISTINCT FROM 'deleted' RETURNING id
                 """, [req.id, Mode.of(req.mode).rawValue]).first
-            guard row != nil else { throw ServiceError("notFound", "no such webhook") }
+            guard row != nil else { throw ServiceError(.notFound, "no such webhook") }
             return Empty()
         }
         r.on(Grants.Deliveries.self) { [self] req, _ in try await Webhooks.deliveries(pool, req) }

@@ -18,7 +18,7 @@ extension Webhooks {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
         let exists = try await pool.query("SELECT 1 FROM grants.webhook_endpoints WHERE id = $1 AND mode = $2",
                                           [req.endpointId, Mode.of(req.mode).rawValue]).first
-        guard exists != nil else { throw ServiceError("notFound", "no such webhook") }
+        guard exists != nil else { throw ServiceError(.notFound, "no such webhook") }
         let rows = try await pool.query("""
             SELECT id, webhook_id, type, status, attempts, last_status_code, last_error, created_at, delivered_at, next_attempt_at,
                    \(Keyset.micros("created_at")) AS created_us

@@ -36,7 +36,7 @@ enum Webhooks {
     /// resolves only to public addresses (no request forgery into private networks), unless
     /// `allowPrivate`, which also allows plain http.
     static func checkURL(_ text: String, allowPrivate: Bool) throws -> URL {
-        let invalid = { (why: String) in ServiceError("invalid", why, field: "url") }
+        let invalid = { (why: String) in ServiceError(.invalid, why, field: "url") }
         guard text.count <= 2000, let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
             throw invalid("url must be an absolute https URL")
         }

@@ -12,7 +12,7 @@ public struct KeysetCursor: Sendable, Equatable {
     /// multiplies in float8), and a time far outside its range would fail the query with a 500.
     public static let micros: ClosedRange<Int64> = 0...((1 << 53) - 1)
 
-    public static let invalid = ServiceError("invalid", "cursor is not one this API gave out", field: "cursor")
+    public static let invalid = ServiceError(.invalid, "cursor is not one this API gave out", field: "cursor")
 
     public init(micros: Int64, id: UUID) {
         self.micros = micros
@@ -58,7 +58,7 @@ public struct Keyset: Sendable {
     public init(limit: Int?, cursor: String?, maxLimit: Int = Keyset.maxLimit) throws {
         let limit = limit ?? Self.defaultLimit
         guard (1...maxLimit).contains(limit) else {
-            throw ServiceError("invalid", "limit must be a whole number from 1 to \(maxLimit)", field: "limit")
+            throw ServiceError(.invalid, "limit must be a whole number from 1 to \(maxLimit)", field: "limit")
         }
         self.limit = limit
         after = try cursor.map(KeysetCursor.init(parsing:))

@@ -307,10 +307,10 @@ public enum Coupons {
         /// The answer of `POST /v1/coupons/validate` (SPEC §4.3).
         public struct Answer: Codable, Sendable {
             public var valid: Bool
-            public var reason: String?
+            public var reason: RefusalReason?
             public var coupon: PublicCoupon?
             public var eligibleProductIds: [String]
-            public init(valid: Bool, reason: String?, coupon: PublicCoupon?, eligibleProductIds: [String]) {
+            public init(valid: Bool, reason: RefusalReason?, coupon: PublicCoupon?, eligibleProductIds: [String]) {
                 self.valid = valid
                 self.reason = reason
                 self.coupon = coupon
@@ -323,7 +323,7 @@ public enum Coupons {
         /// caller the answer's own fields, the shape earlier versions send and read (and are read
         /// in).
         public struct Response: Codable, Sendable {
-            public var reason: String?
+            public var reason: RefusalReason?
             public var answer: WireJSON<Answer>
             public init(_ answer: Answer) throws {
                 self.reason = answer.reason
@@ -339,7 +339,7 @@ public enum Coupons {
                     self = try Response(inline)
                     return
                 }
-                reason = try c.decodeIfPresent(String.self, forKey: .reason)
+                reason = try c.decodeIfPresent(RefusalReason.self, forKey: .reason)
                 answer = try c.decode(WireJSON<Answer>.self, forKey: .answer)
             }
 
@@ -383,8 +383,8 @@ public enum Coupons {
             /// The redemption as the gateway sends it.
             public var redemption: WireJSON<RedemptionView>?
             public var created: Bool
-            public var refusal: String?
-            public init(redemption: RedemptionView?, created: Bool, refusal: String? = nil) throws {
+            public var refusal: RefusalReason?
+            public init(redemption: RedemptionView?, created: Bool, refusal: RefusalReason? = nil) throws {
                 self.redemption = try redemption.map { try WireJSON($0) }
                 self.created = created
                 self.refusal = refusal

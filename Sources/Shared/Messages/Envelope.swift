@@ -64,27 +64,27 @@ public protocol BusEvent: Codable, Sendable {
 /// An error with a stable machine code, as services answer it and the gateway maps it to HTTP
 /// (SPEC §4 error shape). `field` names the offending input where there is one.
 public struct ServiceError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
-    public var code: String
+    public var code: ErrorCode
     public var message: String
     public var field: String?
 
-    public init(_ code: String, _ message: String, field: String? = nil) {
+    public init(_ code: ErrorCode, _ message: String, field: String? = nil) {
         self.code = code
         self.message = message
         self.field = field
     }
 
-    public var description: String { "\(code): \(message)\(field.map { " (\($0))" } ?? "")" }
+    public var description: String { "\(code.rawValue): \(message)\(field.map { " (\($0))" } ?? "")" }
 
     // Codes used across the bus itself.
-    public static func malformed(_ why: String) -> ServiceError { ServiceError("malformedMessage", why) }
-    public static func unknownType(_ type: String) -> ServiceError { ServiceError("unknownMessageType", "no handler for message type \(type)") }
-    public static func unsupportedVersion(_ v: Int) -> ServiceError { ServiceError("unsupportedVersion", "message version \(v) is not supported") }
-    public static let timeout = ServiceError("timeout", "the service did not answer in time")
-    public static let unavailable = ServiceError("unavailable", "the service is not reachable")
-    public static let stopping = ServiceError("unavailable", "the service is stopping; try again")
-    public static let `internal` = ServiceError("internal", "something went wrong on our side")
-    public static let databaseUnavailable = ServiceError("unavailable", "the database is not reachable; try again shortly")
+    public static func malformed(_ why: String) -> ServiceError { ServiceError(.malformedMessage, why) }
+    public static func unknownType(_ type: String) -> ServiceError { ServiceError(.unknownMessageType, "no handler for message type \(type)") }
+    public static func unsupportedVersion(_ v: Int) -> ServiceError { ServiceError(.unsupportedVersion, "message version \(v) is not supported") }
+    public static let timeout = ServiceError(.timeout, "the service did not answer in time")
+    public static let unavailable = ServiceError(.unavailable, "the service is not reachable")
+    public static let stopping = ServiceError(.unavailable, "the service is stopping; try again")
+    public static let `internal` = ServiceError(.internal, "something went wrong on our side")
+    public static let databaseUnavailable = ServiceError(.unavailable, "the database is not reachable; try again shortly")
 
     /// What a handler's error travels as: itself if it is a `ServiceError`; `unavailable` when the
     /// database could not be reached (down, restarting, connection lost: worth a retry, and the

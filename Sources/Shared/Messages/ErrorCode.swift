@@ -1,0 +1,23 @@
+/// Every machine code a service error carries (SPEC §4's error shape), on the bus and in the body
+/// of an HTTP error. A closed set: the gateway's switch from code to HTTP status is exhaustive, so a
+/// new code does not compile until it has a status.
+public enum ErrorCode: String, Codable, Sendable, CaseIterable {
+    // Who is asking.
+    case notIdentified, invalidToken, invalidCredentials, invalidIdentityToken, forbidden
+    // What was asked for.
+    case notFound, routeNotFound
+    // What stands in the way.
+    case emailInUse, recordNameInUse, codeInUse, transactionInUse, invalidState
+    // What was sent.
+    case invalid, weakPassword, storeLimit
+    case rateLimited
+    // The bus and the services themselves.
+    case timeout, unavailable
+    case malformedMessage, unknownMessageType, unsupportedVersion, `internal`
+
+    /// A code this version does not know (from a newer service) reads as `internal`: a 500, never a
+    /// guess at a client error.
+    public init(from decoder: any Decoder) throws {
+        self = ErrorCode(rawValue: try decoder.singleValueContainer().decode(String.self)) ?? .internal
+    }
+}
