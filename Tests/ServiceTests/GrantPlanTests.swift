@@ -12,11 +12,11 @@ import TestSupport
         let pool = PGPool(url: url, maxConnections: 1)
         defer { pool.close() }
         _ = try await GrantsService.migrator.apply(on: pool)
-        let coupon = PublicCoupon(code: "PLAN", kind: "freePeriod", percentOff: nil, amountOff: nil,
+        let coupon = PublicCoupon(code: "PLAN", kind: .freePeriod, percentOff: nil, amountOff: nil,
                                   duration: CouponDuration(unit: "month", count: 1), periodCount: nil, entitlementId: "pro")
         @Sendable func command(for holder: String) -> GrantCommand {
             GrantCommand(redemptionId: UUID.random(), accountId: UUID.random(), appUserId: holder, entitlementId: "pro",
-                         duration: coupon.duration, sandbox: false, coupon: coupon, platform: "web", productId: nil, reservedAt: Date(), mode: .live)
+                         duration: coupon.duration, sandbox: false, coupon: coupon, platform: .web, productId: nil, reservedAt: Date(), mode: .live)
         }
         // Measured on the pool's thread, judged here.
         let r = try await pool.withConnection { c in

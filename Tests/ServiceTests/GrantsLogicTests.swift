@@ -19,10 +19,10 @@ import Testing
     /// The ledger keeps a command as the bus message it came in, byte for byte, and reads back
     /// both that and the bare command rows of earlier versions hold.
     @Test func aCommandIsKeptAsItArrivedAndReadInEitherShape() throws {
-        let coupon = PublicCoupon(code: "KEEP", kind: "freePeriod", percentOff: nil, amountOff: nil,
+        let coupon = PublicCoupon(code: "KEEP", kind: .freePeriod, percentOff: nil, amountOff: nil,
                                   duration: CouponDuration(unit: "week", count: 2), periodCount: nil, entitlementId: "pro")
         let command = GrantCommand(redemptionId: UUID.random(), accountId: UUID.random(), appUserId: "user-1", entitlementId: "pro",
-                                   duration: coupon.duration, sandbox: true, coupon: coupon, platform: "ios", productId: nil,
+                                   duration: coupon.duration, sandbox: true, coupon: coupon, platform: .ios, productId: nil,
                                    reservedAt: Date(timeIntervalSince1970: 1_764_483_573.125), mode: .test)
         let message = try JSONEncoder.bus.encode(Envelope(id: "m1", type: GrantCommand.type, body: command))
         let received = ReceivedCommand(command, message: message)
@@ -92,7 +92,7 @@ import Testing
     /// SPEC §4.3 and §4.7: a redemption always has `productId` and `pricePaid` (null for a free
     /// period), its optional fields only once set; webhook data is that plus who and the coupon.
     @Test func redemptionsAndWebhookDataHaveTheShapeOfTheSpec() throws {
-        let view = RedemptionView(redemptionId: UUID(), code: "SPRING-25", status: "granting", platform: "web", productId: nil, pricePaid: nil,
+        let view = RedemptionView(redemptionId: UUID(), code: "SPRING-25", status: "granting", platform: .web, productId: nil, pricePaid: nil,
                                   sandbox: false, reservedAt: Date(timeIntervalSince1970: 1_764_483_573.125), completedAt: nil,
                                   failureReason: nil, entitlement: nil, accountId: UUID(), appUserId: "app-1")
         let object = try #require(try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(view)) as? [String: Any])
@@ -105,7 +105,7 @@ import Testing
         // The bus reads it back as it was.
         #expect(try JSONDecoder.bus.decode(RedemptionView.self, from: JSONEncoder.bus.encode(view)) == view)
 
-        let coupon = PublicCoupon(code: "SPRING-25", kind: "freePeriod", percentOff: nil, amountOff: nil,
+        let coupon = PublicCoupon(code: "SPRING-25", kind: .freePeriod, percentOff: nil, amountOff: nil,
                                   duration: CouponDuration(unit: "month", count: 1), periodCount: nil, entitlementId: "all")
         let data = try #require(try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(WebhookData(view, coupon: coupon))) as? [String: Any])
         #expect(Set(data.keys) == Set(object.keys).union(["coupon"]))

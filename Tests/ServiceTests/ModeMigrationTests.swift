@@ -15,12 +15,12 @@ import TestSupport
         defer { pool.close() }
         try await Migrator(schema: "coupons", migrations: CouponsMigrations.all.filter { $0.version < 10 }).apply(on: pool)
         let coupon = UUID.random(), redemption = UUID.random()
-        let publicCoupon = PublicCoupon(code: "OLD-1", kind: "freePeriod", percentOff: nil, amountOff: nil,
+        let publicCoupon = PublicCoupon(code: "OLD-1", kind: .freePeriod, percentOff: nil, amountOff: nil,
                                         duration: CouponDuration(unit: "month", count: 1), periodCount: nil, entitlementId: "pro")
         // A live coupon's sandbox redemption, its grant command still in the outbox as an earlier
         // version wrote it: without a mode, which alone would be read as test.
         let command = GrantCommand(redemptionId: redemption, accountId: UUID.random(), appUserId: "u-1", entitlementId: "pro",
-                                   duration: publicCoupon.duration, sandbox: true, coupon: publicCoupon, platform: "web", productId: nil,
+                                   duration: publicCoupon.duration, sandbox: true, coupon: publicCoupon, platform: .web, productId: nil,
                                    reservedAt: Date(), mode: .live)
         var envelope = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder.bus.encode(Envelope(id: "m1", type: GrantCommand.type, body: command))) as? [String: Any])
         var body = try #require(envelope["body"] as? [String: Any])

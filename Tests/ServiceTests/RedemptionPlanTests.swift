@@ -40,7 +40,7 @@ import TestSupport
             /// accounts hold a use, how many are no longer new customers, how many answers.
             func lookUp(_ accounts: [UUID]) throws -> [Int] {
                 let array = PGArray(accounts.map { $0.lowercasedString })
-                let validations = try RedemptionStore.validateBatch(c, accounts.map { Coupons.Validate(accountId: $0, code: "PLAN", platform: "web") }, now: Date())
+                let validations = try RedemptionStore.validateBatch(c, accounts.map { Coupons.Validate(accountId: $0, code: "PLAN", platform: .web) }, now: Date())
                 return [try c.prepared("held_by_account", RedemptionStore.BatchSQL.heldByAccount, [array]).rows.count,
                         try c.prepared("veterans_by_account", RedemptionStore.BatchSQL.veteransByAccount, [array]).rows.count,
                         validations.filter { $0.reason == .alreadyRedeemed }.count]

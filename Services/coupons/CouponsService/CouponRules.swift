@@ -4,7 +4,7 @@ import Shared
 /// A coupon's definition once every field has passed the rules of SPEC §4.2 and §4.7.
 struct CouponDefinition: Sendable {
     var code: String
-    var kind: String
+    var kind: CouponKind
     var percentOff: Int?
     var amountOff: Decimal?
     var currency: String?
@@ -12,21 +12,19 @@ struct CouponDefinition: Sendable {
     var periodCount: Int?
     var entitlementId: String?
     var productIds: [String]
-    var platforms: [String]
+    var platforms: [Platform]
     var startsAt: Date?
     var expiresAt: Date?
     var maxRedemptions: Int?
     var newCustomersOnly: Bool
 
-    var isDiscount: Bool { kind != "freePeriod" }
+    var isDiscount: Bool { kind.isDiscount }
     /// Discounts that cover iOS go through App Store offer codes, which have limits.
-    var hasStoreLimits: Bool { isDiscount && platforms.contains("ios") }
+    var hasStoreLimits: Bool { isDiscount && platforms.contains(.ios) }
 }
 
 /// The rules for coupon fields, each violation a 422 naming its field.
 enum CouponRules {
-    static let kinds = ["freePeriod", "percentOff", "amountOff"]
-    static let platforms = ["ios", "android", "web"]
     static let units = ["day", "week", "month", "year"]
 
     // App Store offer-code limits (SPEC §4.2).
@@ -59,12 +57,14 @@ enum CouponRules {
 
     static func definition(_ input: CouponInput, defaultEntitlement: String, now: Date) throws -> CouponDefinition {
         let code = try checkCode(input.code)
-        guard let kind = input.kind else { throw invalid("kind", "kind is required") }
-        guard kinds.contains(kind) else { throw invalid("kind", "kind must be one of \(kinds.joined(separator: ", "))") }
-        let discount = kind != "freePeriod"
+        guard let kindText = input.kind else { throw invalid("kind", "kind is required") }
+        guard let kind = CouponKind(rawValue: kindText) else {
+            throw invalid("kind", "kind must be one of \(CouponKind.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let discount = kind.isDiscount
 
         var percent: Int?
-        if kind == "percentOff" {
+        if kind == .percentOff {
             guard let p = input.percentOff else { throw invalid("percentOff", "percentOff is required for percentOff coupons") }
             guard (1...100).contains(p) else { throw invalid("percentOff", "percentOff must be a whole number from 1 to 100") }
             percent = p
@@ -73,7 +73,7 @@ enum CouponRules {
         }
 
         var amount: Decimal?, currency: String?
-        if kind == "amountOff" {
+        if kind == .amountOff {
             guard let money = input.amountOff else { throw invalid("amountOff", "amountOff is required for amountOff coupons") }
             (amount, currency) = try checkMoney(money, field: "amountOff")
         } else if input.amountOff != nil {
@@ -109,10 +109,11 @@ enum CouponRules {
         guard Set(products).count == products.count else { throw invalid("productIds", "productIds has duplicates") }
         if discount && products.isEmpty { throw invalid("productIds", "discounts need at least one product id") }
 
-        let platformList = input.platforms ?? platforms
+        let platformList = input.platforms ?? Platform.allCases.map(\.rawValue)
         guard !platformList.isEmpty else { throw invalid("platforms", "platforms must name at least one of ios, android, web") }
-        for p in platformList where !platforms.contains(p) {
-            throw invalid("platforms", "unknown platform \(p.prefix(20)); use ios, android or web")
+        let platforms = try platformList.map { text in
+            guard let p = Platform(rawValue: text) else { throw invalid("platforms", "unknown platform \(text.prefix(20)); use \(Platform.listed)") }
+            return p
         }
 
         if let expires = input.expiresAt {
@@ -122,7 +123,7 @@ enum CouponRules {
         if let max = input.maxRedemptions { try checkCap(max) }
         return CouponDefinition(code: code, kind: kind, percentOff: percent, amountOff: amount, currency: currency, duration: duration,
                                 periodCount: periodCount, entitlementId: entitlement, productIds: products,
-                                platforms: Array(Set(platformList)).sorted(), startsAt: input.startsAt, expiresAt: input.expiresAt,
+                                platforms: Set(platforms).sorted { $0.rawValue < $1.rawValue }, startsAt: input.startsAt, expiresAt: input.expiresAt,
                                 maxRedemptions: input.maxRedemptions, newCustomersOnly: input.newCustomersOnly ?? false)
     }
 

@@ -55,7 +55,7 @@ enum CouponStore {
                     entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode, active)
                 VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18)
                 """, [id, d.code, d.kind, d.percentOff, d.amountOff, d.currency, d.duration.unit, d.duration.count, d.periodCount,
-                      d.entitlementId, PGArray(d.productIds), PGArray(d.platforms), d.startsAt, d.expiresAt, d.maxRedemptions,
+                      d.entitlementId, PGArray(d.productIds), PGArray(d.platforms.map(\.rawValue)), d.startsAt, d.expiresAt, d.maxRedemptions,
                       d.newCustomersOnly, mode.rawValue, active])
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError(.codeInUse, "a coupon with this code exists in \(mode.rawValue) mode", field: "code")
@@ -135,12 +135,18 @@ enum CouponStore {
         return try get(tx, code: d.code, mode: mode)
     }
 
+
+    /// A stored platform; the column holds only what the rules let in, so anything else is a fault.
+    static func platform(_ text: String) throws -> Platform {
+        guard let p = Platform(rawValue: text) else { throw ServiceError(.internal, "a coupon stores an unknown platform") }
+        return p
+    }
     static func definition(_ row: PGRow) throws -> CouponDefinition {
         CouponDefinition(code: try row.decode("code"), kind: try row.decode("kind"), percentOff: try row.decodeIfPresent("percent_off"),
                          amountOff: try row.decodeIfPresent("amount_off"), currency: try row.decodeIfPresent("currency"),
                          duration: CouponDuration(unit: try row.decode("duration_unit"), count: try row.decode("duration_count")),
                          periodCount: try row.decodeIfPresent("period_count"), entitlementId: try row.decodeIfPresent("entitlement_id"),
-                         productIds: PGArray.parse(try row.decode("product_ids")), platforms: PGArray.parse(try row.decode("platforms")),
+                         productIds: PGArray.parse(try row.decode("product_ids")), platforms: try PGArray.parse(try row.decode("platforms")).map(platform),
                          startsAt: try row.decodeIfPresent("starts_at"), expiresAt: try row.decodeIfPresent("expires_at"),
                          maxRedemptions: try row.decodeIfPresent("max_redemptions"), newCustomersOnly: try row.decode("new_customers_only"))
     }

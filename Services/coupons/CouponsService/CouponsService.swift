@@ -144,12 +144,9 @@ public final class CouponsService: BackendService {
     }
 
     func redeem(_ req: Coupons.Redeem) async throws -> Coupons.Redeem.Response {
-        guard CouponRules.platforms.contains(req.platform) else { throw Self.invalidPlatform }
         guard let batcher = batcherBox.withLock({ $0 }) else { return try await redeemOne(req).response() }
         return try await batcher.redeem(req).response()
     }
-
-    static let invalidPlatform = ServiceError(.invalid, "platform must be ios, android or web", field: "platform")
 
     /// Reservations that came in one message: each code's join that code's queue together.
     func redeemMany(_ items: [Coupons.Redeem]) async -> [BatchAnswer<Coupons.Redeem.Response>] {
@@ -161,10 +158,8 @@ public final class CouponsService: BackendService {
             return answers
         }
         let results = await Self.perKey(items, key: Self.batchKey) { key, items -> [Result<Coupons.Redeem.Response, any Error>] in
-            let valid = items.filter { CouponRules.platforms.contains($0.platform) }
-            var outcomes = await batcher.redeemAll(valid, key: key).makeIterator()
-            return items.map { req in
-                guard CouponRules.platforms.contains(req.platform) else { return .failure(Self.invalidPlatform) }
+            var outcomes = await batcher.redeemAll(items, key: key).makeIterator()
+            return items.map { _ in
                 let outcome = outcomes.next() ?? .failure(ServiceError.internal)  // one per request, by `submitAll`
                 return outcome.flatMap { outcome in Result { try outcome.response() } }
             }

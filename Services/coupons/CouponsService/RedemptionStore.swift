@@ -88,7 +88,7 @@ enum RedemptionStore {
 
     /// `inactive` … `notEligible` (platform or product), on the coupon alone (parsed once per
     /// request or batch; `notFound` is the caller's, who has no row).
-    static func checkCoupon(_ d: CouponDefinition, active: Bool, platform: String?, productId: String?, now: Date) throws {
+    static func checkCoupon(_ d: CouponDefinition, active: Bool, platform: Platform?, productId: String?, now: Date) throws {
         guard active else { throw Refusal(reason: .inactive) }
         if let starts = d.startsAt, starts > now { throw Refusal(reason: .notStarted) }
         if let expires = d.expiresAt, expires <= now { throw Refusal(reason: .expired) }
@@ -442,7 +442,7 @@ extension RedemptionStore {
         let rows = try tx.preparedThenCommit("reserve_batch", BatchSQL.reserve, [
             PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
             PGArray(fresh.map { $0.req.accountId.lowercasedString }), PGArray(fresh.map { $0.req.appUserId }),
-            PGArray(fresh.map { $0.req.platform }), PGArray(optionals: fresh.map { $0.productId }),
+            PGArray(fresh.map { $0.req.platform.rawValue }), PGArray(optionals: fresh.map { $0.productId }),
             PGArray(fresh.map { $0.sandbox ? "t" : "f" }), d.isDiscount ? "reserved" : "granting", reservationTTL,
             fresh.filter { !$0.sandbox }.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter]).rows
         var views: [UUID: RedemptionView] = [:]

@@ -29,7 +29,11 @@ extension Gateway {
     struct RedeemBody: Decodable { var code: String; var productId: String?; var platform: String; var environment: String? }
     struct PurchaseBody: Decodable { var pricePaid: Money; var storeTransactionId: String }
 
-    static let platforms = ["ios", "android", "web"]
+    /// A body's platform, or 422 on `platform` naming the ones there are.
+    static func platform(_ text: String) throws -> Platform {
+        guard let p = Platform(rawValue: text) else { throw HTTPError.invalid("platform", "platform must be \(Platform.listed)") }
+        return p
+    }
 
     func addCouponRoutes(to r: inout Router) {
         r.post("/v1/coupons") { [self] req in
@@ -74,9 +78,9 @@ extension Gateway {
             let user = try await auth.requireUser(req)
             try abuse.checkCodes(ip: req.clientAddress, account: user.account)
             let b = try JSONBody.decode(ValidateBody.self, from: req)
-            if let p = b.platform, !Self.platforms.contains(p) { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
+            let platform = try b.platform.map(Self.platform)
             let sandbox = try Self.sandbox(environment: b.environment)
-            let a = try await validations.submit(Queued(Coupons.Validate(accountId: user.account, code: b.code, platform: b.platform, sandbox: sandbox)),
+            let a = try await validations.submit(Queued(Coupons.Validate(accountId: user.account, code: b.code, platform: platform, sandbox: sandbox)),
                                                  key: Coupons.batchKey(code: b.code, sandbox: sandbox))
             if a.reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
             return .json(200, a.answer)
@@ -85,10 +89,10 @@ extension Gateway {
             let user = try await auth.requireUser(req)
             try abuse.checkCodes(ip: req.clientAddress, account: user.account)
             let b = try JSONBody.decode(RedeemBody.self, from: req)
-            guard Self.platforms.contains(b.platform) else { throw HTTPError.invalid("platform", "platform must be ios, android or web") }
+            let platform = try Self.platform(b.platform)
             let sandbox = try Self.sandbox(environment: b.environment)
             let answer = try await reservations.submit(Queued(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
-                                                                      productId: b.productId, platform: b.platform, sandbox: sandbox)),
+                                                                      productId: b.productId, platform: platform, sandbox: sandbox)),
                                                        key: Coupons.batchKey(code: b.code, sandbox: sandbox))
             if let reason = answer.refusal {
                 if reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }

@@ -172,3 +172,15 @@ public struct PGArray: PGBindable {
         return out
     }
 }
+
+/// A closed set of values stored as its text (a CHECK constraint keeps the column to the same set):
+/// bound as its raw value, and read back only when the text is one of its cases.
+public protocol PGTextEnum: PGBindable, PGDecodable, RawRepresentable where RawValue == String {}
+
+extension PGTextEnum {
+    public var pgText: String? { rawValue }
+    public init?(pgText: String) { self.init(rawValue: pgText) }
+}
+
+extension Platform: PGTextEnum {}
+extension CouponKind: PGTextEnum {}

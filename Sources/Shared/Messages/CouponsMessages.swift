@@ -55,14 +55,14 @@ public struct CouponInput: Codable, Sendable {
 /// A coupon as operators see it (SPEC §4.2).
 public struct CouponView: Codable, Sendable {
     public var code: String
-    public var kind: String
+    public var kind: CouponKind
     public var percentOff: Int?
     public var amountOff: Money?
     public var duration: CouponDuration
     public var periodCount: Int?
     public var entitlementId: String?
     public var productIds: [String]
-    public var platforms: [String]
+    public var platforms: [Platform]
     public var startsAt: Date?
     public var expiresAt: Date?
     public var maxRedemptions: Int?
@@ -75,8 +75,8 @@ public struct CouponView: Codable, Sendable {
     public var createdAt: Date
     public var storeLimits: [StoreLimit]
 
-    public init(code: String, kind: String, percentOff: Int?, amountOff: Money?, duration: CouponDuration, periodCount: Int?,
-                entitlementId: String?, productIds: [String], platforms: [String], startsAt: Date?, expiresAt: Date?,
+    public init(code: String, kind: CouponKind, percentOff: Int?, amountOff: Money?, duration: CouponDuration, periodCount: Int?,
+                entitlementId: String?, productIds: [String], platforms: [Platform], startsAt: Date?, expiresAt: Date?,
                 maxRedemptions: Int?, newCustomersOnly: Bool, active: Bool, mode: Mode, redeemedCount: Int, reservedCount: Int,
                 remaining: Int?, createdAt: Date, storeLimits: [StoreLimit]) {
         self.code = code; self.kind = kind; self.percentOff = percentOff; self.amountOff = amountOff; self.duration = duration
@@ -126,14 +126,14 @@ public struct CouponView: Codable, Sendable {
 /// `coupon` (public view) of SPEC §4.3.
 public struct PublicCoupon: Codable, Sendable, Equatable {
     public var code: String
-    public var kind: String
+    public var kind: CouponKind
     public var percentOff: Int?
     public var amountOff: Money?
     public var duration: CouponDuration
     public var periodCount: Int?
     public var entitlementId: String?
 
-    public init(code: String, kind: String, percentOff: Int?, amountOff: Money?, duration: CouponDuration, periodCount: Int?, entitlementId: String?) {
+    public init(code: String, kind: CouponKind, percentOff: Int?, amountOff: Money?, duration: CouponDuration, periodCount: Int?, entitlementId: String?) {
         self.code = code; self.kind = kind; self.percentOff = percentOff; self.amountOff = amountOff
         self.duration = duration; self.periodCount = periodCount; self.entitlementId = entitlementId
     }
@@ -152,7 +152,7 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     public var redemptionId: UUID
     public var code: String
     public var status: String
-    public var platform: String
+    public var platform: Platform
     public var productId: String?
     public var pricePaid: Money?
     public var sandbox: Bool
@@ -163,7 +163,7 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     public var accountId: UUID
     public var appUserId: String
 
-    public init(redemptionId: UUID, code: String, status: String, platform: String, productId: String?, pricePaid: Money?,
+    public init(redemptionId: UUID, code: String, status: String, platform: Platform, productId: String?, pricePaid: Money?,
                 sandbox: Bool, reservedAt: Date, completedAt: Date?, failureReason: String?, entitlement: Entitlement?,
                 accountId: UUID, appUserId: String) {
         self.redemptionId = redemptionId; self.code = code; self.status = status; self.platform = platform
@@ -352,11 +352,11 @@ public enum Coupons {
         }
         public var accountId: UUID
         public var code: String
-        public var platform: String?
+        public var platform: Platform?
         /// `environment: "sandbox"`: picks the test coupon of a code both modes have
         /// (`preferredMode`). nil (earlier gateways): production.
         public var sandbox: Bool?
-        public init(accountId: UUID, code: String, platform: String?, sandbox: Bool = false) {
+        public init(accountId: UUID, code: String, platform: Platform?, sandbox: Bool = false) {
             self.accountId = accountId
             self.code = code
             self.platform = platform
@@ -394,9 +394,9 @@ public enum Coupons {
         public var appUserId: String
         public var code: String
         public var productId: String?
-        public var platform: String
+        public var platform: Platform
         public var sandbox: Bool
-        public init(accountId: UUID, appUserId: String, code: String, productId: String?, platform: String, sandbox: Bool) {
+        public init(accountId: UUID, appUserId: String, code: String, productId: String?, platform: Platform, sandbox: Bool) {
             self.accountId = accountId
             self.appUserId = appUserId
             self.code = code

@@ -13,13 +13,13 @@ public struct GrantCommand: BusRequest, Equatable {
     public var duration: CouponDuration
     public var sandbox: Bool
     public var coupon: PublicCoupon
-    public var platform: String
+    public var platform: Platform
     public var productId: String?
     public var reservedAt: Date
     /// The mode of the redemption's coupon: its webhooks go to that mode's endpoints only.
     public var mode: Mode?
     public init(redemptionId: UUID, accountId: UUID, appUserId: String, entitlementId: String, duration: CouponDuration, sandbox: Bool,
-                coupon: PublicCoupon, platform: String, productId: String?, reservedAt: Date, mode: Mode) {
+                coupon: PublicCoupon, platform: Platform, productId: String?, reservedAt: Date, mode: Mode) {
         self.redemptionId = redemptionId
         self.accountId = accountId
         self.appUserId = appUserId
