@@ -117,5 +117,9 @@ enum GrantsMigrations {
                 RETURNING g.redemption_id, g.end_time, g.attempts;
             END $$;
             """),
+        // The start of the last answer's body, at most 1 KiB (WebhookDeliverer.logExcerpt).
+        Migration(4, "a delivery keeps the start of the last answer", """
+            ALTER TABLE webhook_deliveries ADD COLUMN last_response text;
+            """),
     ]
 }
