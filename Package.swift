@@ -47,12 +47,16 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
+        // Webhook delivery only (grants), so the other services don't link it. No pkgConfig: curl.h is
+        // on the default include path, and libcurl.pc's -I of the multiarch system directory would
+        // put it before the compiler's own.
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         .target(name: "Shared", dependencies: ["CZeroMQ", "CLibPQ", "CCrypto", "CMicroHTTPD", "CArgon2"], swiftSettings: optimized),
     ]
     + service("accounts", library: "AccountsService")
     + service("coupons", library: "CouponsService")
-    + service("grants", library: "GrantsService")
+    + service("grants", library: "GrantsService", extraDeps: ["CCurl"])
     + service("gateway", library: "GatewayService")
     + [
         // Signs access tokens for the benchmark's many simulated users (bench/run).

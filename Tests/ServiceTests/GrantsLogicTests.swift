@@ -75,6 +75,65 @@ import Testing
         }
     }
 
+    /// The rule per address, on the classifier itself (nothing is resolved or sent): https to a
+    /// public address always; http or https to a private or loopback one only when allowed; plain
+    /// http to a public one never, even when private addresses are allowed.
+    @Test func plainHTTPReachesOnlyPrivateAddressesAndOnlyWhenAllowed() throws {
+        for address in ["93.184.215.14", "2606:4700::1111", "1.1.1.1"] {
+            #expect(Webhooks.refusal(scheme: "https", address: address, allowPrivate: false) == nil, "\(address)")
+            #expect(Webhooks.refusal(scheme: "https", address: address, allowPrivate: true) == nil, "\(address)")
+            #expect(Webhooks.refusal(scheme: "http", address: address, allowPrivate: false) != nil, "\(address)")
+            #expect(Webhooks.refusal(scheme: "http", address: address, allowPrivate: true) != nil, "\(address)")
+        }
+        for address in ["127.0.0.1", "::1", "10.0.0.7", "192.168.1.1", "fd00::1", "169.254.169.254"] {
+            #expect(Webhooks.refusal(scheme: "https", address: address, allowPrivate: false) != nil, "\(address)")
+            #expect(Webhooks.refusal(scheme: "http", address: address, allowPrivate: false) != nil, "\(address)")
+            #expect(Webhooks.refusal(scheme: "https", address: address, allowPrivate: true) == nil, "\(address)")
+            #expect(Webhooks.refusal(scheme: "http", address: address, allowPrivate: true) == nil, "\(address)")
+        }
+        // Numeric hosts resolve without a lookup: plain http to a public address is refused even
+        // with REDEEM_WEBHOOK_ALLOW_PRIVATE; to loopback it is allowed.
+        for url in ["http://93.184.215.14/hook", "http://[2606:4700::1111]:8080/hook", "http://1.1.1.1/"] {
+            #expect(throws: ServiceError.self, "\(url)") { try Webhooks.checkURL(url, allowPrivate: true) }
+        }
+        #expect(try Webhooks.checkURL("http://127.0.0.1:9/x", allowPrivate: true).port == 9)
+        #expect(try Webhooks.destination("https://[2606:4700::1111]:8443/x", allowPrivate: false).address == "2606:4700::1111")
+    }
+
+    /// A name is resolved once per check, every address it answers must pass, and the first is
+    /// the one the delivery connects to (a stub resolver: nothing leaves the process).
+    @Test func aNameIsResolvedOnceAndEveryAddressMustPass() throws {
+        let answers: [String: [String]] = ["hooks.example": ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"],
+                                           "mixed.example": ["93.184.215.14", "10.0.0.7"], "inner.example": ["10.0.0.7"]]
+        var lookups: [String] = []
+        let resolve = { (host: String) -> [String] in lookups.append(host); return answers[host] ?? [] }
+        let d = try Webhooks.destination("https://Hooks.Example/in?x=1", allowPrivate: false, resolve: resolve)
+        #expect(d.address == "93.184.215.14" && d.port == 443 && d.scheme == "https")
+        #expect(lookups == ["hooks.example"])
+        #expect(throws: ServiceError.self) { try Webhooks.destination("https://mixed.example/", allowPrivate: false, resolve: resolve) }
+        #expect(throws: ServiceError.self) { try Webhooks.destination("https://inner.example/", allowPrivate: false, resolve: resolve) }
+        #expect(try Webhooks.destination("https://inner.example:8443/", allowPrivate: true, resolve: resolve).address == "10.0.0.7")
+        #expect(throws: ServiceError.self) { try Webhooks.destination("http://mixed.example/", allowPrivate: true, resolve: resolve) }
+        #expect(throws: ServiceError.self) { try Webhooks.destination("https://nowhere.example/", allowPrivate: true, resolve: resolve) }
+        // The system resolver: localhost is loopback, refused unless allowed.
+        #expect(throws: ServiceError.self) { try Webhooks.destination("https://localhost:8443/x", allowPrivate: false) }
+        #expect(Webhooks.isPrivate(try Webhooks.destination("http://localhost:8443/x", allowPrivate: true).address))
+    }
+
+    /// The delivery log keeps at most 1 KiB of an answer, as text PostgreSQL can store.
+    @Test func theLogKeepsAtMostOneKibibyteOfAnAnswer() {
+        #expect(WebhookDeliverer.logExcerpt([]) == nil)
+        #expect(WebhookDeliverer.logExcerpt(Array("ok".utf8)) == "ok")
+        #expect(WebhookDeliverer.logExcerpt(Array(repeating: 0x61, count: 5000))?.utf8.count == 1024)
+        // A 3-byte character across the limit is left out whole; NUL and invalid bytes become U+FFFD.
+        let cut = WebhookDeliverer.logExcerpt(Array(repeating: 0x61, count: 1022) + Array("€€".utf8))
+        #expect(cut == String(repeating: "a", count: 1022))
+        #expect(WebhookDeliverer.logExcerpt([0x61, 0, 0xff, 0x62]) == "a\u{FFFD}\u{FFFD}b")
+        for bytes in [Array(repeating: UInt8(0), count: 2000), Array(repeating: UInt8(0xff), count: 2000)] {
+            #expect(WebhookDeliverer.logExcerpt(bytes)!.utf8.count <= 1024)
+        }
+    }
+
     @Test func signaturesMatchTheStandardWebhooksExample() {
         // From the Standard Webhooks reference tests: secret, id, timestamp and body give this signature.
         let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

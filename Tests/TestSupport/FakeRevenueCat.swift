@@ -95,36 +95,40 @@ public final class FakeRevenueCat: Sendable {
     public func stop() async { await server.stop(drainSeconds: 0.2) }
 }
 
-/// A real HTTP server that receives webhooks and records them (headers and raw body).
+/// A real HTTP server that receives webhooks and records them (headers and raw body): every
+/// request, whatever its method and path, so a request that should never come (a followed
+/// redirect) is seen too.
 public final class WebhookReceiver: Sendable {
     public struct Delivery: Sendable {
         public let id: String
         public let timestamp: String
         public let signature: String
         public let body: Data
+        public let method: String
+        public let path: String
     }
 
     private let deliveries = Mutex<[Delivery]>([])
-    private let answer = Mutex<Int>(200)
+    private let answer = Mutex<HTTPResponse>(HTTPResponse(status: 200))
     /// How long to wait before answering (an endpoint that hangs).
     private let delay = Mutex<Duration>(.zero)
     private let server: HTTPServer
-    public var url: URL { URL(string: "http://127.0.0.1:\(server.port)/hooks")! }
+    public let host: String
+    public var port: Int { server.port }
+    public var url: URL { URL(string: "http://\(host):\(server.port)/hooks")! }
 
-    public init() throws {
-        var router = Router()
+    /// Listens on `host` (any loopback address: 127.0.0.1, 127.0.0.2, …) and `port` (0: any free one).
+    public init(host: String = "127.0.0.1", port: Int = 0) throws {
         let box = Box()
-        router.post("/hooks") { req in
+        var options = HTTPServer.Options()
+        options.host = host
+        options.port = port
+        self.host = host
+        server = HTTPServer(options: options, logger: Logger(service: "webhook-receiver", sink: LogSink(capturing: ())), accessLog: false) { req in
             let receiver = box.receiver!
             let wait = receiver.delay.withLock { $0 }
             if wait > .zero { try? await Task.sleep(for: wait) }
             return receiver.record(req)
-        }
-        let routes = router
-        var options = HTTPServer.Options()
-        options.port = 0
-        server = HTTPServer(options: options, logger: Logger(service: "webhook-receiver", sink: LogSink(capturing: ())), accessLog: false) {
-            await routes.handle($0)
         }
         box.receiver = self
         try server.start()
@@ -138,12 +142,17 @@ public final class WebhookReceiver: Sendable {
     func record(_ req: HTTPRequest) -> HTTPResponse {
         deliveries.withLock {
             $0.append(Delivery(id: req.header("webhook-id") ?? "", timestamp: req.header("webhook-timestamp") ?? "",
-                               signature: req.header("webhook-signature") ?? "", body: req.body))
+                               signature: req.header("webhook-signature") ?? "", body: req.body, method: req.method, path: req.path))
         }
-        return HTTPResponse(status: answer.withLock { $0 })
+        return answer.withLock { $0 }
     }
 
-    public func respond(with status: Int) { answer.withLock { $0 = status } }
+    public func respond(with status: Int) { answer.withLock { $0 = HTTPResponse(status: status) } }
+    /// Answers every request with this status, headers and body.
+    public func respond(with status: Int, headers: [(String, String)] = [], body: Data) {
+        answer.withLock { $0 = HTTPResponse(status: status, headers: headers, body: body) }
+    }
+    public func respond(with response: HTTPResponse) { answer.withLock { $0 = response } }
     public func respond(after wait: Duration) { delay.withLock { $0 = wait } }
     public var received: [Delivery] { deliveries.withLock { $0 } }
     public func stop() async { await server.stop(drainSeconds: 0.2) }

@@ -113,7 +113,8 @@ enum OpenAPISchemas {
                                  required: ["id", "url", "events", "mode", "secret"]),
         "WebhookPage": page("Webhook"),
         "Delivery": object(["id": uuid, "webhookId": string, "type": string, "status": ["type": "string", "enum": ["pending", "delivered", "failed"]],
-                            "attempts": int, "lastStatusCode": int, "lastError": string, "createdAt": time, "deliveredAt": time, "nextAttemptAt": time],
+                            "attempts": int, "lastStatusCode": int, "lastError": string,
+                            "lastResponse": ["type": "string", "maxLength": 1024], "createdAt": time, "deliveredAt": time, "nextAttemptAt": time],
                            required: ["id", "webhookId", "type", "status", "attempts", "createdAt"]),
         "DeliveryPage": page("Delivery"),
     ]

@@ -124,5 +124,9 @@ enum GrantsMigrations {
             ALTER TABLE webhook_endpoints ADD COLUMN mode text NOT NULL DEFAULT 'live' CHECK (mode IN ('live', 'test'));
             ALTER TABLE webhook_endpoints ALTER COLUMN mode DROP DEFAULT;
             """),
+        // The start of the last answer's body, at most 1 KiB (WebhookDeliverer.logExcerpt).
+        Migration(5, "a delivery keeps the start of the last answer", """
+            ALTER TABLE webhook_deliveries ADD COLUMN last_response text;
+            """),
     ]
 }

@@ -20,7 +20,7 @@ extension Webhooks {
                                           [req.endpointId, Mode.of(req.mode).rawValue]).first
         guard exists != nil else { throw ServiceError(.notFound, "no such webhook") }
         let rows = try await pool.query("""
-            SELECT id, webhook_id, type, status, attempts, last_status_code, last_error, created_at, delivered_at, next_attempt_at,
+            SELECT id, webhook_id, type, status, attempts, last_status_code, last_error, last_response, created_at, delivered_at, next_attempt_at,
                    \(Keyset.micros("created_at")) AS created_us
             FROM grants.webhook_deliveries
             WHERE endpoint_id = $1 AND \(Keyset.condition(time: "created_at", id: "id", parameter: 2))

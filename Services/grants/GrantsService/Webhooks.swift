@@ -1,9 +1,5 @@
 import Foundation
-import Synchronization
 import Shared
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,22 +28,48 @@ enum Webhooks {
 
     // MARK: - Destinations
 
-    /// Checks a URL before it is stored and before each delivery: https, and a host that
-    /// resolves only to public addresses (no request forgery into private networks), unless
-    /// `allowPrivate`, which also allows plain http.
-    static func checkURL(_ text: String, allowPrivate: Bool) throws -> URL {
+    /// Where a delivery goes: the URL as checked, and the one address it connects to.
+    struct Destination: Sendable, Equatable {
+        let url: URL
+        /// `https` or `http`, the only scheme the connection may use.
+        let scheme: String
+        /// Numeric IPv4 or IPv6 text.
+        let address: String
+        let port: Int
+    }
+
+    /// The rule for one address: https to a public address, always; http or https to a private or
+    /// loopback one, only with `allowPrivate` (REDEEM_WEBHOOK_ALLOW_PRIVATE); plain http to a public
+    /// one, never. Answers why not, or nil when the address may be used.
+    static func refusal(scheme: String, address: String, allowPrivate: Bool) -> String? {
+        if isPrivate(address) { return allowPrivate ? nil : "url resolves to a private or loopback address (\(address))" }
+        return scheme == "https" ? nil : "url must use https to reach a public address (\(address))"
+    }
+
+    /// Checks a URL and resolves its host, once: before it is stored, and before each delivery,
+    /// which then connects to the address answered here and resolves nothing again (no DNS
+    /// rebinding between the check and the connect). Every address the name resolves to must pass
+    /// `refusal` (a name that answers with a private address among public ones is refused, rather
+    /// than trusting the order), and the first, in the resolver's order of preference, is used.
+    static func destination(_ text: String, allowPrivate: Bool, resolve: (String) -> [String] = resolve) throws -> Destination {
         let invalid = { (why: String) in ServiceError(.invalid, why, field: "url") }
-        guard text.count <= 2000, let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+        guard text.count <= 2000, let url = URL(string: text), let scheme = url.scheme?.lowercased(), var host = url.host, !host.isEmpty else {
             throw invalid("url must be an absolute https URL")
         }
         guard scheme == "https" || (allowPrivate && scheme == "http") else { throw invalid("url must use https") }
         guard url.user == nil, url.password == nil else { throw invalid("url must not carry credentials") }
-        let addresses = resolve(host)
-        guard !addresses.isEmpty else { throw invalid("url's host does not resolve") }
-        if !allowPrivate, let bad = addresses.first(where: isPrivate) {
-            throw invalid("url resolves to a private or loopback address (\(bad))")
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let addresses = resolve(host.lowercased())
+        guard let first = addresses.first else { throw invalid("url's host does not resolve") }
+        if let why = addresses.lazy.compactMap({ refusal(scheme: scheme, address: $0, allowPrivate: allowPrivate) }).first {
+            throw invalid(why)
         }
-        return url
+        return Destination(url: url, scheme: scheme, address: first, port: url.port ?? (scheme == "https" ? 443 : 80))
+    }
+
+    /// Checks a URL before it is stored (see `destination`).
+    static func checkURL(_ text: String, allowPrivate: Bool) throws -> URL {
+        try destination(text, allowPrivate: allowPrivate).url
     }
 
     static func resolve(_ host: String) -> [String] {
@@ -159,7 +181,8 @@ enum Webhooks {
         let status = try row.decode("status", as: String.self)
         return WebhookDeliveryView(id: try row.decode("id"), webhookId: try row.decode("webhook_id"), type: try row.decode("type"),
                                    status: status, attempts: try row.decode("attempts"), lastStatusCode: try row.decodeIfPresent("last_status_code"),
-                                   lastError: try row.decodeIfPresent("last_error"), createdAt: try row.decode("created_at"),
+                                   lastError: try row.decodeIfPresent("last_error"), lastResponse: try row.decodeIfPresent("last_response"),
+                                   createdAt: try row.decode("created_at"),
                                    deliveredAt: try row.decodeIfPresent("delivered_at"),
                                    nextAttemptAt: status == "pending" ? try row.decodeIfPresent("next_attempt_at") : nil)
     }
@@ -170,117 +193,4 @@ struct WebhookBody<D: Encodable>: Encodable {
     var type: String
     var timestamp: Date
     var data: D
-}
-
-/// Sends due webhook deliveries and records each attempt.
-final class WebhookDeliverer: Sendable {
-    let pool: PGPool
-    let logger: Logger
-    let schedule: [TimeInterval]
-    let allowPrivate: Bool
-    /// Made for the first delivery: setting up a session loads libcurl and its TLS library, about
-    /// 2 MB that a grants instance whose operators have no webhooks never needs.
-    private let madeSession = Mutex<URLSession?>(nil)
-
-    init(pool: PGPool, logger: Logger, schedule: [TimeInterval], allowPrivate: Bool) {
-        self.pool = pool
-        self.logger = logger
-        self.schedule = schedule
-        self.allowPrivate = allowPrivate
-    }
-
-    var session: URLSession {
-        madeSession.withLock { made in
-            if let made { return made }
-            let config = URLSessionConfiguration.ephemeral
-            config.timeoutIntervalForRequest = 10
-            let session = URLSession(configuration: config)
-            made = session
-            return session
-        }
-    }
-
-    /// The gap before the next attempt after `attempts` failed ones (nil: give up), with up to
-    /// 10% jitter.
-    static func nextGap(schedule: [TimeInterval], attempts: Int, random: Double) -> TimeInterval? {
-        guard attempts >= 1, attempts <= schedule.count else { return nil }
-        return schedule[attempts - 1] * (1 + 0.1 * random)
-    }
-
-    /// Deliveries under way at most; each waits up to 10 s for its endpoint.
-    static let maxInFlight = 50
-    private let inFlight = Atomic<Int>(0)
-
-    /// Claims due deliveries and sends each on its own, four times a second while none is due. A
-    /// delivery is claimed with a 60 s lease, so a slow endpoint holds up only its own deliveries,
-    /// never the claiming of others.
-    func run() async {
-        await withDiscardingTaskGroup { group in
-            while !Task.isCancelled {
-                let room = Self.maxInFlight - self.inFlight.load(ordering: .acquiring)
-                let due = room > 0 ? await claim(limit: room) : []
-                for d in due {
-                    self.inFlight.wrappingAdd(1, ordering: .acquiringAndReleasing)
-                    group.addTask {
-                        await self.deliver(d)
-                        self.inFlight.wrappingSubtract(1, ordering: .acquiringAndReleasing)
-                    }
-                }
-                if due.isEmpty { try? await Task.sleep(for: .milliseconds(250)) }
-            }
-        }
-    }
-
-    private func claim(limit: Int) async -> [Webhooks.Due] {
-        do { return try await pool.withConnection { try Webhooks.claimDue($0, limit: limit, lease: 60) } } catch {
-            logger.warning("webhook claim failed", ["error": String(describing: error)])
-            return []
-        }
-    }
-
-    func deliver(_ d: Webhooks.Due) async {
-        let body = Data(d.payload.utf8)
-        var status: Int?
-        var failure: String?
-        do {
-            let url = try Webhooks.checkURL(d.url, allowPrivate: allowPrivate)
-            let ts = Int(Date().timeIntervalSince1970)
-            var req = URLRequest(url: url, timeoutInterval: 10)
-            req.httpMethod = "POST"
-            req.httpBody = body
-            req.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            req.setValue(d.webhookId, forHTTPHeaderField: "webhook-id")
-            req.setValue(String(ts), forHTTPHeaderField: "webhook-timestamp")
-            req.setValue(Webhooks.signature(secret: d.secret, id: d.webhookId, timestamp: ts, body: body), forHTTPHeaderField: "webhook-signature")
-            let (_, resp) = try await session.data(for: req)
-            status = (resp as? HTTPURLResponse)?.statusCode
-        } catch let e as ServiceError {
-            failure = e.message
-        } catch {
-            failure = "no answer (timeout or connection failure)"
-        }
-        let gap = Self.nextGap(schedule: schedule, attempts: d.attempts, random: Double.random(in: 0..<1))
-        let s = status
-        let err = failure
-        do {
-            try await pool.transaction { tx in
-                if let s, (200..<300).contains(s) {
-                    try tx.query("UPDATE grants.webhook_deliveries SET status = 'delivered', delivered_at = now(), last_status_code = $2, last_error = NULL WHERE id = $1",
-                                 [d.id, s])
-                } else if s == 410 {
-                    // Gone: the receiver asks us to stop. The endpoint is disabled and its queue dropped.
-                    try tx.query("UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = '410 Gone' WHERE id = $1", [d.endpoint])
-                    try tx.query("UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = 410, last_error = 'endpoint disabled (410 Gone)' WHERE endpoint_id = $1 AND status = 'pending'", [d.endpoint])
-                } else if let gap {
-                    try tx.query("UPDATE grants.webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2), last_status_code = $3, last_error = $4 WHERE id = $1",
-                                 [d.id, gap, s, err])
-                } else {
-                    try tx.query("UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = $2, last_error = $3 WHERE id = $1",
-                                 [d.id, s, err ?? "gave up after the last retry"])
-                }
-            }
-        } catch {
-            logger.warning("webhook outcome not recorded", ["error": String(describing: error)])
-        }
-    }
 }

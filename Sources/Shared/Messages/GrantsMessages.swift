@@ -140,13 +140,15 @@ public struct WebhookDeliveryView: Codable, Sendable {
     public var attempts: Int
     public var lastStatusCode: Int?
     public var lastError: String?
+    /// The start of the last answer's body (at most 1 KiB, as text).
+    public var lastResponse: String?
     public var createdAt: Date
     public var deliveredAt: Date?
     public var nextAttemptAt: Date?
     public init(id: UUID, webhookId: String, type: String, status: String, attempts: Int, lastStatusCode: Int?, lastError: String?,
-                createdAt: Date, deliveredAt: Date?, nextAttemptAt: Date?) {
+                lastResponse: String?, createdAt: Date, deliveredAt: Date?, nextAttemptAt: Date?) {
         self.id = id; self.webhookId = webhookId; self.type = type; self.status = status; self.attempts = attempts
-        self.lastStatusCode = lastStatusCode; self.lastError = lastError; self.createdAt = createdAt
+        self.lastStatusCode = lastStatusCode; self.lastError = lastError; self.lastResponse = lastResponse; self.createdAt = createdAt
         self.deliveredAt = deliveredAt; self.nextAttemptAt = nextAttemptAt
     }
 }

@@ -1,0 +1,172 @@
+import Foundation
+import Synchronization
+import Shared
+
+/// Sends due webhook deliveries and records each attempt.
+///
+/// Pending deliveries wait in `grants.webhook_deliveries`, and are claimed a page at a time (at
+/// most `maxInFlight` under way), so an endpoint that cannot be reached costs rows, not memory.
+/// Each attempt checks the URL and resolves its host once (`Webhooks.destination`), then POSTs
+/// to that address only (`PinnedHTTPClient`): redirects are failed deliveries, and at most 64 KiB
+/// of an answer is read, of which the first 1 KiB is kept in the delivery log.
+final class WebhookDeliverer: Sendable {
+    let pool: PGPool
+    let logger: Logger
+    let schedule: [TimeInterval]
+    let allowPrivate: Bool
+    let resolve: @Sendable (String) -> [String]
+    let limits: PinnedHTTPClient.Limits
+    /// Made for the first delivery: libcurl's TLS set-up costs about 2 MB that a grants instance
+    /// whose operators have no webhooks never needs.
+    private let madeClient = Mutex<PinnedHTTPClient?>(nil)
+
+    init(pool: PGPool, logger: Logger, schedule: [TimeInterval], allowPrivate: Bool,
+         resolve: @escaping @Sendable (String) -> [String] = Webhooks.resolve, limits: PinnedHTTPClient.Limits = .init()) {
+        self.pool = pool
+        self.logger = logger
+        self.schedule = schedule
+        self.allowPrivate = allowPrivate
+        self.resolve = resolve
+        self.limits = limits
+    }
+
+    func client() throws -> PinnedHTTPClient {
+        try madeClient.withLock { made in
+            if let made { return made }
+            let client = try PinnedHTTPClient(limits: limits)
+            made = client
+            return client
+        }
+    }
+
+    /// The gap before the next attempt after `attempts` failed ones (nil: give up), with up to
+    /// 10% jitter.
+    static func nextGap(schedule: [TimeInterval], attempts: Int, random: Double) -> TimeInterval? {
+        guard attempts >= 1, attempts <= schedule.count else { return nil }
+        return schedule[attempts - 1] * (1 + 0.1 * random)
+    }
+
+    /// Deliveries under way at most; each waits up to 10 s for its endpoint.
+    static let maxInFlight = 50
+    private let inFlight = Atomic<Int>(0)
+
+    /// Claims due deliveries and sends each on its own, four times a second while none is due. A
+    /// delivery is claimed with a 60 s lease, so a slow endpoint holds up only its own deliveries,
+    /// never the claiming of others.
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            while !Task.isCancelled {
+                let room = Self.maxInFlight - self.inFlight.load(ordering: .acquiring)
+                let due = room > 0 ? await claim(limit: room) : []
+                for d in due {
+                    self.inFlight.wrappingAdd(1, ordering: .acquiringAndReleasing)
+                    group.addTask {
+                        await self.deliver(d)
+                        self.inFlight.wrappingSubtract(1, ordering: .acquiringAndReleasing)
+                    }
+                }
+                // Nothing due: look again in 250 ms. No room: as soon as a delivery is likely done.
+                if due.isEmpty { try? await Task.sleep(for: .milliseconds(room > 0 ? 250 : 25)) }
+            }
+        }
+        madeClient.withLock { $0?.close() }
+    }
+
+    private func claim(limit: Int) async -> [Webhooks.Due] {
+        do { return try await pool.withConnection { try Webhooks.claimDue($0, limit: limit, lease: 60) } } catch {
+            logger.warning("webhook claim failed", ["error": String(describing: error)])
+            return []
+        }
+    }
+
+    /// What one attempt came to.
+    struct Attempt: Sendable, Equatable {
+        /// The answer's status; nil when there was none.
+        var status: Int?
+        var error: String?
+        /// The start of the answer's body (`logExcerpt`).
+        var response: String?
+    }
+
+    func deliver(_ d: Webhooks.Due) async {
+        await record(d, await attempt(d))
+    }
+
+    /// Checks the destination and resolves its host (off the cooperative pool: a slow DNS server
+    /// would hold up every task), then POSTs the signed event to the address the check approved.
+    func attempt(_ d: Webhooks.Due) async -> Attempt {
+        let allowPrivate = self.allowPrivate
+        let resolve = self.resolve
+        let checked = await Self.offThePool { Result { try Webhooks.destination(d.url, allowPrivate: allowPrivate, resolve: resolve) } }
+        let target: Webhooks.Destination
+        switch checked {
+        case .success(let t): target = t
+        case .failure(let e as ServiceError): return Attempt(error: e.message)
+        case .failure(let e): return Attempt(error: String(describing: e))
+        }
+        let body = Array(d.payload.utf8)
+        let ts = Int(Date().timeIntervalSince1970)
+        let request = PinnedHTTPClient.Request(
+            url: target.url.absoluteString, scheme: target.scheme, address: target.address, port: target.port,
+            headers: ["Content-Type: application/json", "User-Agent: Redeem-Webhooks/1", "webhook-id: \(d.webhookId)", "webhook-timestamp: \(ts)",
+                      "webhook-signature: \(Webhooks.signature(secret: d.secret, id: d.webhookId, timestamp: ts, body: Data(body)))"],
+            body: body)
+        do {
+            let answer = try await client().post(request)
+            // Standard Webhooks: a redirect is a failed delivery; it is never followed.
+            let redirect = (300..<400).contains(answer.status) ? "redirects are not followed" : nil
+            return Attempt(status: answer.status, error: redirect, response: Self.logExcerpt(answer.bodyPrefix, limit: limits.keepBytes))
+        } catch {
+            return Attempt(error: "no answer: \(error)")
+        }
+    }
+
+    private func record(_ d: Webhooks.Due, _ a: Attempt) async {
+        let gap = Self.nextGap(schedule: schedule, attempts: d.attempts, random: Double.random(in: 0..<1))
+        do {
+            try await pool.transaction { tx in
+                if let s = a.status, (200..<300).contains(s) {
+                    try tx.query("""
+                        UPDATE grants.webhook_deliveries SET status = 'delivered', delivered_at = now(), last_status_code = $2, last_error = NULL,
+                            last_response = $3 WHERE id = $1
+                        """, [d.id, s, a.response])
+                } else if a.status == 410 {
+                    // Gone: the receiver asks us to stop. The endpoint is disabled and its queue dropped.
+                    try tx.query("UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = '410 Gone' WHERE id = $1", [d.endpoint])
+                    try tx.query("UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = 410, last_error = 'endpoint disabled (410 Gone)' WHERE endpoint_id = $1 AND status = 'pending'", [d.endpoint])
+                } else if let gap {
+                    try tx.query("""
+                        UPDATE grants.webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2), last_status_code = $3, last_error = $4,
+                            last_response = $5 WHERE id = $1
+                        """, [d.id, gap, a.status, a.error, a.response])
+                } else {
+                    try tx.query("UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = $2, last_error = $3, last_response = $4 WHERE id = $1",
+                                 [d.id, a.status, a.error ?? "gave up after the last retry", a.response])
+                }
+            }
+        } catch {
+            logger.warning("webhook outcome not recorded", ["error": String(describing: error)])
+        }
+    }
+
+    /// The start of an answer's body as text for the delivery log, at most `limit` bytes of UTF-8:
+    /// invalid UTF-8 and NUL (which PostgreSQL's text cannot hold) become U+FFFD, and the text is
+    /// cut between characters. Nil for an empty body.
+    static func logExcerpt(_ bytes: [UInt8], limit: Int = 1024) -> String? {
+        guard !bytes.isEmpty else { return nil }
+        var out = ""
+        var used = 0
+        for c in String(decoding: bytes.prefix(limit), as: UTF8.self) {
+            let clean: Character = c == "\0" ? "\u{FFFD}" : c
+            used += clean.utf8.count
+            guard used <= limit else { break }
+            out.append(clean)
+        }
+        return out
+    }
+
+    /// Runs blocking work on a thread of its own and awaits it.
+    static func offThePool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { done in Thread { done.resume(returning: work()) }.start() }
+    }
+}

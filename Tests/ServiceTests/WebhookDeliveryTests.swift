@@ -1,0 +1,206 @@
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+@testable import GrantsService
+@testable import Shared
+
+/// Webhook delivery cannot be turned against the network: the deliverer against a real
+/// PostgreSQL and real HTTP servers, all on this machine's loopback (no test registers, resolves
+/// or sends anything beyond it; names other than `localhost` only meet a stub resolver).
+@Suite struct WebhookDeliveryTests {
+    /// A grants schema of its own.
+    static func database() async throws -> PGPool {
+        let pool = PGPool(url: try await TestPostgres.shared().freshDatabase(), maxConnections: 2)
+        _ = try await GrantsService.migrator.apply(on: pool)
+        return pool
+    }
+
+    /// An endpoint with `url`, written straight to the table (as a row stored before the rules
+    /// changed, or whose name resolved elsewhere then), and one delivery of it, claimed.
+    static func due(_ pool: PGPool, url: String) async throws -> Webhooks.Due {
+        let endpoint = UUID.random()
+        _ = try await pool.query("INSERT INTO grants.webhook_endpoints (id, url, events, secret, mode) VALUES ($1, $2, '{coupon.redeemed}', $3, 'live')",
+                             [endpoint, url, Webhooks.newSecret()])
+        _ = try await pool.query("""
+            INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
+            VALUES ($1, $2, $3, 'coupon.redeemed', '{"type":"coupon.redeemed","data":{}}')
+            """, [UUID.random(), endpoint, "msg_" + UUID.random().lowercasedString])
+        let claimed = try await pool.withConnection { try Webhooks.claimDue($0, limit: 10, lease: 60) }
+        return try #require(claimed.first { $0.endpoint == endpoint })
+    }
+
+    struct Logged {
+        var status: String
+        var attempts: Int
+        var code: Int?
+        var error: String?
+        var response: String?
+    }
+
+    static func logged(_ pool: PGPool, _ d: Webhooks.Due) async throws -> Logged {
+        let row = try #require(try await pool.query("SELECT * FROM grants.webhook_deliveries WHERE id = $1", [d.id]).first)
+        return Logged(status: try row.decode("status"), attempts: try row.decode("attempts"), code: try row.decodeIfPresent("last_status_code"),
+                      error: try row.decodeIfPresent("last_error"), response: try row.decodeIfPresent("last_response"))
+    }
+
+    static func deliverer(_ pool: PGPool, allowPrivate: Bool, resolve: @escaping @Sendable (String) -> [String] = Webhooks.resolve) -> WebhookDeliverer {
+        WebhookDeliverer(pool: pool, logger: Logger(service: "grants", sink: LogSink(capturing: ())), schedule: [1, 1], allowPrivate: allowPrivate,
+                         resolve: resolve)
+    }
+
+    /// Standard Webhooks: a 3xx is a failed delivery. The receiver redirects (every kind, to a
+    /// loopback listener that records whatever reaches it), and nothing ever follows.
+    @Test func aRedirectIsAFailedDeliveryAndItsTargetIsNeverReached() async throws {
+        let pool = try await Self.database()
+        defer { pool.close() }
+        let target = try WebhookReceiver()
+        let redirecting = try WebhookReceiver()
+        let deliverer = Self.deliverer(pool, allowPrivate: true)
+        for status in [301, 302, 303, 307, 308] {
+            redirecting.respond(with: status, headers: [("Location", target.url.absoluteString)], body: Data("moved".utf8))
+            let d = try await Self.due(pool, url: redirecting.url.absoluteString)
+            await deliverer.deliver(d)
+            let log = try await Self.logged(pool, d)
+            #expect(log.status == "pending" && log.attempts == 1, "\(status): retried on the schedule")
+            #expect(log.code == status)
+            #expect(log.error == "redirects are not followed")
+            #expect(log.response == "moved")
+        }
+        #expect(redirecting.received.count == 5)
+        #expect(target.received.isEmpty, "followed: \(target.received.map { "\($0.method) \($0.path)" })")
+        await target.stop()
+        await redirecting.stop()
+    }
+
+    /// The connection goes to the address the check approved. The stub resolver answers
+    /// 127.0.0.2 for `localhost` once; the system's own answer would be 127.0.0.1, where another
+    /// receiver listens on the same port. A client that resolves again (URLSession did) reaches
+    /// that one.
+    @Test func theConnectionGoesToTheAddressTheCheckApprovedWithoutResolvingAgain() async throws {
+        let pool = try await Self.database()
+        defer { pool.close() }
+        let approved = try WebhookReceiver(host: "127.0.0.2")
+        let other = try WebhookReceiver(host: "127.0.0.1", port: approved.port)
+        let lookups = LockedCounter()
+        let deliverer = Self.deliverer(pool, allowPrivate: true) { host in
+            lookups.add()
+            return host == "localhost" ? ["127.0.0.2"] : []
+        }
+        let d = try await Self.due(pool, url: "http://localhost:\(approved.port)/hooks")
+        await deliverer.deliver(d)
+        let log = try await Self.logged(pool, d)
+        #expect(log.status == "delivered", "\(log)")
+        #expect(approved.received.count == 1)
+        #expect(other.received.isEmpty)
+        #expect(lookups.value == 1, "one resolution per attempt")
+        #expect(approved.received.first?.id == d.webhookId)
+        await approved.stop()
+        await other.stop()
+    }
+
+    /// A name that resolves to a private address is refused when the delivery is due, whatever
+    /// it resolved to when the endpoint was registered: nothing is sent, and the log says why.
+    @Test func aNameThatResolvesToAPrivateAddressIsRefusedAtDeliveryTime() async throws {
+        let pool = try await Self.database()
+        defer { pool.close() }
+        let receiver = try WebhookReceiver()
+        // The system resolver: localhost is loopback.
+        let strict = Self.deliverer(pool, allowPrivate: false)
+        let local = try await Self.due(pool, url: "https://localhost:\(receiver.port)/hooks")
+        await strict.deliver(local)
+        let log = try await Self.logged(pool, local)
+        #expect(log.status == "pending" && log.code == nil)
+        #expect(log.error?.hasPrefix("url resolves to a private or loopback address") == true, "\(log)")
+        // A registered public name that now answers with a private address (rebinding); and one
+        // that answers with a public and a private address.
+        let rebound = Self.deliverer(pool, allowPrivate: false) { host in
+            host == "hooks.example" ? ["10.0.0.7"] : host == "mixed.example" ? ["93.184.215.14", "127.0.0.1"] : []
+        }
+        for url in ["https://hooks.example/h", "https://mixed.example/h"] {
+            let d = try await Self.due(pool, url: url)
+            await rebound.deliver(d)
+            let log = try await Self.logged(pool, d)
+            #expect(log.code == nil)
+            #expect(log.error?.hasPrefix("url resolves to a private or loopback address") == true, "\(url): \(log)")
+        }
+        #expect(receiver.received.isEmpty)
+        await receiver.stop()
+    }
+
+    /// At most 64 KiB of an answer is read; the log keeps its first 1 KiB.
+    @Test func aLongAnswerIsCutAt64KiBAndTheLogKeeps1KiB() async throws {
+        let pool = try await Self.database()
+        defer { pool.close() }
+        let receiver = try WebhookReceiver()
+        receiver.respond(with: 200, body: Data(repeating: UInt8(ascii: "x"), count: 1 << 20))
+        let deliverer = Self.deliverer(pool, allowPrivate: true)
+        let d = try await Self.due(pool, url: receiver.url.absoluteString)
+        await deliverer.deliver(d)
+        let log = try await Self.logged(pool, d)
+        #expect(log.status == "delivered" && log.code == 200)
+        #expect(log.response == String(repeating: "x", count: 1024))
+        // A failure's answer is kept too.
+        receiver.respond(with: 500, body: Data("upstream down".utf8))
+        let failed = try await Self.due(pool, url: receiver.url.absoluteString)
+        await deliverer.deliver(failed)
+        #expect(try await Self.logged(pool, failed).response == "upstream down")
+        await receiver.stop()
+    }
+
+    /// The client stops reading at the limit: an answer that never ends is cut (within the
+    /// limit, not at the timeout), and one of 1 MiB is read no further than 64 KiB.
+    @Test func theClientReadsAtMost64KiBOfAnyAnswer() async throws {
+        let endless = try WebhookReceiver()
+        var streamed = HTTPResponse.stream(200, contentType: "text/plain") { out in
+            let piece = Data(repeating: UInt8(ascii: "y"), count: 8192)
+            while await out.write(piece) {}
+        }
+        streamed.headers.append(("X-Test", "endless"))
+        endless.respond(with: streamed)
+        let client = try PinnedHTTPClient(limits: .init(readBytes: 64 * 1024, keepBytes: 1024, timeout: .seconds(30)))
+        defer { client.close() }
+        let started = ContinuousClock.now
+        let answer = try await client.post(.init(url: endless.url.absoluteString, scheme: "http", address: "127.0.0.1", port: endless.port,
+                                                 headers: [], body: Array("{}".utf8)))
+        #expect(answer.status == 200 && answer.cut)
+        #expect(answer.bytesRead <= 64 * 1024)
+        #expect(answer.bodyPrefix == Array(repeating: UInt8(ascii: "y"), count: 1024))
+        #expect(ContinuousClock.now - started < .seconds(20), "cut at the limit, not at the timeout")
+        await endless.stop()
+    }
+
+    /// A port where nothing listens is a failed attempt with curl's reason, retried on the
+    /// schedule; and only the scheme that was checked is used.
+    @Test func nothingListeningIsAFailedAttemptRetriedLater() async throws {
+        let pool = try await Self.database()
+        defer { pool.close() }
+        let port = try await offThePool { try Project.freePort() }
+        let deliverer = Self.deliverer(pool, allowPrivate: true)
+        let d = try await Self.due(pool, url: "http://127.0.0.1:\(port)/hooks")
+        await deliverer.deliver(d)
+        let log = try await Self.logged(pool, d)
+        #expect(log.status == "pending" && log.code == nil)
+        let error = try #require(log.error)
+        #expect(error.hasPrefix("no answer: ") && error.hasSuffix("(curl 7)"), "\(error)")
+        // Only the approved scheme: the URL says http, the check approved https.
+        let live = try WebhookReceiver()
+        let client = try PinnedHTTPClient()
+        defer { client.close() }
+        do {
+            _ = try await client.post(.init(url: live.url.absoluteString, scheme: "https", address: "127.0.0.1", port: live.port, headers: [], body: []))
+            Issue.record("a scheme other than the approved one was used")
+        } catch {
+            #expect(error.code == 1, "CURLE_UNSUPPORTED_PROTOCOL: \(error)")
+        }
+        #expect(live.received.isEmpty)
+        await live.stop()
+    }
+}
+
+/// A count several threads add to.
+final class LockedCounter: Sendable {
+    private let count = Mutex(0)
+    func add() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
