@@ -123,6 +123,11 @@ final class ListPagingTests: StackTestCase {
         XCTAssertEqual(webhookIds.count, 26)
         try await checkPages(deliveries, token: admin, made: webhookIds, key: "webhookId", newestFirst: false)
         _ = try await client.send("DELETE", "/v1/webhooks/\(hook)", headers: ["Authorization": "Bearer \(admin)"])
+        // Deleting the endpoint drops its queue: nothing is left pending to be sent to it.
+        let left = try await walk(deliveries, token: admin, limit: 100)
+        XCTAssertEqual(left.count, 26)
+        XCTAssertEqual(Set(left.compactMap { $0["status"] as? String }), ["failed"], "\(left.prefix(2))")
+        XCTAssertEqual(Set(left.compactMap { $0["lastError"] as? String }), ["endpoint deleted"])
     }
 
     /// A bad limit is 422 on `limit`; a garbage, negative, fractional, offset-like or forged cursor
