@@ -1,6 +1,5 @@
 import Foundation
 import Synchronization
-import XCTest
 
 /// Why each suite's one-time start (its stack, its fakes) failed, by suite. A suite can do nothing
 /// without what it starts, but a failed start must fail only that suite: stopping the process
@@ -23,30 +22,5 @@ public enum SuiteStart {
         if let reason = failures.withLock({ $0[String(reflecting: suite)] }) {
             throw TestFailure("\(String(reflecting: suite)) could not start: \(reason)")
         }
-    }
-}
-
-/// An XCTest suite that starts what it needs once (`startSuite`, from the class `setUp`) and stops
-/// it in `stopSuite`. When the start fails, each of its tests fails with the reason, and the other
-/// suites in the process still run.
-open class StackTestCase: XCTestCase {
-    /// Starts the suite's stack and fakes (override; throwing fails the suite's tests).
-    open class func startSuite() throws {}
-    /// Stops what `startSuite` started, also what it started before it failed (override).
-    open class func stopSuite() {}
-
-    override open class func setUp() {
-        super.setUp()
-        SuiteStart.run(self) { try startSuite() }
-    }
-
-    override open class func tearDown() {
-        stopSuite()
-        super.tearDown()
-    }
-
-    override open func setUpWithError() throws {
-        try super.setUpWithError()
-        try SuiteStart.check(type(of: self))
     }
 }
