@@ -46,7 +46,7 @@ import TestSupport
         }
         #expect(sameCodeBefore?.isUniqueViolation == true, "before: one coupon per code, whatever its mode")
 
-        #expect(try await CouponsService.migrator.apply(on: pool) == [10])
+        #expect(try await CouponsService.migrator.apply(on: pool).first == 10)
         let (mode, payload, test, again) = try await pool.withConnection { c -> (String, String, PGError?, PGError?) in
             let mode = try c.query("SELECT mode FROM coupons.coupons WHERE id = $1", [coupon]).first!.decode("mode", as: String.self)
             let payload = try c.query("SELECT payload FROM coupons.outbox WHERE redemption_id = $1", [redemption]).first!.decode("payload", as: String.self)

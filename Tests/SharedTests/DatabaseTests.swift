@@ -209,6 +209,21 @@ import TestSupport
         try await pools[0].query("INSERT INTO demo.things (id, name) VALUES (1, 'a')")
     }
 
+    /// A function's file is its one text: applied after the migrations at every start, so a changed
+    /// file takes effect on the next start without a migration, in the service's schema.
+    @Test func functionsAreAppliedAtEveryStartAfterTheMigrations() async throws {
+        let pool = PGPool(url: url, maxConnections: 1)
+        defer { pool.close() }
+        let migrations = [Migration(1, "table", "CREATE TABLE answers (n int)")]
+        func answer(_ n: Int) -> SQLFunction {
+            SQLFunction("the_answer", "CREATE OR REPLACE FUNCTION the_answer() RETURNS int LANGUAGE sql AS $$ SELECT \(n) + coalesce((SELECT sum(n) FROM fns.answers), 0)::int $$")
+        }
+        #expect(try await Migrator(schema: "fns", migrations: migrations, functions: [answer(41)]).apply(on: pool) == [1])
+        #expect(try await pool.query("SELECT fns.the_answer() AS a").first!.decode("a", as: Int.self) == 41)
+        #expect(try await Migrator(schema: "fns", migrations: migrations, functions: [answer(42)]).apply(on: pool).isEmpty)
+        #expect(try await pool.query("SELECT fns.the_answer() AS a").first!.decode("a", as: Int.self) == 42)
+    }
+
     /// On a cluster of its own: stopping the shared one would fail whatever other suite is using it.
     @Test func poolRecoversAfterTheServerRestarts() async throws {
         let own = try await TestPostgres.ownCluster()

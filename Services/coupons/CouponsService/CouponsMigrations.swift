@@ -133,74 +133,17 @@ enum CouponsMigrations {
         // statistics lag behind a flash sale. So each lookup is one index probe per account,
         // whatever the statistics say (`RedemptionPlanTests`).
         Migration(7, "batch lookups keep their plans", """
-            CREATE FUNCTION held_by_account(accounts uuid[]) RETURNS SETOF coupons.redemptions
-            LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
-            BEGIN
-                RETURN QUERY SELECT r.* FROM unnest(accounts) AS a(account)
-                    CROSS JOIN LATERAL (SELECT * FROM coupons.redemptions x WHERE x.account_id = a.account AND x.holds_use OFFSET 0) r;
-            END $$;
-            CREATE FUNCTION veterans_by_account(accounts uuid[]) RETURNS SETOF uuid
-            LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
-            BEGIN
-                RETURN QUERY SELECT a.account FROM unnest(accounts) AS a(account)
-                    CROSS JOIN LATERAL (SELECT 1 FROM coupons.redemptions r WHERE r.account_id = a.account AND r.holds_use
-                                        AND r.status = 'completed' AND NOT r.sandbox LIMIT 1) done;
-            END $$;
-            CREATE FUNCTION validate_standing(wanted_code text, accounts uuid[])
-                RETURNS TABLE (coupon coupons.coupons, account uuid, already boolean, not_new boolean)
-            LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
-            BEGIN
-                RETURN QUERY SELECT c, a.account, held.one IS NOT NULL, done.one IS NOT NULL
-                FROM coupons.coupons c CROSS JOIN unnest(accounts) AS a(account)
-                LEFT JOIN LATERAL (SELECT 1 AS one FROM coupons.redemptions r WHERE r.account_id = a.account AND r.coupon_id = c.id
-                                   AND NOT r.sandbox AND r.holds_use LIMIT 1) held ON true
-                LEFT JOIN LATERAL (SELECT 1 AS one FROM coupons.redemptions r WHERE c.new_customers_only AND r.account_id = a.account
-                                   AND r.holds_use AND r.status = 'completed' AND NOT r.sandbox LIMIT 1) done ON true
-                WHERE c.code = wanted_code;
-            END $$;
+            SELECT 1; -- its functions are in SQL/, applied at every start
             """),
         // The same for the statements of each completion batch, by redemption id: its outbox
         // message leaves, and its redemption completes.
         Migration(8, "completion statements keep their plans", """
-            CREATE FUNCTION ack_outbox(ids uuid[], message_type text) RETURNS void
-            LANGUAGE plpgsql SET enable_seqscan = off AS $$
-            BEGIN
-                DELETE FROM coupons.outbox o WHERE o.redemption_id = ANY(ids) AND o.type = message_type;
-            END $$;
-            CREATE FUNCTION complete_many(ids uuid[], entitlements text[], expiries timestamptz[]) RETURNS void
-            LANGUAGE plpgsql SET enable_seqscan = off AS $$
-            BEGIN
-                UPDATE coupons.redemptions r SET
-                    status = CASE WHEN r.status IN ('reserved', 'granting') THEN 'completed' ELSE r.status END,
-                    completed_at = CASE WHEN r.status IN ('reserved', 'granting') THEN now() ELSE r.completed_at END,
-                    entitlement_id = CASE WHEN r.status IN ('reserved', 'granting')
-                        THEN entitlements[array_position(ids, r.id)] ELSE r.entitlement_id END,
-                    entitlement_expires_at = CASE WHEN r.status IN ('reserved', 'granting')
-                        THEN expiries[array_position(ids, r.id)] ELSE r.entitlement_expires_at END,
-                    reservation_expires_at = CASE WHEN r.status IN ('reserved', 'granting') THEN NULL ELSE r.reservation_expires_at END
-                WHERE r.id = ANY(ids);
-            END $$;
+            SELECT 1; -- its functions are in SQL/, applied at every start
             """),
         // complete_many answering each redemption's completion time (grants puts it in the webhook),
         // kept to the millisecond the wire carries so both round the same value.
         Migration(9, "completions answer their time", """
-            CREATE FUNCTION complete_many_at(ids uuid[], entitlements text[], expiries timestamptz[])
-                RETURNS TABLE (id uuid, completed_at timestamptz)
-            LANGUAGE plpgsql SET enable_seqscan = off AS $$
-            #variable_conflict use_column
-            BEGIN
-                RETURN QUERY
-                UPDATE coupons.redemptions r SET
-                    status = CASE WHEN r.status IN ('reserved', 'granting') THEN 'completed' ELSE r.status END,
-                    completed_at = CASE WHEN r.status IN ('reserved', 'granting') THEN date_trunc('milliseconds', now()) ELSE r.completed_at END,
-                    entitlement_id = CASE WHEN r.status IN ('reserved', 'granting')
-                        THEN entitlements[array_position(ids, r.id)] ELSE r.entitlement_id END,
-                    entitlement_expires_at = CASE WHEN r.status IN ('reserved', 'granting')
-                        THEN expiries[array_position(ids, r.id)] ELSE r.entitlement_expires_at END,
-                    reservation_expires_at = CASE WHEN r.status IN ('reserved', 'granting') THEN NULL ELSE r.reservation_expires_at END
-                WHERE r.id = ANY(ids)
-                RETURNING r.id, r.completed_at;
-            END $$;
+            SELECT 1; -- its functions are in SQL/, applied at every start
             """),
         // Test mode and live mode are two worlds (SPEC §4.7): a code is unique within its mode, so
         // the same code may exist once in each. Every coupon already has its mode (its creating
@@ -212,6 +155,11 @@ enum CouponsMigrations {
             UPDATE outbox o SET payload = jsonb_set(o.payload::jsonb, '{body,mode}', to_jsonb(c.mode))::text
             FROM redemptions r JOIN coupons c ON c.id = r.coupon_id
             WHERE r.id = o.redemption_id AND jsonb_typeof(o.payload::jsonb -> 'body') = 'object';
+            """),
+        // complete_many (migration 8) has had no caller since complete_many_at (migration 9). From
+        // here on, functions live in SQL/, one file each, and are applied at every start.
+        Migration(11, "drop the unused complete_many", """
+            DROP FUNCTION IF EXISTS complete_many(uuid[], text[], timestamptz[]);
             """),
     ]
 }

@@ -5,7 +5,7 @@ import Synchronization
 /// Coupons, validation, reservations, redemptions and caps (SPEC §4.2, §4.3). Owns schema `coupons`.
 public final class CouponsService: BackendService {
     public static let name = "coupons"
-    public static let migrator = Migrator(schema: "coupons", migrations: CouponsMigrations.all)
+    public static let migrator = Migrator(schema: "coupons", migrations: CouponsMigrations.all, functions: CouponsFunctions.all)
 
     let runtime: ServiceRuntime
     let config: CouponsConfig

@@ -62,60 +62,12 @@ enum GrantsMigrations {
         // would read all of it every batch, for as long as the statistics lag behind a flash sale
         // (the reasoning of coupons migration 7; `GrantPlanTests`).
         Migration(2, "batch statements keep their plans", """
-            CREATE FUNCTION store_round(ids uuid[], accounts uuid[], apps text[], ents text[], sandboxes boolean[], providers text[],
-                                        ys int[], ms int[], ws int[], ds int[], commands text[], leases float8[])
-                RETURNS TABLE (redemption_id uuid, end_time timestamptz, attempts int)
-            LANGUAGE plpgsql SET enable_seqscan = off AS $$
-            #variable_conflict use_column
-            BEGIN
-                RETURN QUERY
-                INSERT INTO grants.grants AS g (redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, start_time, end_time,
-                                                command, attempts, next_attempt_at)
-                SELECT u.id, u.account, u.app, u.ent, u.sandbox, u.provider, s.start,
-                       s.start + make_interval(years => u.y, months => u.m, weeks => u.w, days => u.d), u.command,
-                       CASE WHEN u.lease IS NULL THEN 0 ELSE 1 END, now() + make_interval(secs => coalesce(u.lease, 0))
-                FROM unnest(ids, accounts, apps, ents, sandboxes, providers, ys, ms, ws, ds, commands, leases)
-                    AS u(id, account, app, ent, sandbox, provider, y, m, w, d, command, lease)
-                CROSS JOIN LATERAL (
-                    SELECT date_trunc('milliseconds', greatest(now(), coalesce(max(h.end_time), now()))) AS start
-                    FROM grants.grants h WHERE h.app_user_id = u.app AND h.entitlement_id = u.ent AND h.sandbox = u.sandbox AND h.status <> 'failed'
-                ) s
-                ON CONFLICT (redemption_id) DO NOTHING
-                RETURNING g.redemption_id, g.end_time, g.attempts;
-            END $$;
-            CREATE FUNCTION settle_succeeded(ids uuid[], told uuid[]) RETURNS SETOF uuid
-            LANGUAGE plpgsql SET enable_seqscan = off AS $$
-            BEGIN
-                RETURN QUERY
-                UPDATE grants.grants g SET status = 'succeeded', settled_at = now(), next_attempt_at = now() + interval '5 seconds',
-                    coupons_notified = g.redemption_id = ANY(told)
-                WHERE g.redemption_id = ANY(ids) AND g.status = 'pending' RETURNING g.redemption_id;
-            END $$;
+            SELECT 1; -- its functions are in SQL/, applied at every start
             """),
         // An entitlement ends by 9999-12-31T23:59:59.999Z at the latest: the last instant ISO 8601's
         // four-digit years write. Stacked long durations (1,000 years, ten times over) went past it.
         Migration(3, "entitlements end by the year 9999", """
-            CREATE OR REPLACE FUNCTION store_round(ids uuid[], accounts uuid[], apps text[], ents text[], sandboxes boolean[], providers text[],
-                                        ys int[], ms int[], ws int[], ds int[], commands text[], leases float8[])
-                RETURNS TABLE (redemption_id uuid, end_time timestamptz, attempts int)
-            LANGUAGE plpgsql SET enable_seqscan = off AS $$
-            #variable_conflict use_column
-            BEGIN
-                RETURN QUERY
-                INSERT INTO grants.grants AS g (redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, start_time, end_time,
-                                                command, attempts, next_attempt_at)
-                SELECT u.id, u.account, u.app, u.ent, u.sandbox, u.provider, s.start,
-                       least(s.start + make_interval(years => u.y, months => u.m, weeks => u.w, days => u.d), '9999-12-31 23:59:59.999+00'),
-                       u.command, CASE WHEN u.lease IS NULL THEN 0 ELSE 1 END, now() + make_interval(secs => coalesce(u.lease, 0))
-                FROM unnest(ids, accounts, apps, ents, sandboxes, providers, ys, ms, ws, ds, commands, leases)
-                    AS u(id, account, app, ent, sandbox, provider, y, m, w, d, command, lease)
-                CROSS JOIN LATERAL (
-                    SELECT date_trunc('milliseconds', least(greatest(now(), coalesce(max(h.end_time), now())), '9999-12-31 23:59:59.999+00')) AS start
-                    FROM grants.grants h WHERE h.app_user_id = u.app AND h.entitlement_id = u.ent AND h.sandbox = u.sandbox AND h.status <> 'failed'
-                ) s
-                ON CONFLICT (redemption_id) DO NOTHING
-                RETURNING g.redemption_id, g.end_time, g.attempts;
-            END $$;
+            SELECT 1; -- its functions are in SQL/, applied at every start
             """),
         // Test mode and live mode are two worlds (SPEC §4.7): an endpoint belongs to the mode of the
         // key that made it and gets only the events of that mode's coupons; its deliveries are its

@@ -6,7 +6,7 @@ import Synchronization
 /// Owns schema `grants`.
 public final class GrantsService: BackendService {
     public static let name = "grants"
-    public static let migrator = Migrator(schema: "grants", migrations: GrantsMigrations.all)
+    public static let migrator = Migrator(schema: "grants", migrations: GrantsMigrations.all, functions: GrantsFunctions.all)
 
     let runtime: ServiceRuntime
     let config: GrantsConfig

@@ -1,0 +1,14 @@
+import Shared
+
+/// The coupons schema's functions, each in a file of its own in this folder, applied at every
+/// start after the migrations (`Migrator`).
+///
+/// Why they are functions: the batch statements keep their plans (a PL/pgSQL function caches
+/// them) instead of being planned per batch, and they are planned with sequential scans off. A kept
+/// plan does not follow the table's growth: made while the table was small and freshly analyzed,
+/// it would read the whole table once per account for as long as the statistics lag behind a flash
+/// sale. So each lookup is one index probe per account, whatever the statistics say
+/// (`RedemptionPlanTests`).
+enum CouponsFunctions {
+    static let all = [heldByAccount, veteransByAccount, validateStanding, ackOutbox, completeManyAt]
+}

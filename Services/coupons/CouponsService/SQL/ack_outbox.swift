@@ -1,0 +1,12 @@
+import Shared
+
+extension CouponsFunctions {
+    /// Outbox messages of one type leave once grants acknowledged them, by redemption id.
+    static let ackOutbox = SQLFunction("ack_outbox", """
+        CREATE OR REPLACE FUNCTION ack_outbox(ids uuid[], message_type text) RETURNS void
+        LANGUAGE plpgsql SET enable_seqscan = off AS $$
+        BEGIN
+            DELETE FROM coupons.outbox o WHERE o.redemption_id = ANY(ids) AND o.type = message_type;
+        END $$;
+        """)
+}
