@@ -84,16 +84,41 @@ enum RedemptionStore {
         }
     }
 
-    // MARK: - Checks shared by validate and redeem (in SPEC §4.7 order)
+    // MARK: - The rules shared by validate and redeem (SPEC §4.3, in order)
 
-    /// `inactive` … `notEligible` (platform or product), on the coupon alone (parsed once per
-    /// request or batch; `notFound` is the caller's, who has no row).
-    static func checkCoupon(_ d: CouponDefinition, active: Bool, platform: Platform?, productId: String?, now: Date) throws {
-        guard active else { throw Refusal(reason: .inactive) }
-        if let starts = d.startsAt, starts > now { throw Refusal(reason: .notStarted) }
-        if let expires = d.expiresAt, expires <= now { throw Refusal(reason: .expired) }
-        if let platform, !d.platforms.contains(platform) { throw Refusal(reason: .notEligible) }
-        if let productId, !d.productIds.isEmpty, !d.productIds.contains(productId) { throw Refusal(reason: .notEligible) }
+    /// What the rules say of one request, on what the database answered for it.
+    enum Decision: Equatable, Sendable {
+        case refuse(RefusalReason)
+        /// A use may be reserved, for this product (the coupon's only one when none was named).
+        case reserve(productId: String?)
+    }
+
+    /// The one statement of the refusal rules, for validate, a single reservation and a batch. Pure:
+    /// the callers look up the coupon and the account's standing (`notFound` and an account's
+    /// existing redemption are theirs: they have no row, or answer that redemption), and pass the
+    /// time. In order: `inactive`, `notStarted`, `expired`, `notEligible` (platform, then product),
+    /// the product a discount needs (`resolveProduct`; an input error, not a refusal),
+    /// `alreadyRedeemed` (`holdsUse`: a live use of this coupon, which only validate asks about),
+    /// `notEligible` (new customers only, `veteran`), and `exhausted` (`usesTaken` of the cap; nil
+    /// where the use is not counted here: sandbox, or taken by a conditional update).
+    static func decide(_ d: CouponDefinition, active: Bool, platform: Platform?, productId: String?, resolveProduct: Bool,
+                       holdsUse: Bool, veteran: Bool, usesTaken: Int?, now: Date) throws -> Decision {
+        guard active else { return .refuse(.inactive) }
+        if let starts = d.startsAt, starts > now { return .refuse(.notStarted) }
+        if let expires = d.expiresAt, expires <= now { return .refuse(.expired) }
+        if let platform, !d.platforms.contains(platform) { return .refuse(.notEligible) }
+        if let productId, !d.productIds.isEmpty, !d.productIds.contains(productId) { return .refuse(.notEligible) }
+        var product = productId
+        if resolveProduct && product == nil && d.isDiscount {
+            guard d.productIds.count == 1 else {
+                throw ServiceError(.invalid, "productId is required: this coupon covers several products", field: "productId")
+            }
+            product = d.productIds[0]
+        }
+        if holdsUse { return .refuse(.alreadyRedeemed) }
+        if d.newCustomersOnly && veteran { return .refuse(.notEligible) }
+        if let usesTaken, let max = d.maxRedemptions, usesTaken >= max { return .refuse(.exhausted) }
+        return .reserve(productId: product)
     }
 
     /// A new customer has no completed live redemption (so never held an entitlement through Redeem).
@@ -148,14 +173,11 @@ enum RedemptionStore {
             return new
         }
         return try reqs.map { req in
-            do {
-                try checkCoupon(d, active: active, platform: req.platform, productId: nil, now: now)
-                if !sandbox && already.contains(req.accountId) { throw Refusal(reason: .alreadyRedeemed) }
-                if d.newCustomersOnly && notNew.contains(req.accountId) { throw Refusal(reason: .notEligible) }
-                if !sandbox, let max = d.maxRedemptions, used >= max { throw Refusal(reason: .exhausted) }
-                return try answer(nil)
-            } catch let r as Refusal {
-                return try answer(r.reason)
+            switch try decide(d, active: active, platform: req.platform, productId: nil, resolveProduct: false,
+                              holdsUse: !sandbox && already.contains(req.accountId), veteran: notNew.contains(req.accountId),
+                              usesTaken: sandbox ? nil : used, now: now) {
+            case .refuse(let reason): return try answer(reason)
+            case .reserve: return try answer(nil)
             }
         }
     }
@@ -181,16 +203,20 @@ enum RedemptionStore {
         }
         guard let coupon = couponRow else { throw Refusal(reason: .notFound) }
         let d = try CouponStore.definition(coupon)
-        try checkCoupon(d, active: try coupon.decode("active"), platform: req.platform, productId: req.productId, now: now)
-        let couponId = try coupon.decode("id", as: UUID.self)
-        var productId = req.productId
-        if productId == nil && d.isDiscount {
-            guard d.productIds.count == 1 else {
-                throw ServiceError(.invalid, "productId is required: this coupon covers several products", field: "productId")
-            }
-            productId = d.productIds[0]
+        let active: Bool = try coupon.decode("active")
+        // Whether the account is new is asked only when the coupon's other rules let the request through.
+        let ask = { (veteran: Bool) in
+            try decide(d, active: active, platform: req.platform, productId: req.productId, resolveProduct: true,
+                       holdsUse: false, veteran: veteran, usesTaken: nil, now: now)
         }
-        if d.newCustomersOnly, try !isNewCustomer(tx, account: req.accountId) { throw Refusal(reason: .notEligible) }
+        var decision = try ask(false)
+        if case .reserve = decision, d.newCustomersOnly, try !isNewCustomer(tx, account: req.accountId) { decision = try ask(true) }
+        let productId: String?
+        switch decision {
+        case .refuse(let reason): throw Refusal(reason: reason)
+        case .reserve(let product): productId = product
+        }
+        let couponId = try coupon.decode("id", as: UUID.self)
         if !sandbox {
             let took = try tx.query("""
                 UPDATE coupons.coupons SET used_count = used_count + 1
@@ -404,23 +430,15 @@ extension RedemptionStore {
             if let e = existing[key] { results[i] = .success(.init(redemption: e, created: false)); continue }
             if let j = freshByKey[key] { twins.append((i, j)); continue }  // a double tap inside the batch
             do {
-                try checkCoupon(d, active: active, platform: req.platform, productId: req.productId, now: now)
-                var productId = req.productId
-                if productId == nil && d.isDiscount {
-                    guard d.productIds.count == 1 else {
-                        throw ServiceError(.invalid, "productId is required: this coupon covers several products", field: "productId")
-                    }
-                    productId = d.productIds[0]
+                switch try decide(d, active: active, platform: req.platform, productId: req.productId, resolveProduct: true,
+                                  holdsUse: false, veteran: notNew.contains(req.accountId), usesTaken: sandbox ? nil : used, now: now) {
+                case .refuse(let reason):
+                    results[i] = refused(reason)
+                case .reserve(let productId):
+                    if !sandbox { used += 1 }
+                    freshByKey[key] = fresh.count
+                    fresh.append(New(index: i, id: UUID.timeOrdered(), req: req, sandbox: sandbox, productId: productId))
                 }
-                if d.newCustomersOnly && notNew.contains(req.accountId) { throw Refusal(reason: .notEligible) }
-                if !sandbox {
-                    if let max = d.maxRedemptions, used >= max { throw Refusal(reason: .exhausted) }
-                    used += 1
-                }
-                freshByKey[key] = fresh.count
-                fresh.append(New(index: i, id: UUID.timeOrdered(), req: req, sandbox: sandbox, productId: productId))
-            } catch let r as Refusal {
-                results[i] = refused(r.reason)
             } catch {
                 results[i] = .failure(error)
             }

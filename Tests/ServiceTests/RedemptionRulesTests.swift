@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+@testable import CouponsService
+@testable import Shared
+
+/// The refusal rules of SPEC §4.3 as a table: `RedemptionStore.decide`, which validate, a single
+/// reservation and a batch all ask. The integration suites keep one case per refusal over HTTP,
+/// and the races.
+@Suite struct RedemptionRulesTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func coupon(_ d: CouponDefinition = RedemptionRulesTests.freeWeek, _ change: (inout CouponDefinition) -> Void = { _ in }) -> CouponDefinition {
+        var d = d
+        change(&d)
+        return d
+    }
+
+    static let freeWeek = CouponDefinition(code: "FREE", kind: .freePeriod, percentOff: nil, amountOff: nil, currency: nil,
+                                           duration: CouponDuration(unit: "week", count: 1), periodCount: nil, entitlementId: "pro",
+                                           productIds: [], platforms: [.ios, .web], startsAt: nil, expiresAt: nil, maxRedemptions: 10,
+                                           newCustomersOnly: false)
+    static let discount = CouponDefinition(code: "DISC", kind: .percentOff, percentOff: 30, amountOff: nil, currency: nil,
+                                           duration: CouponDuration(unit: "month", count: 1), periodCount: 3, entitlementId: nil,
+                                           productIds: ["pro.monthly", "pro.yearly"], platforms: [.ios, .android, .web], startsAt: nil,
+                                           expiresAt: nil, maxRedemptions: nil, newCustomersOnly: false)
+
+    func decide(_ d: CouponDefinition, active: Bool = true, platform: Platform? = .web, productId: String? = nil, resolveProduct: Bool = true,
+                holdsUse: Bool = false, veteran: Bool = false, usesTaken: Int? = 0) throws -> RedemptionStore.Decision {
+        try RedemptionStore.decide(d, active: active, platform: platform, productId: productId, resolveProduct: resolveProduct,
+                                   holdsUse: holdsUse, veteran: veteran, usesTaken: usesTaken, now: now)
+    }
+
+    @Test func eachRuleRefusesWithItsReason() throws {
+        let later = now.addingTimeInterval(60), earlier = now.addingTimeInterval(-60)
+        let table: [(String, RedemptionStore.Decision)] = [
+            ("open", try decide(coupon())),
+            ("inactive", try decide(coupon(), active: false)),
+            ("not started", try decide(coupon { $0.startsAt = later })),
+            ("starts now", try decide(coupon { $0.startsAt = now })),
+            ("expired", try decide(coupon { $0.expiresAt = earlier })),
+            ("expires now", try decide(coupon { $0.expiresAt = now })),
+            ("other platform", try decide(coupon(), platform: .android)),
+            ("no platform named", try decide(coupon(), platform: nil)),
+            ("product not covered", try decide(coupon(Self.discount), productId: "pro.weekly")),
+            ("holds a use", try decide(coupon(), holdsUse: true)),
+            ("veteran, open coupon", try decide(coupon(), veteran: true)),
+            ("veteran, new customers only", try decide(coupon { $0.newCustomersOnly = true }, veteran: true)),
+            ("cap reached", try decide(coupon(), usesTaken: 10)),
+            ("cap not counted here", try decide(coupon(), usesTaken: nil)),
+        ]
+        let expected: [RedemptionStore.Decision] = [
+            .reserve(productId: nil), .refuse(.inactive), .refuse(.notStarted), .reserve(productId: nil), .refuse(.expired), .refuse(.expired),
+            .refuse(.notEligible), .reserve(productId: nil), .refuse(.notEligible), .refuse(.alreadyRedeemed), .reserve(productId: nil),
+            .refuse(.notEligible), .refuse(.exhausted), .reserve(productId: nil),
+        ]
+        for ((name, got), want) in zip(table, expected) { #expect(got == want, "\(name)") }
+    }
+
+    /// The first rule that fails names the reason: SPEC §4.3's order.
+    @Test func theFirstRuleThatFailsIsTheReason() throws {
+        let everything = coupon { $0.expiresAt = now.addingTimeInterval(-1); $0.newCustomersOnly = true }
+        #expect(try decide(everything, active: false, platform: .android, holdsUse: true, veteran: true, usesTaken: 10) == .refuse(.inactive))
+        #expect(try decide(everything, platform: .android, holdsUse: true, veteran: true, usesTaken: 10) == .refuse(.expired))
+        let open = coupon { $0.newCustomersOnly = true }
+        #expect(try decide(open, platform: .android, holdsUse: true, veteran: true, usesTaken: 10) == .refuse(.notEligible))
+        #expect(try decide(open, holdsUse: true, veteran: true, usesTaken: 10) == .refuse(.alreadyRedeemed))
+        #expect(try decide(open, veteran: true, usesTaken: 10) == .refuse(.notEligible))
+        #expect(try decide(open, usesTaken: 10) == .refuse(.exhausted))
+    }
+
+    /// A discount needs a product: the coupon's only one when none is named, an input error when it
+    /// covers several; validate does not ask for one.
+    @Test func aDiscountResolvesItsProductOnlyWhenReserving() throws {
+        #expect(try decide(coupon(Self.discount), productId: "pro.yearly") == .reserve(productId: "pro.yearly"))
+        #expect(try decide(coupon(Self.discount) { $0.productIds = ["pro.monthly"] }) == .reserve(productId: "pro.monthly"))
+        let error = #expect(throws: ServiceError.self) { try decide(coupon(Self.discount)) }
+        #expect(error?.field == "productId")
+        #expect(try decide(coupon(Self.discount), resolveProduct: false) == .reserve(productId: nil))
+        // A refusal before the product rule wins over the missing product.
+        #expect(try decide(coupon(Self.discount), active: false) == .refuse(.inactive))
+    }
+}
