@@ -53,6 +53,26 @@ import Testing
         #expect(WebhookDeliverer.nextGap(schedule: schedule, attempts: 4, random: 0.5) == nil)
     }
 
+    /// Standard Webhooks' rules as a table: a 2xx is delivered, 410 stops the endpoint, anything
+    /// else (a redirect, a 5xx, no answer, a refused destination) waits for the schedule's next gap,
+    /// and after the last gap has failed for good. A 410 wins even on the last attempt.
+    @Test func anAttemptsOutcomeFollowsItsStatusAndTheSchedule() {
+        typealias A = WebhookDeliverer.Attempt
+        let schedule: [TimeInterval] = [5, 300]
+        func outcome(_ a: A, attempts: Int = 1) -> WebhookDeliverer.Outcome {
+            WebhookDeliverer.outcome(of: a, attempts: attempts, schedule: schedule, random: 0)
+        }
+        #expect(outcome(A(status: 200)) == .delivered(status: 200))
+        #expect(outcome(A(status: 204), attempts: 3) == .delivered(status: 204))
+        #expect(outcome(A(status: 410)) == .gone)
+        #expect(outcome(A(status: 410), attempts: 3) == .gone)
+        #expect(outcome(A(status: 302, error: "redirects are not followed")) == .retry(after: 5))
+        #expect(outcome(A(status: 500), attempts: 2) == .retry(after: 300))
+        #expect(outcome(A(error: "no answer")) == .retry(after: 5))
+        #expect(outcome(A(status: 500), attempts: 3) == .failed)
+        #expect(outcome(A(error: "url resolves to a private or loopback address (127.0.0.1)"), attempts: 3) == .failed)
+    }
+
     @Test func webhookURLsMustBeHTTPSAndPublicUnlessAllowed() throws {
         #expect(throws: ServiceError.self) { try Webhooks.checkURL("http://example.com/hook", allowPrivate: false) }
         for bad in ["https://127.0.0.1/x", "https://localhost/x", "https://10.1.2.3/x", "https://192.168.0.9/x", "https://169.254.169.254/latest",

@@ -121,25 +121,46 @@ final class WebhookDeliverer: Sendable {
         }
     }
 
+    /// What an attempt comes to, by Standard Webhooks' rules and the retry schedule.
+    enum Outcome: Equatable, Sendable {
+        /// A 2xx: done.
+        case delivered(status: Int)
+        /// 410 Gone: the receiver asks us to stop; the endpoint is disabled and its queue dropped.
+        case gone
+        /// Anything else (another status, a redirect, no answer, a refused destination), while the
+        /// schedule has a gap left: tried again after it.
+        case retry(after: TimeInterval)
+        /// The same after the schedule's last gap.
+        case failed
+    }
+
+    /// The one statement of the delivery rules: pure, with the jitter's random number an input.
+    static func outcome(of a: Attempt, attempts: Int, schedule: [TimeInterval], random: Double) -> Outcome {
+        if let s = a.status, (200..<300).contains(s) { return .delivered(status: s) }
+        if a.status == 410 { return .gone }
+        if let gap = nextGap(schedule: schedule, attempts: attempts, random: random) { return .retry(after: gap) }
+        return .failed
+    }
+
     private func record(_ d: Webhooks.Due, _ a: Attempt) async {
-        let gap = Self.nextGap(schedule: schedule, attempts: d.attempts, random: Double.random(in: 0..<1))
+        let outcome = Self.outcome(of: a, attempts: d.attempts, schedule: schedule, random: Double.random(in: 0..<1))
         do {
             try await pool.transaction { tx in
-                if let s = a.status, (200..<300).contains(s) {
+                switch outcome {
+                case .delivered(let s):
                     try tx.query("""
                         UPDATE grants.webhook_deliveries SET status = 'delivered', delivered_at = now(), last_status_code = $2, last_error = NULL,
                             last_response = $3 WHERE id = $1
                         """, [d.id, s, a.response])
-                } else if a.status == 410 {
-                    // Gone: the receiver asks us to stop. The endpoint is disabled and its queue dropped.
+                case .gone:
                     try tx.query("UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = '410 Gone' WHERE id = $1", [d.endpoint])
                     try tx.query("UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = 410, last_error = 'endpoint disabled (410 Gone)' WHERE endpoint_id = $1 AND status = 'pending'", [d.endpoint])
-                } else if let gap {
+                case .retry(let gap):
                     try tx.query("""
                         UPDATE grants.webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2), last_status_code = $3, last_error = $4,
                             last_response = $5 WHERE id = $1
                         """, [d.id, gap, a.status, a.error, a.response])
-                } else {
+                case .failed:
                     try tx.query("UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = $2, last_error = $3, last_response = $4 WHERE id = $1",
                                  [d.id, a.status, a.error ?? "gave up after the last retry", a.response])
                 }
