@@ -170,6 +170,21 @@ import TestSupport
         await endless.stop()
     }
 
+    /// An endpoint deleted while an attempt is under way keeps the reason its queue ended with: the
+    /// attempt's failure, recorded after, does not overwrite "endpoint deleted" (a full run once
+    /// showed a deleted endpoint's delivery with curl's reason instead).
+    @Test func anAttemptThatFailsAfterItsEndpointWasDeletedLeavesTheDeletionsReason() async throws {
+        let pool = try await Self.database()
+        defer { pool.close() }
+        let port = try await offThePool { try Project.freePort() }
+        let d = try await Self.due(pool, url: "http://127.0.0.1:\(port)/hooks")  // claimed: the attempt is under way
+        #expect(try await pool.withConnection { try Webhooks.delete($0, id: d.endpoint, mode: .live) })
+        await Self.deliverer(pool, allowPrivate: true).deliver(d)
+        let log = try await Self.logged(pool, d)
+        #expect(log.status == "failed")
+        #expect(log.error == "endpoint deleted")
+    }
+
     /// A port where nothing listens is a failed attempt with curl's reason, retried on the
     /// schedule; and only the scheme that was checked is used.
     @Test func nothingListeningIsAFailedAttemptRetriedLater() async throws {

@@ -145,18 +145,8 @@ public final class GrantsService: BackendService {
         }
         r.on(Grants.ListWebhooks.self) { [self] req, _ in try await Webhooks.list(pool, req) }
         r.on(Grants.DeleteWebhook.self) { [self] req, _ in
-            // Its queue goes with it, in the same statement: a deleted endpoint is sent nothing more.
-            let row = try await pool.query("""
-                WITH gone AS (
-                    UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = 'deleted'
-                    WHERE id = $1 AND mode = $2 AND disabled_reason IS DISTINCT FROM 'deleted' RETURNING id
-                ), dropped AS (
-                    UPDATE grants.webhook_deliveries d SET status = 'failed', last_error = 'endpoint deleted'
-                    FROM gone WHERE d.endpoint_id = gone.id AND d.status = 'pending'
-                )
-                SELECT id FROM gone
-                """, [req.id, Mode.of(req.mode).rawValue]).first
-            guard row != nil else { throw ServiceError(.notFound, "no such webhook") }
+            let deleted = try await pool.withConnection { try Webhooks.delete($0, id: req.id, mode: Mode.of(req.mode)) }
+            guard deleted else { throw ServiceError(.notFound, "no such webhook") }
             return Empty()
         }
         r.on(Grants.Deliveries.self) { [self] req, _ in try await Webhooks.deliveries(pool, req) }

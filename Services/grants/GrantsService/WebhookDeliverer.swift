@@ -155,14 +155,19 @@ final class WebhookDeliverer: Sendable {
                 case .gone:
                     try tx.query("UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = '410 Gone' WHERE id = $1", [d.endpoint])
                     try tx.query("UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = 410, last_error = 'endpoint disabled (410 Gone)' WHERE endpoint_id = $1 AND status = 'pending'", [d.endpoint])
+                // A failed attempt is recorded only on a delivery still pending: while it was under
+                // way its endpoint may have been deleted (or gone), which ended the queue with its
+                // own reason. A delivery that arrived is recorded whatever happened meanwhile.
                 case .retry(let gap):
                     try tx.query("""
                         UPDATE grants.webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2), last_status_code = $3, last_error = $4,
-                            last_response = $5 WHERE id = $1
+                            last_response = $5 WHERE id = $1 AND status = 'pending'
                         """, [d.id, gap, a.status, a.error, a.response])
                 case .failed:
-                    try tx.query("UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = $2, last_error = $3, last_response = $4 WHERE id = $1",
-                                 [d.id, a.status, a.error ?? "gave up after the last retry", a.response])
+                    try tx.query("""
+                        UPDATE grants.webhook_deliveries SET status = 'failed', last_status_code = $2, last_error = $3, last_response = $4
+                        WHERE id = $1 AND status = 'pending'
+                        """, [d.id, a.status, a.error ?? "gave up after the last retry", a.response])
                 }
             }
         } catch {

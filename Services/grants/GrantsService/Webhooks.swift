@@ -162,6 +162,21 @@ enum Webhooks {
         let attempts: Int
     }
 
+    /// Deletes (deactivates) an endpoint of `mode`, and its queue with it in the same statement: a
+    /// deleted endpoint is sent nothing more. Answers whether there was such an endpoint.
+    static func delete(_ c: PGConnection, id: UUID, mode: Mode) throws -> Bool {
+        try c.query("""
+            WITH gone AS (
+                UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = 'deleted'
+                WHERE id = $1 AND mode = $2 AND disabled_reason IS DISTINCT FROM 'deleted' RETURNING id
+            ), dropped AS (
+                UPDATE grants.webhook_deliveries d SET status = 'failed', last_error = 'endpoint deleted'
+                FROM gone WHERE d.endpoint_id = gone.id AND d.status = 'pending'
+            )
+            SELECT id FROM gone
+            """, [id, mode.rawValue]).first != nil
+    }
+
     static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Due] {
         try c.query("""
             UPDATE grants.webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
