@@ -72,10 +72,14 @@ import Glibc
             "pip3": "echo \"pip3 $*\" >> \(calls); exit 1",
             "python3": "case \" $* \" in *\" -m pip \"*) echo \"python3 $*\" >> \(calls); exit 1;; esac; exec \(python) \"$@\"",
         ]
+        // Written by a child process: a file this process held open for writing could be inherited
+        // by a fork another test makes meanwhile, and executing it would then fail with "text file
+        // busy" (exit 126, seen once in a full run).
         for (name, body) in shims {
             let path = dir.appendingPathComponent(name).path
-            try "#!/bin/sh\n\(body)\n".write(toFile: path, atomically: true, encoding: .utf8)
-            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+            _ = try await offThePool {
+                try Subprocess.run("/bin/sh", ["-c", #"printf '#!/bin/sh\n%s\n' "$1" > "$2" && chmod 755 "$2""#, "sh", body, path])
+            }
         }
         var env = ProcessInfo.processInfo.environment
         env["PATH"] = dir.path + ":" + (env["PATH"] ?? "/usr/bin:/bin")

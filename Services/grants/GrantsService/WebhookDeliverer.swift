@@ -191,8 +191,9 @@ final class WebhookDeliverer: Sendable {
         return out
     }
 
-    /// Runs blocking work on a thread of its own and awaits it.
+    /// Runs blocking work (a name lookup) on Dispatch's threads, which are kept between uses and
+    /// grow when work blocks, and awaits it: not a new thread per attempt.
     static func offThePool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { done in Thread { done.resume(returning: work()) }.start() }
+        await withCheckedContinuation { done in DispatchQueue.global().async { done.resume(returning: work()) } }
     }
 }

@@ -17,34 +17,11 @@ public enum AESGCM {
     /// With a given nonce, for the known-answer tests only: a nonce must never repeat under a key.
     static func seal(_ plaintext: [UInt8], key: [UInt8], nonce: [UInt8], aad: [UInt8]) -> [UInt8] {
         precondition(key.count == keySize && nonce.count == nonceSize, "AES-256-GCM needs a 32-byte key and a 12-byte nonce")
-        guard let ctx = EVP_CIPHER_CTX_new() else { preconditionFailure("EVP_CIPHER_CTX_new failed") }
-        defer { EVP_CIPHER_CTX_free(ctx) }
-        var out = [UInt8](repeating: 0, count: plaintext.count + tagSize)
-        var ok = key.withUnsafeBufferPointer { k in
-            nonce.withUnsafeBufferPointer { n in EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nil, k.baseAddress, n.baseAddress) }
-        } == 1
-        var length: Int32 = 0
-        if ok, !aad.isEmpty {
-            ok = aad.withUnsafeBufferPointer { EVP_EncryptUpdate(ctx, nil, &length, $0.baseAddress, Int32($0.count)) } == 1
+        var tag = [UInt8](repeating: 0, count: tagSize)
+        guard let ciphertext = crypt(plaintext, key: key, nonce: nonce, aad: aad, tag: &tag, encrypt: true) else {
+            preconditionFailure("AES-256-GCM encryption failed")
         }
-        var written = 0
-        if ok, !plaintext.isEmpty {
-            ok = out.withUnsafeMutableBufferPointer { o in
-                plaintext.withUnsafeBufferPointer { p in EVP_EncryptUpdate(ctx, o.baseAddress, &length, p.baseAddress, Int32(p.count)) }
-            } == 1
-            written = Int(length)
-        }
-        if ok {
-            // GCM is a stream mode: Final writes nothing, it only completes the tag.
-            ok = out.withUnsafeMutableBufferPointer { EVP_EncryptFinal_ex(ctx, $0.baseAddress! + written, &length) } == 1
-            written += Int(length)
-        }
-        if ok {
-            ok = written == plaintext.count
-                && out.withUnsafeMutableBufferPointer { EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, Int32(tagSize), $0.baseAddress! + written) } == 1
-        }
-        precondition(ok, "AES-256-GCM encryption failed")
-        return nonce + out
+        return nonce + ciphertext + tag
     }
 
     /// The plaintext of a sealed message, or nil when it was not sealed under this key and `aad`
@@ -52,30 +29,41 @@ public enum AESGCM {
     public static func open(_ sealed: [UInt8], key: [UInt8], aad: [UInt8] = []) -> [UInt8]? {
         precondition(key.count == keySize, "AES-256-GCM needs a 32-byte key")
         guard sealed.count >= nonceSize + tagSize else { return nil }
-        let nonce = Array(sealed[..<nonceSize])
-        let ciphertext = Array(sealed[nonceSize..<(sealed.count - tagSize)])
         var tag = Array(sealed[(sealed.count - tagSize)...])
+        return crypt(Array(sealed[nonceSize..<(sealed.count - tagSize)]), key: key, nonce: Array(sealed[..<nonceSize]), aad: aad,
+                     tag: &tag, encrypt: false)
+    }
+
+    /// One pass of libcrypto's cipher interface either way: encrypting writes the tag into `tag`;
+    /// decrypting checks it (in Final), and nothing is answered unless it matches.
+    private static func crypt(_ input: [UInt8], key: [UInt8], nonce: [UInt8], aad: [UInt8], tag: inout [UInt8], encrypt: Bool) -> [UInt8]? {
         guard let ctx = EVP_CIPHER_CTX_new() else { preconditionFailure("EVP_CIPHER_CTX_new failed") }
         defer { EVP_CIPHER_CTX_free(ctx) }
-        var out = [UInt8](repeating: 0, count: ciphertext.count + tagSize)
+        var out = [UInt8](repeating: 0, count: input.count + tagSize)
         var ok = key.withUnsafeBufferPointer { k in
-            nonce.withUnsafeBufferPointer { n in EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), nil, k.baseAddress, n.baseAddress) }
+            nonce.withUnsafeBufferPointer { n in EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nil, k.baseAddress, n.baseAddress, encrypt ? 1 : 0) }
         } == 1
         var length: Int32 = 0
         if ok, !aad.isEmpty {
-            ok = aad.withUnsafeBufferPointer { EVP_DecryptUpdate(ctx, nil, &length, $0.baseAddress, Int32($0.count)) } == 1
+            ok = aad.withUnsafeBufferPointer { EVP_CipherUpdate(ctx, nil, &length, $0.baseAddress, Int32($0.count)) } == 1
         }
         var written = 0
-        if ok, !ciphertext.isEmpty {
+        if ok, !input.isEmpty {
             ok = out.withUnsafeMutableBufferPointer { o in
-                ciphertext.withUnsafeBufferPointer { c in EVP_DecryptUpdate(ctx, o.baseAddress, &length, c.baseAddress, Int32(c.count)) }
+                input.withUnsafeBufferPointer { i in EVP_CipherUpdate(ctx, o.baseAddress, &length, i.baseAddress, Int32(i.count)) }
             } == 1
             written = Int(length)
         }
-        if ok { ok = tag.withUnsafeMutableBufferPointer { EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, Int32(tagSize), $0.baseAddress) } == 1 }
-        // Final checks the tag; nothing is answered unless it matches.
-        if ok { ok = out.withUnsafeMutableBufferPointer { EVP_DecryptFinal_ex(ctx, $0.baseAddress! + written, &length) } > 0 }
-        guard ok, written + Int(length) == ciphertext.count else { return nil }
-        return Array(out[..<ciphertext.count])
+        if ok, !encrypt {
+            ok = tag.withUnsafeMutableBufferPointer { EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, Int32(tagSize), $0.baseAddress) } == 1
+        }
+        // GCM is a stream mode: Final writes nothing; it completes the tag, or checks it.
+        if ok { ok = out.withUnsafeMutableBufferPointer { EVP_CipherFinal_ex(ctx, $0.baseAddress! + written, &length) } > 0 }
+        written += Int(length)
+        if ok, encrypt {
+            ok = tag.withUnsafeMutableBufferPointer { EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, Int32(tagSize), $0.baseAddress) } == 1
+        }
+        guard ok, written == input.count else { return nil }
+        return Array(out[..<input.count])
     }
 }
