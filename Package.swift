@@ -4,7 +4,7 @@
 import PackageDescription
 
 /// Release builds let a module inline and specialise the code of the modules it imports (the
-/// services call `Shared`'s generic bus, database and coalescing code on every request): 5–10 %
+/// services call the generic bus, database and coalescing code on every request): 5–10 %
 /// less CPU per request in the gateway and coupons (bench/HISTORY.md, session 4).
 let optimized: [SwiftSetting] = [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
 
@@ -21,11 +21,31 @@ func laidOut(_ service: String) -> [LinkerSetting] {
                    "-Xlinker", "--no-warn-symbol-ordering"], .when(configuration: .release))]
 }
 
+/// The layers under the services, bottom first. Each depends only on layers before it, and only
+/// these import C (the system-library targets), so the compiler keeps the direction:
+/// - Core: the bus messages, error codes and refusal reasons, JSON and byte codecs. No C.
+/// - Telemetry: the JSON-lines logger and the Prometheus registry.
+/// - Cryptography: hashes, random bytes, JWTs, signing keys, AES-GCM, argon2id (libcrypto, libargon2).
+/// - Database: libpq connection and pool, migrations and SQL functions, list pages.
+/// - Bus: ZeroMQ sockets, the bus client and server, PUB/SUB.
+/// - HTTP: the libmicrohttpd server, router, JSON bodies.
+/// - Runtime: configuration, services and their life cycle, background loops, coalescing.
+let layers: [Target] = [
+    .target(name: "Core", swiftSettings: optimized),
+    .target(name: "Telemetry", dependencies: ["Core"], swiftSettings: optimized),
+    .target(name: "Cryptography", dependencies: ["Core", "CCrypto", "CArgon2"], swiftSettings: optimized),
+    .target(name: "Database", dependencies: ["Core", "Telemetry", "CLibPQ"], swiftSettings: optimized),
+    .target(name: "Bus", dependencies: ["Core", "Telemetry", "CZeroMQ"], swiftSettings: optimized),
+    .target(name: "HTTP", dependencies: ["Core", "Telemetry", "CMicroHTTPD"], swiftSettings: optimized),
+    .target(name: "Runtime", dependencies: ["Core", "Telemetry", "Database", "Bus", "HTTP"], swiftSettings: optimized),
+]
+let allLayers: [Target.Dependency] = ["Core", "Telemetry", "Cryptography", "Database", "Bus", "HTTP", "Runtime"]
+
 /// A service is a library target with its logic (testable without sockets) and a small executable.
 func service(_ dir: String, library: String, extraDeps: [Target.Dependency] = []) -> [Target] {
     [
-        .target(name: library, dependencies: ["Shared"] + extraDeps, path: "Services/\(dir)/\(library)", swiftSettings: optimized),
-        .executableTarget(name: dir, dependencies: [.target(name: library), "Shared"], path: "Services/\(dir)/main", swiftSettings: optimized,
+        .target(name: library, dependencies: allLayers + extraDeps, path: "Services/\(dir)/\(library)", swiftSettings: optimized),
+        .executableTarget(name: dir, dependencies: [.target(name: library), "Runtime"], path: "Services/\(dir)/main", swiftSettings: optimized,
                           linkerSettings: linked + laidOut(dir)),
     ]
 }
@@ -51,21 +71,20 @@ let package = Package(
         // on the default include path, and libcurl.pc's -I of the multiarch system directory would
         // put it before the compiler's own.
         .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-
-        .target(name: "Shared", dependencies: ["CZeroMQ", "CLibPQ", "CCrypto", "CMicroHTTPD", "CArgon2"], swiftSettings: optimized),
     ]
+    + layers
     + service("accounts", library: "AccountsService")
     + service("coupons", library: "CouponsService")
     + service("grants", library: "GrantsService", extraDeps: ["CCurl"])
     + service("gateway", library: "GatewayService")
     + [
         // Signs access tokens for the benchmark's many simulated users (bench/run).
-        .executableTarget(name: "bench-tokens", dependencies: ["Shared"], path: "bench/tokens"),
+        .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "TestSupport"], path: "bench/tokens"),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.
-        .target(name: "TestSupport", dependencies: ["Shared"], path: "Tests/TestSupport"),
-        .testTarget(name: "SharedTests", dependencies: ["Shared", "TestSupport"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["Shared", "TestSupport"]),
+        .target(name: "TestSupport", dependencies: allLayers + ["AccountsService"], path: "Tests/TestSupport"),
+        .testTarget(name: "LayerTests", dependencies: allLayers + ["TestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: allLayers + ["TestSupport"]),
         // The services' logic without sockets: rules, policies, documents.
-        .testTarget(name: "ServiceTests", dependencies: ["Shared", "TestSupport", "GatewayService", "CouponsService", "GrantsService", "AccountsService"]),
+        .testTarget(name: "ServiceTests", dependencies: allLayers + ["TestSupport", "GatewayService", "CouponsService", "GrantsService", "AccountsService"]),
     ]
 )

@@ -10,9 +10,6 @@
 #include <openssl/core_names.h>
 #include <openssl/param_build.h>
 #include <openssl/x509.h>
-/* getrandom(2), which Swift's Glibc module does not export: ids take their random bytes from
- * it directly (UUID+Wire.swift). */
-#include <sys/random.h>
 
 /* Key construction and one-shot signatures. OpenSSL 3 builds keys from parameters through
  * macros and variadic calls Swift cannot import, so these few helpers are C. */

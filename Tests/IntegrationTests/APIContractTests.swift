@@ -1,7 +1,7 @@
 import Foundation
-import XCTest
+import Runtime
 import TestSupport
-import Shared
+import XCTest
 
 /// `/openapi.json` against the OpenAPI 3.1 schema, and schemathesis fuzzing the live stack from
 /// it: no 5xx, no crash, no response that contradicts the document.

@@ -1,7 +1,9 @@
+import Core
+import Cryptography
 import Foundation
-import XCTest
+import Runtime
 import TestSupport
-import Shared
+import XCTest
 
 /// SPEC §4.1 through the gateway over HTTP, on one stack with Sign in with Apple configured
 /// against a JWKS this suite made itself.
@@ -317,9 +319,8 @@ final class AccountsTests: StackTestCase {
 
     func testTamperedExpiredAndForeignTokensAreRefused() async throws {
         let s = try await signUp()
-        // The service's own signing key, read from its schema, mints a valid and an expired token.
-        let db = try PGConnection(url: try XCTUnwrap(Self.stack.wiring()["REDEEM_DATABASE_URL"]))
-        let signing = try XCTUnwrap(try AccessTokenKeys.signing(db))
+        // The service's own signing key, from accounts' key store, mints a valid and an expired token.
+        let signing = try TokenMinter.signingKey(databaseURL: try XCTUnwrap(Self.stack.wiring()["REDEEM_DATABASE_URL"]))
         let (key, kid) = (signing.key, signing.kid)
         let parts = s.access.split(separator: ".")
         let claims = try JSONDecoder().decode(AccessClaims.self, from: Data(try XCTUnwrap(Base64URL.decode(parts[1]))))

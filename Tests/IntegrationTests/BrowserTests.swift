@@ -1,7 +1,8 @@
+import Core
 import Foundation
-import XCTest
+import Runtime
 import TestSupport
-import Shared
+import XCTest
 
 /// The redeem page in a real browser (headless Chromium driven over the DevTools protocol by
 /// Tests/Browser/redeem_flow.py). Screenshots of each end state go to test-output/.

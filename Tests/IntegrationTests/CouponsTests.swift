@@ -1,7 +1,10 @@
+import Bus
+import Core
+import Database
 import Foundation
-import XCTest
+import Runtime
 import TestSupport
-import Shared
+import XCTest
 
 /// SPEC §4.2 and §4.3 through the gateway: the operator API with every rule and store limit,
 /// validate and redeem with every reason, purchases, releases, races and the CSV export.

@@ -1,7 +1,11 @@
+import Bus
+import Core
+import Cryptography
+import Database
 import Foundation
-import XCTest
+import Runtime
 import TestSupport
-import Shared
+import XCTest
 
 /// The stack as the runner starts it: readiness, crash and recovery of one service, bad input at
 /// the edge and on the bus, and a clean SIGTERM shutdown. Tests run in name order on one stack.
@@ -114,7 +118,7 @@ final class FoundationStackTests: StackTestCase {
         let forged = try JWT.sign(claims, key: try XCTUnwrap(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32))), kid: "k0")
         let refused = try await client.get("/v1/me/redemptions", token: forged)
         XCTAssertEqual(refused.status, 401)
-        let current = try XCTUnwrap(try AccessTokenKeys.signing(db))
+        let current = try TokenMinter.signingKey(databaseURL: try XCTUnwrap(stack.wiring()["REDEEM_DATABASE_URL"]))
         XCTAssertEqual(current.key.algorithm, .rs256)
         XCTAssertNotEqual(current.kid, "k0")
     }

@@ -1,7 +1,8 @@
+import Core
 import Foundation
-import XCTest
+import Runtime
 import TestSupport
-import Shared
+import XCTest
 
 /// The gateway as people meet it (SPEC §4, §4.5, §4.6): abuse limits with real concurrent
 /// clients, security headers, the page never reflecting its URL, input hardening and metrics.

@@ -1,7 +1,9 @@
+import Core
+import Database
 import Foundation
-import XCTest
+import Runtime
 import TestSupport
-import Shared
+import XCTest
 
 /// SPEC §3, §4.3 (completion), §4.4 and §5 against a fake RevenueCat and a webhook receiver,
 /// both real HTTP servers. Tests run in name order; the chaos test (kills) runs last.

@@ -1,7 +1,8 @@
+import Core
 import Foundation
-import XCTest
+import Runtime
 import TestSupport
-import Shared
+import XCTest
 
 /// Every list route follows SPEC §4.7 over HTTP: `{data, nextCursor}`, `limit` 1–100 (default 20),
 /// a cursor that walks every item exactly once and is null on the last page, and 422 (never a 5xx)

@@ -1,7 +1,8 @@
+import Core
 import Foundation
-import XCTest
+import Runtime
 import TestSupport
-import Shared
+import XCTest
 
 /// Test mode and live mode are two worlds (SPEC §4.7, issue 18 §3): a key sees and changes only
 /// its own mode's coupons, redemptions, exports and webhooks, and a test key only test keys. Every

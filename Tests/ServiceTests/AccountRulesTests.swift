@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 @testable import AccountsService
-@testable import Shared
+@testable import Core
+@testable import Runtime
 
 /// Password and record-name rules of SPEC §4.1, and the session rules of issue 18 §5, that need
 /// no database.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import CouponsService
-@testable import Shared
+@testable import Core
 
 /// Field rules of SPEC §4.2 and §4.3 that need no database.
 @Suite struct CouponRulesTests {

@@ -1,7 +1,11 @@
 import Foundation
 import Testing
 @testable import GatewayService
-@testable import Shared
+@testable import Core
+@testable import Telemetry
+@testable import Bus
+@testable import HTTP
+@testable import Runtime
 
 @Suite struct GatewayLogicTests {
     /// Service errors reach HTTP through one exhaustive mapping. A code the gateway does not know

@@ -1,8 +1,9 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 @testable import GrantsService
-@testable import Shared
+@testable import Core
+@testable import Database
 
 /// Grants' batch statements find rows by index with the plans each connection keeps, after the
 /// table was analyzed small and has grown since (the case `RedemptionPlanTests` describes).

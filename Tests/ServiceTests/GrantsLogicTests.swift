@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 @testable import GrantsService
-@testable import Shared
+@testable import Core
+@testable import Runtime
 
 @Suite struct GrantsLogicTests {
     @Test func retryDelaysDoubleFromOneSecondCapAtTheMaximumAndHonourRetryAfter() {

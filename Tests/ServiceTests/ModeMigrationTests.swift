@@ -1,9 +1,10 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 @testable import CouponsService
 @testable import GrantsService
-@testable import Shared
+@testable import Core
+@testable import Database
 
 /// Data made before test and live mode were two worlds migrates into them (coupons migration 10,
 /// grants migration 4): coupons keep their mode, a code becomes unique per mode (enforced by the

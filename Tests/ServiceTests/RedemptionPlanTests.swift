@@ -1,8 +1,9 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 @testable import CouponsService
-@testable import Shared
+@testable import Core
+@testable import Database
 
 /// Coupons' batch statements must find rows by index whatever PostgreSQL's statistics say, with
 /// the plans each connection keeps: a deployment minutes into a flash sale, whose tables were

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import CouponsService
-@testable import Shared
+@testable import Core
 
 /// The refusal rules of SPEC §4.3 as a table: `RedemptionStore.decide`, which validate, a single
 /// reservation and a batch all ask. The integration suites keep one case per refusal over HTTP,

@@ -1,9 +1,10 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 @testable import CouponsService
 @testable import GrantsService
-@testable import Shared
+@testable import Core
+@testable import Database
 
 /// A service's schema holds exactly the functions that have a file in its `SQL/` folder, each as
 /// that file writes it: none left over from an earlier migration (coupons' `complete_many`), none

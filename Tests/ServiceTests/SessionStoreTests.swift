@@ -1,8 +1,10 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 @testable import AccountsService
-@testable import Shared
+@testable import Core
+@testable import Database
+@testable import Runtime
 
 /// The accounts schema and the refresh rules of issue 18 §5 against a real PostgreSQL: what the
 /// tables keep, and the grace window moved by rewriting the rotation time instead of sleeping.

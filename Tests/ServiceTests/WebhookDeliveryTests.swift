@@ -1,9 +1,13 @@
 import Foundation
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 @testable import GrantsService
-@testable import Shared
+@testable import Core
+@testable import Telemetry
+@testable import Database
+@testable import HTTP
+@testable import Runtime
 
 /// Webhook delivery cannot be turned against the network: the deliverer against a real
 /// PostgreSQL and real HTTP servers, all on this machine's loopback (no test registers, resolves

@@ -1,5 +1,6 @@
+import Core
+import Cryptography
 import Foundation
-import Shared
 
 /// Plays Apple's part in Sign in with Apple for tests: an RSA key pair, its JWKS document, and
 /// identity tokens signed with it (or deliberately wrong).

@@ -1,6 +1,9 @@
+import Core
 import Foundation
-import Shared
+import HTTP
+import Runtime
 import Synchronization
+import Telemetry
 
 /// A real HTTP server speaking RevenueCat's v1 promotional-entitlement contract, for tests:
 /// records every request, treats a repeated `end_time_ms` for the same customer and entitlement

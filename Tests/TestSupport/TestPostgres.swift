@@ -1,5 +1,7 @@
+import Core
+import Database
 import Foundation
-import Shared
+import Runtime
 import Synchronization
 
 /// A private PostgreSQL cluster for one test process, started on first use (with the project's

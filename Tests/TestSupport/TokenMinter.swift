@@ -1,18 +1,26 @@
+import AccountsService
+import Cryptography
+import Database
 import Foundation
-import Shared
 
-/// Mints access tokens with the accounts service's own signing key, read from its schema, for
-/// tests that need many distinct signed-in accounts quickly (a sign-up costs an argon2id hash).
-/// The gateway verifies these exactly as it verifies tokens from a sign-in.
+/// Mints access tokens with the accounts service's own signing key, for tests (and bench-tokens)
+/// that need many distinct signed-in accounts quickly (a sign-up costs an argon2id hash). The
+/// gateway verifies these exactly as it verifies tokens from a sign-in.
 public struct TokenMinter: Sendable {
-    let key: AsymmetricKey
-    let kid: String
+    public let key: AsymmetricKey
+    public let kid: String
 
     public init(databaseURL: String) throws {
-        let db = try PGConnection(url: databaseURL)
-        guard let signing = try AccessTokenKeys.signing(db) else { throw TestFailure("no signing key yet") }
+        let signing = try Self.signingKey(databaseURL: databaseURL)
         key = signing.key
         kid = signing.kid
+    }
+
+    /// The key accounts signs new access tokens with, asked of accounts' own key store: the one
+    /// way tests and bench-tokens reach a service's keys.
+    public static func signingKey(databaseURL: String) throws -> SigningKeyStore.Stored {
+        guard let signing = try SigningKeyStore.signing(try PGConnection(url: databaseURL)) else { throw TestFailure("no signing key yet") }
+        return signing
     }
 
     public struct User: Sendable {

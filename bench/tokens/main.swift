@@ -1,10 +1,14 @@
+import Core
+import Cryptography
+import Database
 import Foundation
-import Shared
+import Runtime
 import Synchronization
+import TestSupport
 
 // bench-tokens DATABASE_URL COUNT OUT_FILE
 // Writes COUNT access tokens for COUNT distinct fresh accounts, one per line, signed with the
-// accounts service's own key (read from its schema), so the load generator can act as many
+// accounts service's own key (TokenMinter asks accounts' key store), so the load generator can act as many
 // signed-in users without paying for COUNT sign-ups (each an argon2id hash). An RS256 signature
 // costs about 1 ms, so the tokens are signed on every core.
 let args = CommandLine.arguments
@@ -13,10 +17,7 @@ guard args.count == 4, let count = Int(args[2]) else {
     exit(2)
 }
 do {
-    guard let signing = try AccessTokenKeys.signing(try PGConnection(url: args[1])) else {
-        print("no signing key yet: start the stack first")
-        exit(1)
-    }
+    let signing = try TokenMinter.signingKey(databaseURL: args[1])
     let now = Date()
     let chunks = max(1, ProcessInfo.processInfo.activeProcessorCount)
     let parts = Mutex([String](repeating: "", count: chunks))

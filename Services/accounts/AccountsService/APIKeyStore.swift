@@ -1,5 +1,7 @@
+import Core
+import Cryptography
+import Database
 import Foundation
-import Shared
 
 /// Secret API keys for operators and servers: stored as SHA-256 hashes only (they are 192-bit
 /// random, so a slow hash adds nothing), shown once, revocable. A live key manages keys of both

@@ -1,5 +1,5 @@
+import Core
 import Foundation
-import Shared
 
 /// Input rules of SPEC §4.1, as plain functions that throw the error the client sees.
 enum AccountRules {

@@ -1,5 +1,6 @@
+import Core
+import Database
 import Foundation
-import Shared
 
 /// Accounts, their identities and the appUserId rule (SPEC §4.1), in SQL. Every uniqueness rule
 /// is a constraint; a violation is mapped to the error clients see.

@@ -1,5 +1,7 @@
+import Core
+import Cryptography
 import Foundation
-import Shared
+import Runtime
 
 /// Settings of the accounts service (README configuration table).
 struct AccountsConfig: Sendable {

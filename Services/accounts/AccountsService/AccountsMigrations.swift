@@ -1,4 +1,4 @@
-import Shared
+import Database
 
 /// Schema `accounts`. Uniqueness that the business depends on is enforced here:
 /// one account per email (any case), one owner per appUserId or linked record name (`user_ids`),

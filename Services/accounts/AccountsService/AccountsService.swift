@@ -1,5 +1,9 @@
+import Bus
+import Core
+import Cryptography
+import Database
 import Foundation
-import Shared
+import Runtime
 
 /// Accounts, identities, sessions and API keys (SPEC §4.1). Owns schema `accounts`.
 public final class AccountsService: BackendService {

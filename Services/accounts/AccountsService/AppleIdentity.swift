@@ -1,8 +1,9 @@
+import Core
+import Cryptography
 import Foundation
-import Shared
+import FoundationNetworking
 import Synchronization
 #if canImport(FoundationNetworking)
-import FoundationNetworking
 #endif
 
 /// The claims of a Sign in with Apple identity token that Redeem uses.

@@ -1,5 +1,6 @@
+import Core
+import Cryptography
 import Foundation
-import Shared
 
 /// A spent refresh token presented again (issue 18 §5). A phone whose refresh answer was lost
 /// retries with the token it still holds; within the grace window, and while the token it was

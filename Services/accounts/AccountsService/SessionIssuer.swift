@@ -1,5 +1,7 @@
+import Core
+import Cryptography
+import Database
 import Foundation
-import Shared
 import Synchronization
 
 /// Sessions: access tokens signed with the service's RSA key (RS256), refresh tokens that are random,
@@ -8,20 +10,20 @@ import Synchronization
 final class SessionIssuer: Sendable {
     private let config: AccountsConfig
     /// The key new tokens are signed with, and every key tokens may still carry.
-    private let keys = Mutex<(signing: AccessTokenKeys.Stored, all: [AccessTokenKeys.Stored])?>(nil)
+    private let keys = Mutex<(signing: SigningKeyStore.Stored, all: [SigningKeyStore.Stored])?>(nil)
 
     init(config: AccountsConfig) { self.config = config }
 
     /// Loads the signing keys, creating the RS256 key on first start. Several instances starting
     /// together agree on one key: the insert of its key id is a no-op for all but one of them.
     func loadSigningKey(_ pool: PGPool) async throws {
-        var stored = try await pool.withConnection { try AccessTokenKeys.all($0) }
+        var stored = try await pool.withConnection { try SigningKeyStore.all($0) }
         if !stored.contains(where: { $0.key.algorithm == .rs256 }) {
             guard let fresh = AsymmetricKey.generateRSA(bits: 2048)?.privateKeyDER else { throw ServiceError.internal }
             stored = try await pool.transaction { tx in
                 try tx.query("INSERT INTO accounts.signing_keys (kid, algorithm, private_key) VALUES ('r1', 'RS256', $1) ON CONFLICT (kid) DO NOTHING",
                              [PGBytes(Data(fresh))])
-                return try AccessTokenKeys.all(tx)
+                return try SigningKeyStore.all(tx)
             }
         }
         guard let current = stored.first(where: { $0.key.algorithm == .rs256 }) else { throw ServiceError.internal }

@@ -1,4 +1,4 @@
-import Shared
 import AccountsService
+import Runtime
 
 ServiceRuntime.main(AccountsService.self, defaultHTTPPort: 8081)

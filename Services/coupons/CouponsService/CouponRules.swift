@@ -1,5 +1,5 @@
+import Core
 import Foundation
-import Shared
 
 /// A coupon's definition once every field has passed the rules of SPEC §4.2 and §4.7.
 struct CouponDefinition: Sendable {

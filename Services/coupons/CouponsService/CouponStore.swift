@@ -1,5 +1,6 @@
+import Core
+import Database
 import Foundation
-import Shared
 
 /// Coupons in SQL: create (with the App Store per-product limit), read with counts, list, change.
 /// A code is unique within a mode (migration 10): operators reach the coupon of their key's mode,

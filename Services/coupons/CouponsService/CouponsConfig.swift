@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import Runtime
 
 /// Settings of the coupons service (README configuration table).
 struct CouponsConfig: Sendable {

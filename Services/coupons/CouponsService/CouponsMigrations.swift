@@ -1,4 +1,6 @@
-import Shared
+import Core
+import Database
+import Runtime
 
 /// Schema `coupons`. The cap and the one-use-per-account rule are constraints: `used_count` can
 /// never pass `max_redemptions` (CHECK), an account holds at most one active redemption of a

@@ -1,6 +1,10 @@
+import Bus
+import Core
+import Database
 import Foundation
-import Shared
+import Runtime
 import Synchronization
+import Telemetry
 
 /// Coupons, validation, reservations, redemptions and caps (SPEC §4.2, §4.3). Owns schema `coupons`.
 public final class CouponsService: BackendService {

@@ -1,6 +1,9 @@
+import Bus
+import Core
+import Database
 import Foundation
-import Shared
 import Synchronization
+import Telemetry
 
 /// The transactional outbox (SPEC §3): messages for grants are written in the transaction that
 /// makes them true, then pushed by `OutboxRelay` until grants acknowledges them, which removes them.

@@ -1,5 +1,6 @@
+import Core
+import Database
 import Foundation
-import Shared
 
 /// Validation, reservation and the life of a redemption (SPEC §4.3), in SQL. The cap is a
 /// conditional update of the coupon's counter and the one-use rule a unique index: concurrent

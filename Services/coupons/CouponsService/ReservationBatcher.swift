@@ -1,5 +1,8 @@
+import Core
+import Database
 import Foundation
-import Shared
+import Runtime
+import Telemetry
 
 /// Group commit for reservations (the hot-coupon path). Requests for one coupon queue up while a
 /// transaction for that coupon is running and go together in the next one, so a flash campaign

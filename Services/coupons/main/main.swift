@@ -1,4 +1,4 @@
-import Shared
 import CouponsService
+import Runtime
 
 ServiceRuntime.main(CouponsService.self, defaultHTTPPort: 8082)

@@ -1,5 +1,7 @@
+import Core
 import Foundation
-import Shared
+import HTTP
+import Runtime
 import Synchronization
 
 /// A token bucket: `capacity` requests at once, refilled at `perSecond`. Time is an input, so

@@ -1,6 +1,10 @@
+import Bus
+import Core
+import Cryptography
 import Foundation
-import Shared
+import HTTP
 import Synchronization
+import Telemetry
 
 /// Who made a request.
 enum Principal: Sendable {

@@ -1,5 +1,6 @@
+import Core
 import Foundation
-import Shared
+import HTTP
 
 /// Routes of SPEC §4.1: accounts, sessions, the appUserId link and API keys.
 extension Gateway {

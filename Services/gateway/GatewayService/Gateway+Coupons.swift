@@ -1,5 +1,7 @@
+import Core
+import Database
 import Foundation
-import Shared
+import HTTP
 
 /// Routes of SPEC §4.2 and §4.3: coupons for operators, validate and redeem for users.
 extension Gateway {

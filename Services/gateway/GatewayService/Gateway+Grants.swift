@@ -1,5 +1,6 @@
+import Core
 import Foundation
-import Shared
+import HTTP
 
 /// Routes of SPEC §4.4 (webhooks) and `/v1/me/entitlements`.
 extension Gateway {

@@ -1,5 +1,6 @@
+import Core
 import Foundation
-import Shared
+import HTTP
 
 /// `/healthz`, `/readyz` and `/metrics` (SPEC §4.6).
 extension Gateway {

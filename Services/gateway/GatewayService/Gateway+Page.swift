@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import HTTP
 
 /// `GET /redeem` and its two assets (SPEC §4.5).
 extension Gateway {

@@ -1,6 +1,10 @@
+import Bus
+import Core
 import Foundation
-import Shared
+import HTTP
+import Runtime
 import Synchronization
+import Telemetry
 
 /// The only public HTTP surface (SPEC §2, §4): authenticates, rate-limits and turns HTTP into
 /// bus requests. Stateless.

@@ -1,5 +1,6 @@
 import Foundation
-import Shared
+import Runtime
+import Telemetry
 
 /// The gateway's settings (README configuration table).
 public struct GatewayConfig: Sendable {

@@ -1,5 +1,6 @@
+import Core
 import Foundation
-import Shared
+import HTTP
 
 /// The one place service errors become HTTP statuses (SPEC §4).
 enum GatewayErrors {

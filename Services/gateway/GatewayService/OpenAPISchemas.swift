@@ -1,5 +1,5 @@
+import Core
 import Foundation
-import Shared
 
 /// The schemas of the OpenAPI document: every body the API takes or gives. (The tables are
 /// constants built once and never mutated, hence `nonisolated(unsafe)` on their `let`s.)

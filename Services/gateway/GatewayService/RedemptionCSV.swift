@@ -1,5 +1,5 @@
+import Core
 import Foundation
-import Shared
 
 /// Redemptions as CSV (RFC 4180): every field quoted when it holds a comma, quote, CR or LF,
 /// quotes doubled; a cell that would start with `=`, `+`, `-` or `@` gets a leading `'` so a

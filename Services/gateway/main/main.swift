@@ -1,6 +1,7 @@
 import Foundation
-import Shared
 import GatewayService
+import Runtime
+import Telemetry
 
 Lifecycle.blockTerminationSignals()  // before any thread exists
 let gateway: Gateway

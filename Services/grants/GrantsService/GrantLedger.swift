@@ -1,5 +1,6 @@
+import Core
+import Database
 import Foundation
-import Shared
 
 /// A stored grant, as the worker sees it.
 struct Grant: Sendable {

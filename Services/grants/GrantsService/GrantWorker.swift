@@ -1,6 +1,10 @@
+import Bus
+import Core
+import Database
 import Foundation
-import Shared
+import Runtime
 import Synchronization
+import Telemetry
 
 /// Turns stored grants into provider calls and outcomes: calls the provider (at its rate), records
 /// outcomes in one transaction, then tells coupons (retrying until it confirms) and queues the

@@ -1,5 +1,6 @@
+import Core
 import Foundation
-import Shared
+import Runtime
 
 /// Settings of the grants service (README configuration table).
 struct GrantsConfig: Sendable {

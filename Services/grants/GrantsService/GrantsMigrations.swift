@@ -1,4 +1,6 @@
-import Shared
+import Core
+import Database
+import Runtime
 
 /// Schema `grants`: the grant ledger (one grant per redemption, by primary key) and webhooks
 /// (one delivery per event and endpoint, by a unique constraint).

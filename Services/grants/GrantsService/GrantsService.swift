@@ -1,6 +1,10 @@
+import Bus
+import Core
+import Database
 import Foundation
-import Shared
+import Runtime
 import Synchronization
+import Telemetry
 
 /// Grant commands to entitlements, the grant ledger, events and webhooks (SPEC §3, §4.4, §5).
 /// Owns schema `grants`.

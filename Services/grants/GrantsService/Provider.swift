@@ -1,7 +1,7 @@
+import Core
 import Foundation
-import Shared
-#if canImport(FoundationNetworking)
 import FoundationNetworking
+#if canImport(FoundationNetworking)
 #endif
 
 /// What a provider call came to.

@@ -1,6 +1,8 @@
+import Core
+import Database
 import Foundation
 import Synchronization
-import Shared
+import Telemetry
 
 /// Sends due webhook deliveries and records each attempt.
 ///

@@ -1,5 +1,6 @@
+import Core
+import Database
 import Foundation
-import Shared
 
 /// The webhook lists of SPEC §4.4, newest first, a page at a time (`Keyset`), each of one mode:
 /// an endpoint of the other mode is not there (its deliveries are `notFound`).

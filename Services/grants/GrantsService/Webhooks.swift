@@ -1,7 +1,9 @@
+import Core
+import Cryptography
+import Database
 import Foundation
-import Shared
-#if canImport(Glibc)
 import Glibc
+#if canImport(Glibc)
 #endif
 
 /// Operator webhooks (SPEC §4.4), signed per Standard Webhooks.

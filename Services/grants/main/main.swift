@@ -1,4 +1,4 @@
-import Shared
 import GrantsService
+import Runtime
 
 ServiceRuntime.main(GrantsService.self, defaultHTTPPort: 8083)

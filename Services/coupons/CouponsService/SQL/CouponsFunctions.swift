@@ -1,4 +1,3 @@
-import Shared
 
 /// The coupons schema's functions, each in a file of its own in this folder, applied at every
 /// start after the migrations (`Migrator`).

@@ -1,4 +1,5 @@
-import Shared
+import Core
+import Database
 
 extension CouponsFunctions {
     /// Outbox messages of one type leave once grants acknowledged them, by redemption id.

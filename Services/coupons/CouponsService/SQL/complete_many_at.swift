@@ -1,4 +1,4 @@
-import Shared
+import Database
 
 extension CouponsFunctions {
     /// Completes granted redemptions (a repeat changes nothing) and answers when each was

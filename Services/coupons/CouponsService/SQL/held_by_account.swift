@@ -1,4 +1,4 @@
-import Shared
+import Database
 
 extension CouponsFunctions {
     /// The redemptions that hold a use, of each account asked about.

@@ -1,4 +1,4 @@
-import Shared
+import Database
 
 extension CouponsFunctions {
     /// For a code's coupons and each account: whether it holds a live use of the coupon already,

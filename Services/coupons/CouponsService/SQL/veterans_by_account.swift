@@ -1,4 +1,4 @@
-import Shared
+import Database
 
 extension CouponsFunctions {
     /// The accounts asked about that completed a live redemption already (not new customers).

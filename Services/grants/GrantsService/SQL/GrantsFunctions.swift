@@ -1,4 +1,3 @@
-import Shared
 
 /// The grants schema's functions, each in a file of its own in this folder, applied at every start
 /// after the migrations (`Migrator`). They keep the batch statements' plans instead of planning

@@ -1,4 +1,5 @@
-import Shared
+import Core
+import Database
 
 extension GrantsFunctions {
     /// Settles successful grants still pending, those in `told` marked as told to coupons (grants

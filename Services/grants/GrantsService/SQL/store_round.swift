@@ -1,4 +1,5 @@
-import Shared
+import Database
+import Runtime
 
 extension GrantsFunctions {
     /// Stores one round of grant commands (at most one per holder and entitlement, see

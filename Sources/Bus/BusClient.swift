@@ -1,0 +1,151 @@
+import Core
+import Foundation
+import Synchronization
+import Telemetry
+
+/// The asking side of request-reply (SPEC §3): one DEALER socket connected to every instance of a
+/// service, with many requests in flight. Each request carries a correlation id and a deadline;
+/// a reply that arrives after its deadline finds no waiter and is dropped. The correlation id
+/// travels twice: in the envelope, and as a routing frame before it (`["", id, envelope]`), which
+/// the server echoes, so a reply finds its waiter without its JSON being parsed twice.
+public final class BusClient: Sendable {
+    private struct Pending {
+        /// Resumed with the reply's frames: its envelope, then the frames it carries.
+        let continuation: CheckedContinuation<ArraySlice<Data>, any Error>
+        let deadline: ContinuousClock.Instant
+    }
+
+    /// The name of the service called (metrics label).
+    public let service: String
+    private let worker: SocketWorker
+    /// Requests waiting for their reply, by correlation id, and those not sent yet because no
+    /// instance was connected (retried every tick until their deadline).
+    private final class PendingTable: Sendable {
+        private struct Table {
+            var waiting: [String: Pending] = [:]
+            var unsent: [String: [Data]] = [:]
+        }
+        private let table = Mutex(Table())
+
+        func add(_ id: String, _ p: Pending) { table.withLock { $0.waiting[id] = p } }
+        func take(_ id: String) -> Pending? {
+            table.withLock { t in
+                t.unsent[id] = nil
+                return t.waiting.removeValue(forKey: id)
+            }
+        }
+        func markUnsent(_ id: String, _ frames: [Data]) {
+            table.withLock { t in if t.waiting[id] != nil { t.unsent[id] = frames } }
+        }
+        /// Unsent messages to try again (they leave the unsent list until they fail again).
+        func takeUnsent() -> [[Data]] {
+            table.withLock { t in defer { t.unsent.removeAll() }; return Array(t.unsent.values) }
+        }
+        /// Requests past their deadline, with whether they were ever sent.
+        func takeExpired(_ now: ContinuousClock.Instant) -> [(Pending, sent: Bool)] {
+            table.withLock { t in
+                let ids = t.waiting.filter { $0.value.deadline <= now }.map(\.key)
+                return ids.compactMap { id in
+                    let unsent = t.unsent.removeValue(forKey: id) != nil
+                    return t.waiting.removeValue(forKey: id).map { ($0, !unsent) }
+                }
+            }
+        }
+        func takeAll() -> [Pending] {
+            table.withLock { t in defer { t.waiting.removeAll(); t.unsent.removeAll() }; return Array(t.waiting.values) }
+        }
+    }
+
+    private let pending: PendingTable
+    private let nextId = Atomic<Int>(0)
+    private let idPrefix: String
+    /// Batch types the service refused (see `requestBatch`).
+    let batches = BatchSupport()
+    private let metrics: MetricsRegistry?
+    public let defaultTimeout: Duration
+
+    public init(context: ZMQContext, service: String, connect endpoints: [String], metrics: MetricsRegistry? = nil,
+                defaultTimeout: Duration = .seconds(5)) throws {
+        self.service = service
+        self.metrics = metrics
+        self.defaultTimeout = defaultTimeout
+        self.idPrefix = String(UUID.random().lowercasedString.prefix(8))
+        let pending = PendingTable()
+        self.pending = pending
+        let outbox = SocketOutbox()
+        worker = try SocketWorker(
+            name: "bus-client-\(service)",
+            context: context,
+            kind: .dealer,
+            outbox: outbox,
+            setup: { socket in
+                // Queue only to connected peers, so a dead instance gets no requests. With none
+                // connected (yet), a request is retried each tick and is `unavailable` at its deadline.
+                try socket.setImmediate()
+                for e in endpoints { try socket.connect(e) }
+            },
+            tickInterval: .milliseconds(20),
+            onSendFailure: { frames, error in
+                guard frames.count == 3 else { return }
+                let id = String(decoding: frames[1], as: UTF8.self)
+                if error.isAgain {
+                    pending.markUnsent(id, frames)
+                } else {
+                    pending.take(id)?.continuation.resume(throwing: ServiceError.unavailable)
+                }
+            },
+            onTick: {
+                for (p, sent) in pending.takeExpired(.now) {
+                    p.continuation.resume(throwing: sent ? ServiceError.timeout : ServiceError.unavailable)
+                }
+                for frames in pending.takeUnsent() { outbox.enqueue(frames) }
+            },
+            onMessage: { frames in
+                // DEALER receives ["", correlation id, reply envelope, frames it carries…].
+                guard frames.count >= 3 else { return }
+                pending.take(String(decoding: frames[1], as: UTF8.self))?.continuation.resume(returning: frames[2...])
+            }
+        )
+    }
+
+    /// Sends a request and waits for its answer. Throws `ServiceError`: the service's own error,
+    /// `timeout` when no answer came before the deadline, `unavailable` when no instance is connected.
+    public func request<R: BusRequest>(_ request: R, timeout: Duration? = nil) async throws -> R.Response {
+        let started = ContinuousClock.now
+        let limit = timeout ?? defaultTimeout
+        let id = "\(idPrefix)-\(nextId.wrappingAdd(1, ordering: .relaxed).newValue)"
+        let deadlineMs = Timestamp.milliseconds(Date().addingTimeInterval(limit.seconds))
+        defer {
+            metrics?.observe("redeem_bus_request_duration_seconds", help: "Bus request latency seen by the caller.",
+                             labels: ["service": service, "type": R.type], (ContinuousClock.now - started).seconds)
+        }
+        let envelope = Envelope(id: id, type: R.type, deadlineMs: deadlineMs, frames: true, body: request)
+        let payload: Data
+        do { payload = try JSONEncoder.bus.encode(envelope) } catch { throw ServiceError.malformed("cannot encode \(R.type)") }
+        let frames = try await withCheckedThrowingContinuation { cont in
+            pending.add(id, Pending(continuation: cont, deadline: started + limit))
+            worker.enqueue([Data(), Data(id.utf8), payload])
+        }
+        let reply: ReplyEnvelope<R.Response>
+        do { reply = try JSONDecoder.busFrames(ReplyEnvelope<R.Response>.self, from: frames) } catch {
+            throw ServiceError.malformed("undecodable reply to \(R.type)")
+        }
+        if let error = reply.error { throw error }
+        guard let body = reply.body else { throw ServiceError.malformed("empty reply to \(R.type)") }
+        return body
+    }
+
+    /// Sends raw bytes as a request frame and answers the raw reply envelope (for tests of malformed input).
+    public func requestRaw(_ payload: Data, id: String, timeout: Duration = .seconds(2)) async throws -> Data {
+        let frames = try await withCheckedThrowingContinuation { cont in
+            pending.add(id, Pending(continuation: cont, deadline: ContinuousClock.now + timeout))
+            worker.enqueue([Data(), Data(id.utf8), payload])
+        }
+        return frames.first ?? Data()
+    }
+
+    public func stop() {
+        worker.stop()
+        for p in pending.takeAll() { p.continuation.resume(throwing: ServiceError.unavailable) }
+    }
+}

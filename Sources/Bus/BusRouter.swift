@@ -1,0 +1,150 @@
+import Core
+import Foundation
+import Telemetry
+
+/// What a request handler knows about the message it is answering.
+public struct BusContext: Sendable {
+    public let type: String
+    public let requestId: String?
+    public let deadline: Date?
+    /// The envelope as it arrived: a handler that keeps a request verbatim stores these bytes
+    /// instead of encoding the request again.
+    public let message: Data
+}
+
+/// Maps request types to handlers and turns raw envelopes into raw replies (the reply envelope,
+/// then the frames of the `WireJSON` values it carries). It never throws and
+/// never traps on input: malformed frames, unknown types and versions, and handler errors all
+/// become error replies (and a log line). An envelope is parsed once: its header picks the body's
+/// type while the same JSON is decoded.
+public struct BusRouter: Sendable {
+    /// Runs a request; encodes its reply only when `replying` (a pushed message has nobody to answer).
+    typealias Handler = @Sendable (any Sendable, EnvelopeHeader, BusContext, _ replying: Bool) async -> [Data]
+
+    private struct Route: Sendable {
+        let decodeBody: @Sendable (KeyedDecodingContainer<Incoming.Keys>) throws -> any Sendable
+        let handle: Handler
+    }
+
+    private var routes: [String: Route] = [:] {
+        didSet { decoder = BusRouter.decoder(for: routes) }
+    }
+    /// The bus decoder, carrying the routes so an envelope's body is decoded as its type.
+    private var decoder = BusRouter.decoder(for: [:])
+    private let logger: Logger
+
+    public init(logger: Logger) { self.logger = logger }
+
+    private static func decoder(for routes: [String: Route]) -> JSONDecoder {
+        let d = JSONDecoder.makeBus()
+        d.userInfo[Incoming.routesKey] = routes
+        return d
+    }
+
+    public var types: [String] { routes.keys.sorted() }
+
+    /// Registers the handler of one request type.
+    public mutating func on<R: BusRequest>(_ type: R.Type, _ handler: @escaping @Sendable (R, BusContext) async throws -> R.Response) {
+        let logger = self.logger
+        routes[R.type] = Route(decodeBody: { try $0.decode(R.self, forKey: .body) }, handle: { body, header, context, replying in
+            let reply: ReplyEnvelope<R.Response>
+            do {
+                guard let request = body as? R else { throw ServiceError.internal }
+                reply = ReplyEnvelope(v: 1, id: header.id, body: try await handler(request, context), error: nil)
+            } catch let error as ServiceError {
+                reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: error)
+            } catch {
+                logger.error("bus handler failed", ["bus.type": header.type, "error": String(describing: error)])
+                reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .carrying(error))
+            }
+            return replying ? BusRouter.encode(reply, id: header.id, frames: header.frames == true) : []
+        })
+    }
+
+    /// An envelope decoded in one pass: the header, then the body as its route's type, or why not.
+    private struct Incoming: Decodable {
+        enum Keys: String, CodingKey { case v, id, type, requestId, deadlineMs, frames, body }
+        static let routesKey = CodingUserInfoKey(rawValue: "redeem.bus.routes")!
+
+        let header: EnvelopeHeader
+        let body: Result<any Sendable, DecodingError>?
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: Keys.self)
+            header = EnvelopeHeader(v: try c.decode(Int.self, forKey: .v), id: try c.decode(String.self, forKey: .id),
+                                    type: try c.decode(String.self, forKey: .type),
+                                    requestId: try c.decodeIfPresent(String.self, forKey: .requestId),
+                                    deadlineMs: try c.decodeIfPresent(Int64.self, forKey: .deadlineMs),
+                                    frames: try c.decodeIfPresent(Bool.self, forKey: .frames))
+            guard header.v == Envelope<Empty>.currentVersion,
+                  let route = (decoder.userInfo[Self.routesKey] as? [String: Route])?[header.type] else {
+                body = nil
+                return
+            }
+            do { body = .success(try route.decodeBody(c)) } catch let e as DecodingError { body = .failure(e) }
+        }
+    }
+
+    /// Answers one raw request envelope with the frames of its reply (when `replying`; a pushed
+    /// message is only handled, and its reply left unencoded).
+    public func handle(_ data: Data, replying: Bool = true) async -> [Data] {
+        let incoming: Incoming
+        do {
+            incoming = try decoder.decode(Incoming.self, from: data)
+        } catch {
+            logger.warning("malformed bus frame", ["bytes": data.count])
+            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: "", body: nil, error: .malformed("not a bus envelope")), id: "")
+        }
+        let header = incoming.header
+        guard header.v == Envelope<Empty>.currentVersion else {
+            logger.warning("unsupported bus message version", ["bus.type": header.type, "bus.version": header.v])
+            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .unsupportedVersion(header.v)), id: header.id)
+        }
+        guard let route = routes[header.type], let decoded = incoming.body else {
+            logger.warning("unknown bus message type", ["bus.type": header.type])
+            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .unknownType(header.type)), id: header.id)
+        }
+        let body: any Sendable
+        switch decoded {
+        case .success(let b): body = b
+        case .failure(let error):
+            logger.warning("malformed bus message", ["bus.type": header.type, "error": BusRouter.describe(error)])
+            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil,
+                                                         error: .malformed("body of \(header.type) is malformed: \(BusRouter.describe(error))")), id: header.id)
+        }
+        let deadline = header.deadlineMs.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        if let deadline, deadline < Date() {
+            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .timeout), id: header.id)
+        }
+        let context = BusContext(type: header.type, requestId: header.requestId, deadline: deadline, message: data)
+        return await LogContext.$requestId.withValue(header.requestId) {
+            await route.handle(body, header, context, replying)
+        }
+    }
+
+    /// The reply to a request that is not handled: `error`, for the envelope's id.
+    public func refuse(_ data: Data, with error: ServiceError) -> [Data] {
+        struct Header: Decodable { let id: String }
+        let id = (try? decoder.decode(Header.self, from: data))?.id ?? ""
+        return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: error), id: id)
+    }
+
+    /// The frames of a reply: `WireJSON` values in frames of their own when the caller reads
+    /// them (`frames`), else inline.
+    static func encode<B>(_ reply: ReplyEnvelope<B>, id: String, frames: Bool = false) -> [Data] {
+        if frames, let data = try? JSONEncoder.busFrames(reply) { return data }
+        if !frames, let data = try? JSONEncoder.bus.encode(reply) { return [data] }
+        // Encoding our own types cannot fail in practice; answer something well-formed anyway.
+        return [(try? JSONEncoder.bus.encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: .internal))) ?? Data()]
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .keyNotFound(let key, let ctx): return "missing \((ctx.codingPath + [key]).map(\.stringValue).joined(separator: "."))"
+        case .typeMismatch(_, let ctx), .valueNotFound(_, let ctx), .dataCorrupted(let ctx):
+            let path = ctx.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? ctx.debugDescription : "bad value at \(path)"
+        @unknown default: return "undecodable"
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import Core
+import Foundation
+import Synchronization
+import Telemetry
+
+/// The answering side of request-reply (SPEC §3): a ROUTER socket bound on the service's
+/// endpoint. Every request is handled in its own task, so many are in flight at once and a slow
+/// handler never blocks the socket; replies go back through the socket's worker thread.
+public final class BusServer: Sendable {
+    private let worker: SocketWorker
+    private let admission: Admission
+
+    /// Requests being handled, and whether new ones are still taken.
+    private final class Admission: Sendable {
+        let state = Mutex<(handling: Int, closed: Bool)>((0, false))
+
+        /// Counts a request in, unless the server is stopping.
+        func admit() -> Bool {
+            state.withLock { s in
+                guard !s.closed else { return false }
+                s.handling += 1
+                return true
+            }
+        }
+
+        func done() { state.withLock { $0.handling -= 1 } }
+        var handling: Int { state.withLock { $0.handling } }
+    }
+
+    public init(context: ZMQContext, bind endpoints: [String], router: BusRouter, logger: Logger) throws {
+        let replies = SocketOutbox()
+        let admission = Admission()
+        self.admission = admission
+        worker = try SocketWorker(
+            name: "bus-server",
+            context: context,
+            kind: .router,
+            outbox: replies,
+            setup: { socket in
+                for e in endpoints { try socket.bind(e) }
+            },
+            onMessage: { frames in
+                // ROUTER frames from a DEALER: [identity, "", correlation id, envelope]; the reply
+                // echoes the first three, then its envelope and any frames it carries. Anything
+                // else is dropped.
+                guard frames.count == 4, frames[1].isEmpty else {
+                    logger.warning("dropped malformed bus frames", ["frames": frames.count])
+                    return
+                }
+                let route = Array(frames[0..<3])
+                let payload = frames[3]
+                guard admission.admit() else {
+                    // Stopping: answered at once, so the caller need not wait for its timeout.
+                    replies.enqueue(route + router.refuse(payload, with: .stopping))
+                    return
+                }
+                Task {
+                    let reply = await router.handle(payload)
+                    replies.enqueue(route + reply)
+                    admission.done()
+                }
+            }
+        )
+    }
+
+    /// The bound endpoint (with the real port when bound to `*`).
+    public var endpoint: String { worker.endpoint }
+
+    /// Closes the socket at once; requests being handled get no answer (their callers time out).
+    public func stop() { worker.stop() }
+
+    /// An orderly stop: new requests are answered `unavailable`, those being handled are answered
+    /// (for up to `seconds`), then the socket closes. Answers whether every one was answered.
+    @discardableResult
+    public func drain(seconds: Double) async -> Bool {
+        admission.state.withLock { $0.closed = true }
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while admission.handling > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let answered = admission.handling == 0
+        // The last replies were handed to the socket's thread; give it and ZeroMQ's I/O thread a
+        // moment to put them on the wire (the socket closes without lingering).
+        try? await Task.sleep(for: .milliseconds(50))
+        worker.stop()
+        return answered
+    }
+}

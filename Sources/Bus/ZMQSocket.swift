@@ -1,0 +1,272 @@
+internal import CZeroMQ
+import Core
+import Foundation
+import Glibc
+import Synchronization
+#if canImport(Glibc)
+#endif
+
+/// A ZeroMQ failure, keeping the errno.
+public struct ZMQError: Error, CustomStringConvertible, Sendable {
+    public let errno: Int32
+    public let operation: String
+    public var description: String { "zmq \(operation): \(String(cString: zmq_strerror(errno))) (errno \(errno))" }
+
+    static func last(_ op: String) -> ZMQError { ZMQError(errno: zmq_errno(), operation: op) }
+    var isAgain: Bool { errno == EAGAIN }
+    var isTerminated: Bool { errno == ETERM }
+}
+
+/// The ZeroMQ context. libzmq documents the context as thread-safe, hence `@unchecked Sendable`;
+/// sockets made from it are not, and live on one thread each (`SocketWorker`).
+public final class ZMQContext: @unchecked Sendable {
+    let raw: UnsafeMutableRawPointer
+
+    public init() {
+        raw = zmq_ctx_new()!
+    }
+
+    /// Ends every blocking call on this context's sockets; they then close and the context frees.
+    public func shutdown() { zmq_ctx_shutdown(raw) }
+
+    deinit { zmq_ctx_term(raw) }
+}
+
+/// Socket kinds used by the bus (SPEC §3).
+public enum ZMQSocketKind: Sendable {
+    case dealer, router, push, pull, pub, sub
+    var raw: Int32 {
+        switch self {
+        case .dealer: ZMQ_DEALER
+        case .router: ZMQ_ROUTER
+        case .push: ZMQ_PUSH
+        case .pull: ZMQ_PULL
+        case .pub: ZMQ_PUB
+        case .sub: ZMQ_SUB
+        }
+    }
+}
+
+/// One ZeroMQ socket. Not thread-safe: created, used and closed on one thread (its `SocketWorker`).
+final class ZMQSocket {
+    let raw: UnsafeMutableRawPointer
+    private let context: ZMQContext  // the socket keeps its context alive
+
+    init(context: ZMQContext, kind: ZMQSocketKind) throws {
+        guard let s = zmq_socket(context.raw, kind.raw) else { throw ZMQError.last("socket") }
+        raw = s
+        self.context = context
+        try setInt(ZMQ_LINGER, 0)
+        try setInt(ZMQ_SNDHWM, 100_000)
+        try setInt(ZMQ_RCVHWM, 100_000)
+    }
+
+    deinit { zmq_close(raw) }
+
+    func setInt(_ option: Int32, _ value: Int32) throws {
+        var v = value
+        guard zmq_setsockopt(raw, option, &v, MemoryLayout<Int32>.size) == 0 else { throw ZMQError.last("setsockopt \(option)") }
+    }
+
+    func setBytes(_ option: Int32, _ value: [UInt8]) throws {
+        let rc = value.withUnsafeBytes { zmq_setsockopt(raw, option, $0.baseAddress, $0.count) }
+        guard rc == 0 else { throw ZMQError.last("setsockopt \(option)") }
+    }
+
+    /// Queue messages only to completed connections (DEALER/PUSH): with no peer, sending fails at once.
+    func setImmediate() throws { try setInt(ZMQ_IMMEDIATE, 1) }
+
+    /// SUB: receive messages whose first frame starts with `prefix` ("" for all).
+    func subscribe(_ prefix: String) throws { try setBytes(ZMQ_SUBSCRIBE, Array(prefix.utf8)) }
+
+    func bind(_ endpoint: String) throws {
+        guard zmq_bind(raw, endpoint) == 0 else { throw ZMQError.last("bind \(endpoint)") }
+    }
+
+    func connect(_ endpoint: String) throws {
+        guard zmq_connect(raw, endpoint) == 0 else { throw ZMQError.last("connect \(endpoint)") }
+    }
+
+    /// The endpoint actually bound (resolves `tcp://127.0.0.1:*` to a real port).
+    func lastEndpoint() -> String {
+        var buf = [CChar](repeating: 0, count: 256)
+        var len = buf.count
+        zmq_getsockopt(raw, ZMQ_LAST_ENDPOINT, &buf, &len)
+        return buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    /// Sends a multipart message without blocking. Throws `EAGAIN` when it cannot be queued now.
+    func send(_ frames: [Data]) throws {
+        for (i, frame) in frames.enumerated() {
+            let flags = ZMQ_DONTWAIT | (i < frames.count - 1 ? ZMQ_SNDMORE : 0)
+            let rc = frame.withUnsafeBytes { zmq_send(raw, $0.baseAddress, $0.count, flags) }
+            guard rc >= 0 else { throw ZMQError.last("send") }
+        }
+    }
+
+    /// Receives one multipart message without blocking; nil when none is waiting.
+    func receive() throws -> [Data]? {
+        var frames: [Data] = []
+        let msg = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
+        defer { msg.deallocate() }
+        while true {
+            zmq_msg_init(msg)
+            let rc = zmq_msg_recv(msg, raw, frames.isEmpty ? ZMQ_DONTWAIT : 0)
+            if rc < 0 {
+                let err = ZMQError.last("recv")
+                zmq_msg_close(msg)
+                if err.isAgain && frames.isEmpty { return nil }
+                throw err
+            }
+            frames.append(Data(bytes: zmq_msg_data(msg), count: zmq_msg_size(msg)))
+            let more = zmq_msg_more(msg) == 1
+            zmq_msg_close(msg)
+            if !more { return frames }
+        }
+    }
+}
+
+/// A kernel eventfd that wakes a poll loop from another thread.
+final class Wakeup: Sendable {
+    let fd: Int32
+
+    init() {
+        fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        precondition(fd >= 0, "eventfd failed")
+    }
+
+    deinit { close(fd) }
+
+    func signal() {
+        var one: UInt64 = 1
+        _ = write(fd, &one, 8)
+    }
+
+    func drain() {
+        var value: UInt64 = 0
+        _ = read(fd, &value, 8)
+    }
+}
+
+/// Messages waiting to be sent by a `SocketWorker`, with the eventfd that wakes it. Created before
+/// the worker so that closures given to the worker can already send through it.
+final class SocketOutbox: Sendable {
+    private let queue = Mutex<[[Data]]>([])
+    let wakeup = Wakeup()
+
+    init() {}
+
+    func enqueue(_ frames: [Data]) {
+        queue.withLock { $0.append(frames) }
+        wakeup.signal()
+    }
+
+    func takeAll() -> [[Data]] {
+        queue.withLock { q in defer { q.removeAll(keepingCapacity: true) }; return q }
+    }
+}
+
+/// Owns one socket on its own thread. Other threads hand it frames to send (`enqueue`); it calls
+/// `onMessage` on its thread for every message received and `onTick` at least every `tickInterval`.
+/// This is the only place a bus socket is touched, which is what makes the socket safe to use.
+final class SocketWorker: Sendable {
+    typealias Setup = @Sendable (ZMQSocket) throws -> Void
+
+    private let outbox: SocketOutbox
+    private let stopping = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private let ready = DispatchSemaphore(value: 0)
+    private let startError = Mutex<(any Error)?>(nil)
+    private let boundEndpoint = Mutex<String>("")
+    let name: String
+
+    /// Starts the thread, creates and sets up the socket there, and waits until it is ready.
+    init(
+        name: String,
+        context: ZMQContext,
+        kind: ZMQSocketKind,
+        outbox: SocketOutbox = SocketOutbox(),
+        setup: @escaping @Sendable Setup,
+        tickInterval: Duration = .milliseconds(100),
+        onSendFailure: @escaping @Sendable ([Data], ZMQError) -> Void = { _, _ in },
+        onTick: @escaping @Sendable () -> Void = {},
+        onMessage: @escaping @Sendable ([Data]) -> Void
+    ) throws {
+        self.name = name
+        self.outbox = outbox
+        let thread = Thread { [self] in
+            run(context: context, kind: kind, setup: setup, tickInterval: tickInterval,
+                onSendFailure: onSendFailure, onTick: onTick, onMessage: onMessage)
+        }
+        thread.name = name
+        thread.start()
+        ready.wait()
+        if let error = startError.withLock({ $0 }) {
+            finished.wait()
+            throw error
+        }
+    }
+
+    /// The endpoint the socket bound last (useful with port 0 / `*`).
+    var endpoint: String { boundEndpoint.withLock { $0 } }
+
+    /// Queues a message for sending from the worker's thread.
+    func enqueue(_ frames: [Data]) { outbox.enqueue(frames) }
+
+    /// Stops the loop, closes the socket and waits for the thread to end.
+    func stop() {
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        outbox.wakeup.signal()
+        finished.wait()
+    }
+
+    private func run(context: ZMQContext, kind: ZMQSocketKind, setup: Setup, tickInterval: Duration,
+                     onSendFailure: ([Data], ZMQError) -> Void, onTick: () -> Void, onMessage: ([Data]) -> Void) {
+        defer { finished.signal() }
+        let socket: ZMQSocket
+        do {
+            socket = try ZMQSocket(context: context, kind: kind)
+            try setup(socket)
+            boundEndpoint.withLock { $0 = socket.lastEndpoint() }
+        } catch {
+            startError.withLock { $0 = error }
+            ready.signal()
+            return
+        }
+        ready.signal()
+        let timeoutMs = Int(tickInterval.components.seconds * 1000 + tickInterval.components.attoseconds / 1_000_000_000_000_000)
+        var items = [
+            zmq_pollitem_t(socket: socket.raw, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0),
+            zmq_pollitem_t(socket: nil, fd: outbox.wakeup.fd, events: Int16(ZMQ_POLLIN), revents: 0),
+        ]
+        var lastTick = ContinuousClock.now
+        while !stopping.load(ordering: .acquiring) {
+            let rc = zmq_poll(&items, 2, timeoutMs)
+            if rc < 0 {
+                let err = ZMQError.last("poll")
+                if err.isTerminated { break }
+                continue
+            }
+            if items[1].revents != 0 { outbox.wakeup.drain() }
+            let pending = outbox.takeAll()
+            for frames in pending {
+                do { try socket.send(frames) } catch let e as ZMQError {
+                    if e.isTerminated { return }
+                    onSendFailure(frames, e)
+                } catch {}
+            }
+            if items[0].revents != 0 {
+                // Drain everything waiting; zmq_poll reports readiness, not a count.
+                while let frames = try? socket.receive() { onMessage(frames) }
+            }
+            let now = ContinuousClock.now
+            if now - lastTick >= tickInterval {
+                lastTick = now
+                onTick()
+            }
+        }
+        // Tell senders whose messages never left.
+        let left = outbox.takeAll()
+        for frames in left { onSendFailure(frames, ZMQError(errno: ETERM, operation: "send")) }
+    }
+}

@@ -1,0 +1,344 @@
+internal import CMicroHTTPD
+import Core
+import Foundation
+import Synchronization
+import Telemetry
+
+/// An HTTP/1.1 server on GNU libmicrohttpd (which does all HTTP parsing).
+///
+/// Handlers are `async`: when a request's body is complete the connection is *suspended*, the
+/// handler runs as a task, and the connection is resumed with the response. No thread is held
+/// while a handler waits (a bus reply, a long poll), so a few MHD threads serve many slow requests.
+public final class HTTPServer: Sendable {
+    public typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
+
+    public struct Options: Sendable {
+        public var host = "127.0.0.1"
+        public var port = 8080
+        public var threads = 2
+        public var maxBodyBytes = 1 << 20
+        public var connectionLimit = 2000
+        public var connectionTimeoutSeconds = 30
+        /// Each connection's memory for its request line, headers and read buffer (bodies are
+        /// copied out as they arrive). libmicrohttpd zeroes it between requests, so its default
+        /// 32 kB cost 3 % of the gateway's CPU. 16 kB holds about 12 kB of headers; beyond that
+        /// libmicrohttpd answers 431.
+        public var connectionMemoryBytes = 16 * 1024
+        public init() {}
+    }
+
+    let handler: Handler
+    let logger: Logger
+    let metrics: MetricsRegistry?
+    let options: Options
+    /// Whether to write one access-log line per request.
+    let accessLog: Bool
+    private let daemon = Mutex<DaemonHandle?>(nil)
+    /// Guards resuming connections against stopping the daemon: both happen under this lock.
+    let resumeGate = Mutex<Bool>(false)  // true once stopped
+    /// Connections suspended while their handler runs, until they are answered; once `closed`
+    /// (stopping), no connection is suspended any more.
+    let suspended = Mutex<(connections: [ConnectionHandle: RequestState], closed: Bool)>(([:], false))
+    let inFlight = Atomic<Int>(0)
+    private let boundPort = Atomic<Int>(0)
+
+    public init(options: Options, logger: Logger, metrics: MetricsRegistry? = nil, accessLog: Bool = true, handler: @escaping Handler) {
+        self.options = options
+        self.logger = logger
+        self.metrics = metrics
+        self.accessLog = accessLog
+        self.handler = handler
+    }
+
+    /// The port actually listened on (useful with port 0).
+    public var port: Int { boundPort.load(ordering: .relaxed) }
+
+    public func start() throws {
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(options.port).bigEndian)
+        guard inet_pton(AF_INET, options.host, &addr.sin_addr) == 1 else {
+            throw ConfigError(variable: "host", problem: "\(options.host) is not an IPv4 address")
+        }
+        let flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+        let cls = Unmanaged.passUnretained(self).toOpaque()
+        let d = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                cmicrohttpd_start(flags, sa, UInt32(options.threads), UInt32(options.connectionLimit),
+                                  UInt32(options.connectionTimeoutSeconds), options.connectionMemoryBytes, httpAccessHandler, cls, httpRequestCompleted, cls)
+            }
+        }
+        guard let d else {
+            throw ConfigError(variable: "port", problem: "cannot listen on \(options.host):\(options.port) (in use?)")
+        }
+        daemon.withLock { $0 = DaemonHandle(raw: d) }
+        let bound = Int(cmicrohttpd_bound_port(d))
+        boundPort.store(bound == 0 ? options.port : bound, ordering: .relaxed)
+    }
+
+    /// Stops accepting connections, lets requests in progress finish for up to `drainSeconds`,
+    /// then stops the daemon (joining its threads).
+    public func stop(drainSeconds: Double = 3) async {
+        guard let d = daemon.withLock({ $0 }) else { return }
+        _ = MHD_quiesce_daemon(d.raw)
+        let deadline = ContinuousClock.now + .milliseconds(Int(drainSeconds * 1000))
+        while inFlight.load(ordering: .acquiring) > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        // libmicrohttpd aborts the process if it is stopped with a connection suspended: requests
+        // whose handler is still running are answered 503 and given a moment to be sent, and from
+        // now on a request on a connection kept open is answered 503 without being suspended.
+        let waiting = suspended.withLock { s in
+            s.closed = true
+            return s.connections
+        }
+        for (connection, state) in waiting where state.answer(finish(state, .error(.stopping))) {
+            resume(connection)
+        }
+        // Stopping the daemon closes every connection, sent or not: wait until each request has
+        // completed (libmicrohttpd reports that once the whole response is written). A connection
+        // leaves `suspended` when its answer is queued, before a byte of it is sent, so waiting for
+        // that alone cut answers off ("Empty reply from server").
+        let answered = ContinuousClock.now + .seconds(10)
+        while inFlight.load(ordering: .acquiring) > 0 && ContinuousClock.now < answered {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        resumeGate.withLock { stopped in
+            stopped = true
+        }
+        daemon.withLock { $0 = nil }
+        MHD_stop_daemon(d.raw)
+    }
+
+    deinit {
+        if let d = daemon.withLock({ $0 }) { MHD_stop_daemon(d.raw) }
+    }
+
+    /// Resumes a suspended connection unless the daemon is stopping (then it is gone).
+    func resume(_ connection: ConnectionHandle) {
+        resumeGate.withLock { stopped in
+            if !stopped { MHD_resume_connection(connection.raw) }
+        }
+    }
+}
+
+/// A daemon pointer; MHD's API is safe to call from any thread for the calls made with it.
+struct DaemonHandle: @unchecked Sendable { let raw: OpaquePointer }
+/// A connection pointer, used only to resume the connection (which MHD allows from any thread).
+struct ConnectionHandle: @unchecked Sendable, Hashable { let raw: OpaquePointer }
+
+/// Per-request state, from the first call of the access handler until MHD reports completion.
+/// The body fields are touched only by the MHD thread that owns the connection; `response` is
+/// written by the handler task and read after the resume, hence the lock.
+final class RequestState: @unchecked Sendable {
+    var body = Data()
+    var tooLarge = false
+    var dispatched = false
+    let started = ContinuousClock.now
+    let response = Mutex<HTTPResponse?>(nil)
+    var request: HTTPRequest?
+
+    /// Sets the response unless one is set already; whoever sets it resumes the connection (once).
+    func answer(_ r: @autoclosure () -> HTTPResponse) -> Bool {
+        response.withLock { current in
+            guard current == nil else { return false }
+            current = r()
+            return true
+        }
+    }
+}
+
+private func httpAccessHandler(
+    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
+    version: UnsafePointer<CChar>?, uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>?,
+    conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
+    guard let cls, let connection, let conCls, let uploadDataSize else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+
+    guard let statePtr = conCls.pointee else {
+        // First call: headers only.
+        let state = RequestState()
+        conCls.pointee = Unmanaged.passRetained(state).toOpaque()
+        server.inFlight.wrappingAdd(1, ordering: .acquiringAndReleasing)
+        if let length = header(connection, "Content-Length").flatMap({ Int($0) }), length > server.options.maxBodyBytes {
+            state.tooLarge = true
+            // Answered once the body has been read and dropped: answering now closes the
+            // connection while a client that did not wait for "100 Continue" is still sending, and
+            // it sees a broken pipe instead of the 413. Only a body declared far beyond the limit
+            // is refused at once, unread.
+            guard length > server.options.maxBodyBytes * 16 else { return .YES }
+            state.request = makeRequest(connection, url: url, method: method, body: Data())
+            return queue(server.finish(state, .error(.tooLarge)), on: connection)
+        }
+        return .YES
+    }
+    let state = Unmanaged<RequestState>.fromOpaque(statePtr).takeUnretainedValue()
+
+    if uploadDataSize.pointee > 0 {
+        let count = uploadDataSize.pointee
+        if !state.tooLarge {
+            if state.body.count + count > server.options.maxBodyBytes {
+                state.tooLarge = true
+                state.body = Data()
+            } else if let uploadData {
+                state.body.append(UnsafeRawPointer(uploadData).assumingMemoryBound(to: UInt8.self), count: count)
+            }
+        }
+        uploadDataSize.pointee = 0  // consumed (or discarded once over the limit)
+        return .YES
+    }
+
+    // Body complete. Either the handler has answered (we were resumed) or it must be started.
+    if let response = state.response.withLock({ $0 }) {
+        server.suspended.withLock { _ = $0.connections.removeValue(forKey: ConnectionHandle(raw: connection)) }
+        return queue(response, on: connection)
+    }
+    guard !state.dispatched else { return .YES }
+    state.dispatched = true
+    let request = makeRequest(connection, url: url, method: method, body: state.body)
+    state.request = request
+    state.body = Data()
+    if state.tooLarge {
+        return queue(server.finish(state, .error(.tooLarge)), on: connection)
+    }
+    let handle = ConnectionHandle(raw: connection)
+    let suspending = server.suspended.withLock { s -> Bool in
+        guard !s.closed else { return false }
+        s.connections[handle] = state
+        return true
+    }
+    guard suspending else { return queue(server.finish(state, .error(.stopping)), on: connection) }
+    MHD_suspend_connection(connection)
+    Task {
+        let response = await LogContext.$requestId.withValue(request.requestId) { await server.handler(request) }
+        if state.answer(server.finish(state, response)) { server.resume(handle) }
+    }
+    return .YES
+}
+
+private func httpRequestCompleted(
+    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?, conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    code: MHD_RequestTerminationCode
+) {
+    guard let cls, let conCls, let statePtr = conCls.pointee else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    Unmanaged<RequestState>.fromOpaque(statePtr).release()
+    conCls.pointee = nil
+    server.inFlight.wrappingSubtract(1, ordering: .acquiringAndReleasing)
+}
+
+extension HTTPServer {
+    static let knownMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+    /// Adds the request id header and writes the access log and request metrics.
+    func finish(_ state: RequestState, _ response: HTTPResponse) -> HTTPResponse {
+        var response = response
+        let request = state.request
+        if let rid = request?.requestId { response.headers.append(("X-Request-Id", rid)) }
+        let elapsed = (ContinuousClock.now - state.started).seconds
+        let route = response.route ?? "unmatched"
+        // Any method a client invents would otherwise become a label value (and a new series).
+        let method = request.map { Self.knownMethods.contains($0.method) ? $0.method : "other" } ?? "?"
+        if let metrics {
+            metrics.increment("redeem_http_requests_total", help: "HTTP requests by route, method and status.",
+                              labels: ["route": route, "method": method, "status": String(response.status)])
+            metrics.observe("redeem_http_request_duration_seconds", help: "HTTP request latency by route.",
+                            labels: ["route": route, "method": method], elapsed)
+        }
+        if accessLog {
+            // The raw path is logged without its query string: queries may carry codes or tokens.
+            LogContext.$requestId.withValue(request?.requestId) {
+                logger.log(.info, "http request", typed: AccessFields(method: method, route: route, path: request?.path ?? "",
+                                                                      status: response.status, durationMs: (elapsed * 1000 * 100).rounded() / 100))
+            }
+        }
+        return response
+    }
+}
+
+/// The fields of an access-log line.
+private struct AccessFields: Encodable {
+    let method: String, route: String, path: String, status: Int, durationMs: Double
+    enum CodingKeys: String, CodingKey {
+        case method = "http.method", route = "http.route", path = "http.path", status = "http.status", durationMs = "http.duration_ms"
+    }
+}
+
+private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+    let resp: OpaquePointer?
+    if let producer = response.producer {
+        // Chunked: MHD pulls from the stream; the stream is released by the free callback.
+        let stream = HTTPBodyStream()
+        resp = MHD_create_response_from_callback(UInt64.max, 32 * 1024, { cls, _, buf, max in
+            guard let cls, let buf else { return -2 }
+            return Unmanaged<HTTPBodyStream>.fromOpaque(cls).takeUnretainedValue().read(into: buf, max: max)
+        }, Unmanaged.passRetained(stream).toOpaque(), { cls in
+            guard let cls else { return }
+            let stream = Unmanaged<HTTPBodyStream>.fromOpaque(cls).takeRetainedValue()
+            stream.cancel()
+        })
+        if resp != nil {
+            Task {
+                await producer(stream)
+                stream.finish()
+            }
+        }
+    } else {
+        resp = response.body.withUnsafeBytes { buf -> OpaquePointer? in
+            MHD_create_response_from_buffer(buf.count, UnsafeMutableRawPointer(mutating: buf.baseAddress), .RESPMEM_MUST_COPY)
+        }
+    }
+    guard let resp else { return .NO }
+    defer { MHD_destroy_response(resp) }
+    for (name, value) in response.headers { _ = MHD_add_response_header(resp, name, value) }
+    return MHD_queue_response(connection, UInt32(response.status), resp)
+}
+
+private func header(_ connection: OpaquePointer, _ name: String) -> String? {
+    MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
+}
+
+/// Collects key/value pairs of one kind (headers or query arguments) from MHD.
+private final class PairCollector {
+    var pairs: [String: String] = [:]
+    let lowercaseKeys: Bool
+    init(lowercaseKeys: Bool) { self.lowercaseKeys = lowercaseKeys }
+}
+
+private func collect(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowercaseKeys: Bool) -> [String: String] {
+    let collector = PairCollector(lowercaseKeys: lowercaseKeys)
+    withExtendedLifetime(collector) {
+        _ = MHD_get_connection_values(connection, kind, { cls, _, key, value in
+            guard let cls, let key else { return .YES }
+            let c = Unmanaged<PairCollector>.fromOpaque(cls).takeUnretainedValue()
+            let k = String(cString: key)
+            c.pairs[c.lowercaseKeys ? k.lowercased() : k] = value.map { String(cString: $0) } ?? ""
+            return .YES
+        }, Unmanaged.passUnretained(collector).toOpaque())
+    }
+    return collector.pairs
+}
+
+private func makeRequest(_ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?, body: Data) -> HTTPRequest {
+    let headers = collect(connection, .HEADER_KIND, lowercaseKeys: true)
+    let query = collect(connection, .GET_ARGUMENT_KIND, lowercaseKeys: false)
+    var ip = [CChar](repeating: 0, count: 64)
+    cmicrohttpd_client_ip(connection, &ip, ip.count)
+    let requestId = headers["x-request-id"].flatMap(validRequestId) ?? UUID.random().lowercasedString
+    return HTTPRequest(
+        method: method.map { String(cString: $0) } ?? "GET",
+        path: url.map { String(cString: $0) } ?? "/",
+        query: query,
+        headers: headers,
+        body: body,
+        requestId: requestId,
+        clientAddress: ip.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    )
+}
+
+/// A client-supplied request id is kept only if it is short and plain (it ends up in logs).
+private func validRequestId(_ s: String) -> String? {
+    guard (1...64).contains(s.count), s.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
+    return s
+}

@@ -1,0 +1,94 @@
+import Core
+import Foundation
+import Glibc
+import Synchronization
+import Telemetry
+#if canImport(Glibc)
+#endif
+
+/// Turns SIGTERM/SIGINT into an orderly shutdown (SPEC §6).
+///
+/// `blockTerminationSignals()` must run first thing in `main`, before any thread exists, so every
+/// thread inherits the mask and the signals are only ever taken by `sigwait` on one dedicated
+/// thread: no Swift code runs in a signal handler.
+public enum Lifecycle {
+    private static func terminationSet() -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        return set
+    }
+
+    public static func blockTerminationSignals() {
+        var set = terminationSet()
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Blocks the calling thread until SIGTERM or SIGINT arrives; answers the signal number.
+    ///
+    /// Call it on the main thread, and never use top-level `await` in `main.swift`: on Linux the
+    /// async main hands the main thread to libdispatch, which parks it in `sigsuspend` with an
+    /// empty mask, so SIGTERM would kill the process instead of reaching `sigwait`.
+    public static func waitForTermination() -> Int32 {
+        var set = terminationSet()
+        var sig: Int32 = 0
+        sigwait(&set, &sig)
+        return sig
+    }
+
+    /// The whole life of a process: blocks the termination signals, runs `start` (exit 1 if it
+    /// throws), waits for SIGTERM/SIGINT, runs `stop` within `stopDeadline` seconds and exits 0.
+    public static func run(logger: Logger, stopDeadline: Double = 4,
+                           start: @escaping @Sendable () async throws -> Void,
+                           stop: @escaping @Sendable () async -> Void) -> Never {
+        blockTerminationSignals()
+        let started = DispatchSemaphore(value: 0)
+        let failure = Mutex<String?>(nil)
+        Task.detached {
+            do { try await start() } catch { failure.withLock { $0 = String(describing: error) } }
+            started.signal()
+        }
+        started.wait()
+        if let error = failure.withLock({ $0 }) {
+            logger.error("cannot start", ["error": error])
+            exit(error.hasPrefix("REDEEM_") ? 2 : 1)
+        }
+        let signal = waitForTermination()
+        logger.info("stopping", ["signal": Int(signal)])
+        let stopped = DispatchSemaphore(value: 0)
+        let clean = Atomic<Bool>(false)
+        Task.detached {
+            clean.store(await withDeadline(seconds: stopDeadline, stop), ordering: .releasing)
+            stopped.signal()
+        }
+        stopped.wait()
+        logger.info(clean.load(ordering: .acquiring) ? "stopped" : "stopped with work still in progress")
+        exit(0)
+    }
+
+    /// Runs `work` but stops waiting for it after `seconds`; answers whether it finished in time.
+    /// The work is not awaited past the deadline, so a stuck drain cannot keep the process alive.
+    @discardableResult
+    public static func withDeadline(seconds: Double, _ work: @escaping @Sendable () async -> Void) async -> Bool {
+        let once = OnceFlag()
+        return await withCheckedContinuation { (cont: CheckedContinuation<Bool, Never>) in
+            Task {
+                await work()
+                if once.claim() { cont.resume(returning: true) }
+            }
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                if once.claim() { cont.resume(returning: false) }
+            }
+        }
+    }
+}
+
+/// True for exactly one caller of `claim()`.
+public final class OnceFlag: Sendable {
+    private let taken = Atomic<Bool>(false)
+    public init() {}
+    public func claim() -> Bool { taken.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged }
+}

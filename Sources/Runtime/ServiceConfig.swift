@@ -1,0 +1,64 @@
+import Core
+import Foundation
+import Telemetry
+
+/// Settings every back-end service reads (see the README's configuration table).
+public struct ServiceConfig: Sendable {
+    public var name: String
+    public var databaseURL: String
+    public var databasePoolSize: Int
+    public var logLevel: Logger.Level
+    public var httpHost: String
+    /// Internal `/healthz` and `/metrics` port.
+    public var httpPort: Int
+    /// Endpoints this instance's ROUTER binds.
+    public var busBind: [String]
+
+    public init(name: String, env: Environment, defaultHTTPPort: Int) throws {
+        self.name = name
+        databaseURL = try env.databaseURL()
+        databasePoolSize = try env.int("REDEEM_DB_POOL_SIZE", default: 8, range: 1...200)
+        logLevel = try ServiceConfig.logLevel(env)
+        httpHost = env.string("REDEEM_HTTP_HOST", default: "127.0.0.1")
+        httpPort = try env.port("REDEEM_\(name.uppercased())_HTTP_PORT", default: defaultHTTPPort)
+        busBind = try BusAddress.bind(name, env)
+    }
+
+    public static func logLevel(_ env: Environment) throws -> Logger.Level {
+        let text = env.string("REDEEM_LOG_LEVEL", default: "info")
+        guard let level = Logger.Level(name: text) else {
+            throw ConfigError(variable: "REDEEM_LOG_LEVEL", problem: "expected debug, info, warn or error, got \"\(text)\"")
+        }
+        return level
+    }
+}
+
+/// Where each service is found on the bus. Callers connect to every endpoint listed in
+/// `REDEEM_<SERVICE>_BUS` (comma-separated, one per instance); an instance binds
+/// `REDEEM_<SERVICE>_BUS_BIND`, by default the first of that list.
+public enum BusAddress {
+    static let defaultPorts = ["accounts": 7101, "coupons": 7102, "grants": 7103]
+
+    /// Request endpoints of a service, for callers.
+    public static func requests(_ service: String, _ env: Environment) throws -> [String] {
+        try env.endpoints("REDEEM_\(service.uppercased())_BUS", default: ["tcp://127.0.0.1:\(defaultPorts[service] ?? 7100)"])
+    }
+
+    /// Endpoints this instance binds for requests.
+    public static func bind(_ service: String, _ env: Environment) throws -> [String] {
+        if env.raw("REDEEM_\(service.uppercased())_BUS_BIND") != nil {
+            return try env.endpoints("REDEEM_\(service.uppercased())_BUS_BIND", default: [])
+        }
+        return [try requests(service, env)[0]]
+    }
+
+    /// Where a service publishes events (`REDEEM_<SERVICE>_EVENTS`), bound by it, connected to by subscribers.
+    public static func events(_ service: String, _ env: Environment) throws -> [String] {
+        try env.endpoints("REDEEM_\(service.uppercased())_EVENTS", default: ["tcp://127.0.0.1:\((defaultPorts[service] ?? 7100) + 10)"])
+    }
+
+    /// Where grant commands are pulled (`REDEEM_GRANTS_COMMANDS`): grants binds, coupons connects.
+    public static func grantCommands(_ env: Environment) throws -> [String] {
+        try env.endpoints("REDEEM_GRANTS_COMMANDS", default: ["tcp://127.0.0.1:7123"])
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import Testing
+@testable import Core
+@testable import Telemetry
+
+@Suite struct LoggerTests {
+    @Test func writesOneJSONObjectPerLineWithRequestId() throws {
+        let sink = LogSink(capturing: ())
+        let logger = Logger(service: "coupons", sink: sink)
+        LogContext.$requestId.withValue("req-42") {
+            logger.info("redeemed", ["redemption.id": "r1", "count": 3])
+        }
+        logger.debug("hidden below the minimum level")
+        #expect(sink.lines.count == 1)
+        let object = try #require(JSONSerialization.jsonObject(with: Data(sink.lines[0].utf8)) as? [String: Any])
+        #expect(object["service"] as? String == "coupons")
+        #expect(object["level"] as? String == "info")
+        #expect(object["msg"] as? String == "redeemed")
+        #expect(object["request.id"] as? String == "req-42")
+        #expect(object["redemption.id"] as? String == "r1")
+        #expect(object["count"] as? Int == 3)
+        #expect(Timestamp.parse(object["time"] as? String ?? "") != nil)
+    }
+
+    @Test func fieldValuesKeepTheirJSONKinds() throws {
+        let sink = LogSink(capturing: ())
+        Logger(service: "s", sink: sink).warning("kinds", ["ok": true, "ms": 1.5, "n": Int64(7), "at": Date(timeIntervalSince1970: 1_764_483_573.125),
+                                                           "nan": Double.nan, "other": Duration.seconds(2)])
+        let object = try #require(JSONSerialization.jsonObject(with: Data(sink.lines[0].utf8)) as? [String: Any])
+        #expect(object["ok"] as? Bool == true)
+        #expect(object["ms"] as? Double == 1.5)
+        #expect(object["n"] as? Int == 7)
+        #expect(object["at"] as? String == "2025-11-30T06:19:33.125Z")
+        #expect(object["nan"] as? String == "nan")
+        #expect(object["other"] as? String == "2.0 seconds")
+        #expect(sink.lines[0].hasPrefix("{\"at\":"), "keys sorted")
+    }
+
+    @Test func fieldsAreBuiltOnlyForLinesThatAreWritten() {
+        final class Counter: @unchecked Sendable { var n = 0 }
+        let built = Counter()
+        func fields() -> [String: any Sendable] { built.n += 1; return ["k": "v"] }
+        let sink = LogSink(capturing: ())
+        let logger = Logger(service: "s", minimum: .warning, sink: sink)
+        logger.info("below the minimum", fields())
+        #expect(built.n == 0)
+        logger.warning("written", fields())
+        #expect(built.n == 1)
+        #expect(sink.lines.count == 1)
+    }
+
+    @Test func messagesWithNewlinesStayOnOneLine() {
+        let sink = LogSink(capturing: ())
+        Logger(service: "s", sink: sink).warning("line1\nline2")
+        #expect(sink.lines.count == 1)
+        #expect(!sink.lines[0].contains("\n"))
+    }
+
+    @Test func timestampsHaveMilliseconds() {
+        let d = Date(timeIntervalSince1970: 1_764_483_573.125)
+        #expect(Timestamp.iso8601(d) == "2025-11-30T06:19:33.125Z")
+        #expect(abs(Timestamp.parse("2025-11-30T06:19:33.125Z")!.timeIntervalSince(d)) < 0.001)
+        // A Double holds .293 as .29299…: still printed (and sent as milliseconds) as .293.
+        let tricky = Date(timeIntervalSince1970: 1_798_614_830.293)
+        #expect(Timestamp.iso8601(tricky).hasSuffix(".293Z"))
+        #expect(Timestamp.milliseconds(tricky) == 1_798_614_830_293)
+    }
+
+    /// `iso8601` and `parse` do their own date arithmetic: from 1583 (Foundation's calendar is
+    /// Julian before the Gregorian reform; ISO 8601 and PostgreSQL are proleptic Gregorian) they
+    /// print what Foundation's formatter prints, leap days and times before 1970 included, and every
+    /// time from year 1 to 9999 reads back as the same instant.
+    @Test func timestampsMatchFoundationsFormatter() {
+        let foundation = Date.ISO8601FormatStyle(timeZone: .gmt)  // whole seconds: it truncates fractions
+        let first = -62_135_596_800_000 as Int64  // 0001-01-01T00:00:00.000Z
+        let reform = -12_212_553_600_000 as Int64  // 1583-01-01T00:00:00.000Z
+        let last = 253_402_300_799_999 as Int64  // 9999-12-31T23:59:59.999Z
+        var rng = SystemRandomNumberGenerator()
+        var instants: [Int64] = [reform, last, 0, -1, 951_782_400_000, 951_868_799_999, -2_203_891_200_000, 4_107_542_400_000]
+        instants += (0..<5_000).map { _ in Int64.random(in: reform...last, using: &rng) }
+        for ms in instants {
+            let date = Date(timeIntervalSince1970: Double(ms) / 1000)
+            let text = Timestamp.iso8601(date)
+            let second = ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000)
+            let fraction = String(ms - second * 1000)
+            let expected = foundation.format(Date(timeIntervalSince1970: Double(second))).dropLast()
+                + "." + String(repeating: "0", count: 3 - fraction.count) + fraction + "Z"
+            #expect(text == expected, "\(ms)")
+        }
+        for ms in instants + [first] + (0..<2_000).map({ _ in Int64.random(in: first...reform, using: &rng) }) {
+            let text = Timestamp.iso8601(Date(timeIntervalSince1970: Double(ms) / 1000))
+            #expect(Timestamp.parse(text).map(Timestamp.milliseconds) == ms, "\(text)")
+        }
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: -1 / 1000)) == "1969-12-31T23:59:59.999Z")
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: 951_782_400)) == "2000-02-29T00:00:00.000Z")
+        #expect(Timestamp.iso8601(Date(timeIntervalSince1970: -62_135_596_800)) == "0001-01-01T00:00:00.000Z")
+    }
+
+    @Test func timestampsReadRFC3339AndNothingElse() {
+        let base = 1_796_019_573.0  // 2026-11-30T06:19:33Z
+        let read: [(String, Double)] = [
+            ("2026-11-30T06:19:33Z", base), ("2026-11-30T06:19:33z", base), ("2026-11-30t06:19:33Z", base),
+            ("2026-11-30T06:19:33.1Z", base + 0.1), ("2026-11-30T06:19:33.123456789Z", base + 0.123),
+            ("2026-11-30T06:19:33.12345678901234567890Z", base + 0.123), ("2026-11-30T06:19:33.9999Z", base + 0.999),
+            ("2026-11-30T06:19:33+01:00", base - 3600), ("2026-11-30T06:19:33+0100", base - 3600),
+            ("2026-11-30T06:19:33+01", base - 3600), ("2026-11-30T06:19:33.5-05:30", base + 0.5 + 19_800),
+        ]
+        for (text, seconds) in read {
+            #expect(Timestamp.parse(text).map { abs($0.timeIntervalSince1970 - seconds) < 0.000_001 } == true, "\(text)")
+        }
+        let refused = [
+            "2026-11-30T06:19:33", "2026-11-30T06:19:33.Z", "2026-11-30T06:19:33 Z", "2026-11-30T06:19:33Zjunk",
+            "2026-11-30T06:19:33GMT", "2026-11-30T06:19:33+24:00", "2026-11-30T06:19:33+01:60", "2026-11-30T06:19:33+01:00:30",
+            "2026-11-30T06:19:33.12a4Z", "2026-02-29T00:00:00Z", "2026-11-30T24:00:00Z", "2026-11-30T06:19:60Z",
+            "0000-01-01T00:00:00Z", "12026-11-30T06:19:33Z", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "2026-11-30 06:19:33Z", "2026-1-30T06:19:33Z", "",
+        ]
+        for text in refused { #expect(Timestamp.parse(text) == nil, "\(text)") }
+        // Fractions are cut to the millisecond, never rounded across a day or a year.
+        #expect(Timestamp.parse("9999-12-31T23:59:59.9999Z").map(Timestamp.iso8601) == "9999-12-31T23:59:59.999Z")
+        #expect(Timestamp.parse("2024-02-29T23:59:59.9999Z").map(Timestamp.iso8601) == "2024-02-29T23:59:59.999Z")
+        #expect(Timestamp.parse("0001-01-01T01:00:00+01:00").map(Timestamp.iso8601) == "0001-01-01T00:00:00.000Z")
+    }
+
+    @Test func aTypedLineReadsLikeTheSameFieldsGivenAsADictionary() throws {
+        struct Fields: Encodable {
+            let route: String, status: Int, ms: Double
+            enum CodingKeys: String, CodingKey { case route = "http.route", status = "http.status", ms = "http.duration_ms" }
+        }
+        let sink = LogSink(capturing: ())
+        let logger = Logger(service: "gateway", sink: sink)
+        LogContext.$requestId.withValue("req-7") {
+            logger.log(.info, "http request", typed: Fields(route: "/v1/x/{id}", status: 201, ms: 1.25))
+            logger.info("http request", ["http.route": "/v1/x/{id}", "http.status": 201, "http.duration_ms": 1.25])
+        }
+        #expect(sink.lines.count == 2)
+        func withoutTime(_ line: String) throws -> NSDictionary {
+            let parsed = try JSONSerialization.jsonObject(with: Data(line.utf8))
+            #expect(parsed is [String: Any], "each line is a JSON object")
+            let o = parsed as? [String: Any] ?? [:]
+            #expect(Timestamp.parse(o["time"] as? String ?? "") != nil)
+            return o.filter { $0.key != "time" } as NSDictionary
+        }
+        #expect(try withoutTime(sink.lines[0]) == withoutTime(sink.lines[1]))
+        #expect(sink.lines[0].hasPrefix(#"{"http.duration_ms":1.25,"#), "keys sorted across both parts")
+        #expect(sink.lines[0].contains(#""request.id":"req-7""#))
+
+        final class Counter: @unchecked Sendable { var n = 0 }
+        let built = Counter()
+        func fields() -> Fields { built.n += 1; return Fields(route: "/", status: 200, ms: 0) }
+        Logger(service: "s", minimum: .warning, sink: sink).log(.info, "below the minimum", typed: fields())
+        #expect(built.n == 0)
+    }
+}
+
+/// A log line that cannot be written (its reader gone, a full disk) is dropped; FileHandle.write
+/// would trap and take the service down with it.
+@Suite struct LogSinkFailureTests {
+    @Test func writingToAPipeWhoseReaderIsGoneDropsTheLine() {
+        signal(SIGPIPE, SIG_IGN)  // as every service does
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        close(fds[0])
+        let sink = LogSink(handle: FileHandle(fileDescriptor: fds[1], closeOnDealloc: true))
+        Logger(service: "test", sink: sink).error("after the reader left", ["n": 1])
+        sink.write(Data("a line\n".utf8))
+        #expect(Bool(true), "still running")
+    }
+}
