@@ -6,7 +6,7 @@ import Telemetry
 #if canImport(Glibc)
 #endif
 
-/// Turns SIGTERM/SIGINT into an orderly shutdown (SPEC §6).
+/// Turns SIGTERM/SIGINT into an orderly shutdown (SPEC §6; `ServiceMain` runs it).
 ///
 /// `blockTerminationSignals()` must run first thing in `main`, before any thread exists, so every
 /// thread inherits the mask and the signals are only ever taken by `sigwait` on one dedicated
@@ -36,36 +36,6 @@ public enum Lifecycle {
         var sig: Int32 = 0
         sigwait(&set, &sig)
         return sig
-    }
-
-    /// The whole life of a process: blocks the termination signals, runs `start` (exit 1 if it
-    /// throws), waits for SIGTERM/SIGINT, runs `stop` within `stopDeadline` seconds and exits 0.
-    public static func run(logger: Logger, stopDeadline: Double = 4,
-                           start: @escaping @Sendable () async throws -> Void,
-                           stop: @escaping @Sendable () async -> Void) -> Never {
-        blockTerminationSignals()
-        let started = DispatchSemaphore(value: 0)
-        let failure = Mutex<String?>(nil)
-        Task.detached {
-            do { try await start() } catch { failure.withLock { $0 = String(describing: error) } }
-            started.signal()
-        }
-        started.wait()
-        if let error = failure.withLock({ $0 }) {
-            logger.error("cannot start", ["error": error])
-            exit(error.hasPrefix("REDEEM_") ? 2 : 1)
-        }
-        let signal = waitForTermination()
-        logger.info("stopping", ["signal": Int(signal)])
-        let stopped = DispatchSemaphore(value: 0)
-        let clean = Atomic<Bool>(false)
-        Task.detached {
-            clean.store(await withDeadline(seconds: stopDeadline, stop), ordering: .releasing)
-            stopped.signal()
-        }
-        stopped.wait()
-        logger.info(clean.load(ordering: .acquiring) ? "stopped" : "stopped with work still in progress")
-        exit(0)
     }
 
     /// Runs `work` but stops waiting for it after `seconds`; answers whether it finished in time.

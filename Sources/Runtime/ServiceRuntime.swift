@@ -8,7 +8,8 @@ import Telemetry
 
 /// What a back-end service (accounts, coupons, grants) is made of, wired the same way for each:
 /// logger, metrics, database pool with its migrations, the bus server answering `ping`, the
-/// internal HTTP server (`/healthz`, `/readyz`, `/metrics`) and an orderly stop on SIGTERM.
+/// internal HTTP server (`/healthz`, `/readyz`, `/metrics`), as a `ServiceGroup` that `ServiceMain`
+/// runs until SIGTERM.
 public final class ServiceRuntime: Sendable {
     public let config: ServiceConfig
     public let logger: Logger
@@ -18,8 +19,6 @@ public final class ServiceRuntime: Sendable {
     public let instance: String
     private let migrated = Atomic<Bool>(false)
     private let started = Atomic<Bool>(false)
-    private let parts = Mutex<[@Sendable () async -> Void]>([])
-    private let bus = Mutex<BusServer?>(nil)
 
     public init(config: ServiceConfig) {
         self.config = config
@@ -36,21 +35,23 @@ public final class ServiceRuntime: Sendable {
     public var isStarted: Bool { started.load(ordering: .acquiring) }
 
     /// Applies migrations, retrying in the background while the database is unreachable: the
-    /// service keeps running and reports not ready meanwhile (SPEC §6).
-    public func migrate(_ migrator: Migrator) async {
+    /// service keeps running and reports not ready meanwhile (SPEC §6). Returns early, false, if
+    /// the task is cancelled first.
+    func migrate(_ migrator: Migrator) async -> Bool {
         var delay = 0.2
-        while true {
+        while !Task.isCancelled {
             do {
                 let applied = try await migrator.apply(on: pool)
                 migrated.store(true, ordering: .releasing)
                 logger.info("database ready", ["db.schema": migrator.schema, "db.migrations_applied": applied.count])
-                return
+                return true
             } catch {
                 logger.warning("database not ready; retrying", ["error": String(describing: error), "retry.seconds": delay])
                 try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
                 delay = min(delay * 2, 5)
             }
         }
+        return false
     }
 
     /// Answers `ping` with a round trip to the database, counted as down if it takes over a second
@@ -64,26 +65,27 @@ public final class ServiceRuntime: Sendable {
         return Ping.Response(service: config.name, instance: instance, database: up ? "up" : "down", ready: up && isMigrated && isStarted)
     }
 
-    /// Starts the bus server with the service's handlers plus `ping`.
-    public func serveBus(_ router: BusRouter) throws {
+    /// The bus server with the service's handlers plus `ping`. It binds when it starts; at
+    /// shutdown it stops taking requests and answers those being handled (up to 3 s), before the
+    /// service's workers and the database pool they use go away.
+    func busServer(_ router: BusRouter) -> any Service {
         var router = router
         router.on(Ping.self) { [self] _, _ in await ping() }
-        let server = try BusServer(context: context, bind: config.busBind, router: router, logger: logger)
-
-        logger.info("bus listening", ["bus.endpoint": server.endpoint])
-        bus.withLock { $0 = server }
-        onStop { server.stop() }
+        let routes = router
+        let server = Mutex<BusServer?>(nil)
+        return StartStopService("bus", start: { [self] in
+            let started = try BusServer(context: context, bind: config.busBind, router: routes, logger: logger)
+            logger.info("bus listening", ["bus.endpoint": started.endpoint])
+            server.withLock { $0 = started }
+        }, stop: { [self] in
+            guard let started = server.withLock({ $0 }) else { return }
+            if !(await started.drain(seconds: 3)) { logger.warning("stopped with bus requests unanswered") }
+            started.stop()
+        })
     }
 
-    /// Stops taking bus requests and answers those being handled (up to 3 s), before the service's
-    /// workers and the database pool they use go away.
-    public func stopTakingRequests() async {
-        guard let server = bus.withLock({ $0 }) else { return }
-        if !(await server.drain(seconds: 3)) { logger.warning("stopped with bus requests unanswered") }
-    }
-
-    /// Starts the internal HTTP server: `/healthz`, `/readyz`, `/metrics`.
-    public func serveInternalHTTP() throws {
+    /// The internal HTTP server: `/healthz`, `/readyz`, `/metrics`.
+    func internalHTTP() -> any Service {
         var router = Router()
         router.get("/healthz") { _ in .json(200, ["status": "up"]) }
         router.get("/readyz") { [self] _ in
@@ -97,44 +99,26 @@ public final class ServiceRuntime: Sendable {
         options.port = config.httpPort
         options.threads = 1
         let server = HTTPServer(options: options, logger: logger, metrics: nil, accessLog: false) { await routes.handle($0) }
-        try server.start()
-        logger.info("internal http listening", ["http.port": server.port])
-        onStop { await server.stop(drainSeconds: 0.5) }
+        return StartStopService("internal http", start: { [self] in
+            try server.start()
+            logger.info("internal http listening", ["http.port": server.port])
+        }, stop: {
+            await server.stop(drainSeconds: 0.5)
+        })
     }
 
-    /// Registers work to do at shutdown; parts stop in reverse order of registration.
-    public func onStop(_ stop: @escaping @Sendable () async -> Void) {
-        parts.withLock { $0.append(stop) }
-    }
-
-    /// Stops every registered part, newest first, then the database pool.
-    public func stop() async {
-        for stop in parts.withLock({ $0 }).reversed() { await stop() }
-        pool.close()
-    }
-
-    /// The `main` of a back-end service: reads configuration (exit 2 on a bad value), starts the
-    /// internal HTTP server and the bus, migrates in the background, runs until SIGTERM, exits 0.
-    public static func main<S: BackendService>(_ type: S.Type, defaultHTTPPort: Int) -> Never {
-        Lifecycle.blockTerminationSignals()  // before any thread exists
-        let env = Environment()
+    /// The service's own work: once the schema is migrated, its workers start (retrying a
+    /// database blip, which must not leave them unstarted), and at shutdown they stop. Meanwhile
+    /// the service answers, not ready, while the database is away.
+    struct Workers<S: BackendService>: Service {
         let runtime: ServiceRuntime
         let service: S
-        do {
-            runtime = ServiceRuntime(config: try ServiceConfig(name: S.name, env: env, defaultHTTPPort: defaultHTTPPort))
-            service = try S(runtime: runtime, env: env)
-        } catch {
-            Logger(service: S.name).error("bad configuration", ["error": String(describing: error)])
-            exit(2)
-        }
-        Lifecycle.run(logger: runtime.logger, start: {
-            try runtime.serveInternalHTTP()
-            try runtime.serveBus(service.router())
-            Task {
-                await runtime.migrate(S.migrator)
-                // A database blip right after migrating must not leave the workers unstarted.
+        var name: String { "workers" }
+
+        func run() async throws {
+            if await runtime.migrate(S.migrator) {
                 var delay = 0.2
-                while true {
+                while !Task.isCancelled {
                     do {
                         try await service.start()
                         runtime.started.store(true, ordering: .releasing)
@@ -146,15 +130,28 @@ public final class ServiceRuntime: Sendable {
                     }
                 }
             }
-        }, stop: {
-            await runtime.stopTakingRequests()
+            await untilCancelled()
             await service.stop()
-            await runtime.stop()
-        })
+        }
+    }
+
+    /// The parts of a back-end service, in the order they start; they stop in reverse: the bus
+    /// stops taking requests, then the workers stop, then the internal HTTP server, and last the
+    /// database pool everything used.
+    public static func group<S: BackendService>(_ type: S.Type, env: Environment, defaultHTTPPort: Int) throws -> ServiceGroup {
+        let runtime = ServiceRuntime(config: try ServiceConfig(name: S.name, env: env, defaultHTTPPort: defaultHTTPPort))
+        let service = try S(runtime: runtime, env: env)
+        let pool = runtime.pool
+        return ServiceGroup([
+            StartStopService("database pool", stop: { pool.close() }),
+            runtime.internalHTTP(),
+            Workers(runtime: runtime, service: service),
+            runtime.busServer(service.router()),
+        ], logger: runtime.logger)
     }
 }
 
-/// A back-end service as `ServiceRuntime.main` runs it.
+/// A back-end service as `ServiceRuntime.group` runs it.
 public protocol BackendService: Sendable {
     static var name: String { get }
     static var migrator: Migrator { get }

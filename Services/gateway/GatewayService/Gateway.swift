@@ -89,8 +89,9 @@ public final class Gateway: Sendable {
 }
 
 extension Gateway {
-    /// Serves the public API until SIGTERM/SIGINT, then drains and exits 0.
-    public func main() -> Never {
+    /// The gateway's parts, in the order they start; they stop in reverse: the public HTTP
+    /// server drains (up to 3 s), then the bus clients, subscriptions and key sync stop.
+    public func group() -> ServiceGroup {
         let router = self.router()
         var options = HTTPServer.Options()
         options.host = config.httpHost
@@ -101,14 +102,15 @@ extension Gateway {
             response.headers += Gateway.securityHeaders
             return response
         }
-        Lifecycle.run(logger: logger, start: { [self] in
-            try server.start()
-            startBackground()
-            logger.info("gateway listening", ["http.port": server.port])
-        }, stop: { [self] in
-            await server.stop(drainSeconds: 3)
-            stop()
-        })
+        return ServiceGroup([
+            StartStopService("bus clients", start: { [self] in startBackground() }, stop: { [self] in stop() }),
+            StartStopService("public http", start: { [self] in
+                try server.start()
+                logger.info("gateway listening", ["http.port": server.port])
+            }, stop: {
+                await server.stop(drainSeconds: 3)
+            }),
+        ], logger: logger)
     }
 }
 

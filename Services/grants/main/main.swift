@@ -1,4 +1,4 @@
 import GrantsService
 import Runtime
 
-ServiceRuntime.main(GrantsService.self, defaultHTTPPort: 8083)
+ServiceMain.run("grants") { try ServiceRuntime.group(GrantsService.self, env: $0, defaultHTTPPort: 8083) }

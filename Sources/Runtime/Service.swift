@@ -1,0 +1,138 @@
+import Core
+import Foundation
+import Synchronization
+import Telemetry
+
+/// One long-running part of a process (a server, a worker, a pool): `run()` starts it, keeps it
+/// going until its task is cancelled, then stops it and returns. A `run()` that throws, or returns
+/// before it was cancelled, ends the whole process: a part that cannot work is not left half up.
+/// The shape of swift-service-lifecycle's `Service`, which cannot be fetched here.
+public protocol Service: Sendable {
+    /// For logs.
+    var name: String { get }
+    func run() async throws
+}
+
+/// A part made of a start and a stop: `start` runs first (a bind, a subscription), then the part
+/// waits for cancellation and runs `stop`.
+public struct StartStopService: Service {
+    public let name: String
+    private let start: @Sendable () async throws -> Void
+    private let stop: @Sendable () async -> Void
+
+    public init(_ name: String, start: @escaping @Sendable () async throws -> Void = {}, stop: @escaping @Sendable () async -> Void = {}) {
+        self.name = name
+        self.start = start
+        self.stop = stop
+    }
+
+    public func run() async throws {
+        try await start()
+        await untilCancelled()
+        await stop()
+    }
+}
+
+/// Returns once the current task is cancelled (at once if it already is).
+public func untilCancelled() async {
+    let (stream, continuation) = AsyncStream<Never>.makeStream()
+    await withTaskCancellationHandler {
+        for await _ in stream {}
+    } onCancel: {
+        continuation.finish()
+    }
+}
+
+/// Services run together: started in order, and at shutdown stopped in reverse order, each once
+/// the one after it has finished, all within one deadline. When one of them fails (or returns on
+/// its own), the others are stopped the same way and `run()` throws.
+public struct ServiceGroup: Sendable {
+    public let services: [any Service]
+    public let logger: Logger
+    /// How long the whole stop may take before the process leaves with work still in progress.
+    public let stopDeadline: Double
+
+    public init(_ services: [any Service], logger: Logger, stopDeadline: Double = 4) {
+        self.services = services
+        self.logger = logger
+        self.stopDeadline = stopDeadline
+    }
+
+    /// A service that ended before it was asked to: its error, or a note that it returned.
+    public struct Ended: Error, CustomStringConvertible {
+        public let service: String
+        public let error: (any Error)?
+        public var description: String { error.map { String(describing: $0) } ?? "\(service) stopped on its own" }
+    }
+
+    /// Runs every service until this task is cancelled (then stops them in reverse order and
+    /// returns) or until one of them ends (then stops the rest and throws `Ended`).
+    public func run() async throws {
+        let ended = AsyncStream<Ended>.makeStream()
+        var tasks: [Task<Void, Never>] = []
+        for service in services {
+            tasks.append(Task {
+                do {
+                    try await service.run()
+                    if !Task.isCancelled { ended.continuation.yield(Ended(service: service.name, error: nil)) }
+                } catch {
+                    if !Task.isCancelled { ended.continuation.yield(Ended(service: service.name, error: error)) }
+                }
+            })
+        }
+        var first: Ended?
+        await withTaskCancellationHandler {
+            for await e in ended.stream {
+                first = e
+                break
+            }
+        } onCancel: {
+            ended.continuation.finish()
+        }
+        // Newest first: each part stops only once the parts started after it (which may use it) are gone.
+        for task in tasks.reversed() {
+            task.cancel()
+            await task.value
+        }
+        if let first { throw first }
+    }
+}
+
+/// The `main` of every Redeem executable (the gateway and each back-end service): blocks the
+/// termination signals before any thread exists, builds the process's services from its
+/// configuration (exit 2 on a bad value), runs them until SIGTERM/SIGINT, stops them in reverse
+/// order within the group's deadline, and exits 0. A service that cannot start exits 1 (2 when
+/// a setting is at fault).
+public enum ServiceMain {
+    public static func run(_ name: String, _ build: (Environment) throws -> ServiceGroup) -> Never {
+        Lifecycle.blockTerminationSignals()  // before any thread exists
+        let group: ServiceGroup
+        do {
+            group = try build(Environment())
+        } catch {
+            Logger(service: name).error("bad configuration", ["error": String(describing: error)])
+            exit(2)
+        }
+        let logger = group.logger
+        let running = Task.detached {
+            do {
+                try await group.run()
+            } catch {
+                let message = String(describing: error)
+                logger.error("cannot start", ["service": (error as? ServiceGroup.Ended)?.service ?? name, "error": message])
+                exit(message.hasPrefix("REDEEM_") ? 2 : 1)
+            }
+        }
+        let signal = Lifecycle.waitForTermination()
+        logger.info("stopping", ["signal": Int(signal)])
+        let stopped = DispatchSemaphore(value: 0)
+        Task.detached {
+            running.cancel()
+            await running.value
+            stopped.signal()
+        }
+        let clean = stopped.wait(timeout: .now() + group.stopDeadline) == .success
+        logger.info(clean ? "stopped" : "stopped with work still in progress")
+        exit(0)
+    }
+}

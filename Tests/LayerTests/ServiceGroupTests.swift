@@ -1,0 +1,78 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Runtime
+@testable import Telemetry
+
+@Suite struct ServiceGroupTests {
+    struct Refused: Error {}
+
+    /// Records what each part did, in order.
+    final class Journal: Sendable {
+        let lines = Mutex<[String]>([])
+        func note(_ line: String) { lines.withLock { $0.append(line) } }
+        var all: [String] { lines.withLock { $0 } }
+        /// Waits until `line` is noted (each part notes its start at once; no timing assumed).
+        func waitFor(_ line: String) async {
+            while !all.contains(line) { await Task.yield() }
+        }
+    }
+
+    static func part(_ name: String, _ journal: Journal, failing: Bool = false) -> any Service {
+        StartStopService(name, start: {
+            journal.note("start \(name)")
+            if failing { throw Refused() }
+        }, stop: {
+            journal.note("stop \(name)")
+        })
+    }
+
+    static let logger = Logger(service: "test", minimum: .error)
+
+    /// Cancelling the group stops every part newest first, each after the ones started after it.
+    @Test func partsStopInReverseOrderWhenCancelled() async throws {
+        let journal = Journal()
+        let group = ServiceGroup([Self.part("pool", journal), Self.part("http", journal), Self.part("bus", journal)], logger: Self.logger)
+        let running = Task { try await group.run() }
+        for name in ["pool", "http", "bus"] { await journal.waitFor("start \(name)") }
+        running.cancel()
+        try await running.value
+        #expect(Array(journal.all.suffix(3)) == ["stop bus", "stop http", "stop pool"])
+    }
+
+    /// A part that cannot start ends the group: the parts that did start are stopped in reverse
+    /// order, and `run()` throws naming the part and its error.
+    @Test func aPartThatCannotStartStopsTheOthersAndThrows() async throws {
+        let journal = Journal()
+        let group = ServiceGroup([Self.part("pool", journal), Self.part("http", journal, failing: true), Self.part("bus", journal)], logger: Self.logger)
+        let error = await #expect(throws: ServiceGroup.Ended.self) { try await group.run() }
+        #expect(error?.service == "http")
+        #expect(error?.error is Refused)
+        let stops = journal.all.filter { $0.hasPrefix("stop") }
+        #expect(stops == ["stop bus", "stop pool"], "the failed part never started, so it is not stopped")
+    }
+
+    /// A part whose run returns by itself is a failure too: nothing keeps running half up.
+    @Test func aPartThatReturnsOnItsOwnEndsTheGroup() async throws {
+        struct Quits: Service {
+            var name: String { "quitter" }
+            func run() async throws {}
+        }
+        let journal = Journal()
+        let group = ServiceGroup([Self.part("pool", journal), Quits()], logger: Self.logger)
+        let error = await #expect(throws: ServiceGroup.Ended.self) { try await group.run() }
+        #expect(error?.service == "quitter")
+        #expect(error?.error == nil)
+        #expect(journal.all.contains("stop pool"))
+    }
+
+    /// `untilCancelled` returns at once in a task that is already cancelled.
+    @Test func untilCancelledReturnsForACancelledTask() async {
+        let task = Task {
+            await untilCancelled()
+            return Task.isCancelled
+        }
+        task.cancel()
+        #expect(await task.value)
+    }
+}
