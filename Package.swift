@@ -81,7 +81,8 @@ let package = Package(
         // Signs access tokens for the benchmark's many simulated users (bench/run).
         .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "TestSupport"], path: "bench/tokens"),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.
-        .target(name: "TestSupport", dependencies: allLayers + ["AccountsService"], path: "Tests/TestSupport"),
+        // CCrypto: the test Apple CA issues its certificates with libcrypto (Apple/TestAppleCA.swift).
+        .target(name: "TestSupport", dependencies: allLayers + ["AccountsService", "CCrypto"], path: "Tests/TestSupport"),
         .testTarget(name: "LayerTests", dependencies: allLayers + ["TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: allLayers + ["TestSupport"]),
         // The services' logic without sockets: rules, policies, documents.

@@ -3,8 +3,6 @@ import Core
 import Foundation
 import Glibc
 import Synchronization
-#if canImport(Glibc)
-#endif
 
 /// A ZeroMQ failure, keeping the errno.
 public struct ZMQError: Error, CustomStringConvertible, Sendable {

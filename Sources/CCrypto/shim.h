@@ -10,6 +10,10 @@
 #include <openssl/core_names.h>
 #include <openssl/param_build.h>
 #include <openssl/x509.h>
+/* Apple's signed data: x5c chains, PEM roots and .p8 keys, ES256 signatures (AppleSignedData.swift). */
+#include <openssl/x509v3.h>
+#include <openssl/pem.h>
+#include <openssl/ec.h>
 
 /* Key construction and one-shot signatures. OpenSSL 3 builds keys from parameters through
  * macros and variadic calls Swift cannot import, so these few helpers are C. */

@@ -1,8 +1,6 @@
 import Foundation
 import Glibc
 import Synchronization
-#if canImport(Glibc)
-#endif
 
 // Ids on the wire and in the database: random version-4 UUIDs and their lowercase text, without
 // the Foundation paths that showed in profiles of every request on Linux.

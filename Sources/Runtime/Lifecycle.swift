@@ -2,9 +2,6 @@ import Core
 import Foundation
 import Glibc
 import Synchronization
-import Telemetry
-#if canImport(Glibc)
-#endif
 
 /// Turns SIGTERM/SIGINT into an orderly shutdown (SPEC §6; `ServiceMain` runs it).
 ///

@@ -3,8 +3,6 @@ import Cryptography
 import Database
 import Foundation
 import Glibc
-#if canImport(Glibc)
-#endif
 
 /// Operator webhooks (SPEC §4.4), signed per Standard Webhooks.
 enum Webhooks {
