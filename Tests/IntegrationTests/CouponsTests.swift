@@ -564,6 +564,39 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(try results[2].get().refusal, .notFound)
     }
 
+    /// A single `coupons.redeem` (what a gateway sends while coupons refuses batches, or an earlier
+    /// gateway) goes the way a batch does, as a batch of one: the same answers, and the grant is
+    /// made.
+    func testASingleReservationMessageIsABatchOfOne() async throws {
+        let free = try await freePeriod(["maxRedemptions": 1]), discount = Self.code("DISC")
+        let made = try await create(["code": discount, "kind": "percentOff", "percentOff": 30, "productIds": ["pro.monthly", "pro.yearly"],
+                                     "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["web"]])
+        XCTAssertEqual(made.status, 201, made.text)
+        let a = try user(), b = try user()
+        func ask(_ u: TokenMinter.User, _ code: String) -> Coupons.Redeem {
+            Coupons.Redeem(accountId: u.accountId, appUserId: u.appUserId, code: code, productId: nil, platform: .web, sandbox: false)
+        }
+        let coupons = try BusClient(context: ZMQContext(), service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
+        defer { coupons.stop() }
+        let first = try await coupons.request(ask(a, free))
+        XCTAssertTrue(first.created)
+        let id = try XCTUnwrap(try first.redemption?.decoded().redemptionId)
+        let again = try await coupons.request(ask(a, free.lowercased()))
+        XCTAssertFalse(again.created)
+        XCTAssertEqual(try again.redemption?.decoded().redemptionId, id)
+        let exhausted = try await coupons.request(ask(b, free)), unknown = try await coupons.request(ask(b, "NO-SUCH-CODE"))
+        XCTAssertEqual(exhausted.refusal, .exhausted)
+        XCTAssertEqual(unknown.refusal, .notFound)
+        do {
+            _ = try await coupons.request(ask(b, discount))
+            XCTFail("a discount of several products needs one named")
+        } catch let e as ServiceError {
+            XCTAssertEqual(e.field, "productId")
+        }
+        let done = try await client.get("/v1/redemptions/\(id.uuidString.lowercased())?wait=10", token: a.token).json()
+        XCTAssertEqual(done["status"] as? String, "completed", "\(done)")
+    }
+
     func testOneAccountFiringFiftyRedeemsGetsOneRedemption() async throws {
         let code = try await freePeriod(["maxRedemptions": 10])
         let u = try user()

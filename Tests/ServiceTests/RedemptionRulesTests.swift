@@ -3,9 +3,9 @@ import Testing
 @testable import CouponsService
 @testable import Core
 
-/// The refusal rules of SPEC §4.3 as a table: `RedemptionStore.decide`, which validate, a single
-/// reservation and a batch all ask. The integration suites keep one case per refusal over HTTP,
-/// and the races.
+/// The refusal rules of SPEC §4.3 as a table: `RedemptionStore.decide`, which validate and
+/// reservation (a batch, of one request or many) both ask. The integration suites keep one case
+/// per refusal over HTTP, and the races.
 @Suite struct RedemptionRulesTests {
     let now = Date(timeIntervalSince1970: 1_800_000_000)
 

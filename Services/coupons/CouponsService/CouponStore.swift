@@ -28,13 +28,6 @@ enum CouponStore {
                        [CouponRules.normalizeCode(code), mode.rawValue]).first
     }
 
-    /// The coupon of `code` that an end user reaches: the one of mode `prefer`, else the other.
-    static func pickDefinition(_ c: PGConnection, code: String, prefer: Mode) throws -> PGRow? {
-        try c.prepared("coupon_definition_preferred", """
-            SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1 ORDER BY c.mode = $2 DESC LIMIT 1
-            """, [CouponRules.normalizeCode(code), prefer.rawValue]).first
-    }
-
     static func findDefinition(_ c: PGConnection, id: UUID) throws -> PGRow? {
         try c.query("SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.id = $1", [id]).first
     }

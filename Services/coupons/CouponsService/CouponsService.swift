@@ -14,8 +14,7 @@ public final class CouponsService: BackendService {
     let runtime: ServiceRuntime
     let config: CouponsConfig
     let relay: OutboxRelay
-    /// Set once in init, after the closures it needs exist.
-    private let batcherBox = Mutex<ReservationBatcher?>(nil)
+    private let batcher: ReservationBatcher
     private let pusher: Pusher
     /// Read coalescing: concurrent validations of one code share one query.
     private let validations: Coalescer<Coupons.Validate, Coupons.Validate.Response>
@@ -40,13 +39,8 @@ public final class CouponsService: BackendService {
                 return requests.map { _ in .failure(error) }
             }
         }
-        let batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, logger: runtime.logger, metrics: runtime.metrics,
-                                         resendAfter: relay.resendAfter, granted: { [relay] in relay.send($0) },
-                                         single: { [weak self] req in
-                                             guard let self else { throw ServiceError.unavailable }
-                                             return try await self.redeemOne(req)
-                                         })
-        batcherBox.withLock { $0 = batcher }
+        batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, logger: runtime.logger, metrics: runtime.metrics,
+                                     resendAfter: relay.resendAfter, granted: { [relay] in relay.send($0) })
         let depth = Mutex<Double>(0)
         runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") {
             [([:], depth.withLock { $0 })]
@@ -92,14 +86,11 @@ public final class CouponsService: BackendService {
         r.on(Coupons.Get.self) { [self] req, _ in try await pool.withConnection { try CouponStore.get($0, code: req.code, mode: Mode.of(req.mode)) } }
         r.on(Coupons.Patch.self) { [self] req, _ in try await pool.transaction { try CouponStore.patch($0, req, now: Date()) } }
         r.on(Coupons.Redemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.page($0, req) } }
-        r.on(Coupons.Validate.self) { [self] req, _ in try await validations.submit(req, key: Self.batchKey(req)) }
-        r.on(Coupons.ValidateMany.self) { [self] req, _ in
-            let validations = self.validations
-            let results = await Self.perKey(req.items, key: Self.batchKey) { key, items in await validations.submitAll(items, key: key) }
-            return .init(answers: try results.map { try $0.get() })
-        }
-        r.on(Coupons.RedeemMany.self) { [self] req, _ in .init(answers: await redeemMany(req.items)) }
-        r.on(Coupons.Redeem.self) { [self] req, _ in try await redeem(req) }
+        // One way in for each: a single request is a batch of one.
+        r.on(Coupons.ValidateMany.self) { [self] req, _ in .init(answers: try await validate(req.items).map { try $0.get() }) }
+        r.on(Coupons.Validate.self) { [self] req, _ in try await validate([req])[0].get() }
+        r.on(Coupons.RedeemMany.self) { [self] req, context in .init(answers: await redeem(req.items, type: context.type).map(BatchAnswer.init)) }
+        r.on(Coupons.Redeem.self) { [self] req, context in try await redeem([req], type: context.type)[0].get() }
         r.on(Coupons.GetRedemption.self) { [self] req, _ in
             // An end user reads their own redemptions of both modes; an operator its key's mode's.
             let mode = req.accountId == nil ? Mode.of(req.mode) : nil
@@ -147,32 +138,27 @@ public final class CouponsService: BackendService {
         }
     }
 
-    func redeem(_ req: Coupons.Redeem) async throws -> Coupons.Redeem.Response {
-        guard let batcher = batcherBox.withLock({ $0 }) else { return try await redeemOne(req).response() }
-        return try await batcher.redeem(req).response()
+    /// Validations that came in one message (or one alone): each code's join that code's queue,
+    /// where concurrent validations of the code share one query.
+    func validate(_ items: [Coupons.Validate]) async -> [Result<Coupons.Validate.Response, any Error>] {
+        let validations = self.validations
+        return await Self.perKey(items, key: Self.batchKey) { key, items in await validations.submitAll(items, key: key) }
     }
 
-    /// Reservations that came in one message: each code's join that code's queue together.
-    func redeemMany(_ items: [Coupons.Redeem]) async -> [BatchAnswer<Coupons.Redeem.Response>] {
-        guard let batcher = batcherBox.withLock({ $0 }) else {
-            var answers: [BatchAnswer<Coupons.Redeem.Response>] = []
-            for req in items {
-                do { answers.append(BatchAnswer(.success(try await redeem(req)))) } catch { answers.append(BatchAnswer(.failure(error))) }
-            }
-            return answers
-        }
+    /// Reservations that came in one message (or one alone): each code's join that code's queue
+    /// together. An error is answered as the `ServiceError` it travels as, and any other than a
+    /// `ServiceError` is logged here, once, as the router logs a request's unexpected failure.
+    func redeem(_ items: [Coupons.Redeem], type: String) async -> [Result<Coupons.Redeem.Response, any Error>] {
+        let batcher = self.batcher
         let results = await Self.perKey(items, key: Self.batchKey) { key, items -> [Result<Coupons.Redeem.Response, any Error>] in
-            var outcomes = await batcher.redeemAll(items, key: key).makeIterator()
-            return items.map { _ in
-                let outcome = outcomes.next() ?? .failure(ServiceError.internal)  // one per request, by `submitAll`
-                return outcome.flatMap { outcome in Result { try outcome.response() } }
+            await batcher.redeemAll(items, key: key).map { outcome in outcome.flatMap { outcome in Result { try outcome.response() } } }
+        }
+        return results.map { result in
+            result.mapError { error in
+                if !(error is ServiceError) { logger.error("reservation failed", ["bus.type": type, "error": String(describing: error)]) }
+                return ServiceError.carrying(error)
             }
         }
-        for case .failure(let error) in results where !(error is ServiceError) {
-            // Answered as `internal`, like a single request's unexpected failure, and logged as one.
-            logger.error("reservation failed", ["bus.type": Coupons.RedeemMany.type, "error": String(describing: error)])
-        }
-        return results.map { BatchAnswer($0) }
     }
 
     /// The batch a validation or reservation joins: its code and environment, which pick one coupon.
@@ -199,24 +185,5 @@ public final class CouponsService: BackendService {
             }
         }
         return results
-    }
-
-    /// One reservation in its own transaction (the batcher's fallback).
-    func redeemOne(_ req: Coupons.Redeem) async throws -> RedemptionStore.Outcome {
-        let ttl = config.reservationTTL
-        // A concurrent twin of this request (same account and coupon) may win the unique index;
-        // the loser's transaction rolls back whole and the retry answers the twin's redemption.
-        for attempt in 0..<3 {
-            do {
-                let reservation = try await pool.transaction { tx in try RedemptionStore.redeem(tx, req, reservationTTL: ttl, now: Date()) }
-                if reservation.grant != nil { relay.nudge() }
-                return .init(redemption: reservation.redemption, created: reservation.created)
-            } catch let r as RedemptionStore.Refusal {
-                return .init(redemption: nil, created: false, refusal: r.reason)
-            } catch let e as PGError where e.isUniqueViolation && e.constraint == "redemptions_one_active" && attempt < 2 {
-                continue
-            }
-        }
-        throw ServiceError.internal
     }
 }

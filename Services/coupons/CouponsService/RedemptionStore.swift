@@ -70,8 +70,6 @@ enum RedemptionStore {
                               entitlement: entitlement, accountId: try row.decode("account_id"), appUserId: try row.decode("app_user_id"))
     }
 
-    struct Refusal: Error { let reason: RefusalReason }
-
     /// What a reservation request came to: its redemption (`created` tells a new one from the
     /// account's existing one) or a refusal. Encoded for the bus by `response()` once its
     /// transaction is over, not while the transaction holds the coupon's row.
@@ -94,14 +92,14 @@ enum RedemptionStore {
         case reserve(productId: String?)
     }
 
-    /// The one statement of the refusal rules, for validate, a single reservation and a batch. Pure:
-    /// the callers look up the coupon and the account's standing (`notFound` and an account's
-    /// existing redemption are theirs: they have no row, or answer that redemption), and pass the
-    /// time. In order: `inactive`, `notStarted`, `expired`, `notEligible` (platform, then product),
-    /// the product a discount needs (`resolveProduct`; an input error, not a refusal),
-    /// `alreadyRedeemed` (`holdsUse`: a live use of this coupon, which only validate asks about),
-    /// `notEligible` (new customers only, `veteran`), and `exhausted` (`usesTaken` of the cap; nil
-    /// where the use is not counted here: sandbox, or taken by a conditional update).
+    /// The one statement of the refusal rules, for validate and reservation (each a batch, of one
+    /// request or many). Pure: the callers look up the coupon and the account's standing
+    /// (`notFound` and an account's existing redemption are theirs: they have no row, or answer
+    /// that redemption), and pass the time. In order: `inactive`, `notStarted`, `expired`,
+    /// `notEligible` (platform, then product), the product a discount needs (`resolveProduct`; an
+    /// input error, not a refusal), `alreadyRedeemed` (`holdsUse`: a live use of this coupon, which
+    /// only validate asks about), `notEligible` (new customers only, `veteran`), and `exhausted`
+    /// (`usesTaken` of the cap; nil where the use is not counted: sandbox).
     static func decide(_ d: CouponDefinition, active: Bool, platform: Platform?, productId: String?, resolveProduct: Bool,
                        holdsUse: Bool, veteran: Bool, usesTaken: Int?, now: Date) throws -> Decision {
         guard active else { return .refuse(.inactive) }
@@ -120,19 +118,6 @@ enum RedemptionStore {
         if d.newCustomersOnly && veteran { return .refuse(.notEligible) }
         if let usesTaken, let max = d.maxRedemptions, usesTaken >= max { return .refuse(.exhausted) }
         return .reserve(productId: product)
-    }
-
-    /// A new customer has no completed live redemption (so never held an entitlement through Redeem).
-    static func isNewCustomer(_ c: PGConnection, account: UUID) throws -> Bool {
-        try c.query("SELECT 1 FROM coupons.redemptions WHERE account_id = $1 AND holds_use AND status = 'completed' AND NOT sandbox LIMIT 1",
-                    [account]).first == nil
-    }
-
-    static func active(_ c: PGConnection, coupon: UUID, account: UUID, sandbox: Bool) throws -> PGRow? {
-        try c.query("""
-            SELECT \(columns) FROM coupons.redemptions r
-            WHERE r.coupon_id = $1 AND r.account_id = $2 AND r.sandbox = $3 AND r.holds_use
-            """, [coupon, account, sandbox]).first
     }
 
     /// Validates many requests for one code and environment in one round trip (the service
@@ -181,68 +166,6 @@ enum RedemptionStore {
             case .reserve: return try answer(nil)
             }
         }
-    }
-
-    // MARK: - Redeem
-
-    struct Reservation: Sendable {
-        let redemption: RedemptionView
-        let created: Bool
-        let grant: GrantCommand?
-    }
-
-    /// Reserves one use (or answers the account's existing redemption). Runs in the caller's
-    /// transaction; a unique violation from a concurrent twin aborts it and the caller retries,
-    /// finding the twin's redemption.
-    static func redeem(_ tx: PGConnection, _ req: Coupons.Redeem, reservationTTL: TimeInterval, now: Date) throws -> Reservation {
-        let couponRow = try CouponStore.pickDefinition(tx, code: req.code, prefer: Coupons.preferredMode(sandbox: req.sandbox))
-        let mode = try couponRow.flatMap { Mode(rawValue: try $0.decode("mode", as: String.self)) } ?? .live
-        let testCoupon = mode == .test
-        let sandbox = req.sandbox || testCoupon
-        if let couponRow, let existing = try active(tx, coupon: try couponRow.decode("id"), account: req.accountId, sandbox: sandbox) {
-            return Reservation(redemption: try view(existing), created: false, grant: nil)
-        }
-        guard let coupon = couponRow else { throw Refusal(reason: .notFound) }
-        let d = try CouponStore.definition(coupon)
-        let active: Bool = try coupon.decode("active")
-        // Whether the account is new is asked only when the coupon's other rules let the request through.
-        let ask = { (veteran: Bool) in
-            try decide(d, active: active, platform: req.platform, productId: req.productId, resolveProduct: true,
-                       holdsUse: false, veteran: veteran, usesTaken: nil, now: now)
-        }
-        var decision = try ask(false)
-        if case .reserve = decision, d.newCustomersOnly, try !isNewCustomer(tx, account: req.accountId) { decision = try ask(true) }
-        let productId: String?
-        switch decision {
-        case .refuse(let reason): throw Refusal(reason: reason)
-        case .reserve(let product): productId = product
-        }
-        let couponId = try coupon.decode("id", as: UUID.self)
-        if !sandbox {
-            let took = try tx.query("""
-                UPDATE coupons.coupons SET used_count = used_count + 1
-                WHERE id = $1 AND (max_redemptions IS NULL OR used_count < max_redemptions) RETURNING id
-                """, [couponId]).first
-            guard took != nil else { throw Refusal(reason: .exhausted) }
-        }
-        let id = UUID.timeOrdered()
-        let status = d.isDiscount ? "reserved" : "granting"
-        let row = try tx.query("""
-            INSERT INTO coupons.redemptions AS r (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status,
-                reservation_expires_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $9 = 'reserved' THEN now() + make_interval(secs => $10) END)
-            RETURNING \(columns)
-            """, [id, couponId, d.code, req.accountId, req.appUserId, req.platform, productId, sandbox, status, reservationTTL]).first!
-        let redemption = try view(row)
-        var grant: GrantCommand?
-        if !d.isDiscount, let entitlement = d.entitlementId {
-            let command = GrantCommand(redemptionId: id, accountId: req.accountId, appUserId: req.appUserId, entitlementId: entitlement,
-                                       duration: d.duration, sandbox: sandbox, coupon: CouponStore.publicView(d),
-                                       platform: req.platform, productId: productId, reservedAt: redemption.reservedAt, mode: mode)
-            try Outbox.add(tx, redemption: id, command)
-            grant = command
-        }
-        return Reservation(redemption: redemption, created: true, grant: grant)
     }
 
     // MARK: - After the reservation
