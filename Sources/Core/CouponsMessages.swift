@@ -151,7 +151,7 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     }
     public var redemptionId: UUID
     public var code: String
-    public var status: String
+    public var status: RedemptionStatus
     public var platform: Platform
     public var productId: String?
     public var pricePaid: Money?
@@ -163,7 +163,7 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     public var accountId: UUID
     public var appUserId: String
 
-    public init(redemptionId: UUID, code: String, status: String, platform: Platform, productId: String?, pricePaid: Money?,
+    public init(redemptionId: UUID, code: String, status: RedemptionStatus, platform: Platform, productId: String?, pricePaid: Money?,
                 sandbox: Bool, reservedAt: Date, completedAt: Date?, failureReason: String?, entitlement: Entitlement?,
                 accountId: UUID, appUserId: String) {
         self.redemptionId = redemptionId; self.code = code; self.status = status; self.platform = platform

@@ -84,8 +84,8 @@ public struct RedemptionsSettled: BusEvent {
 public struct RedemptionSettled: Codable, Sendable {
     public var redemptionId: UUID
     /// `completed` or `failed`.
-    public var status: String
-    public init(redemptionId: UUID, status: String) {
+    public var status: RedemptionStatus
+    public init(redemptionId: UUID, status: RedemptionStatus) {
         self.redemptionId = redemptionId
         self.status = status
     }
@@ -107,12 +107,12 @@ public struct EntitlementView: Codable, Sendable, Equatable {
 public struct WebhookEndpointView: Codable, Sendable {
     public var id: UUID
     public var url: String
-    public var events: [String]
+    public var events: [WebhookEventType]
     public var active: Bool
     /// The mode of the key that made it: it gets the events of that mode's coupons only.
     public var mode: Mode
     public var createdAt: Date
-    public init(id: UUID, url: String, events: [String], active: Bool, mode: Mode, createdAt: Date) {
+    public init(id: UUID, url: String, events: [WebhookEventType], active: Bool, mode: Mode, createdAt: Date) {
         self.id = id
         self.url = url
         self.events = events
@@ -127,7 +127,7 @@ public struct WebhookEndpointView: Codable, Sendable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(id: try c.decode(UUID.self, forKey: .id), url: try c.decode(String.self, forKey: .url),
-                  events: try c.decode([String].self, forKey: .events), active: try c.decode(Bool.self, forKey: .active),
+                  events: try c.decode([WebhookEventType].self, forKey: .events), active: try c.decode(Bool.self, forKey: .active),
                   mode: try c.decodeIfPresent(Mode.self, forKey: .mode) ?? .live, createdAt: try c.decode(Date.self, forKey: .createdAt))
     }
 }
@@ -135,8 +135,8 @@ public struct WebhookEndpointView: Codable, Sendable {
 public struct WebhookDeliveryView: Codable, Sendable {
     public var id: UUID
     public var webhookId: String
-    public var type: String
-    public var status: String
+    public var type: WebhookEventType
+    public var status: WebhookDeliveryStatus
     public var attempts: Int
     public var lastStatusCode: Int?
     public var lastError: String?
@@ -145,7 +145,7 @@ public struct WebhookDeliveryView: Codable, Sendable {
     public var createdAt: Date
     public var deliveredAt: Date?
     public var nextAttemptAt: Date?
-    public init(id: UUID, webhookId: String, type: String, status: String, attempts: Int, lastStatusCode: Int?, lastError: String?,
+    public init(id: UUID, webhookId: String, type: WebhookEventType, status: WebhookDeliveryStatus, attempts: Int, lastStatusCode: Int?, lastError: String?,
                 lastResponse: String?, createdAt: Date, deliveredAt: Date?, nextAttemptAt: Date?) {
         self.id = id; self.webhookId = webhookId; self.type = type; self.status = status; self.attempts = attempts
         self.lastStatusCode = lastStatusCode; self.lastError = lastError; self.lastResponse = lastResponse; self.createdAt = createdAt
@@ -175,6 +175,7 @@ public enum Grants {
             }
         }
         public var url: String
+        /// As the operator wrote them: grants checks each is a `WebhookEventType`, after the URL.
         public var events: [String]
         /// The endpoint's mode: the creating key's (`Mode.of`).
         public var mode: Mode?

@@ -185,3 +185,6 @@ extension PGTextEnum {
 
 extension Platform: PGTextEnum {}
 extension CouponKind: PGTextEnum {}
+extension RedemptionStatus: PGTextEnum {}
+extension WebhookEventType: PGTextEnum {}
+extension WebhookDeliveryStatus: PGTextEnum {}

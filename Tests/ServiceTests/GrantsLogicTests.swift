@@ -163,16 +163,21 @@ import Testing
         #expect(sig == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
     }
 
-    @Test func webhookIdsAreStablePerEventAndDifferPerType() {
+    @Test func webhookIdsAreStablePerEventAndDifferPerType() throws {
         let r = UUID()
-        #expect(Webhooks.eventId(type: "coupon.redeemed", redemption: r) == Webhooks.eventId(type: "coupon.redeemed", redemption: r))
-        #expect(Webhooks.eventId(type: "coupon.redeemed", redemption: r) != Webhooks.eventId(type: "redemption.failed", redemption: r))
+        #expect(Webhooks.eventId(type: .couponRedeemed, redemption: r) == Webhooks.eventId(type: .couponRedeemed, redemption: r))
+        #expect(Webhooks.eventId(type: .couponRedeemed, redemption: r) != Webhooks.eventId(type: .redemptionFailed, redemption: r))
+        // Hashed from the event's wire name, so an event queued before an upgrade and one queued
+        // after it keep one `webhook-id`.
+        let fixed = try #require(UUID(uuidString: "0190A8C4-5E2B-7C3D-8E4F-123456789ABC"))
+        #expect(Webhooks.eventId(type: .couponRedeemed, redemption: fixed) == "msg_f02cbeed720414f98f1b0552c5245933")
+        #expect(Webhooks.eventId(type: .redemptionFailed, redemption: fixed) == "msg_33e77ef423a5f198370d1362d530f8a1")
     }
 
     /// SPEC §4.3 and §4.7: a redemption always has `productId` and `pricePaid` (null for a free
     /// period), its optional fields only once set; webhook data is that plus who and the coupon.
     @Test func redemptionsAndWebhookDataHaveTheShapeOfTheSpec() throws {
-        let view = RedemptionView(redemptionId: UUID(), code: "SPRING-25", status: "granting", platform: .web, productId: nil, pricePaid: nil,
+        let view = RedemptionView(redemptionId: UUID(), code: "SPRING-25", status: .granting, platform: .web, productId: nil, pricePaid: nil,
                                   sandbox: false, reservedAt: Date(timeIntervalSince1970: 1_764_483_573.125), completedAt: nil,
                                   failureReason: nil, entitlement: nil, accountId: UUID(), appUserId: "app-1")
         let object = try #require(try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(view)) as? [String: Any])

@@ -27,7 +27,7 @@ import Testing
                 INSERT INTO coupons.coupons (id, code, kind, duration_unit, duration_count, product_ids, platforms, mode, new_customers_only)
                 VALUES ($1, 'PLAN', 'freePeriod', 'month', 1, '{}', '{web}', 'live', true)
                 """, [coupon])
-            func add(_ n: Int, status: String) throws {
+            func add(_ n: Int, status: RedemptionStatus) throws {
                 try c.query("""
                     WITH r AS (
                         INSERT INTO coupons.redemptions (id, coupon_id, code, account_id, app_user_id, platform, sandbox, status)
@@ -52,13 +52,13 @@ import Testing
             }
             func scans() throws -> [Int] { try ["coupons.redemptions", "coupons.outbox"].map { try c.sequentialScans(of: $0) } }
 
-            try add(5, status: "completed")
+            try add(5, status: .completed)
             try c.execute("ANALYZE coupons.redemptions; ANALYZE coupons.outbox")
             for _ in 0..<10 {  // the connection settles on its plans
                 _ = try lookUp([UUID.random(), UUID.random()])
                 try complete([UUID.random(), UUID.random()])
             }
-            try add(8000, status: "granting")
+            try add(8000, status: .granting)
             let tuples = try c.query("""
                 SELECT reltuples::int AS n FROM pg_class WHERE oid IN ('coupons.redemptions'::regclass, 'coupons.outbox'::regclass)
                 """).rows.map { try $0.decode("n", as: Int.self) }

@@ -35,7 +35,7 @@ import Testing
     }
 
     struct Logged {
-        var status: String
+        var status: WebhookDeliveryStatus
         var attempts: Int
         var code: Int?
         var error: String?
@@ -66,7 +66,7 @@ import Testing
             let d = try await Self.due(pool, url: redirecting.url.absoluteString)
             await deliverer.deliver(d)
             let log = try await Self.logged(pool, d)
-            #expect(log.status == "pending" && log.attempts == 1, "\(status): retried on the schedule")
+            #expect(log.status == .pending && log.attempts == 1, "\(status): retried on the schedule")
             #expect(log.code == status)
             #expect(log.error == "redirects are not followed")
             #expect(log.response == "moved")
@@ -94,7 +94,7 @@ import Testing
         let d = try await Self.due(pool, url: "http://localhost:\(approved.port)/hooks")
         await deliverer.deliver(d)
         let log = try await Self.logged(pool, d)
-        #expect(log.status == "delivered", "\(log)")
+        #expect(log.status == .delivered, "\(log)")
         #expect(approved.received.count == 1)
         #expect(other.received.isEmpty)
         #expect(lookups.value == 1, "one resolution per attempt")
@@ -114,7 +114,7 @@ import Testing
         let local = try await Self.due(pool, url: "https://localhost:\(receiver.port)/hooks")
         await strict.deliver(local)
         let log = try await Self.logged(pool, local)
-        #expect(log.status == "pending" && log.code == nil)
+        #expect(log.status == .pending && log.code == nil)
         #expect(log.error?.hasPrefix("url resolves to a private or loopback address") == true, "\(log)")
         // A registered public name that now answers with a private address (rebinding); and one
         // that answers with a public and a private address.
@@ -142,7 +142,7 @@ import Testing
         let d = try await Self.due(pool, url: receiver.url.absoluteString)
         await deliverer.deliver(d)
         let log = try await Self.logged(pool, d)
-        #expect(log.status == "delivered" && log.code == 200)
+        #expect(log.status == .delivered && log.code == 200)
         #expect(log.response == String(repeating: "x", count: 1024))
         // A failure's answer is kept too.
         receiver.respond(with: 500, body: Data("upstream down".utf8))
@@ -185,7 +185,7 @@ import Testing
         #expect(try await pool.withConnection { try Webhooks.delete($0, id: d.endpoint, mode: .live) })
         await Self.deliverer(pool, allowPrivate: true).deliver(d)
         let log = try await Self.logged(pool, d)
-        #expect(log.status == "failed")
+        #expect(log.status == .failed)
         #expect(log.error == "endpoint deleted")
     }
 
@@ -199,7 +199,7 @@ import Testing
         let d = try await Self.due(pool, url: "http://127.0.0.1:\(port)/hooks")
         await deliverer.deliver(d)
         let log = try await Self.logged(pool, d)
-        #expect(log.status == "pending" && log.code == nil)
+        #expect(log.status == .pending && log.code == nil)
         let error = try #require(log.error)
         #expect(error.hasPrefix("no answer: ") && error.hasSuffix("(curl 7)"), "\(error)")
         // Only the approved scheme: the URL says http, the check approved https.

@@ -107,7 +107,7 @@ public final class CouponsService: BackendService {
             return Empty()
         }
         r.on(Coupons.Release.self) { [self] req, _ in
-            _ = try await pool.withConnection { try RedemptionStore.end($0, id: req.redemptionId, status: "failed", reason: req.reason) }
+            _ = try await pool.withConnection { try RedemptionStore.end($0, id: req.redemptionId, status: .failed, reason: req.reason) }
             return Empty()
         }
         r.on(Coupons.CompleteMany.self) { [self] req, _ in

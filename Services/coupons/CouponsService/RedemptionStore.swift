@@ -206,7 +206,7 @@ enum RedemptionStore {
 
     /// Ends a held redemption and gives its use back (live only), in one statement.
     @discardableResult
-    static func end(_ c: PGConnection, id: UUID, status: String, reason: String?) throws -> Bool {
+    static func end(_ c: PGConnection, id: UUID, status: RedemptionStatus, reason: String?) throws -> Bool {
         try c.query("""
             WITH ended AS (
                 UPDATE coupons.redemptions SET status = $2, failure_reason = $3, ended_at = now(), reservation_expires_at = NULL
@@ -262,11 +262,11 @@ enum RedemptionStore {
             SELECT r.status, r.store_transaction_id, r.coupon_id, c.kind FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
             WHERE r.id = $1 AND c.mode = $2 FOR UPDATE OF r
             """, [req.id, mode.rawValue]).first else { throw ServiceError(.notFound, "no such redemption") }
-        let status = try row.decode("status", as: String.self)
+        let status = try row.decode("status", as: RedemptionStatus.self)
         let existing = try row.decodeIfPresent("store_transaction_id", as: String.self)
-        if status == "completed", existing == txn { return try get(tx, id: req.id, account: nil, mode: nil) }  // a repeat
-        guard try row.decode("kind", as: String.self) != "freePeriod", status == "reserved" else {
-            throw ServiceError(.invalidState, "only a reserved discount redemption can be confirmed (this one is \(status))")
+        if status == .completed, existing == txn { return try get(tx, id: req.id, account: nil, mode: nil) }  // a repeat
+        guard try row.decode("kind", as: CouponKind.self).isDiscount, status == .reserved else {
+            throw ServiceError(.invalidState, "only a reserved discount redemption can be confirmed (this one is \(status.rawValue))")
         }
         do {
             try tx.query("""
@@ -385,7 +385,7 @@ extension RedemptionStore {
             PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
             PGArray(fresh.map { $0.req.accountId.lowercasedString }), PGArray(fresh.map { $0.req.appUserId }),
             PGArray(fresh.map { $0.req.platform.rawValue }), PGArray(optionals: fresh.map { $0.productId }),
-            PGArray(fresh.map { $0.sandbox ? "t" : "f" }), d.isDiscount ? "reserved" : "granting", reservationTTL,
+            PGArray(fresh.map { $0.sandbox ? "t" : "f" }), d.isDiscount ? RedemptionStatus.reserved : .granting, reservationTTL,
             fresh.filter { !$0.sandbox }.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter]).rows
         var views: [UUID: RedemptionView] = [:]
         for row in rows { let v = try view(row); views[v.redemptionId] = v }

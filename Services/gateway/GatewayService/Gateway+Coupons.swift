@@ -154,17 +154,14 @@ extension Gateway {
     /// A redemption as it is now, or once it completes or fails when `wait` seconds are given.
     func redemption(_ id: UUID, for reader: RedemptionReader, wait: Int) async throws -> RedemptionView {
         let current = try await coupons.request(reader.request(id))
-        guard wait > 0, !Self.settled(current.status) else { return current }
+        guard wait > 0, !current.status.isSettled else { return current }
         let coupons = self.coupons
         _ = await waiters.wait(for: id, seconds: wait) {
             let now = try? await coupons.request(reader.request(id))
-            return now.map { !Self.settled($0.status) } ?? true
+            return now.map { !$0.status.isSettled } ?? true
         }
         return try await coupons.request(reader.request(id))
     }
-
-    /// A status a long poll stops at (a discount's `reserved` waits for its purchase).
-    static func settled(_ status: String) -> Bool { ["completed", "failed", "released"].contains(status) }
 
     /// Streams every redemption of a coupon as CSV, a page at a time (never all in memory).
     func exportCSV(code: String, mode: Mode) async throws -> HTTPResponse {

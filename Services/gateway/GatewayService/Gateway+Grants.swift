@@ -6,7 +6,7 @@ import HTTP
 extension Gateway {
     struct WebhookBody: Decodable { var url: String; var events: [String] }
     struct CreatedWebhook: Encodable {
-        var id: UUID; var url: String; var events: [String]; var active: Bool; var mode: Mode; var createdAt: Date; var secret: String
+        var id: UUID; var url: String; var events: [WebhookEventType]; var active: Bool; var mode: Mode; var createdAt: Date; var secret: String
     }
 
     func addGrantRoutes(to r: inout Router) {

@@ -9,12 +9,18 @@ struct Grant: Sendable {
     let entitlementId: String
     let provider: String
     let endTime: Date
-    let status: String
+    let status: GrantStatus
     let attempts: Int
     let failureReason: String?
     let command: GrantCommand
 
     var endTimeMs: Int64 { Timestamp.milliseconds(endTime) }
+}
+
+/// Where a grant is: waiting for (another) provider call, or settled for good. A closed set: the
+/// column's CHECK constraint holds the same values.
+enum GrantStatus: String, Sendable, CaseIterable, PGTextEnum {
+    case pending, succeeded, failed
 }
 
 /// A grant command and the text the ledger keeps of it: the bus message it arrived in, as it
@@ -100,7 +106,7 @@ enum GrantLedger {
                 let id: UUID = try row.decode("redemption_id")
                 guard let (c, p) = byId[id] else { continue }
                 leased.append(Grant(redemptionId: id, appUserId: c.appUserId, entitlementId: c.entitlementId, provider: p,
-                                    endTime: try row.decode("end_time"), status: "pending", attempts: 1, failureReason: nil, command: c))
+                                    endTime: try row.decode("end_time"), status: .pending, attempts: 1, failureReason: nil, command: c))
             }
         }
         return leased
@@ -153,7 +159,7 @@ enum GrantLedger {
         try tx.query("""
             UPDATE grants.grants SET status = $2, failure_reason = $3, settled_at = now(), next_attempt_at = now() + interval '5 seconds'
             WHERE redemption_id = $1 AND status = 'pending' RETURNING redemption_id
-            """, [g.redemptionId, succeeded ? "succeeded" : "failed", reason]).first != nil
+            """, [g.redemptionId, succeeded ? GrantStatus.succeeded : .failed, reason]).first != nil
     }
 
     /// Settles many successful grants at once, none told to coupons yet (they are told after this

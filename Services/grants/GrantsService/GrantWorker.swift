@@ -118,7 +118,7 @@ final class GrantWorker: Sendable {
                 // they are claimed again once their 5 s notification lease ends, and coupons is told
                 // again (a repeated completion answers the first completion time).
                 let settled = await record(outcomes)
-                let confirmed = Set(await confirmCompleted(settled.filter { $0.status == "succeeded" }).map(\.redemptionId))
+                let confirmed = Set(await confirmCompleted(settled.filter { $0.status == .succeeded }).map(\.redemptionId))
                 let told = settled.filter { !confirmed.contains($0.redemptionId) } + unnotified
                 await telling?.value
                 telling = told.isEmpty ? nil : Task { await self.notifyCoupons(told) }
@@ -191,7 +191,7 @@ final class GrantWorker: Sendable {
                 let succeeded = outcomes.filter { $0.1 == .granted }.map(\.0)
                 let done = try GrantLedger.settleSucceeded(tx, succeeded.map(\.redemptionId))
                 for g in succeeded where done.contains(g.redemptionId) {
-                    settled.append(g.settled(status: "succeeded", reason: nil))
+                    settled.append(g.settled(status: .succeeded, reason: nil))
                 }
                 for (g, outcome) in outcomes {
                     switch outcome {
@@ -199,9 +199,9 @@ final class GrantWorker: Sendable {
                         continue
                     case .fail(let reason):
                         guard try GrantLedger.settle(tx, g, succeeded: false, reason: reason) else { continue }
-                        try Webhooks.enqueue(tx, type: "redemption.failed", redemption: g.redemptionId,
-                                             data: WebhookData(g, status: "failed", reason: reason), mode: g.command.couponMode)
-                        settled.append(g.settled(status: "failed", reason: reason))
+                        try Webhooks.enqueue(tx, type: .redemptionFailed, redemption: g.redemptionId,
+                                             data: WebhookData(g, status: .failed, reason: reason), mode: g.command.couponMode)
+                        settled.append(g.settled(status: .failed, reason: reason))
                     case .retry(let after, let reason):
                         try GrantLedger.retryLater(tx, g, after: retry.delay(afterAttempt: g.attempts, retryAfter: after, random: Double.random(in: 0..<1)), reason: reason)
                         retried += 1
@@ -210,8 +210,8 @@ final class GrantWorker: Sendable {
                 return (settled, retried)
             }
             for g in settled {
-                metrics.increment("redeem_grants_total", help: "Grant attempts by outcome.", labels: ["outcome": g.status == "succeeded" ? "succeeded" : "failed"])
-                if g.status != "succeeded" {
+                metrics.increment("redeem_grants_total", help: "Grant attempts by outcome.", labels: ["outcome": g.status == .succeeded ? "succeeded" : "failed"])
+                if g.status != .succeeded {
                     logger.warning("grant failed for good", ["redemption.id": g.redemptionId.lowercasedString, "reason": g.failureReason ?? ""])
                 }
             }
@@ -259,10 +259,10 @@ final class GrantWorker: Sendable {
         do {
             try await pool.transaction { tx in
                 try GrantLedger.markNotified(tx, told.map(\.redemptionId))
-                guard try Webhooks.anyEndpoint(tx, type: "coupon.redeemed") else { return }
+                guard try Webhooks.anyEndpoint(tx, type: .couponRedeemed) else { return }
                 for g in told {
-                    try Webhooks.enqueue(tx, type: "coupon.redeemed", redemption: g.redemptionId,
-                                         data: WebhookData(g, status: "completed", reason: nil,
+                    try Webhooks.enqueue(tx, type: .couponRedeemed, redemption: g.redemptionId,
+                                         data: WebhookData(g, status: .completed, reason: nil,
                                                            completedAt: completedAt[g.redemptionId.uppercasedString] ?? Date()),
                                          mode: g.command.couponMode)
                 }
@@ -279,9 +279,9 @@ final class GrantWorker: Sendable {
     /// does, failures one by one, which gives their uses back), marks them told, and publishes the
     /// events.
     func notifyCoupons(_ grants: [Grant]) async {
-        await confirmCompleted(grants.filter { $0.status == "succeeded" })
+        await confirmCompleted(grants.filter { $0.status == .succeeded })
         var told: [Grant] = []
-        for g in grants where g.status != "succeeded" {
+        for g in grants where g.status != .succeeded {
             do {
                 _ = try await coupons.request(Coupons.Release(redemptionId: g.redemptionId, reason: g.failureReason ?? "the grant failed"))
                 told.append(g)
@@ -303,13 +303,13 @@ final class GrantWorker: Sendable {
     func publishSettled(_ grants: [Grant]) {
         guard !grants.isEmpty else { return }
         events.publish(RedemptionsSettled(grants.map {
-            RedemptionSettled(redemptionId: $0.redemptionId, status: $0.status == "succeeded" ? "completed" : "failed")
+            RedemptionSettled(redemptionId: $0.redemptionId, status: $0.status == .succeeded ? .completed : .failed)
         }))
     }
 }
 
 extension Grant {
-    func settled(status: String, reason: String?) -> Grant {
+    func settled(status: GrantStatus, reason: String?) -> Grant {
         Grant(redemptionId: redemptionId, appUserId: appUserId, entitlementId: entitlementId, provider: provider, endTime: endTime,
               status: status, attempts: attempts, failureReason: reason, command: command)
     }
@@ -320,12 +320,12 @@ struct WebhookData: Encodable {
     var redemption: RedemptionView
     var coupon: PublicCoupon
 
-    init(_ g: Grant, status: String, reason: String?, completedAt: Date? = nil) {
+    init(_ g: Grant, status: RedemptionStatus, reason: String?, completedAt: Date? = nil) {
         let c = g.command
         redemption = RedemptionView(
             redemptionId: c.redemptionId, code: c.coupon.code, status: status, platform: c.platform, productId: c.productId,
-            pricePaid: nil, sandbox: c.sandbox, reservedAt: c.reservedAt, completedAt: status == "completed" ? completedAt ?? Date() : nil,
-            failureReason: reason, entitlement: status == "completed" ? .init(entitlementId: g.entitlementId, expiresAt: g.endTime) : nil,
+            pricePaid: nil, sandbox: c.sandbox, reservedAt: c.reservedAt, completedAt: status == .completed ? completedAt ?? Date() : nil,
+            failureReason: reason, entitlement: status == .completed ? .init(entitlementId: g.entitlementId, expiresAt: g.endTime) : nil,
             accountId: c.accountId, appUserId: c.appUserId)
         coupon = c.coupon
     }

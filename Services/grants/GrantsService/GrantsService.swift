@@ -66,11 +66,11 @@ public final class GrantsService: BackendService {
         }
         commands.on(RedemptionCompletedNotice.self) { [self] notice, _ in
             try await pool.transaction { tx in
-                try Webhooks.enqueue(tx, type: "coupon.redeemed", redemption: notice.redemption.redemptionId,
+                try Webhooks.enqueue(tx, type: .couponRedeemed, redemption: notice.redemption.redemptionId,
                                      data: WebhookData(notice.redemption, coupon: notice.coupon), mode: notice.couponMode)
             }
             ack([notice.redemption.redemptionId], type: RedemptionCompletedNotice.type)
-            events.publish(RedemptionsSettled([.init(redemptionId: notice.redemption.redemptionId, status: "completed")]))  // wakes long polls
+            events.publish(RedemptionsSettled([.init(redemptionId: notice.redemption.redemptionId, status: .completed)]))  // wakes long polls
             return Empty()
         }
         if intake.withLock({ $0 == nil }) {
@@ -137,14 +137,15 @@ public final class GrantsService: BackendService {
         }
         r.on(Grants.CreateWebhook.self) { [self] req, _ in
             let url = try Webhooks.checkURL(req.url, allowPrivate: config.webhookAllowPrivate)
-            guard !req.events.isEmpty, req.events.allSatisfy(Webhooks.events.contains) else {
-                throw ServiceError(.invalid, "events must be a non-empty list of \(Webhooks.events.joined(separator: ", "))", field: "events")
+            let events = req.events.compactMap(WebhookEventType.init(rawValue:))
+            guard !events.isEmpty, events.count == req.events.count else {
+                throw ServiceError(.invalid, "events must be a non-empty list of \(WebhookEventType.listed)", field: "events")
             }
             let secret = Webhooks.newSecret()
             let row = try await pool.query("""
                 INSERT INTO grants.webhook_endpoints (id, url, events, secret, mode) VALUES ($1, $2, $3::text[], $4, $5)
                 RETURNING id, url, events, active, mode, created_at
-                """, [UUID.random(), url.absoluteString, PGArray(Array(Set(req.events)).sorted()), secret, Mode.of(req.mode).rawValue]).first!
+                """, [UUID.random(), url.absoluteString, PGArray(Set(events).map(\.rawValue).sorted()), secret, Mode.of(req.mode).rawValue]).first!
             return .init(endpoint: try Webhooks.endpointView(row), secret: secret)
         }
         r.on(Grants.ListWebhooks.self) { [self] req, _ in try await Webhooks.list(pool, req) }

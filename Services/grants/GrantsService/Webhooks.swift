@@ -6,8 +6,6 @@ import Glibc
 
 /// Operator webhooks (SPEC §4.4), signed per Standard Webhooks.
 enum Webhooks {
-    static let events = ["coupon.redeemed", "redemption.failed"]
-
     /// `whsec_` + base64 of 24 random bytes; the HMAC key is the decoded bytes.
     static func newSecret() -> String { "whsec_" + Data(Crypto.randomBytes(24)).base64EncodedString() }
 
@@ -22,8 +20,8 @@ enum Webhooks {
     }
 
     /// The `webhook-id` of an event: one per event, the same on every endpoint and every retry.
-    static func eventId(type: String, redemption: UUID) -> String {
-        "msg_" + Crypto.sha256(Array("\(type)|\(redemption.lowercasedString)".utf8)).hex.prefix(32)
+    static func eventId(type: WebhookEventType, redemption: UUID) -> String {
+        "msg_" + Crypto.sha256(Array("\(type.rawValue)|\(redemption.lowercasedString)".utf8)).hex.prefix(32)
     }
 
     // MARK: - Destinations
@@ -127,8 +125,13 @@ enum Webhooks {
 
     // MARK: - Storage
 
+    static func event(_ text: String) throws -> WebhookEventType {
+        guard let e = WebhookEventType(rawValue: text) else { throw ServiceError(.internal, "an endpoint stores an unknown event type") }
+        return e
+    }
+
     static func endpointView(_ row: PGRow) throws -> WebhookEndpointView {
-        WebhookEndpointView(id: try row.decode("id"), url: try row.decode("url"), events: PGArray.parse(try row.decode("events")),
+        WebhookEndpointView(id: try row.decode("id"), url: try row.decode("url"), events: try PGArray.parse(try row.decode("events")).map(event),
                             active: try row.decode("active"), mode: Mode(rawValue: try row.decode("mode")) ?? .live,
                             createdAt: try row.decode("created_at"))
     }
@@ -137,7 +140,7 @@ enum Webhooks {
     /// redemption's coupon) that takes it, in the caller's transaction; a repeat of the same event
     /// adds nothing. A test coupon's event never reaches a live endpoint, nor a live one a test
     /// endpoint.
-    static func enqueue(_ tx: PGConnection, type: String, redemption: UUID, data: some Encodable, mode: Mode) throws {
+    static func enqueue(_ tx: PGConnection, type: WebhookEventType, redemption: UUID, data: some Encodable, mode: Mode) throws {
         let payload = String(decoding: try JSONEncoder.wire().encode(WebhookBody(type: type, timestamp: Date(), data: data)), as: UTF8.self)
         try tx.query("""
             INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
@@ -147,7 +150,7 @@ enum Webhooks {
     }
 
     /// Whether any active endpoint takes `type` (so a batch with none skips the inserts).
-    static func anyEndpoint(_ c: PGConnection, type: String) throws -> Bool {
+    static func anyEndpoint(_ c: PGConnection, type: WebhookEventType) throws -> Bool {
         try c.prepared("any_endpoint", "SELECT EXISTS (SELECT 1 FROM grants.webhook_endpoints WHERE active AND $1 = ANY(events)) AS yes",
                        [type]).first!.decode("yes", as: Bool.self)
     }
@@ -193,19 +196,19 @@ enum Webhooks {
     }
 
     static func deliveryView(_ row: PGRow) throws -> WebhookDeliveryView {
-        let status = try row.decode("status", as: String.self)
+        let status = try row.decode("status", as: WebhookDeliveryStatus.self)
         return WebhookDeliveryView(id: try row.decode("id"), webhookId: try row.decode("webhook_id"), type: try row.decode("type"),
                                    status: status, attempts: try row.decode("attempts"), lastStatusCode: try row.decodeIfPresent("last_status_code"),
                                    lastError: try row.decodeIfPresent("last_error"), lastResponse: try row.decodeIfPresent("last_response"),
                                    createdAt: try row.decode("created_at"),
                                    deliveredAt: try row.decodeIfPresent("delivered_at"),
-                                   nextAttemptAt: status == "pending" ? try row.decodeIfPresent("next_attempt_at") : nil)
+                                   nextAttemptAt: status == .pending ? try row.decodeIfPresent("next_attempt_at") : nil)
     }
 }
 
 /// `{type, timestamp, data}` (SPEC §4.4).
 struct WebhookBody<D: Encodable>: Encodable {
-    var type: String
+    var type: WebhookEventType
     var timestamp: Date
     var data: D
 }

@@ -1,0 +1,17 @@
+/// The events an operator's webhook endpoint can take (SPEC §4.4): the body's `type`, and an
+/// endpoint's `events`.
+public enum WebhookEventType: String, Codable, Sendable, CaseIterable {
+    /// A redemption completed (either kind of coupon), once per redemption.
+    case couponRedeemed = "coupon.redeemed"
+    /// A redemption's grant failed for good.
+    case redemptionFailed = "redemption.failed"
+
+    /// `coupon.redeemed, redemption.failed`, for messages about a list that is not made of them.
+    public static let listed = allCases.map(\.rawValue).joined(separator: ", ")
+}
+
+/// Where one delivery of an event to one endpoint is (SPEC §4.4): waiting for its next attempt,
+/// or ended. A closed set: the column's CHECK constraint holds the same values.
+public enum WebhookDeliveryStatus: String, Codable, Sendable, CaseIterable {
+    case pending, delivered, failed
+}
