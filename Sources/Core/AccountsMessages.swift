@@ -187,7 +187,7 @@ public enum Role: String, Codable, Sendable, CaseIterable, Comparable {
 /// export and webhook belongs to one mode, and a key sees and changes only its own mode's. API keys
 /// are the one exception: a live key manages keys of both modes (how an operator gets test keys),
 /// a test key only test keys.
-public enum Mode: String, Codable, Sendable {
+public enum Mode: String, Codable, Sendable, CaseIterable {
     case live, test
 
     /// Whether a key of this mode may make, list and revoke keys of mode `key`.

@@ -97,6 +97,10 @@ public struct ErrorBody: Codable, Sendable {
     public var error: Detail
 }
 
+extension ErrorBody: APIBody {
+    public static let schemaName: String? = "Error"
+}
+
 /// An error that has an HTTP status: the edge's own failures (bad JSON, wrong content type, …)
 /// and service errors once the gateway has mapped them.
 public struct HTTPError: Error, Sendable, CustomStringConvertible {

@@ -34,6 +34,38 @@ final class APIContractTests: StackTestCase {
         XCTAssertTrue(out.hasPrefix("3.1.0 "), out)
     }
 
+    /// The served document against the routes the gateway answers: each described operation is
+    /// routed (never `routeNotFound` or 405), asks for a credential exactly when it says so (401
+    /// `notIdentified` without one), and a method a path does not describe is 405 naming exactly
+    /// the described ones.
+    func testTheServedDocumentIsWhatTheGatewayAnswers() async throws {
+        let client = Self.stack.client
+        let doc = try await client.get("/openapi.json").json()
+        let paths = try XCTUnwrap(doc["paths"] as? [String: [String: [String: Any]]])
+        XCTAssertFalse(paths.isEmpty)
+        for (template, operations) in paths {
+            // A parameter gets a value no route has as a literal, so the template itself is matched.
+            let path = template.replacingOccurrences(of: "{code}", with: "NO-SUCH-CODE").replacingOccurrences(of: "{id}", with: UUID().uuidString)
+            for (method, operation) in operations {
+                let name = "\(method.uppercased()) \(template)"
+                let r = try await client.send(method.uppercased(), path)
+                XCTAssertNotEqual(r.status, 405, name)
+                XCTAssertNotEqual(r.errorCode, "routeNotFound", name)
+                let secured = !(operation["security"] as? [Any] ?? []).isEmpty
+                if secured {
+                    XCTAssertEqual(r.status, 401, "\(name): \(r.text.prefix(200))")
+                    XCTAssertEqual(r.errorCode, "notIdentified", name)
+                } else {
+                    XCTAssertNotEqual(r.status, 401, name)
+                }
+                XCTAssertNotNil((operation["responses"] as? [String: Any])?[String(r.status)], "\(name) answered \(r.status), which it does not describe")
+            }
+            let other = try await client.send("PUT", path)
+            XCTAssertEqual(other.status, 405, template)
+            XCTAssertEqual(other.header("Allow"), operations.keys.map { $0.uppercased() }.sorted().joined(separator: ", "), template)
+        }
+    }
+
     func fuzz(token: String, examples: Int, excludingChecks excluded: [String] = []) throws {
         let log = Project.root.appendingPathComponent("test-output/schemathesis-\(token.prefix(3)).log")
         try? FileManager.default.createDirectory(at: log.deletingLastPathComponent(), withIntermediateDirectories: true)

@@ -164,8 +164,13 @@ final class Authenticator: Sendable {
         return .apiKey(id: answer.id, role: answer.role, mode: answer.mode)
     }
 
+    /// A signed-in user, as a route's handler gets it (`Access.user`).
+    typealias User = (account: UUID, appUserId: String, session: UUID)
+    /// An API key, as a route's handler gets it (`Access.key`).
+    typealias Key = (id: UUID, role: Role, mode: Mode)
+
     /// The signed-in user, or 401 `notIdentified` / 403 `forbidden` for an operator key.
-    func requireUser(_ request: HTTPRequest) async throws -> (account: UUID, appUserId: String, session: UUID) {
+    func requireUser(_ request: HTTPRequest) async throws -> User {
         switch try await principal(request) {
         case .user(let account, let appUserId, let session)?: return (account, appUserId, session)
         case .apiKey?: throw Self.forbidden
@@ -175,7 +180,7 @@ final class Authenticator: Sendable {
 
     /// An API key with at least `role`, or 401 / 403.
     @discardableResult
-    func requireRole(_ request: HTTPRequest, _ role: Role) async throws -> (id: UUID, role: Role, mode: Mode) {
+    func requireRole(_ request: HTTPRequest, _ role: Role) async throws -> Key {
         switch try await principal(request) {
         case .apiKey(let id, let r, let mode)? where r >= role: return (id, r, mode)
         case .apiKey?, .user?: throw Self.forbidden

@@ -4,83 +4,134 @@ import HTTP
 
 /// Routes of SPEC §4.1: accounts, sessions, the appUserId link and API keys.
 extension Gateway {
-    struct SignUpBody: Decodable { var email: String; var password: String; var cloudkitRecordName: String? }
-    struct SignInBody: Decodable { var email: String; var password: String }
-    struct AppleBody: Decodable { var identityToken: String; var cloudkitRecordName: String? }
-    struct RefreshBody: Decodable { var refreshToken: String }
-    struct CloudKitBody: Decodable { var recordName: String }
+    struct SignUpBody: APIBody {
+        static let schemaName: String? = "SignUp"
+        var email: String
+        var password: String
+        var cloudkitRecordName: String?
+    }
+    struct SignInBody: APIBody {
+        static let schemaName: String? = "SignIn"
+        var email: String
+        var password: String
+    }
+    struct AppleBody: APIBody {
+        static let schemaName: String? = "AppleSignIn"
+        var identityToken: String
+        var cloudkitRecordName: String?
+    }
+    struct RefreshBody: APIBody {
+        static let schemaName: String? = "Refresh"
+        var refreshToken: String
+    }
+    struct CloudKitBody: APIBody {
+        static let schemaName: String? = "CloudKitLink"
+        var recordName: String
+    }
     /// `mode` left out: the mode of the key making it.
-    struct APIKeyBody: Decodable { var name: String; var role: Role; var mode: Mode? }
+    struct APIKeyBody: APIBody {
+        static let schemaName: String? = "ApiKeyInput"
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "mode": [.note("left out: the mode of the key making it; a test key makes test keys only (403)")],
+        ]
+        var name: String
+        var role: Role
+        var mode: Mode?
+    }
 
     /// `{account, session}` without the internal `created` flag.
-    struct AuthBody: Encodable { var account: AccountView; var session: SessionTokens }
+    struct AuthBody: APIBody, Encodable {
+        static let schemaName: String? = "AuthResult"
+        var account: AccountView
+        var session: SessionTokens
+    }
 
     /// An API key at creation: the listed fields plus the secret, once.
-    struct CreatedKey: Encodable {
+    struct CreatedKey: APIBody, Encodable {
+        static let schemaName: String? = "CreatedApiKey"
         var id: UUID, prefix: String, name: String, role: Role, mode: Mode, createdAt: Date, lastUsedAt: Date?, key: String
     }
 
-    func addAccountRoutes(to r: inout Router) {
-        r.post("/v1/accounts") { [self] req in
-            try abuse.checkSignUp(ip: req.clientAddress)
-            let b = try JSONBody.decode(SignUpBody.self, from: req)
-            let result = try await accounts.request(Accounts.SignUp(email: b.email, password: b.password, cloudkitRecordName: b.cloudkitRecordName))
-            return .json(201, AuthBody(account: result.account, session: result.session))
-        }
-        r.post("/v1/sessions") { [self] req in
-            let b = try JSONBody.decode(SignInBody.self, from: req)
-            try abuse.checkAuth(ip: req.clientAddress, email: b.email)
-            let result = try await accounts.request(Accounts.SignIn(email: b.email, password: b.password))
-            return .json(200, AuthBody(account: result.account, session: result.session))
-        }
-        r.post("/v1/sessions/apple") { [self] req in
-            try abuse.checkAuth(ip: req.clientAddress, email: nil)
-            let b = try JSONBody.decode(AppleBody.self, from: req)
-            let result = try await accounts.request(Accounts.SignInWithApple(identityToken: b.identityToken, cloudkitRecordName: b.cloudkitRecordName))
-            return .json(result.created ? 201 : 200, AuthBody(account: result.account, session: result.session))
-        }
-        r.post("/v1/sessions/refresh") { [self] req in
-            let b = try JSONBody.decode(RefreshBody.self, from: req)
-            let result = try await accounts.request(Accounts.Refresh(refreshToken: b.refreshToken))
-            return .json(200, AuthBody(account: result.account, session: result.session))
-        }
-        r.delete("/v1/sessions/current") { [self] req in
-            let user = try await auth.requireUser(req)
-            _ = try await accounts.request(Accounts.SignOut(sessionId: user.session))
-            // This gateway refuses the token at once; the others learn it from the event.
-            auth.sessionRevoked(SessionRevoked(sessionId: user.session, until: Date().addingTimeInterval(901)))
-            return .noContent()
-        }
-        r.get("/v1/me") { [self] req in
-            let user = try await auth.requireUser(req)
-            return .json(200, try await accounts.request(Accounts.Me(accountId: user.account)))
-        }
-        r.post("/v1/me/cloudkit") { [self] req in
-            let user = try await auth.requireUser(req)
-            let b = try JSONBody.decode(CloudKitBody.self, from: req)
-            return .json(200, try await accounts.request(Accounts.LinkCloudKit(accountId: user.account, recordName: b.recordName)))
-        }
+    static let accountRoutes: [APIRoute] = [
+        .route(.post, "/v1/accounts", "Create an account", answers: [201: .json(AuthBody.self)], errors: [409, 422, 429], handle: Gateway.signUp),
+        .route(.post, "/v1/sessions", "Sign in with email and password", answers: [200: .json(AuthBody.self)], errors: [401, 422, 429],
+               handle: Gateway.signIn),
+        .route(.post, "/v1/sessions/apple", "Sign in with Apple", answers: [200: .json(AuthBody.self), 201: .json(AuthBody.self)],
+               errors: [401, 409, 422, 429], handle: Gateway.signInWithApple),
+        .route(.post, "/v1/sessions/refresh", "Rotate a refresh token", answers: [200: .json(AuthBody.self)], errors: [401, 422],
+               handle: Gateway.refresh),
+        .route(.delete, "/v1/sessions/current", "Sign out", access: .user, answers: [204: .empty], handle: Gateway.signOut),
+        .route(.get, "/v1/me", "The signed-in account", access: .user, answers: [200: .json(AccountView.self)], errors: [404], handle: Gateway.me),
+        .route(.post, "/v1/me/cloudkit", "Link a CloudKit record name", access: .user, answers: [200: .json(Accounts.LinkCloudKit.Response.self)],
+               errors: [404, 409, 422], handle: Gateway.linkCloudKit),
         // A live admin key manages keys of both modes, a test one only test keys (accounts decides).
-        r.post("/v1/api-keys") { [self] req in
-            let key = try await auth.requireRole(req, .admin)
-            let b = try JSONBody.decode(APIKeyBody.self, from: req)
-            let made = try await accounts.request(APIKeys.Create(name: b.name, role: b.role, mode: b.mode, callerMode: key.mode))
-            let k = made.apiKey
-            return .json(201, CreatedKey(id: k.id, prefix: k.prefix, name: k.name, role: k.role, mode: k.mode,
-                                         createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, key: made.key))
-        }
-        r.get("/v1/api-keys") { [self] req in
-            let key = try await auth.requireRole(req, .admin)
-            return .json(200, try await accounts.request(APIKeys.List(limit: try Query.limit(req), cursor: req.query["cursor"], callerMode: key.mode)))
-        }
-        r.delete("/v1/api-keys/{id}") { [self] req in
-            let key = try await auth.requireRole(req, .admin)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else {
-                throw ServiceError(.notFound, "no such API key")
-            }
-            _ = try await accounts.request(APIKeys.Revoke(id: id, callerMode: key.mode))
-            auth.apiKeyRevoked(id)
-            return .noContent()
-        }
+        .route(.post, "/v1/api-keys", "Create an API key (the secret is shown once)", access: .key(.admin),
+               answers: [201: .json(CreatedKey.self)], errors: [422], handle: Gateway.createAPIKey),
+        .route(.get, "/v1/api-keys", "List API keys, newest first", access: .key(.admin), query: QueryParameter.page,
+               answers: [200: .json(Page<APIKeyView>.self)], errors: [422], handle: Gateway.listAPIKeys),
+        .route(.delete, "/v1/api-keys/{id}", "Revoke an API key", access: .key(.admin), answers: [204: .empty], errors: [404],
+               handle: Gateway.revokeAPIKey),
+    ]
+
+    func signUp(_ req: HTTPRequest, _ body: Incoming<SignUpBody>) async throws -> HTTPResponse {
+        try abuse.checkSignUp(ip: req.clientAddress)
+        let b = try body.read()
+        let result = try await accounts.request(Accounts.SignUp(email: b.email, password: b.password, cloudkitRecordName: b.cloudkitRecordName))
+        return .json(201, AuthBody(account: result.account, session: result.session))
+    }
+
+    func signIn(_ req: HTTPRequest, _ body: Incoming<SignInBody>) async throws -> HTTPResponse {
+        let b = try body.read()
+        try abuse.checkAuth(ip: req.clientAddress, email: b.email)
+        let result = try await accounts.request(Accounts.SignIn(email: b.email, password: b.password))
+        return .json(200, AuthBody(account: result.account, session: result.session))
+    }
+
+    func signInWithApple(_ req: HTTPRequest, _ body: Incoming<AppleBody>) async throws -> HTTPResponse {
+        try abuse.checkAuth(ip: req.clientAddress, email: nil)
+        let b = try body.read()
+        let result = try await accounts.request(Accounts.SignInWithApple(identityToken: b.identityToken, cloudkitRecordName: b.cloudkitRecordName))
+        return .json(result.created ? 201 : 200, AuthBody(account: result.account, session: result.session))
+    }
+
+    func refresh(_ req: HTTPRequest, _ body: Incoming<RefreshBody>) async throws -> HTTPResponse {
+        let b = try body.read()
+        let result = try await accounts.request(Accounts.Refresh(refreshToken: b.refreshToken))
+        return .json(200, AuthBody(account: result.account, session: result.session))
+    }
+
+    func signOut(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
+        _ = try await accounts.request(Accounts.SignOut(sessionId: user.session))
+        // This gateway refuses the token at once; the others learn it from the event.
+        auth.sessionRevoked(SessionRevoked(sessionId: user.session, until: Date().addingTimeInterval(901)))
+        return .noContent()
+    }
+
+    func me(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
+        .json(200, try await accounts.request(Accounts.Me(accountId: user.account)))
+    }
+
+    func linkCloudKit(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<CloudKitBody>) async throws -> HTTPResponse {
+        let b = try body.read()
+        return .json(200, try await accounts.request(Accounts.LinkCloudKit(accountId: user.account, recordName: b.recordName)))
+    }
+
+    func createAPIKey(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<APIKeyBody>) async throws -> HTTPResponse {
+        let b = try body.read()
+        let made = try await accounts.request(APIKeys.Create(name: b.name, role: b.role, mode: b.mode, callerMode: key.mode))
+        let k = made.apiKey
+        return .json(201, CreatedKey(id: k.id, prefix: k.prefix, name: k.name, role: k.role, mode: k.mode,
+                                     createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, key: made.key))
+    }
+
+    func listAPIKeys(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        .json(200, try await accounts.request(APIKeys.List(limit: try Query.limit(req), cursor: req.query["cursor"], callerMode: key.mode)))
+    }
+
+    func revokeAPIKey(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        let id = try req.id(or: "no such API key")
+        _ = try await accounts.request(APIKeys.Revoke(id: id, callerMode: key.mode))
+        auth.apiKeyRevoked(id)
+        return .noContent()
     }
 }

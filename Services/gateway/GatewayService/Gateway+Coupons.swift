@@ -7,7 +7,7 @@ import HTTP
 extension Gateway {
     /// A change to a coupon: fields left out stay; `maxRedemptions` or `expiresAt` sent as `null`
     /// is removed (no cap, no end); `active` can't be null.
-    struct PatchBody: Decodable {
+    struct PatchBody: APIBody {
         var active: Bool?
         var maxRedemptions: Int?
         var expiresAt: Date?
@@ -26,10 +26,46 @@ extension Gateway {
                 if try c.decodeNil(forKey: key) { removing.append(key.rawValue) }
             }
         }
+
+        static let schemaName: String? = "CouponPatch"
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "maxRedemptions": JSONSchema.Rule.range(1...Coupons.largestCap) + [.note("null removes the cap")],
+            "expiresAt": [.note("null removes the end")],
+        ]
     }
-    struct ValidateBody: Decodable { var code: String; var platform: String?; var environment: String? }
-    struct RedeemBody: Decodable { var code: String; var productId: String?; var platform: String; var environment: String? }
-    struct PurchaseBody: Decodable { var pricePaid: Money; var storeTransactionId: String }
+
+    /// `environment` of validate and redeem: which coupon of a code both modes have an end user
+    /// reaches (`Coupons.preferredMode`).
+    enum StoreEnvironment: String, WireEnum {
+        case production, sandbox
+    }
+
+    static let environmentRules: [JSONSchema.Rule] = [
+        .oneOf(StoreEnvironment.self),
+        .note("production (default) reaches the live coupon of a code both modes have, sandbox the test one; either reaches the only one there is"),
+    ]
+
+    /// `platform` is read as text, so that a wrong one is answered naming the platforms there are.
+    struct ValidateBody: APIBody {
+        static let schemaName: String? = "ValidateInput"
+        static let fieldRules: [String: [JSONSchema.Rule]] = ["platform": [.oneOf(Platform.self)], "environment": environmentRules]
+        var code: String
+        var platform: String?
+        var environment: String?
+    }
+    struct RedeemBody: APIBody {
+        static let schemaName: String? = "RedeemInput"
+        static let fieldRules: [String: [JSONSchema.Rule]] = ["platform": [.oneOf(Platform.self)], "environment": environmentRules]
+        var code: String
+        var productId: String?
+        var platform: String
+        var environment: String?
+    }
+    struct PurchaseBody: APIBody {
+        static let schemaName: String? = "PurchaseInput"
+        var pricePaid: Money
+        var storeTransactionId: String
+    }
 
     /// A body's platform, or 422 on `platform` naming the ones there are.
     static func platform(_ text: String) throws -> Platform {
@@ -37,104 +73,131 @@ extension Gateway {
         return p
     }
 
-    func addCouponRoutes(to r: inout Router) {
-        r.post("/v1/coupons") { [self] req in
-            let key = try await auth.requireRole(req, .admin)
-            let dryRun = try Query.bool(req, "dryRun") ?? false
-            let input = try JSONBody.decode(CouponInput.self, from: req)
-            let coupon = try await coupons.request(Coupons.Create(input: input, mode: key.mode, dryRun: dryRun))
-            return .json(dryRun ? 200 : 201, coupon)
-        }
+    static let couponRoutes: [APIRoute] = [
+        .route(.post, "/v1/coupons", "Create a coupon", access: .key(.admin),
+               query: [.flag("dryRun", "validate and show limits without saving")],
+               answers: [200: .json(CouponView.self), 201: .json(CouponView.self)], errors: [409, 422], handle: Gateway.createCoupon),
         // Operators reach only their key's mode's coupons, redemptions and exports (SPEC §4.7).
-        r.get("/v1/coupons") { [self] req in
-            let key = try await auth.requireRole(req, .readonly)
-            let page = try await coupons.request(Coupons.List(active: try Query.bool(req, "active"), limit: try Query.limit(req),
-                                                              cursor: req.query["cursor"], mode: key.mode))
-            return .json(200, page)
+        .route(.get, "/v1/coupons", "List coupons, newest first", access: .key(.readonly),
+               query: [.flag("active", "only active or inactive coupons")] + QueryParameter.page,
+               answers: [200: .json(Page<CouponView>.self)], errors: [422], handle: Gateway.listCoupons),
+        .route(.get, "/v1/coupons/{code}", "One coupon with its counts", access: .key(.readonly),
+               answers: [200: .json(CouponView.self)], errors: [404], handle: Gateway.getCoupon),
+        .route(.patch, "/v1/coupons/{code}", "Change a coupon", access: .key(.admin),
+               answers: [200: .json(CouponView.self)], errors: [404, 422], handle: Gateway.changeCoupon),
+        .route(.delete, "/v1/coupons/{code}", "Deactivate a coupon", access: .key(.admin),
+               answers: [204: .empty], errors: [404], handle: Gateway.deactivateCoupon),
+        .route(.get, "/v1/coupons/{code}/redemptions", "A coupon's redemptions (JSON pages, or all as CSV with Accept: text/csv)",
+               access: .key(.readonly), query: QueryParameter.page,
+               answers: [200: .json(Page<RedemptionView>.self)], errors: [404, 422], handle: Gateway.couponRedemptions),
+        .route(.post, "/v1/coupons/validate", "Check a code", access: .user,
+               answers: [200: .json(Coupons.Validate.Answer.self)], errors: [422, 429], handle: Gateway.validate),
+        .route(.post, "/v1/redemptions", "Redeem a code", access: .user,
+               answers: [200: .json(RedemptionView.self), 201: .json(RedemptionView.self)], errors: [422, 429], handle: Gateway.redeem),
+        .route(.get, "/v1/redemptions/{id}", "A redemption; with wait, long-polls until it completes or fails", access: .userOrKey,
+               query: [QueryParameter(name: "wait", schema: { var s = JSONSchema.integer; s.minimum = 0; return s }(),
+                                      description: "seconds to wait (at most 30)")],
+               answers: [200: .json(RedemptionView.self)], errors: [404, 422], handle: Gateway.getRedemption),
+        .route(.get, "/v1/me/redemptions", "The user's redemptions, newest first", access: .user, query: QueryParameter.page,
+               answers: [200: .json(Page<RedemptionView>.self)], errors: [422], handle: Gateway.myRedemptions),
+        .route(.post, "/v1/redemptions/{id}/purchase", "Confirm the store purchase of a discount", access: .key(.support),
+               answers: [200: .json(RedemptionView.self)], errors: [404, 409, 422], handle: Gateway.confirmPurchase),
+    ]
+
+    func createCoupon(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<CouponInput>) async throws -> HTTPResponse {
+        let dryRun = try Query.bool(req, "dryRun") ?? false
+        let input = try body.read()
+        let coupon = try await coupons.request(Coupons.Create(input: input, mode: key.mode, dryRun: dryRun))
+        return .json(dryRun ? 200 : 201, coupon)
+    }
+
+    func listCoupons(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        let page = try await coupons.request(Coupons.List(active: try Query.bool(req, "active"), limit: try Query.limit(req),
+                                                          cursor: req.query["cursor"], mode: key.mode))
+        return .json(200, page)
+    }
+
+    func getCoupon(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        .json(200, try await coupons.request(Coupons.Get(code: req.pathParameters["code"] ?? "", mode: key.mode)))
+    }
+
+    func changeCoupon(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PatchBody>) async throws -> HTTPResponse {
+        let b = try body.read()
+        return .json(200, try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", mode: key.mode, active: b.active,
+                                                                  maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt,
+                                                                  removing: b.removing.isEmpty ? nil : b.removing)))
+    }
+
+    func deactivateCoupon(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        _ = try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", mode: key.mode, active: false,
+                                                    maxRedemptions: nil, expiresAt: nil))
+        return .noContent()
+    }
+
+    func couponRedemptions(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        let code = req.pathParameters["code"] ?? ""
+        if req.header("accept")?.lowercased().contains("text/csv") == true { return try await exportCSV(code: code, mode: key.mode) }
+        let page = try await coupons.request(Coupons.Redemptions(code: code, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
+        return .json(200, page)
+    }
+
+    func validate(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<ValidateBody>) async throws -> HTTPResponse {
+        try abuse.checkCodes(ip: req.clientAddress, account: user.account)
+        let b = try body.read()
+        let platform = try b.platform.map(Self.platform)
+        let sandbox = try Self.sandbox(environment: b.environment)
+        let a = try await validations.submit(Queued(Coupons.Validate(accountId: user.account, code: b.code, platform: platform, sandbox: sandbox)),
+                                             key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+        if a.reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
+        return .json(200, a.answer)
+    }
+
+    func redeem(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<RedeemBody>) async throws -> HTTPResponse {
+        try abuse.checkCodes(ip: req.clientAddress, account: user.account)
+        let b = try body.read()
+        let platform = try Self.platform(b.platform)
+        let sandbox = try Self.sandbox(environment: b.environment)
+        let answer = try await reservations.submit(Queued(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
+                                                                  productId: b.productId, platform: platform, sandbox: sandbox)),
+                                                   key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+        if let reason = answer.refusal {
+            if reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
+            throw HTTPError(422, reason.rawValue, reason.sentence)
         }
-        r.get("/v1/coupons/{code}") { [self] req in
-            let key = try await auth.requireRole(req, .readonly)
-            return .json(200, try await coupons.request(Coupons.Get(code: req.pathParameters["code"] ?? "", mode: key.mode)))
+        guard let redemption = answer.redemption else { throw ServiceError.internal }
+        return .json(answer.created ? 201 : 200, redemption)
+    }
+
+    /// The owner, or an operator key of the redemption's coupon's mode.
+    func getRedemption(_ req: HTTPRequest, _ caller: Principal) async throws -> HTTPResponse {
+        let reader: RedemptionReader
+        switch caller {
+        case .user(let account, _, _): reader = .owner(account)
+        case .apiKey(_, _, let mode): reader = .apiKey(mode)
         }
-        r.patch("/v1/coupons/{code}") { [self] req in
-            let key = try await auth.requireRole(req, .admin)
-            let b = try JSONBody.decode(PatchBody.self, from: req)
-            return .json(200, try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", mode: key.mode, active: b.active,
-                                                                      maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt,
-                                                                      removing: b.removing.isEmpty ? nil : b.removing)))
-        }
-        r.delete("/v1/coupons/{code}") { [self] req in
-            let key = try await auth.requireRole(req, .admin)
-            _ = try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", mode: key.mode, active: false,
-                                                        maxRedemptions: nil, expiresAt: nil))
-            return .noContent()
-        }
-        r.get("/v1/coupons/{code}/redemptions") { [self] req in
-            let key = try await auth.requireRole(req, .readonly)
-            let code = req.pathParameters["code"] ?? ""
-            if req.header("accept")?.lowercased().contains("text/csv") == true { return try await exportCSV(code: code, mode: key.mode) }
-            let page = try await coupons.request(Coupons.Redemptions(code: code, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
-            return .json(200, page)
-        }
-        r.post("/v1/coupons/validate") { [self] req in
-            let user = try await auth.requireUser(req)
-            try abuse.checkCodes(ip: req.clientAddress, account: user.account)
-            let b = try JSONBody.decode(ValidateBody.self, from: req)
-            let platform = try b.platform.map(Self.platform)
-            let sandbox = try Self.sandbox(environment: b.environment)
-            let a = try await validations.submit(Queued(Coupons.Validate(accountId: user.account, code: b.code, platform: platform, sandbox: sandbox)),
-                                                 key: Coupons.batchKey(code: b.code, sandbox: sandbox))
-            if a.reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
-            return .json(200, a.answer)
-        }
-        r.post("/v1/redemptions") { [self] req in
-            let user = try await auth.requireUser(req)
-            try abuse.checkCodes(ip: req.clientAddress, account: user.account)
-            let b = try JSONBody.decode(RedeemBody.self, from: req)
-            let platform = try Self.platform(b.platform)
-            let sandbox = try Self.sandbox(environment: b.environment)
-            let answer = try await reservations.submit(Queued(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
-                                                                      productId: b.productId, platform: platform, sandbox: sandbox)),
-                                                       key: Coupons.batchKey(code: b.code, sandbox: sandbox))
-            if let reason = answer.refusal {
-                if reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
-                throw HTTPError(422, reason.rawValue, reason.sentence)
-            }
-            guard let redemption = answer.redemption else { throw ServiceError.internal }
-            return .json(answer.created ? 201 : 200, redemption)
-        }
-        r.get("/v1/redemptions/{id}") { [self] req in
-            let reader: RedemptionReader
-            switch try await auth.principal(req) {
-            case .user(let account, _, _)?: reader = .owner(account)
-            case .apiKey(_, _, let mode)?: reader = .apiKey(mode)
-            case nil: throw Authenticator.notIdentified
-            }
-            let wait = try Query.wait(req)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError(.notFound, "no such redemption") }
-            return .json(200, try await redemption(id, for: reader, wait: wait))
-        }
-        r.get("/v1/me/redemptions") { [self] req in
-            let user = try await auth.requireUser(req)
-            let page = try await coupons.request(Coupons.MyRedemptions(accountId: user.account, limit: try Query.limit(req), cursor: req.query["cursor"]))
-            return .json(200, page)
-        }
-        r.post("/v1/redemptions/{id}/purchase") { [self] req in
-            let key = try await auth.requireRole(req, .support)
-            let b = try JSONBody.decode(PurchaseBody.self, from: req)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError(.notFound, "no such redemption") }
-            return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: key.mode, pricePaid: b.pricePaid,
-                                                                         storeTransactionId: b.storeTransactionId)))
-        }
+        let wait = try Query.wait(req)
+        let id = try req.id(or: "no such redemption")
+        return .json(200, try await redemption(id, for: reader, wait: wait))
+    }
+
+    func myRedemptions(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
+        let page = try await coupons.request(Coupons.MyRedemptions(accountId: user.account, limit: try Query.limit(req), cursor: req.query["cursor"]))
+        return .json(200, page)
+    }
+
+    func confirmPurchase(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PurchaseBody>) async throws -> HTTPResponse {
+        let b = try body.read()
+        let id = try req.id(or: "no such redemption")
+        return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: key.mode, pricePaid: b.pricePaid,
+                                                                     storeTransactionId: b.storeTransactionId)))
     }
 
     /// `environment` of validate and redeem: `production` (default) or `sandbox`.
     static func sandbox(environment: String?) throws -> Bool {
-        switch environment ?? "production" {
-        case "production": false
-        case "sandbox": true
-        default: throw HTTPError.invalid("environment", "environment must be production or sandbox")
+        guard let e = StoreEnvironment(rawValue: environment ?? StoreEnvironment.production.rawValue) else {
+            throw HTTPError.invalid("environment", "environment must be \(StoreEnvironment.rawValues.joined(separator: " or "))")
         }
+        return e == .sandbox
     }
 
     /// Who reads a redemption: the account that owns it, or an operator key, which reads those of

@@ -4,40 +4,57 @@ import HTTP
 
 /// Routes of SPEC §4.4 (webhooks) and `/v1/me/entitlements`.
 extension Gateway {
-    struct WebhookBody: Decodable { var url: String; var events: [String] }
-    struct CreatedWebhook: Encodable {
+    /// `events` is read as text, so that grants answers a wrong one naming the events there are.
+    struct WebhookBody: APIBody {
+        static let schemaName: String? = "WebhookInput"
+        static let fieldRules: [String: [JSONSchema.Rule]] = ["url": [.format("uri")], "events": [.items([.oneOf(WebhookEventType.self)])]]
+        var url: String
+        var events: [String]
+    }
+    struct CreatedWebhook: APIBody, Encodable {
+        static let schemaName: String? = "CreatedWebhook"
         var id: UUID; var url: String; var events: [WebhookEventType]; var active: Bool; var mode: Mode; var createdAt: Date; var secret: String
     }
 
-    func addGrantRoutes(to r: inout Router) {
-        r.get("/v1/me/entitlements") { [self] req in
-            let user = try await auth.requireUser(req)
-            return .json(200, try await grants.request(Grants.Entitlements(appUserId: user.appUserId)))
-        }
+    static let grantRoutes: [APIRoute] = [
+        .route(.get, "/v1/me/entitlements", "Active entitlements from the grant ledger", access: .user,
+               answers: [200: .json(Grants.Entitlements.Response.self)], handle: Gateway.entitlements),
         // An endpoint belongs to its creating key's mode, and gets that mode's events only.
-        r.post("/v1/webhooks") { [self] req in
-            let key = try await auth.requireRole(req, .admin)
-            let b = try JSONBody.decode(WebhookBody.self, from: req)
-            let made = try await grants.request(Grants.CreateWebhook(url: b.url, events: b.events, mode: key.mode))
-            let e = made.endpoint
-            return .json(201, CreatedWebhook(id: e.id, url: e.url, events: e.events, active: e.active, mode: e.mode, createdAt: e.createdAt,
-                                             secret: made.secret))
-        }
-        r.get("/v1/webhooks") { [self] req in
-            let key = try await auth.requireRole(req, .admin)
-            return .json(200, try await grants.request(Grants.ListWebhooks(limit: try Query.limit(req), cursor: req.query["cursor"], mode: key.mode)))
-        }
-        r.delete("/v1/webhooks/{id}") { [self] req in
-            let key = try await auth.requireRole(req, .admin)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError(.notFound, "no such webhook") }
-            _ = try await grants.request(Grants.DeleteWebhook(id: id, mode: key.mode))
-            return .noContent()
-        }
-        r.get("/v1/webhooks/{id}/deliveries") { [self] req in
-            let key = try await auth.requireRole(req, .admin)
-            guard let id = req.pathParameters["id"].flatMap(UUID.init(parsing:)) else { throw ServiceError(.notFound, "no such webhook") }
-            let page = try await grants.request(Grants.Deliveries(endpointId: id, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
-            return .json(200, page)
-        }
+        .route(.post, "/v1/webhooks", "Add a webhook endpoint (the secret is shown once)", access: .key(.admin),
+               answers: [201: .json(CreatedWebhook.self)], errors: [422], handle: Gateway.createWebhook),
+        .route(.get, "/v1/webhooks", "List webhook endpoints, newest first", access: .key(.admin), query: QueryParameter.page,
+               answers: [200: .json(Page<WebhookEndpointView>.self)], errors: [422], handle: Gateway.listWebhooks),
+        .route(.delete, "/v1/webhooks/{id}", "Remove a webhook endpoint", access: .key(.admin),
+               answers: [204: .empty], errors: [404], handle: Gateway.deleteWebhook),
+        .route(.get, "/v1/webhooks/{id}/deliveries", "An endpoint's delivery log, newest first", access: .key(.admin), query: QueryParameter.page,
+               answers: [200: .json(Page<WebhookDeliveryView>.self)], errors: [404, 422], handle: Gateway.deliveries),
+    ]
+
+    func entitlements(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
+        .json(200, try await grants.request(Grants.Entitlements(appUserId: user.appUserId)))
+    }
+
+    func createWebhook(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<WebhookBody>) async throws -> HTTPResponse {
+        let b = try body.read()
+        let made = try await grants.request(Grants.CreateWebhook(url: b.url, events: b.events, mode: key.mode))
+        let e = made.endpoint
+        return .json(201, CreatedWebhook(id: e.id, url: e.url, events: e.events, active: e.active, mode: e.mode, createdAt: e.createdAt,
+                                         secret: made.secret))
+    }
+
+    func listWebhooks(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        .json(200, try await grants.request(Grants.ListWebhooks(limit: try Query.limit(req), cursor: req.query["cursor"], mode: key.mode)))
+    }
+
+    func deleteWebhook(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        let id = try req.id(or: "no such webhook")
+        _ = try await grants.request(Grants.DeleteWebhook(id: id, mode: key.mode))
+        return .noContent()
+    }
+
+    func deliveries(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        let id = try req.id(or: "no such webhook")
+        let page = try await grants.request(Grants.Deliveries(endpointId: id, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
+        return .json(200, page)
     }
 }

@@ -4,7 +4,12 @@ import HTTP
 
 /// `/healthz`, `/readyz` and `/metrics` (SPEC §4.6).
 extension Gateway {
-    struct Readiness: Codable, Sendable {
+    struct Health: APIBody, Encodable {
+        static let schemaName: String? = "Status"
+        var status: String
+    }
+
+    struct Readiness: APIBody, Codable, Sendable {
         struct Part: Codable, Sendable {
             var status: String
             var database: String?
@@ -13,17 +18,27 @@ extension Gateway {
         }
         var status: String
         var services: [String: Part]
+
+        static let schemaName: String? = "Readiness"
+        static let fieldRules: [String: [JSONSchema.Rule]] = ["status": [.oneOf(["ready", "notReady"])]]
     }
 
-    func addOperationsRoutes(to r: inout Router) {
-        r.get("/healthz") { _ in .json(200, ["status": "up"]) }
-        r.get("/readyz") { [self] _ in
-            let report = await readiness()
-            return .json(report.status == "ready" ? 200 : 503, report)
-        }
-        r.get("/metrics") { [self] _ in
-            .text(200, metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
-        }
+    static let operationsRoutes: [APIRoute] = [
+        .route(.get, "/healthz", "The process is up", answers: [200: .json(Health.self)], handle: Gateway.health),
+        .route(.get, "/readyz", "Every service reachable over the bus with its database up",
+               answers: [200: .json(Readiness.self), 503: .json(Readiness.self)], handle: Gateway.ready),
+        .route(.get, "/metrics", "Prometheus metrics", answers: [200: .text("text/plain")], handle: Gateway.metricsPage),
+    ]
+
+    func health(_ req: HTTPRequest) -> HTTPResponse { .json(200, Health(status: "up")) }
+
+    func ready(_ req: HTTPRequest) async -> HTTPResponse {
+        let report = await readiness()
+        return .json(report.status == "ready" ? 200 : 503, report)
+    }
+
+    func metricsPage(_ req: HTTPRequest) -> HTTPResponse {
+        .text(200, metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
     }
 
     /// Pings every service over the bus (in parallel, one second each).

@@ -1,7 +1,8 @@
+import Core
 import Foundation
 import HTTP
 
-/// `GET /redeem` and its two assets (SPEC §4.5).
+/// `GET /redeem` and its two assets (SPEC §4.5), and `GET /openapi.json` (§4.6).
 extension Gateway {
     /// Sent with every gateway response: no framing, no sniffing, no referrer, and for HTML a
     /// policy that allows only this origin's own script and style (no inline script at all).
@@ -13,10 +14,19 @@ extension Gateway {
         ("Cache-Control", "no-store"),
     ]
 
-    func addPageRoutes(to r: inout Router) {
-        r.get("/redeem") { _ in .text(200, RedeemPage.html, contentType: "text/html; charset=utf-8") }
-        r.get("/redeem/app.js") { _ in .text(200, RedeemPage.script, contentType: "text/javascript; charset=utf-8") }
-        r.get("/redeem/app.css") { _ in .text(200, RedeemPage.css, contentType: "text/css; charset=utf-8") }
-        r.get("/openapi.json") { _ in HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)], body: OpenAPIDocument.json) }
+    static let pageRoutes: [APIRoute] = [
+        .route(.get, "/openapi.json", "This document", answers: [200: .text("application/json")], handle: Gateway.openAPI),
+        // `code` is read by the page's script, in the browser.
+        .route(.get, "/redeem", "The redeem page", query: [QueryParameter(name: "code", schema: .string, description: "a code to fill in")],
+               answers: [200: .text("text/html")], handle: Gateway.redeemPage),
+        .route(.get, "/redeem/app.js", "The redeem page's script", answers: [200: .text("text/javascript")], handle: Gateway.redeemScript),
+        .route(.get, "/redeem/app.css", "The redeem page's style", answers: [200: .text("text/css")], handle: Gateway.redeemStyle),
+    ]
+
+    func openAPI(_ req: HTTPRequest) -> HTTPResponse {
+        HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)], body: OpenAPIDocument.json)
     }
+    func redeemPage(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.html, contentType: "text/html; charset=utf-8") }
+    func redeemScript(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.script, contentType: "text/javascript; charset=utf-8") }
+    func redeemStyle(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.css, contentType: "text/css; charset=utf-8") }
 }

@@ -61,14 +61,16 @@ public final class Gateway: Sendable {
         ])
     }
 
-    /// Every route of the public API.
+    /// Every route of the public API: the router answers these, and `/openapi.json` describes them.
+    static let routes: [APIRoute] = operationsRoutes + pageRoutes + accountRoutes + couponRoutes + grantRoutes
+
+    /// The router of `routes`.
     public func router() -> Router {
+        _ = OpenAPIDocument.json  // made now: a description that cannot be made stops the start, not a request
         var r = Router(mapError: { error, request in GatewayErrors.response(for: error, request: request) })
-        addOperationsRoutes(to: &r)
-        addAccountRoutes(to: &r)
-        addCouponRoutes(to: &r)
-        addGrantRoutes(to: &r)
-        addPageRoutes(to: &r)
+        for route in Self.routes {
+            r.add(route.method.rawValue, route.path, route.handler(self))
+        }
         return r
     }
 

@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import GatewayService
+@testable import Core
+@testable import HTTP
+@testable import Runtime
+
+/// The router and `/openapi.json` come from one route table (`Gateway.routes`): every route the
+/// router answers is described, every described route is answered, and the access a route
+/// describes is the one its handler gets.
+@Suite struct OpenAPITests {
+    struct Described {
+        let method: String
+        let path: String
+        let operation: [String: Any]
+    }
+
+    func document() throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: OpenAPIDocument.json) as? [String: Any])
+    }
+
+    func described() throws -> [Described] {
+        let paths = try #require(try document()["paths"] as? [String: [String: [String: Any]]])
+        return paths.flatMap { path, methods in methods.map { Described(method: $0.key.uppercased(), path: path, operation: $0.value) } }
+    }
+
+    /// A route given to the router any other way than through the table (so without a
+    /// description) fails here, and so would a description without its route.
+    @Test func theRouterAnswersExactlyTheDescribedRoutes() throws {
+        let gateway = try Gateway(config: GatewayConfig(env: Environment([:])))
+        defer { gateway.stop() }
+        let answered = Set(gateway.router().routes.map { "\($0.method) \($0.template)" })
+        let described = Set(try described().map { "\($0.method) \($0.path)" })
+        #expect(answered.subtracting(described).isEmpty, "answered but not described: \(answered.subtracting(described).sorted())")
+        #expect(described.subtracting(answered).isEmpty, "described but not answered: \(described.subtracting(answered).sorted())")
+        #expect(answered.count == Gateway.routes.count)
+    }
+
+    @Test func everyOperationHasASummaryItsParametersAndAnAnswer() throws {
+        let doc = try document()
+        #expect(doc["openapi"] as? String == "3.1.0")
+        for d in try described() {
+            let name = "\(d.method) \(d.path)"
+            #expect(!(d.operation["summary"] as? String ?? "").isEmpty, "\(name) has no summary")
+            let responses = d.operation["responses"] as? [String: Any] ?? [:]
+            #expect(responses.keys.contains { $0.hasPrefix("2") }, "\(name) has no success answer")
+            let parameters = d.operation["parameters"] as? [[String: Any]] ?? []
+            for p in OpenAPIDocument.pathParameters(d.path) {
+                #expect(parameters.contains { $0["name"] as? String == p && $0["in"] as? String == "path" }, "\(name) lacks {\(p)}")
+            }
+            if !(d.operation["security"] as? [Any] ?? []).isEmpty {
+                #expect(responses.keys.contains("401") && responses.keys.contains("403"), "\(name) needs a credential")
+            }
+        }
+        // Every schema reference resolves, and every named schema is used.
+        let text = String(decoding: OpenAPIDocument.json, as: UTF8.self)
+        let schemas = ((doc["components"] as? [String: Any])?["schemas"] as? [String: Any]) ?? [:]
+        let refs = Set(text.components(separatedBy: "#/components/schemas/").dropFirst().map { String($0.prefix { $0 != "\"" }) })
+        #expect(refs == Set(schemas.keys))
+    }
+
+    /// The body types read are the body types described: each route's request schema is the
+    /// one its handler's `Incoming<Body>` reads.
+    @Test func aRequestBodyIsDescribedByTheTypeItsHandlerReads() throws {
+        let paths = try #require(try document()["paths"] as? [String: [String: [String: Any]]])
+        let catalog = SchemaCatalog()
+        for route in Gateway.routes {
+            let operation = try #require(paths[route.path]?[route.method.rawValue.lowercased()])
+            let described = ((operation["requestBody"] as? [String: Any])?["content"] as? [String: [String: [String: Any]]])?["application/json"]?["schema"]
+            guard let body = route.body else {
+                #expect(described == nil, "\(route.path) describes a body it does not read")
+                continue
+            }
+            let read = try catalog.schema(of: body)
+            guard case .reference(let name) = read.shape else {
+                Issue.record("\(body) has no schema name")
+                continue
+            }
+            #expect(described?["$ref"] as? String == "#/components/schemas/\(name)")
+        }
+    }
+
+    @Test func aHandlerSeesOnlyTheQueryParametersItsRouteDescribes() async throws {
+        let gateway = try Gateway(config: GatewayConfig(env: Environment([:])))
+        defer { gateway.stop() }
+        let route = APIRoute.route(.get, "/echo", "Echo", query: QueryParameter.page, answers: [200: .empty]) { _ in
+            { request in .json(200, request.query) }
+        }
+        let answer = try await route.handler(gateway)(HTTPRequest(method: "GET", path: "/echo", query: ["limit": "5", "cursor": "c", "wait": "9"]))
+        #expect(try JSONDecoder().decode([String: String].self, from: answer.body) == ["limit": "5", "cursor": "c"])
+    }
+
+    @Test func aRouteForKeysNeverRunsItsHandlerWithoutOne() async throws {
+        let gateway = try Gateway(config: GatewayConfig(env: Environment([:])))
+        defer { gateway.stop() }
+        struct Reached: Error {}
+        let route = APIRoute.route(.get, "/secret", "Secret", access: .key(.admin), answers: [200: .empty]) { _ in
+            { _, _ in throw Reached() }
+        }
+        await #expect(throws: ServiceError.self) { try await route.handler(gateway)(HTTPRequest(method: "GET", path: "/secret")) }
+        let bad = HTTPRequest(method: "GET", path: "/secret", headers: ["authorization": "Basic x"])
+        do {
+            _ = try await route.handler(gateway)(bad)
+            Issue.record("a bad credential reached the handler")
+        } catch let e as ServiceError {
+            #expect(e.code == .invalidToken)
+        }
+    }
+
+    /// docs/api.md's table lists each route once, with who may call it.
+    @Test func theAPIDocListsExactlyTheRoutesAndWhoMayCallThem() throws {
+        let text = try String(contentsOf: Project.root.appendingPathComponent("docs/api.md"), encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let header = try #require(lines.firstIndex { $0.hasPrefix("| group | method and path | who |") })
+        var listed: [String: String] = [:]
+        for line in lines[(header + 2)...].prefix(while: { $0.hasPrefix("|") }) {
+            let columns = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            try #require(columns.count >= 4, "\(line)")
+            for match in columns[2].matches(of: #/`(GET|POST|PATCH|DELETE|PUT) (/[^`?\s]*)/#) {
+                let route = "\(match.1) \(match.2)"
+                #expect(listed[route] == nil, "\(route) listed twice")
+                listed[route] = columns[3]
+            }
+        }
+        let routes = Dictionary(uniqueKeysWithValues: Gateway.routes.map { ("\($0.method.rawValue) \($0.path)", $0.access) })
+        #expect(Set(listed.keys) == Set(routes.keys), "listed only: \(Set(listed.keys).subtracting(routes.keys).sorted()), missing: \(Set(routes.keys).subtracting(listed.keys).sorted())")
+        for (route, who) in listed {
+            guard let access = routes[route] else { continue }
+            let word = switch access {
+            case .anyone: "anyone"
+            case .user: "user"
+            case .userOrKey: "the owning user"
+            case .key(let role): role.rawValue
+            }
+            #expect(who.hasPrefix(word), "\(route): docs say \(who), the route is for \(word)")
+        }
+    }
+}
