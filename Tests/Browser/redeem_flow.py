@@ -2,14 +2,16 @@
 """Drives the redeem page in headless Chromium through the DevTools protocol, as a person would:
 sign up, check a code, redeem it and wait for "Pro until …" (or the sentence for a refusal).
 
-usage: redeem_flow.py GATEWAY_URL CODE EXPECT SCREENSHOT
-  EXPECT: "completed" or a refusal reason such as "expired"
+usage: redeem_flow.py GATEWAY_URL CODE EXPECT SCREENSHOT [PASSWORD]
+  EXPECT: "completed", a refusal reason such as "expired", or "signUpRefused" (the sign-up is
+  answered with an error, shown in the status line)
 Prints one JSON line: {"ok": bool, "status": <status text>, "result": <result text>}.
 """
 import json, os, shutil, socket, subprocess, sys, tempfile, time, urllib.request
 import websocket  # python3-websocket (Debian)
 
 gateway, code, expect, screenshot = sys.argv[1:5]
+password = sys.argv[5] if len(sys.argv) > 5 else "a long browser passphrase"
 
 def free_port():
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
@@ -76,20 +78,24 @@ try:
     if js("document.getElementById('code').value") != code:
         fail("the code from the URL was not filled in")
     type_into("#email", f"browser-{os.getpid()}-{int(time.time()*1000)}@example.com")
-    type_into("#password", "a long browser passphrase")
+    type_into("#password", password)
     click("#sign-up")
-    if not wait_for("document.getElementById('signed-in').hidden === false"):
-        fail("sign-up did not finish: " + str(js("document.getElementById('status').textContent")))
-    click("#check")
-    if expect == "completed":
-        if not wait_for("document.getElementById('redeem-button').disabled === false"):
-            fail("code not accepted: " + str(js("document.getElementById('status').textContent")))
-        click("#redeem-button")
-        if not wait_for("document.getElementById('result').hidden === false", 40):
-            fail("no completion: " + str(js("document.getElementById('status').textContent")))
-    else:
+    if expect == "signUpRefused":
         if not wait_for("document.getElementById('status').className.indexOf('error') >= 0"):
-            fail("no refusal shown")
+            fail("no refusal of the sign-up shown")
+    else:
+        if not wait_for("document.getElementById('signed-in').hidden === false"):
+            fail("sign-up did not finish: " + str(js("document.getElementById('status').textContent")))
+        click("#check")
+        if expect == "completed":
+            if not wait_for("document.getElementById('redeem-button').disabled === false"):
+                fail("code not accepted: " + str(js("document.getElementById('status').textContent")))
+            click("#redeem-button")
+            if not wait_for("document.getElementById('result').hidden === false", 40):
+                fail("no completion: " + str(js("document.getElementById('status').textContent")))
+        else:
+            if not wait_for("document.getElementById('status').className.indexOf('error') >= 0"):
+                fail("no refusal shown")
     time.sleep(0.2)
     shot = call("Page.captureScreenshot", format="png")
     import base64

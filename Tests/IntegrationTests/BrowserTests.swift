@@ -23,10 +23,10 @@ final class BrowserTests: StackTestCase {
         return dir
     }
 
-    func drive(code: String, expect: String, screenshot: String) throws -> [String: Any] {
+    func drive(code: String, expect: String, screenshot: String, password: String? = nil) throws -> [String: Any] {
         let shot = output.appendingPathComponent(screenshot)
         let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/redeem_flow.py").path,
-                                                          Self.stack.gateway.absoluteString, code, expect, shot.path])
+                                                          Self.stack.gateway.absoluteString, code, expect, shot.path] + (password.map { [$0] } ?? []))
         let result = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out.split(separator: "\n").last.map { Data($0.utf8) } ?? Data())) as? [String: Any])
         XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path), "screenshot written")
         return result
@@ -51,11 +51,24 @@ final class BrowserTests: StackTestCase {
         XCTAssertEqual(r["labelled"] as? Bool, true, "every input has a label")
     }
 
-    func testAnExpiredCodeShowsItsSentence() async throws {
+    /// The page says the server's sentence for the reason validate gives, not one of its own.
+    func testAnExpiredCodeShowsTheServersSentence() async throws {
         let code = try await coupon(["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(1))])
         try await Task.sleep(for: .seconds(1.5))
         let r = try drive(code: code, expect: "expired", screenshot: "redeem-expired.png")
         XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
-        XCTAssertEqual(r["status"] as? String, "This code has expired.")
+        XCTAssertEqual(r["status"] as? String, RefusalReason.expired.sentence)
+    }
+
+    /// An error answer is shown as the server's `message` (as a sentence: capital first, full
+    /// stop last).
+    func testARefusedSignUpShowsTheServersMessage() async throws {
+        let weak = "short"
+        let answer = try await Self.stack.client.json("POST", "/v1/accounts", ["email": "weak-\(UUID().uuidString.prefix(8))@example.com", "password": weak])
+        XCTAssertEqual(answer.status, 422, answer.text)
+        let message = try XCTUnwrap((try answer.json()["error"] as? [String: Any])?["message"] as? String)
+        let r = try drive(code: "ANY-CODE", expect: "signUpRefused", screenshot: "redeem-weak-password.png", password: weak)
+        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
+        XCTAssertEqual(r["status"] as? String, message.prefix(1).uppercased() + message.dropFirst() + ".")
     }
 }

@@ -136,4 +136,17 @@ import TestSupport
             #expect(who.hasPrefix(word), "\(route): docs say \(who), the route is for \(word)")
         }
     }
+
+    /// The page says what the server says: refusal sentences come from `RefusalReason`, and the
+    /// script keeps no sentences of its own for error codes.
+    @Test func thePageScriptHoldsTheServersRefusalSentencesAndNoCopyOfItsOwn() throws {
+        let script = RedeemPage.script
+        #expect(!script.contains("/*REFUSALS*/"))
+        let sentences = try JSONDecoder().decode([String: String].self, from: Data(RedeemPage.refusalSentences.utf8))
+        #expect(sentences == Dictionary(uniqueKeysWithValues: RefusalReason.allCases.map { ($0.rawValue, $0.sentence) }))
+        #expect(script.contains("var refusals = \(RedeemPage.refusalSentences);"))
+        for code in ErrorCode.allCases.map(\.rawValue) + RefusalReason.allCases.map(\.rawValue) {
+            #expect(!script.contains("\(code): \""), "the script has its own sentence for \(code)")
+        }
+    }
 }

@@ -1,30 +1,35 @@
+import Core
+import Foundation
+
 extension RedeemPage {
     /// Tokens live in this script's memory only: never in the URL, storage or logs. Text from the
     /// URL or from responses is only ever set with `textContent` / `value`, never as markup.
-    static let script = #"""
+    ///
+    /// What the server refuses, the page says in the server's words: an error's `message`, and
+    /// for a code validate refuses, its reason's sentence (`RefusalReason.sentence`, written into
+    /// the script as it is served). The script's own sentences are about the page itself: a field
+    /// left empty, the network, the steps of a redemption.
+    static let script = scriptTemplate.replacingOccurrences(of: "/*REFUSALS*/", with: refusalSentences)
+
+    /// `{"notFound": "There is no coupon with this code.", …}`
+    static let refusalSentences: String = {
+        let sentences = Dictionary(uniqueKeysWithValues: RefusalReason.allCases.map { ($0.rawValue, $0.sentence) })
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        // JSON text is a JavaScript object literal.
+        return String(decoding: (try? encoder.encode(sentences)) ?? Data("{}".utf8), as: UTF8.self)
+    }()
+
+    private static let scriptTemplate = #"""
     "use strict";
     (function () {
       var session = null;
       var checkedCode = null;
       var $ = function (id) { return document.getElementById(id); };
 
-      var reasons = {
-        notFound: "We couldn't find that code. Check it and try again.",
-        inactive: "This code is no longer active.",
-        notStarted: "This code can't be used yet.",
-        expired: "This code has expired.",
-        exhausted: "This code has been used up.",
-        alreadyRedeemed: "You have already redeemed this code.",
-        notEligible: "This code doesn't apply to your account.",
-        notReady: "This offer isn't available yet. Please try again later.",
-        invalidCredentials: "The email or password is not right.",
-        emailInUse: "An account with this email exists. Sign in instead.",
-        weakPassword: "Choose a longer, less common password (at least 10 characters).",
-        invalid: "Please check what you entered.",
-        rateLimited: "Too many attempts. Please wait a moment and try again.",
-        invalidToken: "Your session has ended. Please sign in again.",
-        notIdentified: "Please sign in first."
-      };
+      var refusals = /*REFUSALS*/;
+      var somethingWrong = "Something went wrong. Please try again.";
+      var offline = "We couldn't reach the server. Check your connection and try again.";
 
       function say(text, isError) {
         var s = $("status");
@@ -32,7 +37,13 @@ extension RedeemPage {
         s.className = isError ? "status error" : "status";
       }
 
-      function sentence(code, fallback) { return reasons[code] || fallback || "Something went wrong. Please try again."; }
+      // The server's message for a failed call, as a sentence: a capital first, a full stop last.
+      function serverMessage(r) {
+        var m = r.data && r.data.error && typeof r.data.error.message === "string" ? r.data.error.message.trim() : "";
+        if (!m) return somethingWrong;
+        m = m.charAt(0).toUpperCase() + m.slice(1);
+        return /[.!?]$/.test(m) ? m : m + ".";
+      }
 
       // An access token lasts 15 minutes: on a 401 the session is refreshed once and the call
       // made again; if that fails too, the sign-in form comes back.
@@ -45,7 +56,7 @@ extension RedeemPage {
               if (session === spent) session = fresh.data.session;
               return send(method, path, body);
             }
-            signedOut(reasons.invalidToken);
+            signedOut("Your session has ended. Please sign in again.");
             return r;
           });
         });
@@ -103,9 +114,8 @@ extension RedeemPage {
         say("One moment…");
         api("POST", path, { email: email, password: password }).then(function (r) {
           if (r.status === 200 || r.status === 201) { signedIn(r.data); return; }
-          var code = r.data && r.data.error ? r.data.error.code : "";
-          say(sentence(code, r.data && r.data.error ? r.data.error.message : null), true);
-        }).catch(function () { say("We couldn't reach the server. Check your connection and try again.", true); });
+          say(serverMessage(r), true);
+        }).catch(function () { say(offline, true); });
       }
 
       function check() {
@@ -113,17 +123,17 @@ extension RedeemPage {
         $("redeem-button").disabled = true;
         $("offer").hidden = true;
         if (!code) { say("Enter a code.", true); return; }
-        if (!session) { say(sentence("notIdentified"), true); $("email").focus(); return; }
+        if (!session) { say("Please sign in first.", true); $("email").focus(); return; }
         say("Checking the code…");
         api("POST", "/v1/coupons/validate", { code: code, platform: "web" }).then(function (r) {
-          if (r.status !== 200) { say(sentence(r.data && r.data.error ? r.data.error.code : ""), true); return; }
-          if (!r.data.valid) { say(sentence(r.data.reason), true); return; }
+          if (r.status !== 200) { say(serverMessage(r), true); return; }
+          if (!r.data.valid) { say(refusals[r.data.reason] || somethingWrong, true); return; }
           checkedCode = code;
           $("offer").textContent = describe(r.data.coupon);
           $("offer").hidden = false;
           $("redeem-button").disabled = false;
           say("This code is valid. Press Redeem to use it.");
-        }).catch(function () { say("We couldn't reach the server. Check your connection and try again.", true); });
+        }).catch(function () { say(offline, true); });
       }
 
       function finish(redemption) {
@@ -148,10 +158,10 @@ extension RedeemPage {
       function wait(id, attempt) {
         if (attempt > 6) { say("This is taking longer than usual. Check back in a few minutes.", true); return; }
         api("GET", "/v1/redemptions/" + encodeURIComponent(id) + "?wait=20").then(function (r) {
-          if (r.status !== 200) { say(sentence(r.data && r.data.error ? r.data.error.code : ""), true); return; }
+          if (r.status !== 200) { say(serverMessage(r), true); return; }
           if (r.data.status === "granting") { wait(id, attempt + 1); return; }
           finish(r.data);
-        }).catch(function () { say("We couldn't reach the server. Check your connection and try again.", true); });
+        }).catch(function () { say(offline, true); });
       }
 
       function redeem() {
@@ -161,10 +171,10 @@ extension RedeemPage {
         api("POST", "/v1/redemptions", { code: checkedCode, platform: "web" }).then(function (r) {
           if (r.status === 200 || r.status === 201) { finish(r.data); return; }
           $("redeem-button").disabled = false;
-          say(sentence(r.data && r.data.error ? r.data.error.code : ""), true);
+          say(serverMessage(r), true);
         }).catch(function () {
           $("redeem-button").disabled = false;
-          say("We couldn't reach the server. Check your connection and try again.", true);
+          say(offline, true);
         });
       }
 
