@@ -1,7 +1,6 @@
 import Core
 import Foundation
 import Glibc
-import Synchronization
 
 /// Turns SIGTERM/SIGINT into an orderly shutdown (SPEC §6; `ServiceMain` runs it).
 ///
@@ -39,23 +38,11 @@ public enum Lifecycle {
     /// The work is not awaited past the deadline, so a stuck drain cannot keep the process alive.
     @discardableResult
     public static func withDeadline(seconds: Double, _ work: @escaping @Sendable () async -> Void) async -> Bool {
-        let once = OnceFlag()
-        return await withCheckedContinuation { (cont: CheckedContinuation<Bool, Never>) in
-            Task {
-                await work()
-                if once.claim() { cont.resume(returning: true) }
-            }
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                if once.claim() { cont.resume(returning: false) }
-            }
+        let done = Doorbell()
+        Task {
+            await work()
+            done.ring()
         }
+        return await done.wait(timeout: .seconds(seconds))
     }
-}
-
-/// True for exactly one caller of `claim()`.
-public final class OnceFlag: Sendable {
-    private let taken = Atomic<Bool>(false)
-    public init() {}
-    public func claim() -> Bool { taken.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged }
 }

@@ -38,21 +38,16 @@ public final class ServiceRuntime: Sendable {
     /// service keeps running and reports not ready meanwhile (SPEC §6). Returns early, false, if
     /// the task is cancelled first.
     func migrate(_ migrator: Migrator) async -> Bool {
-        var delay = 0.2
-        while !Task.isCancelled {
-            do {
-                let applied = try await migrator.apply(on: pool)
-                migrated.store(true, ordering: .releasing)
-                logger.info("database ready", ["db.schema": migrator.schema, "db.migrations_applied": applied.count])
-                return true
-            } catch {
-                logger.warning("database not ready; retrying", ["error": String(describing: error), "retry.seconds": delay])
-                try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-                delay = min(delay * 2, 5)
-            }
-        }
-        return false
+        guard let applied = await Self.startBackoff.retry({ try await migrator.apply(on: pool) }, failed: { error, delay in
+            logger.warning("database not ready; retrying", ["error": String(describing: error), "retry.seconds": delay])
+        }) else { return false }
+        migrated.store(true, ordering: .releasing)
+        logger.info("database ready", ["db.schema": migrator.schema, "db.migrations_applied": applied.count])
+        return true
     }
+
+    /// How starting again after a failure is spaced: from 0.2 s, doubling, at most 5 s apart.
+    static let startBackoff = Backoff(initial: 0.2, max: 5)
 
     /// Answers `ping` with a round trip to the database, counted as down if it takes over a second
     /// (a database that stopped answering would otherwise hold `/readyz` with it).
@@ -116,19 +111,10 @@ public final class ServiceRuntime: Sendable {
         var name: String { "workers" }
 
         func run() async throws {
-            if await runtime.migrate(S.migrator) {
-                var delay = 0.2
-                while !Task.isCancelled {
-                    do {
-                        try await service.start()
-                        runtime.started.store(true, ordering: .releasing)
-                        break
-                    } catch {
-                        runtime.logger.error("service could not start its workers; retrying", ["error": String(describing: error), "retry.seconds": delay])
-                        try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-                        delay = min(delay * 2, 5)
-                    }
-                }
+            if await runtime.migrate(S.migrator), await ServiceRuntime.startBackoff.retry({ try await service.start() }, failed: { error, delay in
+                runtime.logger.error("service could not start its workers; retrying", ["error": String(describing: error), "retry.seconds": delay])
+            }) != nil {
+                runtime.started.store(true, ordering: .releasing)
             }
             await untilCancelled()
             await service.stop()

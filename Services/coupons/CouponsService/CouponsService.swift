@@ -47,9 +47,8 @@ public final class CouponsService: BackendService {
         }
         // Read by a background task, so a metrics scrape never waits on the database.
         let sampler = Task {
-            while !Task.isCancelled {
+            await Periodic(every: .seconds(2)).run {
                 if let n = try? await pool.withConnection({ try Outbox.depth($0) }) { depth.withLock { $0 = Double(n) } }
-                try? await Task.sleep(for: .seconds(2))
             }
         }
         workers.withLock { $0.append(sampler) }
@@ -57,14 +56,13 @@ public final class CouponsService: BackendService {
 
     public func start() async throws {
         let sweeper = Task { [self] in
-            while !Task.isCancelled {
+            await Periodic(every: config.sweepInterval).run {
                 do {
                     let n = try await pool.withConnection { try RedemptionStore.releaseExpired($0) }
                     if n > 0 { logger.info("released expired reservations", ["coupons.released": n]) }
                 } catch {
                     logger.warning("reservation sweep failed", ["error": String(describing: error)])
                 }
-                try? await Task.sleep(for: config.sweepInterval)
             }
         }
         let relayTask = Task { [relay] in await relay.run() }

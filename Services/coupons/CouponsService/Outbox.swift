@@ -2,7 +2,7 @@ import Bus
 import Core
 import Database
 import Foundation
-import Synchronization
+import Runtime
 import Telemetry
 
 /// The transactional outbox (SPEC §3): messages for grants are written in the transaction that
@@ -46,8 +46,7 @@ final class OutboxRelay: Sendable {
     private let pool: PGPool
     private let pusher: Pusher
     private let logger: Logger
-    private let wake = Mutex<CheckedContinuation<Void, Never>?>(nil)
-    private let pendingNudge = Atomic<Bool>(false)
+    private let bell = Doorbell()
     let interval: Duration
     let resendAfter: TimeInterval
 
@@ -67,16 +66,11 @@ final class OutboxRelay: Sendable {
 
     /// New rows were committed: send them now.
     func nudge() {
-        pendingNudge.store(true, ordering: .releasing)
-        wake.withLock { w in
-            w?.resume()
-            w = nil
-        }
+        bell.ring()
     }
 
     func run() async {
-        while !Task.isCancelled {
-            pendingNudge.store(false, ordering: .releasing)
+        await Periodic(every: interval, doorbell: bell).run {
             do {
                 var batch: [String]
                 repeat {
@@ -86,25 +80,6 @@ final class OutboxRelay: Sendable {
             } catch {
                 logger.warning("outbox relay pass failed", ["error": String(describing: error)])
             }
-            await sleep()
         }
-    }
-
-    /// Sleeps for `interval` or until nudged.
-    private func sleep() async {
-        if pendingNudge.load(ordering: .acquiring) { return }
-        let timer = Task { [interval] in
-            guard (try? await Task.sleep(for: interval)) != nil else { return }  // cancelled: woken already
-            self.nudge()
-        }
-        await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
-            let resumeNow = wake.withLock { w -> Bool in
-                if pendingNudge.load(ordering: .acquiring) { return true }
-                w = cont
-                return false
-            }
-            if resumeNow { cont.resume() }
-        }
-        timer.cancel()
     }
 }

@@ -3,6 +3,7 @@ import Core
 import Cryptography
 import Foundation
 import HTTP
+import Runtime
 import Synchronization
 import Telemetry
 
@@ -44,10 +45,7 @@ final class Authenticator: Sendable {
 
     /// Fetches signing keys and catches up on revocations every `interval` until cancelled.
     func runSync(interval: Duration = .seconds(2)) async {
-        while !Task.isCancelled {
-            await syncOnce()
-            try? await Task.sleep(for: interval)
-        }
+        await Periodic(every: interval).run { await syncOnce() }
     }
 
     func syncOnce() async {

@@ -1,4 +1,5 @@
 import Foundation
+import Runtime
 import Synchronization
 
 /// Long-poll waiters by redemption id, woken by `redemptions.settled` events (no database polling,
@@ -6,7 +7,7 @@ import Synchronization
 final class SettlementWaiters: Sendable {
     private struct Waiter {
         let id: Int
-        let continuation: CheckedContinuation<Bool, Never>
+        let bell: Doorbell
     }
     private let waiters = Mutex<[UUID: [Waiter]]>([:])
     private let nextId = Atomic<Int>(0)
@@ -15,35 +16,28 @@ final class SettlementWaiters: Sendable {
     /// `stillPending` runs after the waiter is registered, so an event that lands between the
     /// caller's last read and the registration is not missed.
     func wait(for redemption: UUID, seconds: Int, stillPending: @escaping @Sendable () async -> Bool) async -> Bool {
-        let id = nextId.wrappingAdd(1, ordering: .relaxed).newValue
-        let timeout = Task {
-            guard (try? await Task.sleep(for: .seconds(seconds))) != nil else { return }
-            self.resume(redemption, waiter: id, settled: false)
+        let waiter = Waiter(id: nextId.wrappingAdd(1, ordering: .relaxed).newValue, bell: Doorbell())
+        waiters.withLock { $0[redemption, default: []].append(waiter) }
+        defer { remove(redemption, waiter: waiter.id) }
+        Task {
+            if await !stillPending() { waiter.bell.ring() }
         }
-        defer { timeout.cancel() }
-        return await withCheckedContinuation { cont in
-            waiters.withLock { $0[redemption, default: []].append(Waiter(id: id, continuation: cont)) }
-            Task {
-                if await !stillPending() { self.resume(redemption, waiter: id, settled: true) }
-            }
-        }
+        return await waiter.bell.wait(timeout: .seconds(seconds))
     }
 
     /// The event: wake everyone waiting for this redemption.
     func settled(_ redemption: UUID) {
         let woken = waiters.withLock { $0.removeValue(forKey: redemption) } ?? []
-        for w in woken { w.continuation.resume(returning: true) }
+        for w in woken { w.bell.ring() }
     }
 
-    private func resume(_ redemption: UUID, waiter: Int, settled: Bool) {
-        let w = waiters.withLock { all -> Waiter? in
+    private func remove(_ redemption: UUID, waiter: Int) {
+        waiters.withLock { all in
             // In place (a copy taken out and stored back would copy the whole list each time).
-            guard let i = all[redemption]?.firstIndex(where: { $0.id == waiter }) else { return nil }
-            let w = all[redemption]!.remove(at: i)
+            guard let i = all[redemption]?.firstIndex(where: { $0.id == waiter }) else { return }
+            all[redemption]!.remove(at: i)
             if all[redemption]!.isEmpty { all[redemption] = nil }
-            return w
         }
-        w?.continuation.resume(returning: settled)
     }
 
     var count: Int { waiters.withLock { $0.values.reduce(0) { $0 + $1.count } } }

@@ -1,6 +1,7 @@
 import Core
 import Database
 import Foundation
+import Runtime
 import Synchronization
 import Telemetry
 
@@ -51,24 +52,25 @@ final class WebhookDeliverer: Sendable {
     /// Deliveries under way at most; each waits up to 10 s for its endpoint.
     static let maxInFlight = 50
     private let inFlight = Atomic<Int>(0)
+    /// Rung when a delivery ends while all `maxInFlight` were under way: there is room again.
+    private let roomAgain = Doorbell()
 
-    /// Claims due deliveries and sends each on its own, four times a second while none is due. A
-    /// delivery is claimed with a 60 s lease, so a slow endpoint holds up only its own deliveries,
-    /// never the claiming of others.
+    /// Claims due deliveries and sends each on its own, four times a second while none is due, and
+    /// as soon as a delivery ends while there was no room for more. A delivery is claimed with a
+    /// 60 s lease, so a slow endpoint holds up only its own deliveries, never the claiming of others.
     func run() async {
         await withDiscardingTaskGroup { group in
-            while !Task.isCancelled {
+            await Periodic(every: .milliseconds(250), doorbell: roomAgain).poll { () async -> Periodic.Next in
                 let room = Self.maxInFlight - self.inFlight.load(ordering: .acquiring)
                 let due = room > 0 ? await claim(limit: room) : []
                 for d in due {
                     self.inFlight.wrappingAdd(1, ordering: .acquiringAndReleasing)
                     group.addTask {
                         await self.deliver(d)
-                        self.inFlight.wrappingSubtract(1, ordering: .acquiringAndReleasing)
+                        if self.inFlight.wrappingSubtract(1, ordering: .acquiringAndReleasing).oldValue == Self.maxInFlight { self.roomAgain.ring() }
                     }
                 }
-                // Nothing due: look again in 250 ms. No room: as soon as a delivery is likely done.
-                if due.isEmpty { try? await Task.sleep(for: .milliseconds(room > 0 ? 250 : 25)) }
+                return due.isEmpty ? .pause : .again
             }
         }
         madeClient.withLock { $0?.close() }
