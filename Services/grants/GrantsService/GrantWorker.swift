@@ -22,13 +22,13 @@ final class GrantWorker: Sendable {
     let providers: [String: any EntitlementProvider]
     let limiters: [String: RateLimiter]
     let retry: RetryPolicy
-    private let wake = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    /// Rung when there is work: grants handed over, a call ended, a stop.
+    private let bell = Doorbell()
     /// Grants stored leased to this worker, to call without claiming them from the table.
     private let handed = Mutex<[Grant]>([])
-    private let nudged = Atomic<Bool>(false)
-    /// Provider calls under way, and the outcomes of those that have ended but are not recorded
+    /// Provider calls under way, and the decisions on those that have ended but are not recorded
     /// yet. A pass does not wait for a slow call: it records what has ended and goes on.
-    private let calls = Mutex<(running: Set<UUID>, ended: [(Grant, ProviderOutcome)])>(([], []))
+    private let calls = Mutex<(running: Set<UUID>, ended: [(Grant, GrantDecision)])>(([], []))
     /// Whether the pass is gathering the outcomes of the calls it started (only the last of them
     /// needs to wake it) rather than sleeping (every outcome wakes it).
     private let gathering = Atomic<Bool>(false)
@@ -71,11 +71,7 @@ final class GrantWorker: Sendable {
     }
 
     func nudge() {
-        nudged.store(true, ordering: .releasing)
-        wake.withLock { w in
-            w?.resume()
-            w = nil
-        }
+        bell.ring()
     }
 
     /// One pass: claim due grants and start their provider calls (concurrently, each at its
@@ -90,8 +86,7 @@ final class GrantWorker: Sendable {
             var lastClaim = ContinuousClock.now
             var telling: Task<Void, Never>?
             defer { telling?.cancel() }
-            while !Task.isCancelled {
-                nudged.store(false, ordering: .releasing)
+            await Periodic(every: .milliseconds(500), doorbell: bell).poll { () async -> Periodic.Next in
                 // While grants are handed over, the table (retries, leases run out, other instances'
                 // leftovers, unconfirmed notifications) is claimed from twice a second.
                 let mine = handed.withLock { h in defer { h.removeAll() }; return h }
@@ -113,25 +108,30 @@ final class GrantWorker: Sendable {
                     group.addTask { self.ended(g, await self.call(g)) }
                 }
                 if !due.isEmpty { await gather() }
-                let outcomes = calls.withLock { c in defer { c.ended.removeAll() }; return c.ended }
+                let decisions = calls.withLock { c in defer { c.ended.removeAll() }; return c.ended }
                 // Recorded first, then told. A crash in between leaves the settled grants unnotified:
                 // they are claimed again once their 5 s notification lease ends, and coupons is told
                 // again (a repeated completion answers the first completion time).
-                let settled = await record(outcomes)
+                let settled = await record(decisions)
                 let confirmed = Set(await confirmCompleted(settled.filter { $0.status == .succeeded }).map(\.redemptionId))
                 let told = settled.filter { !confirmed.contains($0.redemptionId) } + unnotified
                 await telling?.value
                 telling = told.isEmpty ? nil : Task { await self.notifyCoupons(told) }
-                if due.isEmpty && unnotified.isEmpty && outcomes.isEmpty { await sleep(.milliseconds(500)) }
+                return due.isEmpty && unnotified.isEmpty && decisions.isEmpty ? .pause : .again
             }
         }
     }
 
-    /// A call has ended (nil: the grant names no provider this instance knows, and stays pending).
-    private func ended(_ g: Grant, _ outcome: (Grant, ProviderOutcome)?) {
+    /// A call has ended: the rules decide what comes of it (`GrantDecision.decide`), to be recorded
+    /// by the pass.
+    private func ended(_ g: Grant, _ answer: ProviderAnswer) {
+        let decision = GrantDecision.decide(answer, attempt: g.attempts, policy: retry, random: Double.random(in: 0..<1))
+        if decision == .leave {
+            logger.error("grant names an unknown provider", ["redemption.id": g.redemptionId.lowercasedString, "provider": g.provider])
+        }
         let wake = calls.withLock { c in
             c.running.remove(g.redemptionId)
-            if let outcome { c.ended.append(outcome) }
+            if decision != .leave { c.ended.append((g, decision)) }
             return c.running.isEmpty || !gathering.load(ordering: .acquiring)
         }
         if wake { nudge() }
@@ -142,60 +142,38 @@ final class GrantWorker: Sendable {
         gathering.store(true, ordering: .releasing)
         defer { gathering.store(false, ordering: .releasing) }
         let deadline = ContinuousClock.now + Self.gatherWindow
-        while true {
-            nudged.store(false, ordering: .releasing)
-            let now = ContinuousClock.now
-            if now >= deadline || calls.withLock({ $0.running.isEmpty }) { return }
-            await sleep(deadline - now)
+        while !calls.withLock({ $0.running.isEmpty }) {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero, !Task.isCancelled else { return }
+            await bell.wait(timeout: left)
         }
-    }
-
-    private func sleep(_ d: Duration) async {
-        if nudged.load(ordering: .acquiring) { return }
-        let timer = Task {
-            guard (try? await Task.sleep(for: d)) != nil else { return }
-            self.nudge()
-        }
-        await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
-            let now = wake.withLock { w -> Bool in
-                if nudged.load(ordering: .acquiring) { return true }
-                w = cont
-                return false
-            }
-            if now { cont.resume() }
-        }
-        timer.cancel()
     }
 
     /// Calls the grant's provider (after waiting for its rate limiter).
-    func call(_ g: Grant) async -> (Grant, ProviderOutcome)? {
-        guard let provider = providers[g.provider] else {
-            logger.error("grant names an unknown provider", ["redemption.id": g.redemptionId.lowercasedString, "provider": g.provider])
-            return nil
-        }
+    func call(_ g: Grant) async -> ProviderAnswer {
+        guard let provider = providers[g.provider] else { return .unknownProvider }
         await limiters[g.provider]?.acquire()
-        return (g, await provider.grant(appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs))
+        return await provider.grant(appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs)
     }
 
-    /// Records outcomes in one transaction: successes and permanent failures settle (failures with
+    /// Records decisions in one transaction: successes and permanent failures settle (failures with
     /// their webhook deliveries), the rest are scheduled again. Answers the grants it settled, none
     /// of them told to coupons yet. If the transaction fails, nothing is recorded and the leases
     /// expire, so the grants are retried with the same `end_time_ms`.
-    func record(_ outcomes: [(Grant, ProviderOutcome)]) async -> [Grant] {
-        guard !outcomes.isEmpty else { return [] }
-        let retry = self.retry
+    func record(_ decisions: [(Grant, GrantDecision)]) async -> [Grant] {
+        guard !decisions.isEmpty else { return [] }
         do {
             let (settled, retried) = try await pool.transaction { tx -> ([Grant], Int) in
                 var settled: [Grant] = []
                 var retried = 0
-                let succeeded = outcomes.filter { $0.1 == .granted }.map(\.0)
+                let succeeded = decisions.filter { $0.1 == .succeed }.map(\.0)
                 let done = try GrantLedger.settleSucceeded(tx, succeeded.map(\.redemptionId))
                 for g in succeeded where done.contains(g.redemptionId) {
                     settled.append(g.settled(status: .succeeded, reason: nil))
                 }
-                for (g, outcome) in outcomes {
-                    switch outcome {
-                    case .granted:
+                for (g, decision) in decisions {
+                    switch decision {
+                    case .succeed, .leave:
                         continue
                     case .fail(let reason):
                         guard try GrantLedger.settle(tx, g, succeeded: false, reason: reason) else { continue }
@@ -203,7 +181,7 @@ final class GrantWorker: Sendable {
                                              data: WebhookData(g, status: .failed, reason: reason), mode: g.command.couponMode)
                         settled.append(g.settled(status: .failed, reason: reason))
                     case .retry(let after, let reason):
-                        try GrantLedger.retryLater(tx, g, after: retry.delay(afterAttempt: g.attempts, retryAfter: after, random: Double.random(in: 0..<1)), reason: reason)
+                        try GrantLedger.retryLater(tx, g, after: after, reason: reason)
                         retried += 1
                     }
                 }

@@ -1,29 +1,38 @@
 import Core
 import Foundation
 import FoundationNetworking
+import Runtime
 #if canImport(FoundationNetworking)
 #endif
 
-/// What a provider call came to.
-enum ProviderOutcome: Sendable, Equatable {
-    case granted
-    /// Try again (5xx, timeout, 429), after `after` seconds when the provider said so.
-    case retry(after: TimeInterval?, reason: String)
-    /// Never try again (4xx other than 429); the provider's message is kept.
-    case fail(reason: String)
+/// What a provider call came to, as facts: no rule is applied yet (`GrantDecision.decide` applies
+/// them all).
+enum ProviderAnswer: Sendable, Equatable {
+    /// Redeem's own ledger holds the grant: there was nothing to call.
+    case recorded
+    /// The provider answered: its status, its `Retry-After` header as sent, and its body.
+    case http(status: Int, retryAfter: String?, body: Data)
+    /// An answer came that was not HTTP.
+    case notHTTP
+    /// No answer: the provider could not be reached, or did not answer within the timeout.
+    case unreachable
+    /// The call could not be made: the grant's ids do not make a URL.
+    case badURL
+    /// The grant names a provider this instance does not have.
+    case unknownProvider
 }
 
 /// An entitlement provider (SPEC §5).
 protocol EntitlementProvider: Sendable {
     /// `local`, `revenuecat` or `revenuecat-sandbox`: stored with each grant.
     var name: String { get }
-    func grant(appUserId: String, entitlementId: String, endTimeMs: Int64) async -> ProviderOutcome
+    func grant(appUserId: String, entitlementId: String, endTimeMs: Int64) async -> ProviderAnswer
 }
 
 /// Redeem's own ledger: the grants table is the record, so there is nothing to call.
 struct LocalLedger: EntitlementProvider {
     let name: String
-    func grant(appUserId: String, entitlementId: String, endTimeMs: Int64) async -> ProviderOutcome { .granted }
+    func grant(appUserId: String, entitlementId: String, endTimeMs: Int64) async -> ProviderAnswer { .recorded }
 }
 
 /// RevenueCat's v1 promotional entitlements: `POST {base}/v1/subscribers/{id}/entitlements/{ent}/promotional`
@@ -52,11 +61,9 @@ struct RevenueCat: EntitlementProvider {
         return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
     }
 
-    func grant(appUserId: String, entitlementId: String, endTimeMs: Int64) async -> ProviderOutcome {
+    func grant(appUserId: String, entitlementId: String, endTimeMs: Int64) async -> ProviderAnswer {
         let path = "/v1/subscribers/\(Self.pathComponent(appUserId))/entitlements/\(Self.pathComponent(entitlementId))/promotional"
-        guard let url = URL(string: base.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path) else {
-            return .fail(reason: "cannot build the provider URL")
-        }
+        guard let url = URL(string: base.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path) else { return .badURL }
         var req = URLRequest(url: url, timeoutInterval: timeout)
         req.httpMethod = "POST"
         req.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
@@ -64,21 +71,10 @@ struct RevenueCat: EntitlementProvider {
         req.httpBody = Data(#"{"end_time_ms":\#(endTimeMs)}"#.utf8)
         do {
             let (data, resp) = try await session.data(for: req)
-            guard let http = resp as? HTTPURLResponse else { return .retry(after: nil, reason: "no HTTP response") }
-            let status = http.statusCode
-            switch status {
-            case 200..<300:
-                return .granted
-            case 429:
-                let after = http.value(forHTTPHeaderField: "Retry-After").flatMap(TimeInterval.init)
-                return .retry(after: after, reason: "rate limited (429)")
-            case 500...:
-                return .retry(after: nil, reason: "provider error \(status)")
-            default:
-                return .fail(reason: Self.message(data) ?? "provider refused the grant (\(status))")
-            }
+            guard let http = resp as? HTTPURLResponse else { return .notHTTP }
+            return .http(status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"), body: data)
         } catch {
-            return .retry(after: nil, reason: "provider unreachable or timed out")
+            return .unreachable
         }
     }
 
@@ -97,8 +93,6 @@ struct RetryPolicy: Sendable {
 
     /// The delay before attempt `attempt + 1` (attempt counts from 1). `random` in 0..<1.
     func delay(afterAttempt attempt: Int, retryAfter: TimeInterval?, random: Double) -> TimeInterval {
-        let exp = min(max, initial * pow(2, Double(Swift.max(0, attempt - 1))))
-        let jittered = exp * (0.8 + 0.4 * random)
-        return Swift.max(Swift.min(jittered, max), retryAfter ?? 0)
+        Swift.max(Backoff(initial: initial, max: max, jitter: 0.2).delay(afterFailures: attempt, random: random), retryAfter ?? 0)
     }
 }
