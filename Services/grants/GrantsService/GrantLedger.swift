@@ -87,16 +87,12 @@ enum GrantLedger {
             SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY h) locks
             """, [PGArray(commands.map(holder))])]
         let providers = rounds.map { $0.map(provider) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
         for (i, (round, roundProviders)) in zip(rounds, providers).enumerated() {
-            let periods = round.map { components($0.duration) }
-            statements.append(("store_round", """
-                SELECT redemption_id, end_time, attempts FROM grants.store_round($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-                """, [PGArray(round.map { $0.redemptionId.lowercasedString }), PGArray(round.map { $0.accountId.lowercasedString }),
-                      PGArray(round.map(\.appUserId)), PGArray(round.map(\.entitlementId)), PGArray(round.map { $0.sandbox ? "t" : "f" }),
-                      PGArray(roundProviders), PGArray(periods.map { String($0.0) }), PGArray(periods.map { String($0.1) }),
-                      PGArray(periods.map { String($0.2) }), PGArray(periods.map { String($0.3) }),
-                      PGArray(texts[i]),
-                      PGArray(optionals: roundProviders.map { lease($0).map { String($0) } })]))
+            let items = zip(round, zip(roundProviders, texts[i])).map { c, pt in RoundItem(c, provider: pt.0, text: pt.1, lease: lease(pt.0)) }
+            statements.append(("store_round", "SELECT redemption_id, end_time, attempts FROM grants.store_round($1)",
+                               [String(decoding: try encoder.encode(items), as: UTF8.self)]))
         }
         let results = try tx.preparedThenCommit(statements)
         var leased: [Grant] = []
@@ -112,12 +108,37 @@ enum GrantLedger {
         return leased
     }
 
-    static func components(_ d: CouponDuration) -> (Int, Int, Int, Int) {
-        switch d.unit {
-        case "year": (d.count, 0, 0, 0)
-        case "month": (0, d.count, 0, 0)
-        case "week": (0, 0, d.count, 0)
-        default: (0, 0, 0, d.count)
+    /// One command of a round, as `grants.store_round` reads it: a JSON array of these is the
+    /// function's one parameter (`json_to_recordset`, whose column list has these names and types).
+    struct RoundItem: Encodable, Equatable {
+        var id: String
+        var account: String
+        var app: String
+        var ent: String
+        var sandbox: Bool
+        var provider: String
+        /// The period, in the one unit the coupon's duration names.
+        var years = 0, months = 0, weeks = 0, days = 0
+        /// The command as the ledger keeps it (`ReceivedCommand.text`).
+        var command: String
+        /// Stored leased for this many seconds, its first attempt counted (`leaseAtBirth`); absent: stored due.
+        var lease: TimeInterval?
+
+        init(_ c: GrantCommand, provider: String, text: String, lease: TimeInterval?) {
+            id = c.redemptionId.lowercasedString
+            account = c.accountId.lowercasedString
+            app = c.appUserId
+            ent = c.entitlementId
+            sandbox = c.sandbox
+            self.provider = provider
+            command = text
+            self.lease = lease
+            switch c.duration.unit {
+            case "year": years = c.duration.count
+            case "month": months = c.duration.count
+            case "week": weeks = c.duration.count
+            default: days = c.duration.count
+            }
         }
     }
 

@@ -82,5 +82,10 @@ enum GrantsMigrations {
         Migration(5, "a delivery keeps the start of the last answer", """
             ALTER TABLE webhook_deliveries ADD COLUMN last_response text;
             """),
+        // `store_round` takes its round as one typed value (a JSON array of `GrantLedger.RoundItem`)
+        // instead of twelve positional arrays; the old signature goes, its successor is in SQL/.
+        Migration(6, "store_round takes one typed value", """
+            DROP FUNCTION IF EXISTS store_round(uuid[], uuid[], text[], text[], boolean[], text[], int[], int[], int[], int[], text[], float8[]);
+            """),
     ]
 }

@@ -1,0 +1,87 @@
+import Foundation
+import TestSupport
+import Testing
+@testable import GrantsService
+@testable import Core
+@testable import Database
+
+/// `GrantLedger.store` hands each round to `grants.store_round` as one JSON array: what the ledger
+/// keeps is what arrived, to the byte, with each period in its unit and each lease as asked.
+@Suite struct GrantLedgerTests {
+    static func command(holder: String, unit: String, count: Int = 1, sandbox: Bool = false) -> GrantCommand {
+        let coupon = PublicCoupon(code: "LEDGER", kind: .freePeriod, percentOff: nil, amountOff: nil,
+                                  duration: CouponDuration(unit: unit, count: count), periodCount: nil, entitlementId: "pro")
+        return GrantCommand(redemptionId: UUID.random(), accountId: UUID.random(), appUserId: holder, entitlementId: "pro",
+                            duration: coupon.duration, sandbox: sandbox, coupon: coupon, platform: .web, productId: nil,
+                            reservedAt: Date(timeIntervalSince1970: 1_764_483_573.125), mode: sandbox ? .test : .live)
+    }
+
+    @Test func aRoundKeepsEachCommandAsItArrivedWithItsPeriodAndLease() async throws {
+        let url = try await TestPostgres.shared().freshDatabase()
+        let pool = PGPool(url: url, maxConnections: 1)
+        defer { pool.close() }
+        try await GrantsService.migrator.apply(on: pool)
+        // Text JSON must carry through: quotes, backslashes, a slash, control characters, and
+        // characters outside ASCII (one outside the Basic Multilingual Plane).
+        let awkward = "a \"quoted\" \\ back/slash\n\ttab é 🎟️ \u{1}"
+        let commands = [Self.command(holder: awkward, unit: "year", count: 2), Self.command(holder: "h-month", unit: "month", count: 3),
+                        Self.command(holder: "h-week", unit: "week", count: 1, sandbox: true), Self.command(holder: "h-day", unit: "day", count: 10)]
+        let received = try commands.map { try ReceivedCommand($0, message: JSONEncoder.bus.encode(Envelope(id: "m", type: GrantCommand.type, body: $0))) }
+        #expect(received[0].text.contains(#"\""#) && received[0].text.contains(#"\\"#), "the test's text needs escapes to mean anything")
+        // Sandbox grants go to a rate-limited provider (stored due); live ones are leased at once.
+        let store = { @Sendable (tx: PGConnection) throws -> [Grant] in
+            try GrantLedger.store(tx, received, provider: { $0.sandbox ? "revenuecat-sandbox" : "local" },
+                                  lease: { $0 == "local" ? 30 : nil })
+        }
+        let leased = try await pool.transaction(store)
+        #expect(Set(leased.map(\.redemptionId)) == Set(commands.filter { !$0.sandbox }.map(\.redemptionId)))
+        #expect(leased.allSatisfy { $0.attempts == 1 && $0.status == .pending })
+
+        let rows = try await pool.query("""
+            SELECT redemption_id, account_id, app_user_id, sandbox, provider, command, attempts,
+                   CASE end_time WHEN start_time + interval '2 years' THEN '2 years' WHEN start_time + interval '3 months' THEN '3 months'
+                                 WHEN start_time + interval '7 days' THEN '1 week' WHEN start_time + interval '10 days' THEN '10 days' END AS period,
+                   next_attempt_at > now() + interval '20 seconds' AS leased
+            FROM grants.grants
+            """).rows
+        #expect(rows.count == 4)
+        // The period in the unit the coupon names (a month is not a number of days).
+        let expected = ["h-month": "3 months", "h-week": "1 week", "h-day": "10 days", awkward: "2 years"]
+        for (c, r) in zip(commands, received) {
+            let row = try #require(try rows.first { try $0.decode("redemption_id", as: UUID.self) == c.redemptionId })
+            #expect(try row.decode("command", as: String.self) == r.text, "the command is kept byte for byte")
+            #expect(try row.decode("app_user_id", as: String.self) == c.appUserId)
+            #expect(try row.decode("account_id", as: UUID.self) == c.accountId)
+            #expect(try row.decode("sandbox", as: Bool.self) == c.sandbox)
+            #expect(try row.decode("provider", as: String.self) == (c.sandbox ? "revenuecat-sandbox" : "local"))
+            #expect(try row.decodeIfPresent("period", as: String.self) == expected[c.appUserId])
+            #expect(try row.decode("attempts", as: Int.self) == (c.sandbox ? 0 : 1))
+            #expect(try row.decode("leased", as: Bool.self) == !c.sandbox)
+            #expect(try ReceivedCommand.decodeStored(try row.decode("command")) == c)
+        }
+
+        // Stored again (a re-sent batch): nothing changes, nothing is handed over twice.
+        #expect(try await pool.transaction(store).isEmpty)
+        #expect(try await pool.query("SELECT count(*)::int AS n FROM grants.grants").first!.decode("n", as: Int.self) == 4)
+    }
+
+    /// Two coupons of one holder in one batch go to two rounds: the second period starts where
+    /// the first ends.
+    @Test func aHoldersSecondCommandInABatchExtendsTheFirst() async throws {
+        let url = try await TestPostgres.shared().freshDatabase()
+        let pool = PGPool(url: url, maxConnections: 1)
+        defer { pool.close() }
+        try await GrantsService.migrator.apply(on: pool)
+        let both = [Self.command(holder: "twice", unit: "month"), Self.command(holder: "twice", unit: "week"), Self.command(holder: "once", unit: "day")]
+        let received = try both.map { try ReceivedCommand($0) }
+        _ = try await pool.transaction { tx in try GrantLedger.store(tx, received, provider: { _ in "local" }, lease: { _ in nil }) }
+        let chained = try await pool.query("""
+            SELECT count(*)::int AS n FROM grants.grants a JOIN grants.grants b
+                ON b.app_user_id = a.app_user_id AND b.redemption_id <> a.redemption_id AND b.start_time = a.end_time
+            WHERE a.app_user_id = 'twice'
+            """).first!.decode("n", as: Int.self)
+        #expect(chained == 1)
+        #expect(try await pool.query("SELECT count(*)::int AS n FROM grants.grants WHERE attempts = 0").first!.decode("n", as: Int.self) == 3,
+                "without a lease, every grant is stored due")
+    }
+}
