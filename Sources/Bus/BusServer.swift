@@ -74,11 +74,7 @@ public final class BusServer: Sendable {
     @discardableResult
     public func drain(seconds: Double) async -> Bool {
         admission.state.withLock { $0.closed = true }
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while admission.handling > 0 && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        let answered = admission.handling == 0
+        let answered = await waitUntil(.now + .milliseconds(Int(seconds * 1000)), every: .milliseconds(10)) { admission.handling == 0 }
         // The last replies were handed to the socket's thread; give it and ZeroMQ's I/O thread a
         // moment to put them on the wire (the socket closes without lingering).
         try? await Task.sleep(for: .milliseconds(50))

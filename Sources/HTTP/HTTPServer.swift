@@ -81,10 +81,7 @@ public final class HTTPServer: Sendable {
     public func stop(drainSeconds: Double = 3) async {
         guard let d = daemon.withLock({ $0 }) else { return }
         _ = MHD_quiesce_daemon(d.raw)
-        let deadline = ContinuousClock.now + .milliseconds(Int(drainSeconds * 1000))
-        while inFlight.load(ordering: .acquiring) > 0 && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
+        _ = await waitUntil(.now + .milliseconds(Int(drainSeconds * 1000)), every: .milliseconds(20)) { inFlight.load(ordering: .acquiring) == 0 }
         // libmicrohttpd aborts the process if it is stopped with a connection suspended: requests
         // whose handler is still running are answered 503 and given a moment to be sent, and from
         // now on a request on a connection kept open is answered 503 without being suspended.
@@ -99,10 +96,7 @@ public final class HTTPServer: Sendable {
         // completed (libmicrohttpd reports that once the whole response is written). A connection
         // leaves `suspended` when its answer is queued, before a byte of it is sent, so waiting for
         // that alone cut answers off ("Empty reply from server").
-        let answered = ContinuousClock.now + .seconds(10)
-        while inFlight.load(ordering: .acquiring) > 0 && ContinuousClock.now < answered {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
+        _ = await waitUntil(.now + .seconds(10), every: .milliseconds(10)) { inFlight.load(ordering: .acquiring) == 0 }
         resumeGate.withLock { stopped in
             stopped = true
         }

@@ -28,8 +28,14 @@ public struct StartStopService: Service {
     public func run() async throws {
         try await start()
         await untilCancelled()
-        await stop()
+        await stopping(stop)
     }
+}
+
+/// Runs a part's stop outside the cancelled task that asked for it: a stop waits (for requests
+/// to drain, for workers to finish), and in a cancelled task every sleep would end at once.
+public func stopping(_ stop: @escaping @Sendable () async -> Void) async {
+    await Task { await stop() }.value
 }
 
 /// Returns once the current task is cancelled (at once if it already is).

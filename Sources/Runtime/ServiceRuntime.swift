@@ -117,7 +117,7 @@ public final class ServiceRuntime: Sendable {
                 runtime.started.store(true, ordering: .releasing)
             }
             await untilCancelled()
-            await service.stop()
+            await stopping { await service.stop() }
         }
     }
 

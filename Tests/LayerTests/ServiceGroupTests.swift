@@ -66,6 +66,21 @@ import Testing
         #expect(journal.all.contains("stop pool"))
     }
 
+    /// A part's stop runs outside the cancelled task, so its waits (a drain) really wait.
+    @Test func aStopIsNotCancelled() async throws {
+        let seen = Mutex<(cancelled: Bool, slept: Bool)?>(nil)
+        let part = StartStopService("drain", stop: {
+            let slept = (try? await Task.sleep(for: .milliseconds(1))) != nil
+            seen.withLock { $0 = (Task.isCancelled, slept) }
+        })
+        let group = ServiceGroup([part], logger: Self.logger)
+        let running = Task { try await group.run() }
+        running.cancel()
+        try await running.value
+        #expect(seen.withLock { $0?.cancelled } == false)
+        #expect(seen.withLock { $0?.slept } == true, "a sleep in a stop completes")
+    }
+
     /// `untilCancelled` returns at once in a task that is already cancelled.
     @Test func untilCancelledReturnsForACancelledTask() async {
         let task = Task {
