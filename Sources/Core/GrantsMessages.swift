@@ -230,3 +230,21 @@ public enum Grants {
         }
     }
 }
+
+extension Grants {
+    /// A transaction as Apple signs it, fetched from the App Store Server API (gateway → grants):
+    /// production first, then the sandbox. Grants does not verify it; the gateway verifies it
+    /// like any signed transaction. `notFound` when neither environment knows the id, `invalid`
+    /// for an id that is not Apple's, `unavailable` when the App Store Server API is not
+    /// configured or did not answer in time.
+    public struct AppleTransaction: BusRequest {
+        public static let type = "grants.appleTransaction"
+        public struct Response: Codable, Sendable, Equatable {
+            /// `signedTransactionInfo`: a JWS (ES256, `x5c` chain).
+            public var signedTransaction: String
+            public init(signedTransaction: String) { self.signedTransaction = signedTransaction }
+        }
+        public var transactionId: String
+        public init(transactionId: String) { self.transactionId = transactionId }
+    }
+}

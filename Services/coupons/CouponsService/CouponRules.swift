@@ -27,10 +27,10 @@ struct CouponDefinition: Sendable {
 enum CouponRules {
     static let units = ["day", "week", "month", "year"]
 
-    // App Store offer-code limits (SPEC §4.2).
-    static let storeMaxRedemptions = 25_000
-    static let storeMaxMonthsAhead = 6
-    static let storeMaxActivePerProduct = 10
+    // App Store offer-code limits (SPEC §4.2), which grants checks too (`AppStoreLimits`).
+    static let storeMaxRedemptions = AppStoreLimits.maxRedemptions
+    static let storeMaxMonthsAhead = AppStoreLimits.maxMonthsAhead
+    static let storeMaxActivePerProduct = AppStoreLimits.activeOffersPerSubscription
 
     static func invalid(_ field: String, _ message: String) -> ServiceError { ServiceError(.invalid, message, field: field) }
     static func storeLimit(_ field: String, _ message: String) -> ServiceError { ServiceError(.storeLimit, message, field: field) }
@@ -165,20 +165,6 @@ enum CouponRules {
     /// database: `CouponStore`).
     static func checkStoreLimits(_ d: CouponDefinition, now: Date) throws {
         guard d.hasStoreLimits else { return }
-        guard let max = d.maxRedemptions else {
-            throw storeLimit("maxRedemptions", "App Store offer codes need maxRedemptions (at most \(storeMaxRedemptions))")
-        }
-        guard max <= storeMaxRedemptions else {
-            throw storeLimit("maxRedemptions", "App Store offer codes allow at most \(storeMaxRedemptions) redemptions")
-        }
-        guard let expires = d.expiresAt else {
-            throw storeLimit("expiresAt", "App Store offer codes need an expiresAt at most \(storeMaxMonthsAhead) months out")
-        }
-        var utc = Calendar(identifier: .gregorian)
-        utc.timeZone = TimeZone(identifier: "UTC")!
-        let latest = utc.date(byAdding: .month, value: storeMaxMonthsAhead, to: now)!
-        guard expires <= latest else {
-            throw storeLimit("expiresAt", "App Store offer codes expire at most \(storeMaxMonthsAhead) calendar months after they are made")
-        }
+        try AppStoreLimits.checkCode(maxRedemptions: d.maxRedemptions, expiresAt: d.expiresAt, now: now)
     }
 }

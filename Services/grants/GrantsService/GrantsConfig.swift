@@ -17,6 +17,10 @@ struct GrantsConfig: Sendable {
     var couponsBus: [String]
     var maxRetryDelay: TimeInterval
     var providerTimeout: TimeInterval
+    /// Set when the App Store is connected (`REDEEM_ASC_KEY_ID`): offers and their codes.
+    var appStoreConnect: AppStoreConnectSettings?
+    /// Set when `REDEEM_APPSTORE_KEY_ID` is: purchases fetched from the App Store Server API.
+    var appStoreServer: AppStoreServerSettings?
 
     init(env: Environment) throws {
         provider = try env.choice("REDEEM_ENTITLEMENT_PROVIDER", default: "local", allowed: ["local", "revenuecat"])
@@ -40,5 +44,7 @@ struct GrantsConfig: Sendable {
         couponsBus = try BusAddress.requests("coupons", env)
         maxRetryDelay = TimeInterval(try env.int("REDEEM_GRANT_MAX_RETRY_SECONDS", default: 300, range: 1...3600))
         providerTimeout = TimeInterval(try env.int("REDEEM_PROVIDER_TIMEOUT_SECONDS", default: 10, range: 1...120))
+        appStoreConnect = try AppStoreConnectSettings(env: env)
+        appStoreServer = try AppStoreServerSettings(env: env)
     }
 }

@@ -18,6 +18,10 @@ public final class GrantsService: BackendService {
     let events: EventPublisher
     let worker: GrantWorker
     let deliverer: WebhookDeliverer
+    /// App Store Connect, when the App Store is connected (docs/stores.md).
+    let appStoreConnect: AppStoreConnectClient?
+    /// The App Store Server API, when configured (`grants.appleTransaction`).
+    let appStoreServer: AppStoreServerClient?
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
     private let commandBatches = Mutex<Coalescer<ReceivedCommand, Empty>?>(nil)
@@ -54,6 +58,9 @@ public final class GrantsService: BackendService {
                              providers: providers, limiters: limiters, retry: RetryPolicy(initial: 1, max: config.maxRetryDelay),
                              lease: config.providerTimeout + 5, claimLimit: limiters.isEmpty ? 500 : max(1, min(500, Int(config.providerRate * 4))))
         deliverer = WebhookDeliverer(pool: runtime.pool, logger: runtime.logger, schedule: config.webhookSchedule, allowPrivate: config.webhookAllowPrivate)
+        let appleRetry = AppleRetry(policy: RetryPolicy(initial: 1, max: config.maxRetryDelay)), timeout = config.providerTimeout
+        appStoreConnect = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: appleRetry) }
+        appStoreServer = config.appStoreServer.map { AppStoreServerClient(settings: $0, timeout: timeout, retry: appleRetry) }
     }
 
     /// Commands are taken only once the schema exists; until then they stay in the coupons
@@ -155,6 +162,7 @@ public final class GrantsService: BackendService {
             return Empty()
         }
         r.on(Grants.Deliveries.self) { [self] req, _ in try await Webhooks.deliveries(pool, req) }
+        r.on(Grants.AppleTransaction.self) { [self] req, context in try await appleTransaction(req, deadline: context.deadline) }
         return r
     }
 }
