@@ -110,10 +110,7 @@ struct AppleHTTP: Sendable {
     init(base: URL, timeout: TimeInterval) {
         self.base = base
         self.timeout = timeout
-        let config = URLSessionConfiguration.ephemeral
-        config.timeoutIntervalForRequest = timeout
-        config.httpMaximumConnectionsPerHost = 8
-        session = URLSession(configuration: config)
+        session = .outbound(timeout: timeout, connectionsPerHost: 8)
     }
 
     /// `path` starts with `/` and may carry a query already encoded.
