@@ -9,6 +9,8 @@ extension RefusalReason: WireEnum {}
 extension RedemptionStatus: WireEnum {}
 extension WebhookEventType: WireEnum {}
 extension WebhookDeliveryStatus: WireEnum {}
+extension Store: WireEnum {}
+extension StoreOfferState: WireEnum {}
 
 extension Money: APIBody {
     public static let schemaName: String? = "Money"
@@ -59,6 +61,20 @@ extension RedemptionView: APIBody {
 
 extension Coupons.Validate.Answer: APIBody {
     public static let schemaName: String? = "ValidateResult"
+}
+
+extension StoreOfferView: APIBody {
+    public static let schemaName: String? = "StoreOffer"
+}
+
+extension StoreOfferTerms: APIBody {
+    public static let schemaName: String? = "OfferTerms"
+    public static let fieldRules: [String: [JSONSchema.Rule]] = ["percentOff": JSONSchema.Rule.range(1...100), "periodCount": [.minimum(1)]]
+}
+
+extension AppStoreHandoff: APIBody {
+    public static let schemaName: String? = "AppStoreHandoff"
+    public static let fieldRules: [String: [JSONSchema.Rule]] = ["redemptionUrl": [.format("uri")]]
 }
 
 extension AccountView: APIBody {

@@ -74,19 +74,26 @@ public struct CouponView: Codable, Sendable {
     public var remaining: Int?
     public var createdAt: Date
     public var storeLimits: [StoreLimit]
+    /// The coupon's offers in the stores, one per (store, plan); nil (left out) when it has none.
+    public var storeOffers: [StoreOfferView]?
+    /// Completed store purchases that arrived after the cap was full (counted in
+    /// `redeemedCount`, beyond `maxRedemptions`); nil (left out) when there are none.
+    public var overCapCount: Int?
 
     public init(code: String, kind: CouponKind, percentOff: Int?, amountOff: Money?, duration: CouponDuration, periodCount: Int?,
                 entitlementId: String?, productIds: [String], platforms: [Platform], startsAt: Date?, expiresAt: Date?,
                 maxRedemptions: Int?, newCustomersOnly: Bool, active: Bool, mode: Mode, redeemedCount: Int, reservedCount: Int,
-                remaining: Int?, createdAt: Date, storeLimits: [StoreLimit]) {
+                remaining: Int?, createdAt: Date, storeLimits: [StoreLimit], storeOffers: [StoreOfferView]? = nil, overCapCount: Int? = nil) {
         self.code = code; self.kind = kind; self.percentOff = percentOff; self.amountOff = amountOff; self.duration = duration
         self.periodCount = periodCount; self.entitlementId = entitlementId; self.productIds = productIds; self.platforms = platforms
         self.startsAt = startsAt; self.expiresAt = expiresAt; self.maxRedemptions = maxRedemptions; self.newCustomersOnly = newCustomersOnly
         self.active = active; self.mode = mode; self.redeemedCount = redeemedCount; self.reservedCount = reservedCount
         self.remaining = remaining; self.createdAt = createdAt; self.storeLimits = storeLimits
+        self.storeOffers = storeOffers; self.overCapCount = overCapCount
     }
 
-    /// Every field of the coupon table is present, null when unset (operators' tools read them all).
+    /// Every field of the coupon table is present, null when unset (operators' tools read them all);
+    /// `storeOffers` and `overCapCount` only when there are any.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(code, forKey: .code)
@@ -109,11 +116,14 @@ public struct CouponView: Codable, Sendable {
         try c.encode(remaining, forKey: .remaining)
         try c.encode(createdAt, forKey: .createdAt)
         try c.encode(storeLimits, forKey: .storeLimits)
+        if let storeOffers, !storeOffers.isEmpty { try c.encode(storeOffers, forKey: .storeOffers) }
+        if let overCapCount, overCapCount > 0 { try c.encode(overCapCount, forKey: .overCapCount) }
     }
 
     private enum CodingKeys: String, CodingKey {
         case code, kind, percentOff, amountOff, duration, periodCount, entitlementId, productIds, platforms, startsAt, expiresAt
         case maxRedemptions, newCustomersOnly, active, mode, redeemedCount, reservedCount, remaining, createdAt, storeLimits
+        case storeOffers, overCapCount
     }
 
     /// What end users may see of it.
@@ -160,25 +170,31 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     public var completedAt: Date?
     public var failureReason: String?
     public var entitlement: Entitlement?
-    public var accountId: UUID
-    public var appUserId: String
+    /// nil for a store purchase no account has claimed yet (an unattributed redemption: a code
+    /// typed straight into the App Store, say); a later post of the purchase by the app fills it.
+    public var accountId: UUID?
+    public var appUserId: String?
+    /// Redeem's answer on iOS for a coupon with App Store offers: where the app sends its user.
+    public var appStore: AppStoreHandoff?
 
     public init(redemptionId: UUID, code: String, status: RedemptionStatus, platform: Platform, productId: String?, pricePaid: Money?,
                 sandbox: Bool, reservedAt: Date, completedAt: Date?, failureReason: String?, entitlement: Entitlement?,
-                accountId: UUID, appUserId: String) {
+                accountId: UUID?, appUserId: String?, appStore: AppStoreHandoff? = nil) {
         self.redemptionId = redemptionId; self.code = code; self.status = status; self.platform = platform
         self.productId = productId; self.pricePaid = pricePaid; self.sandbox = sandbox; self.reservedAt = reservedAt
         self.completedAt = completedAt; self.failureReason = failureReason; self.entitlement = entitlement
-        self.accountId = accountId; self.appUserId = appUserId
+        self.accountId = accountId; self.appUserId = appUserId; self.appStore = appStore
     }
 
     private enum CodingKeys: String, CodingKey {
         case redemptionId, code, status, platform, productId, pricePaid, sandbox, reservedAt, completedAt, failureReason, entitlement
-        case accountId, appUserId
+        case accountId, appUserId, appStore
     }
 
     /// The shape of SPEC §4.3: `productId` and `pricePaid` are always there (null when there is
-    /// none, as for a free period); `completedAt`, `failureReason` and `entitlement` only once set.
+    /// none, as for a free period); `completedAt`, `failureReason` and `entitlement` only once set;
+    /// `accountId` and `appUserId` unless the redemption is an unattributed store purchase;
+    /// `appStore` only in redeem's answer on iOS for a coupon with App Store offers.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(redemptionId, forKey: .redemptionId)
@@ -192,8 +208,9 @@ public struct RedemptionView: Codable, Sendable, Equatable {
         try c.encodeIfPresent(completedAt, forKey: .completedAt)
         try c.encodeIfPresent(failureReason, forKey: .failureReason)
         try c.encodeIfPresent(entitlement, forKey: .entitlement)
-        try c.encode(accountId, forKey: .accountId)
-        try c.encode(appUserId, forKey: .appUserId)
+        try c.encodeIfPresent(accountId, forKey: .accountId)
+        try c.encodeIfPresent(appUserId, forKey: .appUserId)
+        try c.encodeIfPresent(appStore, forKey: .appStore)
     }
 }
 
@@ -310,11 +327,19 @@ public enum Coupons {
             public var reason: RefusalReason?
             public var coupon: PublicCoupon?
             public var eligibleProductIds: [String]
-            public init(valid: Bool, reason: RefusalReason?, coupon: PublicCoupon?, eligibleProductIds: [String]) {
+            /// On iOS, for a coupon with App Store offers, once valid: what the offer gives, and
+            /// where the app sends its user (`eligibleProductIds` are then the plans whose offer
+            /// is ready).
+            public var offer: StoreOfferTerms?
+            public var appStore: AppStoreHandoff?
+            public init(valid: Bool, reason: RefusalReason?, coupon: PublicCoupon?, eligibleProductIds: [String],
+                        offer: StoreOfferTerms? = nil, appStore: AppStoreHandoff? = nil) {
                 self.valid = valid
                 self.reason = reason
                 self.coupon = coupon
                 self.eligibleProductIds = eligibleProductIds
+                self.offer = offer
+                self.appStore = appStore
             }
         }
         /// The answer as the gateway sends it, and its reason (which the gateway's abuse limits read).

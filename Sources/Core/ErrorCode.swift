@@ -7,7 +7,7 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     // What was asked for.
     case notFound, routeNotFound
     // What stands in the way.
-    case emailInUse, recordNameInUse, codeInUse, transactionInUse, invalidState
+    case emailInUse, recordNameInUse, codeInUse, productInUse, transactionInUse, invalidState
     // What was sent.
     case invalid, weakPassword, storeLimit
     case rateLimited

@@ -67,7 +67,8 @@ enum RedemptionStore {
                               platform: try row.decode("platform"), productId: try row.decodeIfPresent("product_id"), pricePaid: price,
                               sandbox: try row.decode("sandbox"), reservedAt: try row.decode("reserved_at"),
                               completedAt: try row.decodeIfPresent("completed_at"), failureReason: try row.decodeIfPresent("failure_reason"),
-                              entitlement: entitlement, accountId: try row.decode("account_id"), appUserId: try row.decode("app_user_id"))
+                              entitlement: entitlement, accountId: try row.decodeIfPresent("account_id"),
+                              appUserId: try row.decodeIfPresent("app_user_id"))
     }
 
     /// What a reservation request came to: its redemption (`created` tells a new one from the
@@ -334,7 +335,8 @@ extension RedemptionStore {
         var existing: [Key: RedemptionView] = [:]
         for row in lookups[1].rows where try row.decode("coupon_id", as: UUID.self) == couponId {
             let v = try view(row)
-            existing[Key(account: v.accountId, sandbox: v.sandbox)] = v
+            guard let account = v.accountId else { continue }
+            existing[Key(account: account, sandbox: v.sandbox)] = v
         }
         var notNew = Set<UUID>()
         if d.newCustomersOnly {

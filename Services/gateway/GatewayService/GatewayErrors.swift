@@ -10,7 +10,7 @@ enum GatewayErrors {
         case .notIdentified, .invalidToken, .invalidCredentials, .invalidIdentityToken: 401
         case .forbidden: 403
         case .notFound, .routeNotFound: 404
-        case .emailInUse, .recordNameInUse, .codeInUse, .transactionInUse, .invalidState: 409
+        case .emailInUse, .recordNameInUse, .codeInUse, .productInUse, .transactionInUse, .invalidState: 409
         case .invalid, .weakPassword, .storeLimit: 422
         case .rateLimited: 429
         case .unavailable: 503

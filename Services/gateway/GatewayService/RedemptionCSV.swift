@@ -13,7 +13,7 @@ enum RedemptionCSV {
 
     static func row(_ r: RedemptionView) -> String {
         line([
-            r.redemptionId.uppercasedString, r.code, r.accountId.uppercasedString, r.appUserId, r.platform.rawValue,
+            r.redemptionId.uppercasedString, r.code, r.accountId?.uppercasedString ?? "", r.appUserId ?? "", r.platform.rawValue,
             r.productId ?? "", r.pricePaid?.amount ?? "", r.pricePaid?.currency ?? "", r.status.rawValue, r.sandbox ? "true" : "false",
             Timestamp.iso8601(r.reservedAt), r.completedAt.map(Timestamp.iso8601) ?? "",
         ])

@@ -1,0 +1,196 @@
+import Foundation
+
+// Store offers and store purchases on the bus (docs/stores.md, "Flow"): coupons' commands to
+// grants through the outbox, grants' reports back, and verified purchases from the gateway.
+
+/// A store transaction whose signature the gateway has verified (`AppleSignedData`): the fields
+/// coupons needs to complete a redemption. Nothing unverified is sent as one.
+public struct VerifiedStoreTransaction: Codable, Sendable, Equatable {
+    public var store: Store
+    public var transactionId: String
+    /// Stays the same across renewals and restores: one purchase chain, one redemption.
+    public var originalTransactionId: String
+    /// The store's product identifier.
+    public var productId: String
+    /// Apple's `offerType`: 3 is an offer code.
+    public var offerType: Int?
+    /// For an offer code, the offer's reference name: the `offerName` coupons gave it.
+    public var offerIdentifier: String?
+    public var appAccountToken: UUID?
+    /// What the customer paid, in milliunits of `currency` (9990 is 9.99).
+    public var priceMilliunits: Int64?
+    public var currency: String?
+    /// From the store's `environment` (Sandbox, Xcode and LocalTesting are sandbox), never from a client.
+    public var sandbox: Bool
+    public var purchaseDate: Date
+
+    public init(store: Store, transactionId: String, originalTransactionId: String, productId: String, offerType: Int?,
+                offerIdentifier: String?, appAccountToken: UUID?, priceMilliunits: Int64?, currency: String?, sandbox: Bool,
+                purchaseDate: Date) {
+        self.store = store
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.offerType = offerType
+        self.offerIdentifier = offerIdentifier
+        self.appAccountToken = appAccountToken
+        self.priceMilliunits = priceMilliunits
+        self.currency = currency
+        self.sandbox = sandbox
+        self.purchaseDate = purchaseDate
+    }
+
+    /// Apple's `offerType` of an offer code.
+    public static let offerCode = 3
+}
+
+extension Coupons {
+    /// A verified store purchase completes a redemption (gateway → coupons; docs/stores.md flow
+    /// step 4), from Apple's notification or from the app's post of the transaction StoreKit gave
+    /// it. One transaction: the notification is recorded (a repeat stops there), the purchase
+    /// chain gets its one row, the offer is matched by name, the account by `appAccountToken`
+    /// (or the posting account), and the matching reservation completes, else a completed
+    /// redemption is made (unattributed without an account; over the cap when it is full).
+    /// `coupon.redeemed` goes out once per chain. A later post of an unattributed chain attaches
+    /// the account to it.
+    public struct StorePurchase: BusRequest {
+        public static let type = "coupons.storePurchase"
+        public struct Response: Codable, Sendable {
+            public var redemption: RedemptionView
+            /// Whether this request recorded the purchase chain (false: a repeat, a renewal, or
+            /// the app's post of a chain a notification recorded first).
+            public var created: Bool
+            public init(redemption: RedemptionView, created: Bool) {
+                self.redemption = redemption
+                self.created = created
+            }
+        }
+        public var transaction: VerifiedStoreTransaction
+        /// Apple's `notificationUUID`, when the purchase came in a notification.
+        public var notificationUUID: String?
+        /// When the app posted it: the redemption it posted to, and its signed-in account.
+        public var redemptionId: UUID?
+        public var accountId: UUID?
+        public var appUserId: String?
+
+        public init(transaction: VerifiedStoreTransaction, notificationUUID: String? = nil, redemptionId: UUID? = nil,
+                    accountId: UUID? = nil, appUserId: String? = nil) {
+            self.transaction = transaction
+            self.notificationUUID = notificationUUID
+            self.redemptionId = redemptionId
+            self.accountId = accountId
+            self.appUserId = appUserId
+        }
+    }
+
+    /// Grants reports how provisioning an offer went (grants → coupons): `waitingForApple` once the
+    /// offer and its code exist, or `failed` with the store's message. Idempotent, and an offer
+    /// never moves back (`StoreOfferState.rank`).
+    public struct StoreOfferReport: BusRequest {
+        public static let type = "coupons.storeOfferReport"
+        public typealias Response = StoreOfferView
+        public var couponId: UUID
+        public var store: Store
+        public var productId: String
+        /// `waitingForApple` or `failed`.
+        public var state: StoreOfferState
+        public var offerId: String?
+        public var customCodeId: String?
+        /// When the store made the code (the settle time counts from here).
+        public var codeCreatedAt: Date?
+        public var message: String?
+
+        public init(couponId: UUID, store: Store, productId: String, state: StoreOfferState, offerId: String? = nil,
+                    customCodeId: String? = nil, codeCreatedAt: Date? = nil, message: String? = nil) {
+            self.couponId = couponId
+            self.store = store
+            self.productId = productId
+            self.state = state
+            self.offerId = offerId
+            self.customCodeId = customCodeId
+            self.codeCreatedAt = codeCreatedAt
+            self.message = message
+        }
+    }
+}
+
+/// Make a coupon's offer and its custom code for one plan in a store (coupons → grants, through the
+/// outbox). Written in the transaction that creates the coupon and re-sent until grants
+/// acknowledges it (`OutboxAck` with `commandId`); grants keeps one task per (coupon, store,
+/// plan), so a repeat is harmless.
+public struct StoreProvisionCommand: BusRequest, Equatable {
+    public static let type = "grants.storeProvision"
+    public typealias Response = Empty
+    /// The outbox key grants acknowledges the command by (`OutboxAck.redemptionIds`): derived from
+    /// the coupon, store and plan, so the same command always has the same one.
+    public var commandId: UUID
+    public var couponId: UUID
+    public var code: String
+    public var mode: Mode
+    public var store: Store
+    public var productId: String
+    /// The plan's App Store Connect subscription id.
+    public var subscriptionId: String
+    /// The offer's reference name: unique, stable for (coupon, store, plan); a transaction's
+    /// `offerIdentifier` carries it back.
+    public var offerName: String
+    public var offer: StoreOfferTerms
+    /// `NEW` customers only at Apple, else also `EXISTING` and `EXPIRED`.
+    public var newCustomersOnly: Bool
+    public var maxRedemptions: Int?
+    public var expiresAt: Date?
+
+    public init(commandId: UUID, couponId: UUID, code: String, mode: Mode, store: Store, productId: String, subscriptionId: String,
+                offerName: String, offer: StoreOfferTerms, newCustomersOnly: Bool, maxRedemptions: Int?, expiresAt: Date?) {
+        self.commandId = commandId
+        self.couponId = couponId
+        self.code = code
+        self.mode = mode
+        self.store = store
+        self.productId = productId
+        self.subscriptionId = subscriptionId
+        self.offerName = offerName
+        self.offer = offer
+        self.newCustomersOnly = newCustomersOnly
+        self.maxRedemptions = maxRedemptions
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Switch a coupon's offer and its custom code off in a store (coupons → grants, through the
+/// outbox): the coupon reached its cap, was deactivated, or expired.
+public struct StoreSwitchOffCommand: BusRequest, Equatable {
+    public static let type = "grants.storeSwitchOff"
+    public typealias Response = Empty
+
+    public enum Reason: String, Codable, Sendable, CaseIterable {
+        case capReached, deactivated, expired
+    }
+
+    /// The outbox key grants acknowledges it by, derived like `StoreProvisionCommand.commandId`.
+    public var commandId: UUID
+    public var couponId: UUID
+    public var code: String
+    public var mode: Mode
+    public var store: Store
+    public var productId: String
+    public var offerName: String
+    /// The store's ids, when coupons has them already (grants may know them first).
+    public var offerId: String?
+    public var customCodeId: String?
+    public var reason: Reason
+
+    public init(commandId: UUID, couponId: UUID, code: String, mode: Mode, store: Store, productId: String, offerName: String,
+                offerId: String?, customCodeId: String?, reason: Reason) {
+        self.commandId = commandId
+        self.couponId = couponId
+        self.code = code
+        self.mode = mode
+        self.store = store
+        self.productId = productId
+        self.offerName = offerName
+        self.offerId = offerId
+        self.customCodeId = customCodeId
+        self.reason = reason
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+
+// The stores a coupon can become an offer in, and what coupons knows of each offer
+// (docs/stores.md).
+
+/// A store that applies discounts itself. A closed set: Google Play joins it when its offers are
+/// built.
+public enum Store: String, Codable, Sendable, CaseIterable {
+    case appStore
+}
+
+/// Where a coupon's offer for one plan stands in a store (docs/stores.md, "Data"): `creating` until
+/// grants has made the offer and its code, then `waitingForApple`, or `failed` with the store's
+/// message. `ready` is never stored: it is worked out when read (`StoreOfferReadiness`), once the
+/// code exists and is active and either the settle time has passed since the store made it or the
+/// first verified purchase of the offer has arrived.
+public enum StoreOfferState: String, Codable, Sendable, CaseIterable {
+    case creating, waitingForApple, ready, failed
+
+    /// The states a row holds (its CHECK constraint allows exactly these).
+    public static let stored: [StoreOfferState] = [.creating, .waitingForApple, .failed]
+
+    /// How far a stored state is along: a report never moves an offer back. `failed` comes
+    /// before `waitingForApple`, so a provisioning that failed and was later retried to the end
+    /// still lands; a late `failed` never undoes a code that exists.
+    public var rank: Int {
+        switch self {
+        case .creating: 0
+        case .failed: 1
+        case .waitingForApple: 2
+        case .ready: 3
+        }
+    }
+}
+
+/// Whether an offer is `ready` (docs/stores.md): the one statement of the rule, pure, with the time
+/// as an input.
+public enum StoreOfferReadiness {
+    public static func state(stored: StoreOfferState, codeCreatedAt: Date?, firstPurchaseAt: Date?, switchedOff: Bool,
+                             now: Date, settle: TimeInterval) -> StoreOfferState {
+        guard stored == .waitingForApple, !switchedOff, let created = codeCreatedAt else { return stored }
+        if firstPurchaseAt != nil || created.addingTimeInterval(settle) <= now { return .ready }
+        return stored
+    }
+}
+
+/// One store offer of a coupon, as `GET /v1/coupons/{code}` shows it in `storeOffers`.
+public struct StoreOfferView: Codable, Sendable, Equatable {
+    public var store: Store
+    public var productId: String
+    public var state: StoreOfferState
+    /// The store's id of the offer, once made.
+    public var offerId: String?
+    /// The store's message when `failed`.
+    public var message: String?
+    /// When coupons asked for the offer to be switched off (cap reached, deactivated, expired).
+    public var switchedOffAt: Date?
+
+    public init(store: Store, productId: String, state: StoreOfferState, offerId: String?, message: String?, switchedOffAt: Date?) {
+        self.store = store
+        self.productId = productId
+        self.state = state
+        self.offerId = offerId
+        self.message = message
+        self.switchedOffAt = switchedOffAt
+    }
+}
+
+/// What a store offer gives, in the coupon's terms: `percentOff` or `amountOff` for a discount
+/// (the store's `PAY_AS_YOU_GO`, `duration` the billing period, for `periodCount` periods), or a
+/// free period with plans (`FREE_TRIAL`, one period of `duration`).
+public struct StoreOfferTerms: Codable, Sendable, Equatable {
+    public var kind: CouponKind
+    public var percentOff: Int?
+    public var amountOff: Money?
+    public var duration: CouponDuration
+    public var periodCount: Int
+
+    public init(kind: CouponKind, percentOff: Int?, amountOff: Money?, duration: CouponDuration, periodCount: Int) {
+        self.kind = kind
+        self.percentOff = percentOff
+        self.amountOff = amountOff
+        self.duration = duration
+        self.periodCount = periodCount
+    }
+}
+
+/// Where an iOS client sends its user to use a code: Apple's offer-code page with the code filled
+/// in (validate answers the URL, redeem the token too).
+public struct AppStoreHandoff: Codable, Sendable, Equatable {
+    /// `https://apps.apple.com/redeem?ctx=offercodes&id={appId}&code={code}`.
+    public var redemptionUrl: String
+    /// The UUID the app passes to StoreKit wherever it takes one, so Apple's notification names
+    /// the account (docs/stores.md).
+    public var appAccountToken: UUID?
+
+    public init(redemptionUrl: String, appAccountToken: UUID?) {
+        self.redemptionUrl = redemptionUrl
+        self.appAccountToken = appAccountToken
+    }
+
+    /// The offer-code page of app `appId` with `code` filled in. Codes are `A-Z 0-9 - _`, which
+    /// a URL query carries as they are.
+    public static func redemptionURL(appId: String, code: String) -> String {
+        "https://apps.apple.com/redeem?ctx=offercodes&id=\(appId)&code=\(code)"
+    }
+}
