@@ -25,9 +25,9 @@ import Testing
                                            expiresAt: nil, maxRedemptions: nil, newCustomersOnly: false)
 
     func decide(_ d: CouponDefinition, active: Bool = true, platform: Platform? = .web, productId: String? = nil, resolveProduct: Bool = true,
-                holdsUse: Bool = false, veteran: Bool = false, usesTaken: Int? = 0) throws -> RedemptionStore.Decision {
+                holdsUse: Bool = false, veteran: Bool = false, usesTaken: Int? = 0, ready: Set<String>? = nil) throws -> RedemptionStore.Decision {
         try RedemptionStore.decide(d, active: active, platform: platform, productId: productId, resolveProduct: resolveProduct,
-                                   holdsUse: holdsUse, veteran: veteran, usesTaken: usesTaken, now: now)
+                                   holdsUse: holdsUse, veteran: veteran, usesTaken: usesTaken, readyProducts: ready, now: now)
     }
 
     @Test func eachRuleRefusesWithItsReason() throws {
@@ -78,5 +78,47 @@ import Testing
         #expect(try decide(coupon(Self.discount), resolveProduct: false) == .reserve(productId: nil))
         // A refusal before the product rule wins over the missing product.
         #expect(try decide(coupon(Self.discount), active: false) == .refuse(.inactive))
+    }
+
+    /// `notReady` (SPEC §4.7, last in the order): for a request that goes through the App Store
+    /// (`ready` is the set of plans whose offer is ready; nil for any other request), the product
+    /// asked for must be ready, and without a product, at least one plan must be.
+    @Test func notReadyComesLastAndAsksForAReadyPlan() throws {
+        let store = coupon(Self.discount) { $0.hasStoreOffers = true; $0.maxRedemptions = 10 }
+        let table: [(String, RedemptionStore.Decision)] = [
+            ("validate, no plan ready", try decide(store, platform: .ios, resolveProduct: false, ready: [])),
+            ("validate, one plan ready", try decide(store, platform: .ios, resolveProduct: false, ready: ["pro.yearly"])),
+            ("redeem, its plan not ready", try decide(store, platform: .ios, productId: "pro.monthly", ready: ["pro.yearly"])),
+            ("redeem, its plan ready", try decide(store, platform: .ios, productId: "pro.yearly", ready: ["pro.yearly"])),
+            ("redeem, the only plan resolved, not ready", try decide(coupon(store) { $0.productIds = ["pro.monthly"] }, platform: .ios, ready: [])),
+            ("not through the store", try decide(store, platform: .web, productId: "pro.monthly", ready: nil)),
+            ("inactive first", try decide(store, active: false, platform: .ios, resolveProduct: false, ready: [])),
+            ("exhausted first", try decide(store, platform: .ios, resolveProduct: false, usesTaken: 10, ready: [])),
+            ("new customers first", try decide(coupon(store) { $0.newCustomersOnly = true }, platform: .ios, resolveProduct: false, veteran: true, ready: [])),
+            ("already redeemed first", try decide(store, platform: .ios, resolveProduct: false, holdsUse: true, ready: [])),
+            ("a product not covered first", try decide(store, platform: .ios, productId: "pro.weekly", ready: [])),
+        ]
+        let expected: [RedemptionStore.Decision] = [
+            .refuse(.notReady), .reserve(productId: nil), .refuse(.notReady), .reserve(productId: "pro.yearly"), .refuse(.notReady),
+            .reserve(productId: "pro.monthly"), .refuse(.inactive), .refuse(.exhausted), .refuse(.notEligible), .refuse(.alreadyRedeemed),
+            .refuse(.notEligible),
+        ]
+        for ((name, got), want) in zip(table, expected) { #expect(got == want, "\(name)") }
+        // A free period with plans names no product on redeem: any ready plan will do.
+        let trial = coupon { $0.productIds = ["pro.monthly"]; $0.hasStoreOffers = true }
+        #expect(try decide(trial, platform: .ios, ready: ["pro.monthly"]) == .reserve(productId: nil))
+        #expect(try decide(trial, platform: .ios, ready: []) == .refuse(.notReady))
+    }
+
+    /// Which coupons become App Store offers, and which requests go through the App Store.
+    @Test func discountsAndFreePeriodsWithPlansCoveringIOSBecomeOffersWhileConnected() {
+        #expect(Self.discount.needsAppStoreOffers(connected: true))
+        #expect(!Self.discount.needsAppStoreOffers(connected: false))
+        #expect(!coupon(Self.discount) { $0.platforms = [.web, .android] }.needsAppStoreOffers(connected: true))
+        #expect(!Self.freeWeek.needsAppStoreOffers(connected: true), "a free period without plans stays Redeem's grant")
+        #expect(coupon { $0.productIds = ["pro.monthly"] }.needsAppStoreOffers(connected: true))
+        let store = coupon(Self.discount) { $0.hasStoreOffers = true }
+        #expect(store.goesThroughAppStore(.ios) && !store.goesThroughAppStore(.web) && !store.goesThroughAppStore(nil))
+        #expect(!Self.discount.goesThroughAppStore(.ios))
     }
 }

@@ -59,4 +59,21 @@ import Testing
             #expect(allowed.sorted() == cases.sorted(), "\(table)")
         }
     }
+
+    /// A store offer's `state` column holds exactly the states a row stores (`ready` is worked out
+    /// when read), and its `store` column the stores there are.
+    @Test func storeOfferColumnsHoldExactlyTheirTypesCases() async throws {
+        let pool = try await Self.migrated()
+        defer { pool.close() }
+        let quoted = try Regex(#"'([^']*)'::text"#)
+        for (column, cases) in [("state", StoreOfferState.stored.map(\.rawValue)), ("store", Store.allCases.map(\.rawValue))] {
+            let checks = try await pool.query("""
+                SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
+                WHERE conrelid = 'coupons.store_offers'::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE $1
+                """, ["CHECK ((\(column) %"]).rows.map { try $0.decode("def", as: String.self) }
+            #expect(checks.count == 1, "\(column): \(checks)")
+            let allowed = checks.flatMap { def in def.matches(of: quoted).compactMap { $0.output[1].substring.map(String.init) } }
+            #expect(allowed.sorted() == cases.sorted(), "\(column)")
+        }
+    }
 }

@@ -17,10 +17,31 @@ struct CouponDefinition: Sendable {
     var expiresAt: Date?
     var maxRedemptions: Int?
     var newCustomersOnly: Bool
+    /// Whether the coupon has App Store offers (`store_offers` rows): decided when it is made
+    /// (`needsAppStoreOffers`) and stored, so validate and redeem read offers only for these.
+    var hasStoreOffers = false
 
     var isDiscount: Bool { kind.isDiscount }
-    /// Discounts that cover iOS go through App Store offer codes, which have limits.
-    var hasStoreLimits: Bool { isDiscount && platforms.contains(.ios) }
+    /// Discounts that cover iOS go through App Store offer codes, which have limits; so does a
+    /// free period that became an App Store offer.
+    var hasStoreLimits: Bool { (isDiscount && platforms.contains(.ios)) || hasStoreOffers }
+
+    /// A coupon becomes App Store offers, one per plan, when it covers iOS while the App Store is
+    /// connected and the store applies it: a discount, or a free period with plans (`FREE_TRIAL`
+    /// at Apple). A free period without plans stays Redeem's own grant.
+    func needsAppStoreOffers(connected: Bool) -> Bool {
+        connected && platforms.contains(.ios) && (isDiscount || (kind == .freePeriod && !productIds.isEmpty))
+    }
+
+    /// Whether a redemption on `platform` goes through the App Store (reserved, then completed by
+    /// a verified purchase) rather than through Redeem's own grant or a hand confirmation.
+    func goesThroughAppStore(_ platform: Platform?) -> Bool { hasStoreOffers && platform == .ios }
+
+    /// What its store offers give.
+    var offerTerms: StoreOfferTerms {
+        StoreOfferTerms(kind: kind, percentOff: percentOff, amountOff: amountOff.map { Money(amount: MoneyText.format($0), currency: currency ?? "") },
+                        duration: duration, periodCount: periodCount ?? 1)
+    }
 }
 
 /// The rules for coupon fields, each violation a 422 naming its field.
@@ -127,6 +148,15 @@ enum CouponRules {
                                 maxRedemptions: input.maxRedemptions, newCustomersOnly: input.newCustomersOnly ?? false)
     }
 
+    /// A new coupon's definition as it will be stored: its fields checked, whether it becomes App
+    /// Store offers (`needsAppStoreOffers`), and the store limits that then apply.
+    static func checked(_ input: CouponInput, defaultEntitlement: String, stores: StoreSettings, now: Date) throws -> CouponDefinition {
+        var d = try definition(input, defaultEntitlement: defaultEntitlement, now: now)
+        d.hasStoreOffers = d.needsAppStoreOffers(connected: stores.appStoreConnected)
+        try checkStoreLimits(d, now: now)
+        return d
+    }
+
     /// A positive amount with at most 2 decimals and an ISO 4217 currency code.
     /// The ISO 4217 codes in use (ICU's list, through Foundation), read at the first check.
     static let currencies = Set(Locale.commonISOCurrencyCodes)
@@ -166,5 +196,9 @@ enum CouponRules {
     static func checkStoreLimits(_ d: CouponDefinition, now: Date) throws {
         guard d.hasStoreLimits else { return }
         try AppStoreLimits.checkCode(maxRedemptions: d.maxRedemptions, expiresAt: d.expiresAt, now: now)
+        // An offer's period must be one App Store Connect has (grants checks it again).
+        if d.hasStoreOffers, AppStoreOfferDuration(d.duration) == nil {
+            throw storeLimit("duration", "App Store offers last 3 days, 1 or 2 weeks, 1, 2, 3 or 6 months, or 1 year")
+        }
     }
 }

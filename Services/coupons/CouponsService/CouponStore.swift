@@ -9,9 +9,10 @@ enum CouponStore {
     static let columns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
         c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only,
-        c.active, c.mode, c.used_count, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
+        c.active, c.mode, c.used_count, c.has_store_offers, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status = 'completed') AS redeemed_count,
-        (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status IN ('reserved', 'granting')) AS reserved_count
+        (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status IN ('reserved', 'granting')) AS reserved_count,
+        (SELECT count(*) FROM coupons.store_purchases p WHERE p.coupon_id = c.id AND p.over_cap) AS over_cap_count
         """
 
     /// The coupon without its counts: what validate and redeem need (counting redemptions of a
@@ -19,7 +20,7 @@ enum CouponStore {
     static let definitionColumns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
         c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only,
-        c.active, c.mode, c.used_count
+        c.active, c.mode, c.used_count, c.has_store_offers
         """
 
     /// The coupon of `code` in `mode`.
@@ -40,24 +41,36 @@ enum CouponStore {
                             duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId)
     }
 
+    /// Makes a coupon: its row and, when it needs App Store offers (`hasStoreOffers`), an offer per
+    /// plan with its provision command (every product must then be a plan with an App Store
+    /// subscription, else 422 on `productIds`). One transaction: the caller's.
+    static func create(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, active: Bool, now: Date) throws -> UUID {
+        let subscriptions = d.hasStoreOffers ? try PlanStore.appStoreSubscriptions(tx, productIds: d.productIds, mode: mode) : [:]
+        let id = try insert(tx, d, mode: mode, active: active, now: now)
+        if d.hasStoreOffers { try StoreOffers.provision(tx, couponId: id, d, mode: mode, subscriptions: subscriptions) }
+        return id
+    }
+
     static func insert(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, active: Bool, now: Date) throws -> UUID {
         if active { try checkActivePerProduct(tx, d, mode: mode, excluding: nil) }
         let id = UUID.random()
         do {
             try tx.query("""
                 INSERT INTO coupons.coupons (id, code, kind, percent_off, amount_off, currency, duration_unit, duration_count, period_count,
-                    entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode, active)
-                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18)
+                    entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode, active,
+                    has_store_offers)
+                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18, $19)
                 """, [id, d.code, d.kind, d.percentOff, d.amountOff, d.currency, d.duration.unit, d.duration.count, d.periodCount,
                       d.entitlementId, PGArray(d.productIds), PGArray(d.platforms.map(\.rawValue)), d.startsAt, d.expiresAt, d.maxRedemptions,
-                      d.newCustomersOnly, mode.rawValue, active])
+                      d.newCustomersOnly, mode.rawValue, active, d.hasStoreOffers])
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError(.codeInUse, "a coupon with this code exists in \(mode.rawValue) mode", field: "code")
         }
         return id
     }
 
-    /// At most 10 active iOS discount coupons per product, counted in each mode: a test key must
+    /// At most 10 active iOS discount coupons (and free periods that became App Store offers) per
+    /// product, counted in each mode: a test key must
     /// not be able to stop live coupons from being made. Serialised per product and mode with an
     /// advisory lock, so two creations at once cannot both pass the count.
     static func checkActivePerProduct(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, excluding: UUID?) throws {
@@ -66,7 +79,7 @@ enum CouponStore {
             try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["coupons.store-product.\(mode.rawValue)." + product])
             let n = try tx.query("""
                 SELECT count(*) AS n FROM coupons.coupons
-                WHERE active AND kind <> 'freePeriod' AND 'ios' = ANY(platforms) AND $1 = ANY(product_ids) AND mode = $3
+                WHERE active AND (kind <> 'freePeriod' OR has_store_offers) AND 'ios' = ANY(platforms) AND $1 = ANY(product_ids) AND mode = $3
                   AND (expires_at IS NULL OR expires_at > now()) AND ($2::uuid IS NULL OR id <> $2::uuid)
                 """, [product, excluding, mode.rawValue]).first!.decode("n", as: Int.self)
             guard n < CouponRules.storeMaxActivePerProduct else {
@@ -81,24 +94,41 @@ enum CouponStore {
     }
 
     /// The coupon of `code` in `mode`; `notFound` also when only the other mode has one.
-    static func get(_ c: PGConnection, code: String, mode: Mode) throws -> CouponView {
+    static func get(_ c: PGConnection, code: String, mode: Mode, stores: StoreSettings, now: Date) throws -> CouponView {
         guard let row = try find(c, code: code, mode: mode) else { throw notFound }
-        return try view(row)
+        return try withStoreOffers(c, [row], stores: stores, now: now)[0]
+    }
+
+    /// The views of `rows`, each with its store offers (one query for those of the coupons that have any).
+    static func withStoreOffers(_ c: PGConnection, _ rows: [PGRow], stores: StoreSettings, now: Date) throws -> [CouponView] {
+        var views = try rows.map(view)
+        let withOffers = try rows.filter { try $0.decode("has_store_offers", as: Bool.self) }.map { try $0.decode("id", as: UUID.self) }
+        guard !withOffers.isEmpty else { return views }
+        let offers = try StoreOffers.rows(c, coupons: withOffers)
+        for (i, row) in rows.enumerated() {
+            guard let mine = offers[try row.decode("id", as: UUID.self)] else { continue }
+            views[i].storeOffers = mine.map { $0.view(now: now, settle: stores.offerSettle) }
+        }
+        return views
     }
 
     static let notFound = ServiceError(.notFound, "no coupon with this code")
 
-    static func list(_ c: PGConnection, mode: Mode, active: Bool?, limit: Int, cursor: String?) throws -> Coupons.List.Response {
+    static func list(_ c: PGConnection, mode: Mode, active: Bool?, limit: Int, cursor: String?, stores: StoreSettings, now: Date) throws
+        -> Coupons.List.Response {
         let keyset = try Keyset(limit: limit, cursor: cursor)
         let rows = try c.query("""
             SELECT \(columns) FROM coupons.coupons c
             WHERE c.mode = $5 AND ($1::boolean IS NULL OR c.active = $1::boolean) AND \(Keyset.condition(time: "c.created_at", id: "c.id", parameter: 2))
             ORDER BY c.created_at DESC, c.id DESC LIMIT $4
             """, [active, keyset.afterMicros, keyset.afterId, keyset.fetch, mode.rawValue]).rows
-        return try keyset.page(rows, micros: "created_us", view)
+        let page = try keyset.page(rows, micros: "created_us", view)
+        return Page(data: try withStoreOffers(c, Array(rows.prefix(keyset.limit)), stores: stores, now: now), nextCursor: page.nextCursor)
     }
 
-    static func patch(_ tx: PGConnection, _ p: Coupons.Patch, now: Date) throws -> CouponView {
+    /// Changes a coupon. Deactivating it switches its store offers off; a cap lowered to the uses
+    /// already made does too (`StoreOffers.switchOffIfCapFull`).
+    static func patch(_ tx: PGConnection, _ p: Coupons.Patch, stores: StoreSettings, now: Date) throws -> CouponView {
         let mode = Mode.of(p.mode)
         guard let row = try find(tx, code: p.code, mode: mode, lock: true) else { throw notFound }
         var d = try definition(row)
@@ -126,7 +156,10 @@ enum CouponStore {
         }
         try tx.query("UPDATE coupons.coupons SET max_redemptions = $2, expires_at = $3, active = $4 WHERE id = $1",
                      [id, d.maxRedemptions, d.expiresAt, active])
-        return try get(tx, code: d.code, mode: mode)
+        if d.hasStoreOffers {
+            if p.active == false { try StoreOffers.switchOff(tx, coupon: id, reason: .deactivated) } else { try StoreOffers.switchOffIfCapFull(tx, coupon: id) }
+        }
+        return try get(tx, code: d.code, mode: mode, stores: stores, now: now)
     }
 
 
@@ -142,7 +175,8 @@ enum CouponStore {
                          periodCount: try row.decodeIfPresent("period_count"), entitlementId: try row.decodeIfPresent("entitlement_id"),
                          productIds: PGArray.parse(try row.decode("product_ids")), platforms: try PGArray.parse(try row.decode("platforms")).map(platform),
                          startsAt: try row.decodeIfPresent("starts_at"), expiresAt: try row.decodeIfPresent("expires_at"),
-                         maxRedemptions: try row.decodeIfPresent("max_redemptions"), newCustomersOnly: try row.decode("new_customers_only"))
+                         maxRedemptions: try row.decodeIfPresent("max_redemptions"), newCustomersOnly: try row.decode("new_customers_only"),
+                         hasStoreOffers: try row.decode("has_store_offers"))
     }
 
     static func view(_ row: PGRow) throws -> CouponView {
@@ -155,7 +189,8 @@ enum CouponStore {
                           newCustomersOnly: d.newCustomersOnly, active: try row.decode("active"),
                           mode: Mode(rawValue: try row.decode("mode")) ?? .live, redeemedCount: try row.decode("redeemed_count"),
                           reservedCount: try row.decode("reserved_count"), remaining: d.maxRedemptions.map { max(0, $0 - used) },
-                          createdAt: try row.decode("created_at"), storeLimits: CouponRules.storeLimits(d))
+                          createdAt: try row.decode("created_at"), storeLimits: CouponRules.storeLimits(d),
+                          overCapCount: try row.decode("over_cap_count"))
     }
 
     /// A preview of what `insert` would store (dry run).
@@ -165,7 +200,10 @@ enum CouponStore {
                    duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId, productIds: d.productIds,
                    platforms: d.platforms, startsAt: d.startsAt, expiresAt: d.expiresAt, maxRedemptions: d.maxRedemptions,
                    newCustomersOnly: d.newCustomersOnly, active: active, mode: mode, redeemedCount: 0, reservedCount: 0,
-                   remaining: d.maxRedemptions, createdAt: now, storeLimits: CouponRules.storeLimits(d))
+                   remaining: d.maxRedemptions, createdAt: now, storeLimits: CouponRules.storeLimits(d),
+                   storeOffers: d.hasStoreOffers ? d.productIds.map {
+                       StoreOfferView(store: .appStore, productId: $0, state: .creating, offerId: nil, message: nil, switchedOffAt: nil)
+                   } : nil)
     }
 }
 

@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import Runtime
 
@@ -10,11 +11,52 @@ struct CouponsConfig: Sendable {
     var defaultEntitlement: String
     /// Where grants pulls grant commands (PUSH connects here).
     var grantCommands: [String]
+    var stores: StoreSettings
 
     init(env: Environment) throws {
         reservationTTL = TimeInterval(try env.int("REDEEM_RESERVATION_TTL", default: 86_400, range: 1...(90 * 86_400)))
         sweepInterval = .milliseconds(try env.int("REDEEM_RESERVATION_SWEEP_MS", default: 30_000, range: 100...3_600_000))
         defaultEntitlement = env.string("REDEEM_DEFAULT_ENTITLEMENT", default: "all")
         grantCommands = try BusAddress.grantCommands(env)
+        stores = try StoreSettings(env: env)
+    }
+}
+
+/// What coupons knows of the stores (docs/stores.md, "Settings"). Grants talks to them; coupons
+/// only learns whether the App Store is connected, the app's Apple id (for the offer-code page)
+/// and how long a new code settles at Apple.
+struct StoreSettings: Sendable {
+    /// `REDEEM_ASC_KEY_ID` is set: coupons that cover iOS with plans become App Store offers.
+    var appStoreConnected: Bool
+    /// The app's Apple id (`REDEEM_APPLE_APP_ID`), required once the App Store is connected.
+    var appleAppId: String?
+    /// Seconds after Apple made a custom code before its offer counts as `ready` (a first verified
+    /// purchase makes it ready sooner).
+    var offerSettle: TimeInterval
+
+    /// No store connected: coupons behave as before stores (no offers, never `notReady`).
+    static let none = StoreSettings(appStoreConnected: false, appleAppId: nil, offerSettle: 3600)
+
+    init(appStoreConnected: Bool, appleAppId: String?, offerSettle: TimeInterval) {
+        self.appStoreConnected = appStoreConnected
+        self.appleAppId = appleAppId
+        self.offerSettle = offerSettle
+    }
+
+    init(env: Environment) throws {
+        appStoreConnected = env.raw("REDEEM_ASC_KEY_ID") != nil
+        appleAppId = env.raw("REDEEM_APPLE_APP_ID")
+        if let id = appleAppId, !(1...20).contains(id.count) || !id.allSatisfy({ $0.isASCII && $0.isNumber }) {
+            throw ConfigError(variable: "REDEEM_APPLE_APP_ID", problem: "expected the app's Apple id, a number such as 1234567890")
+        }
+        if appStoreConnected && appleAppId == nil {
+            throw ConfigError(variable: "REDEEM_APPLE_APP_ID", problem: "required once the App Store is connected (REDEEM_ASC_KEY_ID is set)")
+        }
+        offerSettle = TimeInterval(try env.int("REDEEM_APPLE_OFFER_SETTLE", default: 3600, range: 0...(7 * 86_400)))
+    }
+
+    /// Apple's offer-code page with `code` filled in, when the app's id is known.
+    func redemptionURL(code: String) -> String? {
+        appleAppId.map { AppStoreHandoff.redemptionURL(appId: $0, code: code) }
     }
 }

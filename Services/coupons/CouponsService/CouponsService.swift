@@ -30,17 +30,18 @@ public final class CouponsService: BackendService {
         relay = OutboxRelay(pool: runtime.pool, pusher: pusher, logger: runtime.logger)
         let pool = runtime.pool
         let metrics = runtime.metrics
+        let stores = config.stores
         validations = Coalescer(maxBatch: 256) { requests in
             metrics.observe("redeem_validation_batch_size", help: "Validations answered together by one query.",
                             Double(requests.count), buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
             do {
-                return try await pool.withConnection { try RedemptionStore.validateBatch($0, requests, now: Date()) }.map { .success($0) }
+                return try await pool.withConnection { try RedemptionStore.validateBatch($0, requests, stores: stores, now: Date()) }.map { .success($0) }
             } catch {
                 return requests.map { _ in .failure(error) }
             }
         }
-        batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, logger: runtime.logger, metrics: runtime.metrics,
-                                     resendAfter: relay.resendAfter, granted: { [relay] in relay.send($0) })
+        batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, stores: stores, logger: runtime.logger,
+                                     metrics: runtime.metrics, resendAfter: relay.resendAfter, granted: { [relay] in relay.send($0) })
         let depth = Mutex<Double>(0)
         runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") {
             [([:], depth.withLock { $0 })]
@@ -60,6 +61,12 @@ public final class CouponsService: BackendService {
                 do {
                     let n = try await pool.withConnection { try RedemptionStore.releaseExpired($0) }
                     if n > 0 { logger.info("released expired reservations", ["coupons.released": n]) }
+                    let off = try await pool.withConnection { try StoreOffers.switchOffExpired($0) }
+                    if off > 0 {
+                        logger.info("switching off the store offers of expired coupons", ["coupons.offers": off])
+                        relay.nudge()
+                    }
+                    _ = try await pool.withConnection { try StorePurchases.forgetOldNotifications($0) }
                 } catch {
                     logger.warning("reservation sweep failed", ["error": String(describing: error)])
                 }
@@ -78,11 +85,21 @@ public final class CouponsService: BackendService {
     public func router() -> BusRouter {
         var r = BusRouter(logger: logger)
         r.on(Coupons.Create.self) { [self] req, _ in try await create(req) }
+        let stores = config.stores
         r.on(Coupons.List.self) { [self] req, _ in
-            try await pool.withConnection { try CouponStore.list($0, mode: Mode.of(req.mode), active: req.active, limit: req.limit, cursor: req.cursor) }
+            try await pool.withConnection {
+                try CouponStore.list($0, mode: Mode.of(req.mode), active: req.active, limit: req.limit, cursor: req.cursor, stores: stores, now: Date())
+            }
         }
-        r.on(Coupons.Get.self) { [self] req, _ in try await pool.withConnection { try CouponStore.get($0, code: req.code, mode: Mode.of(req.mode)) } }
-        r.on(Coupons.Patch.self) { [self] req, _ in try await pool.transaction { try CouponStore.patch($0, req, now: Date()) } }
+        r.on(Coupons.Get.self) { [self] req, _ in
+            try await pool.withConnection { try CouponStore.get($0, code: req.code, mode: Mode.of(req.mode), stores: stores, now: Date()) }
+        }
+        r.on(Coupons.Patch.self) { [self] req, _ in
+            let view = try await pool.transaction { try CouponStore.patch($0, req, stores: stores, now: Date()) }
+            if view.storeOffers != nil { relay.nudge() }  // switch-off commands, if it wrote any
+            return view
+        }
+        addStoreRoutes(to: &r)
         r.on(Coupons.Redemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.page($0, req) } }
         // One way in for each: a single request is a batch of one.
         r.on(Coupons.ValidateMany.self) { [self] req, _ in .init(answers: try await validate(req.items).map { try $0.get() }) }
@@ -116,24 +133,26 @@ public final class CouponsService: BackendService {
 
     func create(_ req: Coupons.Create) async throws -> CouponView {
         let now = Date()
-        let d = try CouponRules.definition(req.input, defaultEntitlement: config.defaultEntitlement, now: now)
-        try CouponRules.checkStoreLimits(d, now: now)
+        let d = try CouponRules.checked(req.input, defaultEntitlement: config.defaultEntitlement, stores: config.stores, now: now)
         let active = req.input.active ?? true
         if req.dryRun {
             // Everything a real creation checks, then rolled back.
             struct DryRun: Error {}
             do {
                 try await pool.transaction { tx in
-                    _ = try CouponStore.insert(tx, d, mode: req.mode, active: active, now: now)
+                    _ = try CouponStore.create(tx, d, mode: req.mode, active: active, now: now)
                     throw DryRun()
                 }
             } catch is DryRun {}
             return CouponStore.preview(d, mode: req.mode, active: active, now: now)
         }
-        return try await pool.transaction { tx in
-            _ = try CouponStore.insert(tx, d, mode: req.mode, active: active, now: now)
-            return try CouponStore.get(tx, code: d.code, mode: req.mode)
+        let stores = config.stores
+        let view = try await pool.transaction { tx in
+            _ = try CouponStore.create(tx, d, mode: req.mode, active: active, now: now)
+            return try CouponStore.get(tx, code: d.code, mode: req.mode, stores: stores, now: now)
         }
+        if d.hasStoreOffers { relay.nudge() }  // its provision commands
+        return view
     }
 
     /// Validations that came in one message (or one alone): each code's join that code's queue,

@@ -7,11 +7,17 @@ import Telemetry
 
 /// The transactional outbox (SPEC §3): messages for grants are written in the transaction that
 /// makes them true, then pushed by `OutboxRelay` until grants acknowledges them, which removes them.
+///
+/// A message is keyed by a UUID and its type (the `redemption_id` column, named for the first
+/// messages): a redemption's id for its grant command and its completion notice, and a key derived
+/// from (command, coupon, store, plan) for a store command (`StoreIds.command`). Writing a message
+/// whose key is already there changes nothing, and grants acknowledges each by its key
+/// (`OutboxAck.redemptionIds`).
 enum Outbox {
-    static func add<M: BusRequest>(_ tx: PGConnection, redemption: UUID, _ message: M) throws {
+    static func add<M: BusRequest>(_ tx: PGConnection, key: UUID, _ message: M) throws {
         let payload = String(decoding: try JSONEncoder.bus.encode(Envelope(id: UUID.random().lowercasedString, type: M.type, body: message)), as: UTF8.self)
         try tx.query("INSERT INTO coupons.outbox (redemption_id, type, payload) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                     [redemption, M.type, payload])
+                     [key, M.type, payload])
     }
 
     /// Claims messages that are due (new, or sent without an acknowledgement for a while). Several

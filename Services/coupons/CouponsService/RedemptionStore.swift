@@ -28,15 +28,17 @@ enum RedemptionStore {
             SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c WHERE c.code = $1
             ORDER BY c.mode = $2 DESC LIMIT 1 FOR UPDATE
             """
-        /// A batch's new redemptions (`$1`, `$4`–`$8` by position), `$11` uses taken from the
-        /// coupon's counter, and the grant commands `$14` of redemptions `$13` in the outbox.
+        /// A batch's new redemptions (`$1`, `$4`–`$9` and `$16` by position: a reservation waits
+        /// `$10` seconds for its purchase), `$11` uses taken from the coupon's counter, and the grant
+        /// commands `$14` of redemptions `$13` in the outbox.
         static let reserve = """
             WITH inserted AS (
                 INSERT INTO coupons.redemptions AS r (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status,
-                    reservation_expires_at)
-                SELECT u.id, $2, $3, u.account, u.app, u.platform, u.product, u.sandbox, $9,
-                       CASE WHEN $9 = 'reserved' THEN now() + make_interval(secs => $10) END
-                FROM unnest($1::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::boolean[]) AS u(id, account, app, platform, product, sandbox)
+                    reservation_expires_at, app_account_token)
+                SELECT u.id, $2, $3, u.account, u.app, u.platform, u.product, u.sandbox, u.status,
+                       CASE WHEN u.status = 'reserved' THEN now() + make_interval(secs => $10) END, u.token
+                FROM unnest($1::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::boolean[], $9::text[], $16::uuid[])
+                    AS u(id, account, app, platform, product, sandbox, status, token)
                 RETURNING \(columns)
             ), taken AS (
                 UPDATE coupons.coupons SET used_count = used_count + $11 WHERE id = $2 AND $11 > 0
@@ -99,10 +101,13 @@ enum RedemptionStore {
     /// that redemption), and pass the time. In order: `inactive`, `notStarted`, `expired`,
     /// `notEligible` (platform, then product), the product a discount needs (`resolveProduct`; an
     /// input error, not a refusal), `alreadyRedeemed` (`holdsUse`: a live use of this coupon, which
-    /// only validate asks about), `notEligible` (new customers only, `veteran`), and `exhausted`
-    /// (`usesTaken` of the cap; nil where the use is not counted: sandbox).
+    /// only validate asks about), `notEligible` (new customers only, `veteran`), `exhausted`
+    /// (`usesTaken` of the cap; nil where the use is not counted: sandbox), and `notReady`
+    /// (`readyProducts`: the plans whose App Store offer is ready, for a request that goes through
+    /// the App Store, else nil): the product asked for (or resolved) must be one of them, and
+    /// without one, at least one plan must be.
     static func decide(_ d: CouponDefinition, active: Bool, platform: Platform?, productId: String?, resolveProduct: Bool,
-                       holdsUse: Bool, veteran: Bool, usesTaken: Int?, now: Date) throws -> Decision {
+                       holdsUse: Bool, veteran: Bool, usesTaken: Int?, readyProducts: Set<String>? = nil, now: Date) throws -> Decision {
         guard active else { return .refuse(.inactive) }
         if let starts = d.startsAt, starts > now { return .refuse(.notStarted) }
         if let expires = d.expiresAt, expires <= now { return .refuse(.expired) }
@@ -118,6 +123,9 @@ enum RedemptionStore {
         if holdsUse { return .refuse(.alreadyRedeemed) }
         if d.newCustomersOnly && veteran { return .refuse(.notEligible) }
         if let usesTaken, let max = d.maxRedemptions, usesTaken >= max { return .refuse(.exhausted) }
+        if let ready = readyProducts {
+            if let product { if !ready.contains(product) { return .refuse(.notReady) } } else if ready.isEmpty { return .refuse(.notReady) }
+        }
         return .reserve(productId: product)
     }
 
@@ -129,7 +137,12 @@ enum RedemptionStore {
     /// A sandbox validation (or any of a test coupon, whose redemptions are all sandbox) is
     /// answered as a sandbox redemption is decided: no cap, and no live redemption standing in
     /// its way.
-    static func validateBatch(_ c: PGConnection, _ reqs: [Coupons.Validate], now: Date) throws -> [Coupons.Validate.Response] {
+    ///
+    /// On iOS, a coupon with App Store offers is also `notReady` until one of its plans' offers is
+    /// ready, and a valid answer names the ready plans, the offer and Apple's offer-code page. Only
+    /// such a coupon costs a query more (its offers, once per batch).
+    static func validateBatch(_ c: PGConnection, _ reqs: [Coupons.Validate], stores: StoreSettings = .none, now: Date) throws
+        -> [Coupons.Validate.Response] {
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
         let requestedSandbox = reqs[0].sandbox ?? false
         let all = try c.prepared("validate_standing", BatchSQL.validate, [CouponRules.normalizeCode(reqs[0].code), accounts]).rows
@@ -151,20 +164,32 @@ enum RedemptionStore {
             if try row.decode("already", as: Bool.self) { already.insert(account) }
             if try row.decode("not_new", as: Bool.self) { notNew.insert(account) }
         }
-        // Answers differ only by reason, so each is encoded once per batch.
-        var answers: [RefusalReason?: Coupons.Validate.Response] = [:]
-        func answer(_ reason: RefusalReason?) throws -> Coupons.Validate.Response {
-            if let known = answers[reason] { return known }
-            let new = try Coupons.Validate.Response(.init(valid: reason == nil, reason: reason, coupon: publicView, eligibleProductIds: d.productIds))
-            answers[reason] = new
+        let ready: Set<String>? = try reqs.contains(where: { d.goesThroughAppStore($0.platform) })
+            ? StoreOffers.readyProducts(c, coupon: try coupon.decode("id"), now: now, settle: stores.offerSettle) : nil
+        // Answers differ only by reason (and, valid, by whether they hand off to the App Store), so
+        // each is encoded once per batch.
+        struct Key: Hashable { let reason: RefusalReason?; let appStore: Bool }
+        var answers: [Key: Coupons.Validate.Response] = [:]
+        func answer(_ reason: RefusalReason?, appStore: Bool) throws -> Coupons.Validate.Response {
+            let key = Key(reason: reason, appStore: appStore && reason == nil)
+            if let known = answers[key] { return known }
+            var a = Coupons.Validate.Answer(valid: reason == nil, reason: reason, coupon: publicView, eligibleProductIds: d.productIds)
+            if key.appStore, let ready {
+                a.eligibleProductIds = d.productIds.filter(ready.contains)
+                a.offer = d.offerTerms
+                a.appStore = stores.redemptionURL(code: d.code).map { AppStoreHandoff(redemptionUrl: $0, appAccountToken: nil) }
+            }
+            let new = try Coupons.Validate.Response(a)
+            answers[key] = new
             return new
         }
         return try reqs.map { req in
+            let appStore = d.goesThroughAppStore(req.platform)
             switch try decide(d, active: active, platform: req.platform, productId: nil, resolveProduct: false,
                               holdsUse: !sandbox && already.contains(req.accountId), veteran: notNew.contains(req.accountId),
-                              usesTaken: sandbox ? nil : used, now: now) {
-            case .refuse(let reason): return try answer(reason)
-            case .reserve: return try answer(nil)
+                              usesTaken: sandbox ? nil : used, readyProducts: appStore ? ready : nil, now: now) {
+            case .refuse(let reason): return try answer(reason, appStore: appStore)
+            case .reserve: return try answer(nil, appStore: appStore)
             }
         }
     }
@@ -282,7 +307,8 @@ enum RedemptionStore {
         // coupon.redeemed goes out for discounts too: grants sends it, reached through the outbox.
         // The definition only: counting the coupon's redemptions would cost a scan of them all.
         guard let coupon = try CouponStore.findDefinition(tx, id: try row.decode("coupon_id")) else { throw ServiceError.internal }
-        try Outbox.add(tx, redemption: req.id, RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.publicView(coupon), mode: mode))
+        try Outbox.add(tx, key: req.id, RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.publicView(coupon), mode: mode))
+        if try coupon.decode("has_store_offers", as: Bool.self) { try StoreOffers.switchOffIfCapFull(tx, coupon: try row.decode("coupon_id")) }
         return done
     }
 }
@@ -305,8 +331,14 @@ extension RedemptionStore {
     /// new-customer coupons).
     /// Commands are encoded before that statement, with the transaction's `now()`, which is the
     /// new rows' `reserved_at`.
-    static func redeemBatch(_ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval, now: Date) throws
-        -> (results: [Result<Outcome, any Error>], commands: [String]) {
+    ///
+    /// On iOS, a coupon with App Store offers costs one more round trip (its offers' states), is
+    /// `notReady` until the product's offer is ready, and reserves a use that waits for a verified
+    /// App Store purchase (`reserved`, with the account's `appAccountToken`, no grant), answered
+    /// with the hand-off to Apple's offer-code page. A batch that fills such a coupon's cap may
+    /// switch its offers off (`StoreOffers.switchOffIfCapFull`), before its commit.
+    static func redeemBatch(_ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval,
+                            stores: StoreSettings = .none, now: Date) throws -> (results: [Result<Outcome, any Error>], commands: [String]) {
         let refused = { (reason: RefusalReason) -> Result<Outcome, any Error> in .success(.init(redemption: nil, created: false, refusal: reason)) }
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
         // By account alone, with the coupon matched here: given `coupon_id = $1` too, the planner
@@ -338,6 +370,15 @@ extension RedemptionStore {
             guard let account = v.accountId else { continue }
             existing[Key(account: account, sandbox: v.sandbox)] = v
         }
+        let ready: Set<String>? = reqs.contains(where: { d.goesThroughAppStore($0.platform) })
+            ? try StoreOffers.readyProducts(tx, coupon: couponId, now: now, settle: stores.offerSettle) : nil
+        /// What an iOS client of a coupon with App Store offers is handed with its redemption.
+        func handingOff(_ v: RedemptionView) -> RedemptionView {
+            guard d.goesThroughAppStore(v.platform), let account = v.accountId, let url = stores.redemptionURL(code: d.code) else { return v }
+            var v = v
+            v.appStore = AppStoreHandoff(redemptionUrl: url, appAccountToken: StoreIds.appAccountToken(account: account))
+            return v
+        }
         var notNew = Set<UUID>()
         if d.newCustomersOnly {
             for row in try tx.prepared("veterans_by_account", BatchSQL.veteransByAccount, [accounts]).rows {
@@ -353,11 +394,12 @@ extension RedemptionStore {
         for (i, req) in reqs.enumerated() {
             let sandbox = req.sandbox || testCoupon
             let key = Key(account: req.accountId, sandbox: sandbox)
-            if let e = existing[key] { results[i] = .success(.init(redemption: e, created: false)); continue }
+            if let e = existing[key] { results[i] = .success(.init(redemption: handingOff(e), created: false)); continue }
             if let j = freshByKey[key] { twins.append((i, j)); continue }  // a double tap inside the batch
             do {
                 switch try decide(d, active: active, platform: req.platform, productId: req.productId, resolveProduct: true,
-                                  holdsUse: false, veteran: notNew.contains(req.accountId), usesTaken: sandbox ? nil : used, now: now) {
+                                  holdsUse: false, veteran: notNew.contains(req.accountId), usesTaken: sandbox ? nil : used,
+                                  readyProducts: d.goesThroughAppStore(req.platform) ? ready : nil, now: now) {
                 case .refuse(let reason):
                     results[i] = refused(reason)
                 case .reserve(let productId):
@@ -371,10 +413,13 @@ extension RedemptionStore {
         }
         guard !fresh.isEmpty else { return (results.map { $0! }, []) }
 
+        // A discount, or a use that goes through the App Store, waits for its purchase; a free
+        // period is granted by Redeem.
+        let statuses = fresh.map { n -> RedemptionStatus in d.isDiscount || d.goesThroughAppStore(n.req.platform) ? .reserved : .granting }
         var ids: [String] = [], payloads: [String] = []
-        if !d.isDiscount, let entitlement = d.entitlementId {
+        if let entitlement = d.entitlementId {
             let publicCoupon = CouponStore.publicView(d)
-            for n in fresh {
+            for (n, status) in zip(fresh, statuses) where status == .granting {
                 let command = GrantCommand(redemptionId: n.id, accountId: n.req.accountId, appUserId: n.req.appUserId, entitlementId: entitlement,
                                            duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.req.platform,
                                            productId: n.productId, reservedAt: reservedAt, mode: mode)
@@ -383,20 +428,33 @@ extension RedemptionStore {
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
             }
         }
-        let rows = try tx.preparedThenCommit("reserve_batch", BatchSQL.reserve, [
+        let tokens = fresh.map { d.goesThroughAppStore($0.req.platform) ? StoreIds.appAccountToken(account: $0.req.accountId).lowercasedString : nil }
+        let statement: PGConnection.PreparedStatement = ("reserve_batch", BatchSQL.reserve, [
             PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
             PGArray(fresh.map { $0.req.accountId.lowercasedString }), PGArray(fresh.map { $0.req.appUserId }),
             PGArray(fresh.map { $0.req.platform.rawValue }), PGArray(optionals: fresh.map { $0.productId }),
-            PGArray(fresh.map { $0.sandbox ? "t" : "f" }), d.isDiscount ? RedemptionStatus.reserved : .granting, reservationTTL,
-            fresh.filter { !$0.sandbox }.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter]).rows
+            PGArray(fresh.map { $0.sandbox ? "t" : "f" }), PGArray(statuses.map(\.rawValue)), reservationTTL,
+            fresh.filter { !$0.sandbox }.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter,
+            PGArray(optionals: tokens)])
+        // The cap fills with this batch, and none of its uses waits for the App Store (those keep
+        // the offers on until they end): the offers may go off, in this transaction. Rare, so the
+        // commit travels with the statement otherwise.
+        let mayFillCap = d.hasStoreOffers && d.maxRedemptions.map { used >= $0 } == true && !fresh.contains { !$0.sandbox && d.goesThroughAppStore($0.req.platform) }
+        let rows: [PGRow]
+        if mayFillCap {
+            rows = try tx.prepared([statement])[0].rows
+            try StoreOffers.switchOffIfCapFull(tx, coupon: couponId)
+        } else {
+            rows = try tx.preparedThenCommit([statement])[0].rows
+        }
         var views: [UUID: RedemptionView] = [:]
         for row in rows { let v = try view(row); views[v.redemptionId] = v }
         for n in fresh {
             guard let v = views[n.id] else { throw ServiceError.internal }
-            results[n.index] = .success(.init(redemption: v, created: true))
+            results[n.index] = .success(.init(redemption: handingOff(v), created: true))
         }
         for (i, j) in twins {
-            results[i] = .success(.init(redemption: views[fresh[j].id], created: false))
+            results[i] = .success(.init(redemption: views[fresh[j].id].map(handingOff), created: false))
         }
         return (results.map { $0! }, payloads)
     }

@@ -15,15 +15,15 @@ import Telemetry
 final class ReservationBatcher: Sendable {
     private let coalescer: Coalescer<Coupons.Redeem, RedemptionStore.Outcome>
 
-    init(pool: PGPool, reservationTTL: TimeInterval, logger: Logger, metrics: MetricsRegistry? = nil, maxBatch: Int = 256,
-         resendAfter: TimeInterval, granted: @escaping @Sendable ([String]) -> Void) {
+    init(pool: PGPool, reservationTTL: TimeInterval, stores: StoreSettings = .none, logger: Logger, metrics: MetricsRegistry? = nil,
+         maxBatch: Int = 256, resendAfter: TimeInterval, granted: @escaping @Sendable ([String]) -> Void) {
         coalescer = Coalescer(maxBatch: maxBatch, lanes: 2) { requests in
             metrics?.observe("redeem_reservation_batch_size", help: "Reservations committed together in one transaction.",
                              Double(requests.count), buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
             return await Self.commit(requests) { batch in
                 do {
                     let (results, commands) = try await pool.transaction { tx in
-                        try RedemptionStore.redeemBatch(tx, batch, reservationTTL: reservationTTL, resendAfter: resendAfter, now: Date())
+                        try RedemptionStore.redeemBatch(tx, batch, reservationTTL: reservationTTL, resendAfter: resendAfter, stores: stores, now: Date())
                     }
                     if !commands.isEmpty { granted(commands) }
                     return results

@@ -9,5 +9,5 @@
 /// sale. So each lookup is one index probe per account, whatever the statistics say
 /// (`RedemptionPlanTests`).
 enum CouponsFunctions {
-    static let all = [heldByAccount, veteransByAccount, validateStanding, ackOutbox, completeManyAt]
+    static let all = [heldByAccount, veteransByAccount, validateStanding, ackOutbox, completeManyAt, storeOffersOf]
 }

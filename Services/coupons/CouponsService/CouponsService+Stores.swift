@@ -1,0 +1,42 @@
+import Bus
+import Core
+import Database
+import Foundation
+
+/// The bus requests of plans, store offers and store purchases (docs/stores.md).
+extension CouponsService {
+    func addStoreRoutes(to r: inout BusRouter) {
+        let stores = config.stores
+        r.on(Plans.Create.self) { [self] req, _ in try await pool.transaction { try PlanStore.create($0, req.input, mode: req.mode) } }
+        r.on(Plans.List.self) { [self] req, _ in try await pool.withConnection { try PlanStore.list($0, req) } }
+        r.on(Plans.Get.self) { [self] req, _ in
+            try await pool.withConnection { try PlanStore.get($0, productId: req.productId, mode: req.mode) }
+        }
+        r.on(Plans.Patch.self) { [self] req, _ in try await pool.transaction { try PlanStore.patch($0, req) } }
+        r.on(Coupons.StoreOfferReport.self) { [self] req, _ in
+            try await pool.transaction { try StoreOffers.report($0, req, now: Date(), settle: stores.offerSettle) }
+        }
+        r.on(Coupons.StorePurchase.self) { [self] req, _ in
+            let answer = try await Self.retryingConflicts { [pool] in
+                try await pool.transaction { try StorePurchases.record($0, req, now: Date()) }
+            }
+            relay.nudge()  // its coupon.redeemed notice, and switch-off commands if the cap is full
+            return answer
+        }
+    }
+
+    /// Runs `work` again (up to three times in all) when PostgreSQL ended it to break a deadlock or
+    /// a serialization conflict: a store purchase locks the coupon, then redemptions, while the
+    /// reservation sweep releases redemptions, then gives their uses back to the coupon. The
+    /// transaction was rolled back whole, so running it again is safe.
+    static func retryingConflicts<T: Sendable>(_ work: @Sendable () async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await work()
+            } catch let e as PGError where e.isSerializationFailure && attempt < 3 {
+                attempt += 1
+            }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import Core
+import Database
+import Foundation
+
+/// Plans in SQL: one per product id in each mode (the primary key), made, read, listed and changed
+/// by operators of that mode.
+enum PlanStore {
+    static let columns = """
+        p.id, p.mode, p.product_id, p.name, p.app_store_subscription_id, p.play_product_id, p.play_base_plan_ids, p.created_at,
+        p.updated_at, (extract(epoch FROM p.created_at) * 1000000)::bigint AS created_us
+        """
+
+    static let notFound = ServiceError(.notFound, "no plan with this productId")
+
+    static func create(_ tx: PGConnection, _ input: PlanInput, mode: Mode) throws -> PlanView {
+        let d = try PlanRules.definition(input)
+        do {
+            let row = try tx.query("""
+                INSERT INTO coupons.plans AS p (id, mode, product_id, name, app_store_subscription_id, play_product_id, play_base_plan_ids)
+                VALUES ($1, $2, $3, $4, $5, $6, $7::text[]) RETURNING \(columns)
+                """, [UUID.random(), mode.rawValue, d.productId, d.name, d.appStore?.subscriptionId, d.playStore?.productId,
+                      d.playStore.map { PGArray($0.basePlanIds) }]).first!
+            return try view(row)
+        } catch let e as PGError where e.isUniqueViolation {
+            throw ServiceError(.productInUse, "a plan with this productId exists in \(mode.rawValue) mode", field: "productId")
+        }
+    }
+
+    static func get(_ c: PGConnection, productId: String, mode: Mode, lock: Bool = false) throws -> PlanView {
+        guard let row = try c.query("SELECT \(columns) FROM coupons.plans p WHERE p.mode = $1 AND p.product_id = $2\(lock ? " FOR UPDATE" : "")",
+                                    [mode.rawValue, productId]).first else { throw notFound }
+        return try view(row)
+    }
+
+    static func list(_ c: PGConnection, _ req: Plans.List) throws -> Page<PlanView> {
+        let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
+        let rows = try c.query("""
+            SELECT \(columns) FROM coupons.plans p
+            WHERE p.mode = $4 AND \(Keyset.condition(time: "p.created_at", id: "p.id", parameter: 1))
+            ORDER BY p.created_at DESC, p.id DESC LIMIT $3
+            """, [keyset.afterMicros, keyset.afterId, keyset.fetch, req.mode.rawValue]).rows
+        return try keyset.page(rows, micros: "created_us", view)
+    }
+
+    /// Changes a plan. Its App Store subscription can't change (or go) while a coupon has an offer
+    /// on it that is not switched off: that offer lives under the old subscription at Apple.
+    static func patch(_ tx: PGConnection, _ p: Plans.Patch) throws -> PlanView {
+        let current = try get(tx, productId: p.productId, mode: p.mode, lock: true)
+        let before = PlanDefinition(productId: current.productId, name: current.name, appStore: current.appStore, playStore: current.playStore)
+        let after = try PlanRules.patched(before, p)
+        if after.appStore != before.appStore, before.appStore != nil {
+            let inUse = try tx.query("""
+                SELECT EXISTS (SELECT 1 FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id
+                               WHERE o.store = 'appStore' AND o.product_id = $1 AND c.mode = $2 AND o.switched_off_at IS NULL) AS yes
+                """, [p.productId, p.mode.rawValue]).first!.decode("yes", as: Bool.self)
+            if inUse {
+                throw ServiceError(.invalidState, "coupons have App Store offers on this plan's subscription; it can't change until they are switched off",
+                                   field: "appStore")
+            }
+        }
+        let row = try tx.query("""
+            UPDATE coupons.plans p SET name = $3, app_store_subscription_id = $4, play_product_id = $5, play_base_plan_ids = $6::text[],
+                updated_at = now()
+            WHERE p.mode = $1 AND p.product_id = $2 RETURNING \(columns)
+            """, [p.mode.rawValue, p.productId, after.name, after.appStore?.subscriptionId, after.playStore?.productId,
+                  after.playStore.map { PGArray($0.basePlanIds) }]).first!
+        return try view(row)
+    }
+
+    /// The App Store subscription of each of `productIds` in `mode`, for a coupon that needs App
+    /// Store offers: every product must be a plan of the mode with one, else 422 on `productIds`.
+    /// Read with a share lock, so a plan can't lose its subscription before the coupon commits.
+    static func appStoreSubscriptions(_ tx: PGConnection, productIds: [String], mode: Mode) throws -> [String: String] {
+        let rows = try tx.query("""
+            SELECT p.product_id, p.app_store_subscription_id FROM coupons.plans p
+            WHERE p.mode = $1 AND p.product_id = ANY($2::text[]) FOR SHARE
+            """, [mode.rawValue, PGArray(productIds)]).rows
+        var found: [String: String?] = [:]
+        for row in rows { found[try row.decode("product_id")] = try row.decodeIfPresent("app_store_subscription_id", as: String.self) }
+        var subscriptions: [String: String] = [:]
+        for product in productIds {
+            guard let plan = found[product] else {
+                throw ServiceError(.invalid, "productIds must name plans (POST /v1/plans): \(product.prefix(60)) is not one", field: "productIds")
+            }
+            guard let subscription = plan else {
+                throw ServiceError(.invalid, "the plan \(product.prefix(60)) has no App Store subscription (appStore.subscriptionId)", field: "productIds")
+            }
+            subscriptions[product] = subscription
+        }
+        return subscriptions
+    }
+
+    static func view(_ row: PGRow) throws -> PlanView {
+        let subscription = try row.decodeIfPresent("app_store_subscription_id", as: String.self)
+        let play = try row.decodeIfPresent("play_product_id", as: String.self)
+        let bases = try row.decodeIfPresent("play_base_plan_ids", as: String.self).map(PGArray.parse) ?? []
+        return PlanView(productId: try row.decode("product_id"), name: try row.decode("name"),
+                        appStore: subscription.map(AppStorePlan.init(subscriptionId:)),
+                        playStore: play.map { PlayStorePlan(productId: $0, basePlanIds: bases) },
+                        mode: Mode(rawValue: try row.decode("mode")) ?? .live, createdAt: try row.decode("created_at"),
+                        updatedAt: try row.decode("updated_at"))
+    }
+}

@@ -1,0 +1,183 @@
+import Core
+import Database
+import Foundation
+
+/// A coupon's offers in the stores (docs/stores.md): made with the coupon (a row per plan, state
+/// `creating`, and a `grants.storeProvision` command in the same transaction), moved on by grants'
+/// reports, read by validate and redeem on iOS, and switched off (`grants.storeSwitchOff`) when the
+/// cap is full, the coupon is deactivated or it expires.
+enum StoreOffers {
+    /// One `store_offers` row.
+    struct Row: Sendable, Equatable {
+        var couponId: UUID
+        var store: Store
+        var productId: String
+        var stored: StoreOfferState
+        var offerName: String
+        var offerId: String?
+        var customCodeId: String?
+        var message: String?
+        var codeCreatedAt: Date?
+        var firstPurchaseAt: Date?
+        var switchedOffAt: Date?
+
+        func state(now: Date, settle: TimeInterval) -> StoreOfferState {
+            StoreOfferReadiness.state(stored: stored, codeCreatedAt: codeCreatedAt, firstPurchaseAt: firstPurchaseAt,
+                                      switchedOff: switchedOffAt != nil, now: now, settle: settle)
+        }
+
+        func view(now: Date, settle: TimeInterval) -> StoreOfferView {
+            StoreOfferView(store: store, productId: productId, state: state(now: now, settle: settle), offerId: offerId,
+                           message: message, switchedOffAt: switchedOffAt)
+        }
+    }
+
+    static let columns = """
+        o.coupon_id, o.store, o.product_id, o.state, o.offer_name, o.offer_id, o.custom_code_id, o.message, o.code_created_at,
+        o.first_purchase_at, o.switched_off_at
+        """
+
+    static func row(_ r: PGRow) throws -> Row {
+        guard let store = Store(rawValue: try r.decode("store")), let state = StoreOfferState(rawValue: try r.decode("state")) else {
+            throw ServiceError(.internal, "a store offer row holds an unknown store or state")
+        }
+        return Row(couponId: try r.decode("coupon_id"), store: store, productId: try r.decode("product_id"), stored: state,
+                   offerName: try r.decode("offer_name"), offerId: try r.decodeIfPresent("offer_id"),
+                   customCodeId: try r.decodeIfPresent("custom_code_id"), message: try r.decodeIfPresent("message"),
+                   codeCreatedAt: try r.decodeIfPresent("code_created_at"), firstPurchaseAt: try r.decodeIfPresent("first_purchase_at"),
+                   switchedOffAt: try r.decodeIfPresent("switched_off_at"))
+    }
+
+    // MARK: - Made with the coupon
+
+    /// The offers of a new coupon that needs them, one per plan (each plan's App Store subscription
+    /// in `subscriptions`), and a provision command per offer in the outbox: the coupon's own
+    /// transaction, so either all of it is there or none.
+    static func provision(_ tx: PGConnection, couponId: UUID, _ d: CouponDefinition, mode: Mode, subscriptions: [String: String]) throws {
+        let products = d.productIds
+        let names = products.map { StoreIds.offerName(coupon: couponId, store: .appStore, productId: $0) }
+        try tx.query("""
+            INSERT INTO coupons.store_offers (coupon_id, store, product_id, offer_name)
+            SELECT $1, 'appStore', p.product, p.name FROM unnest($2::text[], $3::text[]) AS p(product, name)
+            """, [couponId, PGArray(products), PGArray(names)])
+        for (product, name) in zip(products, names) {
+            guard let subscription = subscriptions[product] else { throw ServiceError.internal }
+            let command = StoreProvisionCommand(
+                commandId: StoreIds.command(StoreProvisionCommand.type, coupon: couponId, store: .appStore, productId: product),
+                couponId: couponId, code: d.code, mode: mode, store: .appStore, productId: product, subscriptionId: subscription,
+                offerName: name, offer: d.offerTerms, newCustomersOnly: d.newCustomersOnly, maxRedemptions: d.maxRedemptions,
+                expiresAt: d.expiresAt)
+            try Outbox.add(tx, key: command.commandId, command)
+        }
+    }
+
+    // MARK: - Read
+
+    /// The offers of `coupons`, by coupon, each list in the order of its plans' product ids.
+    static func rows(_ c: PGConnection, coupons: [UUID]) throws -> [UUID: [Row]] {
+        guard !coupons.isEmpty else { return [:] }
+        let all = try c.query("""
+            SELECT \(columns) FROM coupons.store_offers o WHERE o.coupon_id = ANY($1::uuid[]) ORDER BY o.coupon_id, o.store, o.product_id
+            """, [PGArray(coupons.map { $0.lowercasedString })]).rows.map(row)
+        return Dictionary(grouping: all, by: \.couponId)
+    }
+
+    /// The plans of a coupon whose App Store offer is `ready` now: what validate and redeem on iOS
+    /// ask, for a coupon with offers only (`has_store_offers`), through `store_offers_of`.
+    static func readyProducts(_ c: PGConnection, coupon: UUID, now: Date, settle: TimeInterval) throws -> Set<String> {
+        let rows = try c.prepared("store_offers_of", "SELECT \(columns) FROM coupons.store_offers_of($1) o", [coupon]).rows.map(row)
+        return Set(rows.filter { $0.store == .appStore && $0.state(now: now, settle: settle) == .ready }.map(\.productId))
+    }
+
+    // MARK: - Grants' reports
+
+    /// What a report makes of a row (nil: nothing changes). The state only moves forward
+    /// (`StoreOfferState.rank`); ids and the code's time, once known, stay; a repeat changes nothing.
+    static func applying(_ r: Coupons.StoreOfferReport, to row: Row, now: Date) -> Row? {
+        var next = row
+        if r.state.rank > row.stored.rank {
+            next.stored = r.state
+            next.message = r.state == .failed ? r.message.map { String($0.prefix(1000)) } : nil
+        }
+        if next.stored == .waitingForApple {
+            next.offerId = row.offerId ?? r.offerId
+            next.customCodeId = row.customCodeId ?? r.customCodeId
+            next.codeCreatedAt = row.codeCreatedAt ?? r.codeCreatedAt ?? now
+        }
+        return next == row ? nil : next
+    }
+
+    /// Records grants' report on one offer, and answers the offer as it is now.
+    static func report(_ tx: PGConnection, _ r: Coupons.StoreOfferReport, now: Date, settle: TimeInterval) throws -> StoreOfferView {
+        guard r.state == .waitingForApple || r.state == .failed else {
+            throw ServiceError(.invalid, "a report's state is waitingForApple or failed", field: "state")
+        }
+        guard let found = try tx.query("""
+            SELECT \(columns) FROM coupons.store_offers o WHERE o.coupon_id = $1 AND o.store = $2 AND o.product_id = $3 FOR UPDATE
+            """, [r.couponId, r.store.rawValue, r.productId]).first else {
+            throw ServiceError(.notFound, "no store offer of this coupon, store and plan")
+        }
+        let current = try row(found)
+        guard let next = applying(r, to: current, now: now) else { return current.view(now: now, settle: settle) }
+        try tx.query("""
+            UPDATE coupons.store_offers SET state = $4, offer_id = $5, custom_code_id = $6, code_created_at = $7, message = $8, updated_at = now()
+            WHERE coupon_id = $1 AND store = $2 AND product_id = $3
+            """, [r.couponId, r.store.rawValue, r.productId, next.stored.rawValue, next.offerId, next.customCodeId, next.codeCreatedAt, next.message])
+        return next.view(now: now, settle: settle)
+    }
+
+    // MARK: - Switching off
+
+    /// Asks grants to switch off every offer of the coupon not yet switched off (one command per
+    /// offer, in the caller's transaction). Answers how many.
+    @discardableResult
+    static func switchOff(_ tx: PGConnection, coupon: UUID, reason: StoreSwitchOffCommand.Reason) throws -> Int {
+        let rows = try tx.query("""
+            UPDATE coupons.store_offers o SET switched_off_at = now(), updated_at = now() FROM coupons.coupons c
+            WHERE o.coupon_id = $1 AND c.id = o.coupon_id AND o.switched_off_at IS NULL
+            RETURNING \(columns), c.code, c.mode
+            """, [coupon]).rows
+        for r in rows {
+            let offer = try row(r)
+            let command = StoreSwitchOffCommand(
+                commandId: StoreIds.command(StoreSwitchOffCommand.type, coupon: coupon, store: offer.store, productId: offer.productId),
+                couponId: coupon, code: try r.decode("code"), mode: Mode(rawValue: try r.decode("mode")) ?? .live, store: offer.store,
+                productId: offer.productId, offerName: offer.offerName, offerId: offer.offerId, customCodeId: offer.customCodeId, reason: reason)
+            try Outbox.add(tx, key: command.commandId, command)
+        }
+        return rows.count
+    }
+
+    /// The cap is full: switch the offers off, unless a live reservation still waits for its App
+    /// Store purchase. Apple refuses a code that is off, so switching it off while reservations
+    /// hold the last uses would refuse the very purchases they were made for; the last of them to
+    /// complete (or a purchase over the cap) switches the offers off instead, and one released
+    /// gives its use back, so the cap is no longer full. Only for a coupon with offers still on.
+    /// Answers whether it switched them off.
+    @discardableResult
+    static func switchOffIfCapFull(_ tx: PGConnection, coupon: UUID) throws -> Bool {
+        let full = try tx.query("""
+            SELECT c.max_redemptions IS NOT NULL AND c.used_count >= c.max_redemptions
+                   AND EXISTS (SELECT 1 FROM coupons.store_offers o WHERE o.coupon_id = c.id AND o.switched_off_at IS NULL)
+                   AND NOT EXISTS (SELECT 1 FROM coupons.redemptions r WHERE r.coupon_id = c.id AND r.app_account_token IS NOT NULL
+                                   AND r.status = 'reserved' AND NOT r.sandbox) AS yes
+            FROM coupons.coupons c WHERE c.id = $1
+            """, [coupon]).first?.decode("yes", as: Bool.self) ?? false
+        guard full else { return false }
+        return try switchOff(tx, coupon: coupon, reason: .capReached) > 0
+    }
+
+    /// Expired coupons whose offers are still on: switched off, each coupon in a transaction of its
+    /// own (the reservation sweep calls this). Answers how many offers.
+    static func switchOffExpired(_ c: PGConnection) throws -> Int {
+        let coupons = try c.query("""
+            SELECT DISTINCT o.coupon_id FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id
+            WHERE o.switched_off_at IS NULL AND c.expires_at <= now() LIMIT 100
+            """).rows.map { try $0.decode("coupon_id", as: UUID.self) }
+        var n = 0
+        for coupon in coupons {
+            n += try c.transaction { tx in try switchOff(tx, coupon: coupon, reason: .expired) }
+        }
+        return n
+    }
+}
