@@ -428,18 +428,20 @@ extension RedemptionStore {
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
             }
         }
+        let live = fresh.filter { !$0.sandbox }
         let tokens = fresh.map { d.goesThroughAppStore($0.req.platform) ? StoreIds.appAccountToken(account: $0.req.accountId).lowercasedString : nil }
         let statement: PGConnection.PreparedStatement = ("reserve_batch", BatchSQL.reserve, [
             PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
             PGArray(fresh.map { $0.req.accountId.lowercasedString }), PGArray(fresh.map { $0.req.appUserId }),
             PGArray(fresh.map { $0.req.platform.rawValue }), PGArray(optionals: fresh.map { $0.productId }),
             PGArray(fresh.map { $0.sandbox ? "t" : "f" }), PGArray(statuses.map(\.rawValue)), reservationTTL,
-            fresh.filter { !$0.sandbox }.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter,
+            live.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter,
             PGArray(optionals: tokens)])
         // The cap fills with this batch, and none of its uses waits for the App Store (those keep
         // the offers on until they end): the offers may go off, in this transaction. Rare, so the
         // commit travels with the statement otherwise.
-        let mayFillCap = d.hasStoreOffers && d.maxRedemptions.map { used >= $0 } == true && !fresh.contains { !$0.sandbox && d.goesThroughAppStore($0.req.platform) }
+        let mayFillCap = d.hasStoreOffers && !live.isEmpty && d.maxRedemptions.map { used >= $0 } == true
+            && !live.contains { d.goesThroughAppStore($0.req.platform) }
         let rows: [PGRow]
         if mayFillCap {
             rows = try tx.prepared([statement])[0].rows
