@@ -9,6 +9,19 @@ public enum Store: String, Codable, Sendable, CaseIterable {
     case appStore
 }
 
+extension Platform {
+    /// The store that sells on this platform and applies its discounts, if Redeem offers there.
+    /// Every rule that tells stores apart asks this, so a new platform or store is a compile
+    /// error here rather than a quiet `false` elsewhere.
+    public var store: Store? {
+        switch self {
+        case .ios: .appStore
+        case .android: nil  // Google Play offers: issue 21
+        case .web: nil
+        }
+    }
+}
+
 /// Where a coupon's offer for one plan stands in a store (docs/stores.md, "Data"): `creating` until
 /// grants has made the offer and its code, then `waitingForApple`, or `failed` with the store's
 /// message. `ready` is never stored: it is worked out when read (`StoreOfferReadiness`), once the

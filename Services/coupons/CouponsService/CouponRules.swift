@@ -24,18 +24,20 @@ struct CouponDefinition: Sendable {
     var isDiscount: Bool { kind.isDiscount }
     /// Discounts that cover iOS go through App Store offer codes, which have limits; so does a
     /// free period that became an App Store offer.
-    var hasStoreLimits: Bool { (isDiscount && platforms.contains(.ios)) || hasStoreOffers }
+    var hasStoreLimits: Bool { (isDiscount && sellsOn(.appStore)) || hasStoreOffers }
 
     /// A coupon becomes App Store offers, one per plan, when it covers iOS while the App Store is
     /// connected and the store applies it: a discount, or a free period with plans (`FREE_TRIAL`
     /// at Apple). A free period without plans stays Redeem's own grant.
     func needsAppStoreOffers(connected: Bool) -> Bool {
-        connected && platforms.contains(.ios) && (isDiscount || (kind == .freePeriod && !productIds.isEmpty))
+        connected && sellsOn(.appStore) && (isDiscount || (kind == .freePeriod && !productIds.isEmpty))
     }
 
     /// Whether a redemption on `platform` goes through the App Store (reserved, then completed by
     /// a verified purchase) rather than through Redeem's own grant or a hand confirmation.
-    func goesThroughAppStore(_ platform: Platform?) -> Bool { hasStoreOffers && platform == .ios }
+    func goesThroughAppStore(_ platform: Platform?) -> Bool { hasStoreOffers && platform?.store == .appStore }
+    /// Whether the coupon covers a platform that `store` sells on.
+    func sellsOn(_ store: Store) -> Bool { platforms.contains { $0.store == store } }
 
     /// What its store offers give.
     var offerTerms: StoreOfferTerms {
