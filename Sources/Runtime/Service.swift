@@ -108,8 +108,24 @@ public struct ServiceGroup: Sendable {
 /// configuration (exit 2 on a bad value), runs them until SIGTERM/SIGINT, stops them in reverse
 /// order within the group's deadline, and exits 0. A service that cannot start exits 1 (2 when
 /// a setting is at fault).
+///
+/// `<name> migrate` (only where `migrate` is given, the back-end services) instead applies the
+/// schema's migrations and functions once and exits: 0 when applied, 1 when they could not be,
+/// 2 on a bad setting. It binds no port. Any other argument exits 2 with the usage.
 public enum ServiceMain {
-    public static func run(_ name: String, _ build: (Environment) throws -> ServiceGroup) -> Never {
+    /// What `<name> migrate` runs, built from the environment (throwing on a bad setting):
+    /// applies the migrations once, throwing when they could not be applied.
+    public typealias Migrate = (Environment) throws -> @Sendable () async throws -> Void
+
+    public static func run(_ name: String, migrate: Migrate? = nil, _ build: (Environment) throws -> ServiceGroup) -> Never {
+        switch Array(CommandLine.arguments.dropFirst()) {
+        case []: break
+        case ["migrate"] where migrate != nil: runOnce(name, migrate!)
+        default:
+            let usage = migrate == nil ? "usage: \(name)" : "usage: \(name) [migrate]"
+            Logger(service: name).error("bad arguments", ["arguments": CommandLine.arguments.dropFirst().joined(separator: " "), "usage": usage])
+            exit(2)
+        }
         Lifecycle.blockTerminationSignals()  // before any thread exists
         let group: ServiceGroup
         do {
@@ -139,5 +155,30 @@ public enum ServiceMain {
         let clean = stopped.wait(timeout: .now() + group.stopDeadline) == .success
         logger.info(clean ? "stopped" : "stopped with work still in progress")
         exit(0)
+    }
+
+    /// `<name> migrate`: one attempt, no retries (the Job that runs it retries), no signals
+    /// caught (a SIGTERM ends it, and PostgreSQL rolls the open transaction back).
+    private static func runOnce(_ name: String, _ migrate: Migrate) -> Never {
+        let apply: @Sendable () async throws -> Void
+        do {
+            apply = try migrate(Environment())
+        } catch {
+            Logger(service: name).error("bad configuration", ["error": String(describing: error)])
+            exit(2)
+        }
+        let status = Atomic<Int32>(1)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            do {
+                try await apply()
+                status.store(0, ordering: .releasing)
+            } catch {
+                Logger(service: name).error("migration failed", ["error": String(describing: error)])
+            }
+            done.signal()
+        }
+        done.wait()
+        exit(status.load(ordering: .acquiring))
     }
 }

@@ -137,6 +137,26 @@ public final class ServiceRuntime: Sendable {
     }
 }
 
+extension ServiceRuntime {
+    /// The `main` of a back-end service: `ServiceMain.run` with its group, and with `migrate`,
+    /// which applies the service's migrations and SQL functions once and exits (a Kubernetes
+    /// migration Job runs `coupons migrate`). It reads only the settings every back-end service
+    /// reads (the database URL first), so a Job needs none of the service's own secrets; the
+    /// migration lock (`Migrator`) makes it safe beside instances migrating at their start.
+    public static func main<S: BackendService>(_ type: S.Type, defaultHTTPPort: Int) -> Never {
+        ServiceMain.run(S.name, migrate: { env in
+            let config = try ServiceConfig(name: S.name, env: env, defaultHTTPPort: defaultHTTPPort)
+            return {
+                let logger = Logger(service: config.name, minimum: config.logLevel)
+                let pool = PGPool(url: config.databaseURL, maxConnections: 1)
+                defer { pool.close() }
+                let applied = try await S.migrator.apply(on: pool)
+                logger.info("migrated", ["db.schema": S.migrator.schema, "db.migrations_applied": applied.count])
+            }
+        }) { try group(S.self, env: $0, defaultHTTPPort: defaultHTTPPort) }
+    }
+}
+
 /// A back-end service as `ServiceRuntime.group` runs it.
 public protocol BackendService: Sendable {
     static var name: String { get }

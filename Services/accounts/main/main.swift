@@ -1,4 +1,4 @@
 import AccountsService
 import Runtime
 
-ServiceMain.run("accounts") { try ServiceRuntime.group(AccountsService.self, env: $0, defaultHTTPPort: 8081) }
+ServiceRuntime.main(AccountsService.self, defaultHTTPPort: 8081)

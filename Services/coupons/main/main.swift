@@ -1,4 +1,4 @@
 import CouponsService
 import Runtime
 
-ServiceMain.run("coupons") { try ServiceRuntime.group(CouponsService.self, env: $0, defaultHTTPPort: 8082) }
+ServiceRuntime.main(CouponsService.self, defaultHTTPPort: 8082)

@@ -1,4 +1,4 @@
 import GrantsService
 import Runtime
 
-ServiceMain.run("grants") { try ServiceRuntime.group(GrantsService.self, env: $0, defaultHTTPPort: 8083) }
+ServiceRuntime.main(GrantsService.self, defaultHTTPPort: 8083)
