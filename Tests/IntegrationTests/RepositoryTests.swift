@@ -15,6 +15,88 @@ import TestSupport
         #expect(config.contains("healthcheck"))
     }
 
+    /// The Kubernetes tree (deploy/kubernetes) renders with kubectl's kustomize and validates offline
+    /// against the Kubernetes 1.30 schemas (`kubernetes-validate --strict`, from PyPI: both installed by
+    /// scripts/setup), and keeps the pod rules docs/kubernetes.md promises. The validator is shown to
+    /// refuse a broken copy of the same render, so a pass means something.
+    @Test func kubernetesManifestsAreValid() async throws {
+        let found = ["/usr/bin/kubectl", "/usr/local/bin/kubectl"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        let kubectl = try #require(found, "kubectl is installed by scripts/setup")
+        let dir = try Project.temporaryDirectory("k8s")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        /// Runs `python3 arguments` (python3 from PATH, where setup's pip installed the tools); answers
+        /// its exit status and its output.
+        func python(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+            let out = dir.appendingPathComponent("out-\(UUID().uuidString)").path
+            let p = try Subprocess("/usr/bin/env", ["python3"] + arguments, stdout: out, stderr: out)
+            let status = try await offThePool { p.wait() }
+            return (status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "")
+        }
+        func validate(_ yaml: String, _ name: String) async throws -> (status: Int32, output: String) {
+            let file = dir.appendingPathComponent(name)
+            try yaml.write(to: file, atomically: true, encoding: .utf8)
+            return try await python(["-m", "kubernetes_validate", "-k", "1.30", "--strict", file.path])
+        }
+
+        let rendered = try await offThePool { try Subprocess.run(kubectl, ["kustomize", Project.root.appendingPathComponent("deploy/kubernetes").path]) }
+        let base = try await validate(rendered, "base.yaml")
+        #expect(base.status == 0, "deploy/kubernetes validates: \(base.output)")
+        #expect(!base.output.contains("ERROR") && !base.output.contains("WARN"), "\(base.output)")
+        for resource in ["deployment/accounts", "deployment/coupons", "deployment/grants", "deployment/gateway",
+                         "service/accounts", "service/coupons", "service/grants", "service/gateway", "job/redeem-migrate",
+                         "horizontalpodautoscaler/gateway", "horizontalpodautoscaler/coupons", "poddisruptionbudget/coupons",
+                         "networkpolicy/redeem-default-deny", "secret/redeem-database"] {
+            #expect(base.output.contains("passed for resource \(resource) "), "\(resource) is rendered and valid")
+        }
+
+        // A wrong type and an unknown field, each in an otherwise valid render: both refused.
+        for (broken, change) in [("containerPort: 7102", "containerPort: seven"), ("readOnlyRootFilesystem: true", "readOnlyRootFileSystem: true")] {
+            #expect(rendered.contains(broken))
+            let bad = try await validate(rendered.replacingOccurrences(of: broken, with: change), "broken.yaml")
+            #expect(bad.status != 0 && bad.output.contains("ERROR"), "\(change) is refused: \(bad.output)")
+        }
+
+        // The rules every pod keeps (PyYAML comes with kubernetes-validate).
+        let rules = try await python(["-c", Self.podRules, dir.appendingPathComponent("base.yaml").path])
+        #expect(rules.status == 0, "\(rules.output)")
+        #expect(rules.output.contains("checked 5 pod templates"), "\(rules.output)")
+
+        // The example overlay needs a kustomize with `patches` (v4 and later: kubectl 1.21 and later).
+        let version = (try? await offThePool { try Subprocess.run(kubectl, ["version", "--client"]) }) ?? ""
+        if let major = version.firstMatch(of: /Kustomize Version: v(\d+)/).flatMap({ Int($0.1) }), major >= 4 {
+            let example = try await offThePool { try Subprocess.run(kubectl, ["kustomize", Project.root.appendingPathComponent("deploy/kubernetes-example").path]) }
+            let overlay = try await validate(example, "example.yaml")
+            #expect(overlay.status == 0 && !overlay.output.contains("ERROR"), "deploy/kubernetes-example validates: \(overlay.output)")
+            #expect(example.contains("namespace: redeem") && !example.contains("image: redeem:local"))
+        }
+    }
+
+    /// Checks every pod template of a rendered tree: no service account token, non-root, a
+    /// read-only root filesystem, no capabilities, memory limits; the services' probes on
+    /// /healthz and /readyz; the migration Job runs `migrate`.
+    static let podRules = #"""
+        import sys, yaml
+        docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+        pods = [(d["kind"], d["metadata"]["name"], d["spec"]["template"]["spec"]) for d in docs if d["kind"] in ("Deployment", "Job")]
+        problems = []
+        for kind, name, pod in pods:
+            where = f"{kind}/{name}"
+            if pod.get("automountServiceAccountToken") is not False: problems.append(f"{where}: service account token mounted")
+            if pod.get("securityContext", {}).get("runAsNonRoot") is not True: problems.append(f"{where}: may run as root")
+            for c in pod["containers"]:
+                sc = c.get("securityContext", {})
+                if sc.get("readOnlyRootFilesystem") is not True: problems.append(f"{where}/{c['name']}: writable root")
+                if sc.get("allowPrivilegeEscalation") is not False: problems.append(f"{where}/{c['name']}: privilege escalation")
+                if sc.get("capabilities", {}).get("drop") != ["ALL"]: problems.append(f"{where}/{c['name']}: capabilities kept")
+                if "memory" not in c.get("resources", {}).get("limits", {}): problems.append(f"{where}/{c['name']}: no memory limit")
+                if kind == "Deployment":
+                    if c.get("livenessProbe", {}).get("httpGet", {}).get("path") != "/healthz": problems.append(f"{where}: liveness not /healthz")
+                    if c.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/readyz": problems.append(f"{where}: readiness not /readyz")
+                if kind == "Job" and c.get("command", [])[-1:] != ["migrate"]: problems.append(f"{where}/{c['name']}: does not migrate")
+        print("\n".join(problems) or f"checked {len(pods)} pod templates")
+        sys.exit(1 if problems else 0)
+        """#
+
     /// docs/configuration.md lists every environment variable the code reads, and nothing else: the
     /// Swift sources' `REDEEM_…` names, and what the stack runner and scripts read (`$REDEEM_…`,
     /// `${REDEEM_…}`, or a name handed to the runner's port helpers). A name built per service
