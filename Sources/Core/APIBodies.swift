@@ -122,3 +122,33 @@ extension WebhookDeliveryView: APIBody {
     public static let schemaName: String? = "Delivery"
     public static let fieldRules: [String: [JSONSchema.Rule]] = ["lastResponse": [.maxLength(1024)]]
 }
+
+/// Every field may be left out as far as the decoder goes; coupons checks each and answers 422
+/// naming it.
+extension PlanInput: APIBody {
+    public static let schemaName: String? = "PlanInput"
+    public static let fieldRules: [String: [JSONSchema.Rule]] = ["productId": [.required], "name": [.required]]
+}
+
+extension PlanInput.AppStore: APIBody {
+    public static let schemaName: String? = "PlanAppStoreInput"
+    public static let fieldRules: [String: [JSONSchema.Rule]] = [
+        "subscriptionId": [.note("the App Store Connect resource id of the auto-renewable subscription, not its product identifier")],
+    ]
+}
+
+extension PlanInput.PlayStore: APIBody {
+    public static let schemaName: String? = "PlanPlayStoreInput"
+}
+
+extension PlanView: APIBody {
+    public static let schemaName: String? = "Plan"
+}
+
+extension AppStorePlan: APIBody {
+    public static let schemaName: String? = "PlanAppStore"
+}
+
+extension PlayStorePlan: APIBody {
+    public static let schemaName: String? = "PlanPlayStore"
+}

@@ -1,0 +1,66 @@
+import Core
+import Foundation
+import HTTP
+
+/// The plans catalog (docs/stores.md): the products discount coupons can cover, and what each is
+/// called in each store. Admin keys only; each key reaches its own mode's plans.
+extension Gateway {
+    /// A change to a plan: fields left out stay; `appStore` or `playStore` sent as `null` is
+    /// removed; `name` can't be null, and the product id never changes.
+    struct PlanPatchBody: APIBody {
+        var name: String?
+        var appStore: PlanInput.AppStore?
+        var playStore: PlanInput.PlayStore?
+        var removing: [String] = []
+        private enum Keys: String, CodingKey { case name, appStore, playStore }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: Keys.self)
+            if c.contains(.name), try c.decodeNil(forKey: .name) {
+                throw DecodingError.valueNotFound(String.self, .init(codingPath: [Keys.name], debugDescription: "name is null"))
+            }
+            name = try c.decodeIfPresent(String.self, forKey: .name)
+            appStore = try c.decodeIfPresent(PlanInput.AppStore.self, forKey: .appStore)
+            playStore = try c.decodeIfPresent(PlanInput.PlayStore.self, forKey: .playStore)
+            for key in [Keys.appStore, .playStore] where c.contains(key) {
+                if try c.decodeNil(forKey: key) { removing.append(key.rawValue) }
+            }
+        }
+
+        static let schemaName: String? = "PlanPatch"
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "appStore": [.note("null removes the plan from the App Store (409 invalidState while a coupon has a live offer on it)")],
+            "playStore": [.note("null removes the plan from Google Play")],
+        ]
+    }
+
+    static let planRoutes: [APIRoute] = [
+        .route(.post, "/v1/plans", "Register a plan coupons can cover", access: .key(.admin),
+               answers: [201: .json(PlanView.self)], errors: [409, 422], handle: Gateway.createPlan),
+        .route(.get, "/v1/plans", "List plans, newest first", access: .key(.admin), query: QueryParameter.page,
+               answers: [200: .json(Page<PlanView>.self)], errors: [422], handle: Gateway.listPlans),
+        .route(.get, "/v1/plans/{productId}", "One plan", access: .key(.admin),
+               answers: [200: .json(PlanView.self)], errors: [404], handle: Gateway.getPlan),
+        .route(.patch, "/v1/plans/{productId}", "Change a plan", access: .key(.admin),
+               answers: [200: .json(PlanView.self)], errors: [404, 409, 422], handle: Gateway.changePlan),
+    ]
+
+    func createPlan(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PlanInput>) async throws -> HTTPResponse {
+        .json(201, try await coupons.request(Plans.Create(input: try body.read(), mode: key.mode)))
+    }
+
+    func listPlans(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        .json(200, try await coupons.request(Plans.List(limit: try Query.limit(req), cursor: req.query["cursor"], mode: key.mode)))
+    }
+
+    func getPlan(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        .json(200, try await coupons.request(Plans.Get(productId: req.pathParameters["productId"] ?? "", mode: key.mode)))
+    }
+
+    func changePlan(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PlanPatchBody>) async throws -> HTTPResponse {
+        let b = try body.read()
+        return .json(200, try await coupons.request(Plans.Patch(productId: req.pathParameters["productId"] ?? "", mode: key.mode, name: b.name,
+                                                                appStore: b.appStore, playStore: b.playStore,
+                                                                removing: b.removing.isEmpty ? nil : b.removing)))
+    }
+}
