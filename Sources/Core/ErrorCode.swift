@@ -4,6 +4,9 @@
 public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     // Who is asking.
     case notIdentified, invalidToken, invalidCredentials, invalidIdentityToken, forbidden
+    /// Data said to be signed by a store (an App Store transaction or notification) whose
+    /// signature, chain, bundle, environment or app is not the expected one.
+    case invalidSignedData
     // What was asked for.
     case notFound, routeNotFound
     // What stands in the way.

@@ -138,4 +138,25 @@ final class AbuseGuard: Sendable {
             }
         }
     }
+
+    /// Store notifications are public, and checking a signature costs a certificate chain and an
+    /// ECDSA verification. An address that sent `lockoutThreshold` documents that were not
+    /// Apple's within the lock-out window is answered 429 without any of that, for the lock-out
+    /// time. Apple's own notifications always verify, so they never count.
+    func checkStoreNotifications(ip: String) throws {
+        guard limits.enabled else { return }
+        let now = clock()
+        if let locked = lockouts.withLock({ $0["notifications.ip.\(ip)"]?.locked(now: now) }) { throw Self.rateLimited(locked) }
+    }
+
+    func storeNotificationRefused(ip: String) {
+        guard limits.enabled else { return }
+        let now = clock()
+        lockouts.withLock { l in
+            var entry = l["notifications.ip.\(ip)"] ?? Lockout()
+            entry.fail(now: now, threshold: limits.lockoutThreshold, window: limits.lockoutWindow, lockSeconds: limits.lockoutSeconds)
+            l["notifications.ip.\(ip)"] = entry
+            if l.count > 100_000 { l = l.filter { $0.value.locked(now: now) != nil || !$0.value.failures.isEmpty } }
+        }
+    }
 }

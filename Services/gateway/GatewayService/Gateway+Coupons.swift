@@ -61,11 +61,6 @@ extension Gateway {
         var platform: String
         var environment: String?
     }
-    struct PurchaseBody: APIBody {
-        static let schemaName: String? = "PurchaseInput"
-        var pricePaid: Money
-        var storeTransactionId: String
-    }
 
     /// A body's platform, or 422 on `platform` naming the ones there are.
     static func platform(_ text: String) throws -> Platform {
@@ -100,8 +95,6 @@ extension Gateway {
                answers: [200: .json(RedemptionView.self)], errors: [404, 422], handle: Gateway.getRedemption),
         .route(.get, "/v1/me/redemptions", "The user's redemptions, newest first", access: .user, query: QueryParameter.page,
                answers: [200: .json(Page<RedemptionView>.self)], errors: [422], handle: Gateway.myRedemptions),
-        .route(.post, "/v1/redemptions/{id}/purchase", "Confirm the store purchase of a discount", access: .key(.support),
-               answers: [200: .json(RedemptionView.self)], errors: [404, 409, 422], handle: Gateway.confirmPurchase),
     ]
 
     func createCoupon(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<CouponInput>) async throws -> HTTPResponse {
@@ -183,13 +176,6 @@ extension Gateway {
     func myRedemptions(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
         let page = try await coupons.request(Coupons.MyRedemptions(accountId: user.account, limit: try Query.limit(req), cursor: req.query["cursor"]))
         return .json(200, page)
-    }
-
-    func confirmPurchase(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PurchaseBody>) async throws -> HTTPResponse {
-        let b = try body.read()
-        let id = try req.id(or: "no such redemption")
-        return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: key.mode, pricePaid: b.pricePaid,
-                                                                     storeTransactionId: b.storeTransactionId)))
     }
 
     /// `environment` of validate and redeem: `production` (default) or `sandbox`.

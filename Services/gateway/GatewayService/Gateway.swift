@@ -1,5 +1,6 @@
 import Bus
 import Core
+import Cryptography
 import Foundation
 import HTTP
 import Runtime
@@ -21,6 +22,9 @@ public final class Gateway: Sendable {
     let grantEvents: EventSubscriber
     let waiters = SettlementWaiters()
     let abuse: AbuseGuard
+    /// Verifies Apple's signed transactions and notifications; nil when `REDEEM_APPLE_ROOT_CERTS`
+    /// and its companions are not set (then every signed document is refused).
+    let appleSignedData: AppleSignedData?
     /// Concurrent validations, and reservations, of a code go to coupons together, one message
     /// per batch. Reservations have two messages away at a time, so coupons has the next batch
     /// when a transaction commits (see `ReservationBatcher`).
@@ -35,6 +39,7 @@ public final class Gateway: Sendable {
         coupons = try BusClient(context: context, service: "coupons", connect: config.couponsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         grants = try BusClient(context: context, service: "grants", connect: config.grantsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         abuse = AbuseGuard(limits: config.limits)
+        appleSignedData = try config.appleSignedData?.verifier()
         let coupons = self.coupons
         let limit = config.busTimeout
         validations = Coalescer(maxBatch: 256) { await Self.send($0, as: Coupons.ValidateMany.self, via: coupons, within: limit) }
@@ -62,7 +67,7 @@ public final class Gateway: Sendable {
     }
 
     /// Every route of the public API: the router answers these, and `/openapi.json` describes them.
-    static let routes: [APIRoute] = operationsRoutes + pageRoutes + accountRoutes + couponRoutes + grantRoutes
+    static let routes: [APIRoute] = operationsRoutes + pageRoutes + accountRoutes + couponRoutes + planRoutes + storeRoutes + grantRoutes
 
     /// The router of `routes`.
     public func router() -> Router {

@@ -1,3 +1,5 @@
+import Core
+import Cryptography
 import Foundation
 import Runtime
 import Telemetry
@@ -16,6 +18,9 @@ public struct GatewayConfig: Sendable {
     /// Publishers of events this gateway listens to.
     public var accountsEvents: [String]
     public var grantsEvents: [String]
+    /// Apple's signed data (`REDEEM_APPLE_ROOT_CERTS`, `REDEEM_APPLE_BUNDLE_ID`, `REDEEM_APPLE_APP_ID`):
+    /// all three, or none (then nothing signed by Apple is accepted: 401 `invalidSignedData`).
+    public var appleSignedData: AppleSignedDataSettings?
 
     public init(env: Environment) throws {
         httpHost = env.string("REDEEM_HTTP_HOST", default: "127.0.0.1")
@@ -32,5 +37,42 @@ public struct GatewayConfig: Sendable {
         grantsEvents = try BusAddress.events("grants", env)
         limits = try AbuseGuard.Limits(env: env)
         busTimeout = .milliseconds(try env.int("REDEEM_BUS_TIMEOUT_MS", default: 5000, range: 50...60000))
+        appleSignedData = try AppleSignedDataSettings(env: env)
+    }
+}
+
+/// Where the gateway reads the roots Apple's signed data must chain to, and which app it must be
+/// about. The roots are read once, at start: a file that holds no certificate stops the start.
+public struct AppleSignedDataSettings: Sendable {
+    public var rootCertificatesFile: String
+    public var bundleId: String
+    public var appAppleId: Int64
+
+    static let names = ["REDEEM_APPLE_ROOT_CERTS", "REDEEM_APPLE_BUNDLE_ID", "REDEEM_APPLE_APP_ID"]
+
+    /// nil when none of the three is set; all three or exit 2.
+    init?(env: Environment) throws {
+        let values = Self.names.map { env.raw($0) }
+        if values.allSatisfy({ $0 == nil }) { return nil }
+        for (name, value) in zip(Self.names, values) where value == nil {
+            throw ConfigError(variable: name, problem: "required with \(Self.names.filter { $0 != name }.joined(separator: " and ")) (all three or none)")
+        }
+        rootCertificatesFile = values[0]!
+        bundleId = values[1]!
+        guard let id = Int64(values[2]!), id > 0 else {
+            throw ConfigError(variable: "REDEEM_APPLE_APP_ID", problem: "expected the app's Apple id, a number such as 1234567890")
+        }
+        appAppleId = id
+    }
+
+    /// The verifier, with the roots read from the file: both environments are accepted, and each
+    /// document says which it is from.
+    func verifier() throws -> AppleSignedData {
+        do {
+            return try AppleSignedData(rootCertificatesFile: rootCertificatesFile, bundleId: bundleId, appAppleId: appAppleId,
+                                       environments: Set(AppStoreEnvironment.allCases))
+        } catch {
+            throw ConfigError(variable: "REDEEM_APPLE_ROOT_CERTS", problem: "no certificate could be read from \(rootCertificatesFile)")
+        }
     }
 }

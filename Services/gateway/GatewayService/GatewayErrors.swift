@@ -7,7 +7,7 @@ enum GatewayErrors {
     /// Exhaustive: a code added to `ErrorCode` does not compile until it has its status here.
     static func status(of code: ErrorCode) -> Int {
         switch code {
-        case .notIdentified, .invalidToken, .invalidCredentials, .invalidIdentityToken: 401
+        case .notIdentified, .invalidToken, .invalidCredentials, .invalidIdentityToken, .invalidSignedData: 401
         case .forbidden: 403
         case .notFound, .routeNotFound: 404
         case .emailInUse, .recordNameInUse, .codeInUse, .productInUse, .transactionInUse, .invalidState: 409

@@ -99,8 +99,8 @@ enum Requirement: Sendable, Equatable {
     case anyone
     /// A signed-in user's access token.
     case user
-    /// A user's access token or an API key of any role.
-    case userOrKey
+    /// A user's access token or an API key with at least this role (`readonly`: any key).
+    case userOrKey(Role)
     /// An API key with at least this role.
     case key(Role)
 }
@@ -121,10 +121,16 @@ extension Access where Caller == Authenticator.Key {
 }
 
 extension Access where Caller == Principal {
-    static var userOrKey: Access {
-        Access(requirement: .userOrKey) { auth, request in
-            guard let principal = try await auth.principal(request) else { throw Authenticator.notIdentified }
-            return principal
+    static var userOrKey: Access { userOr(.readonly) }
+
+    /// A signed-in user, or an API key with at least `role` (403 for a key below it).
+    static func userOr(_ role: Role) -> Access {
+        Access(requirement: .userOrKey(role)) { auth, request in
+            switch try await auth.principal(request) {
+            case nil: throw Authenticator.notIdentified
+            case .apiKey(_, let r, _)? where r < role: throw Authenticator.forbidden
+            case let principal?: return principal
+            }
         }
     }
 }

@@ -86,7 +86,8 @@ extension Requirement {
         switch self {
         case .anyone: nil
         case .user: "Needs a signed-in user's access token."
-        case .userOrKey: "Needs a signed-in user's access token, or an API key."
+        case .userOrKey(.readonly): "Needs a signed-in user's access token, or an API key."
+        case .userOrKey(let role): "Needs a signed-in user's access token, or an API key with the \(role.rawValue) role or above."
         case .key(let role): "Needs an API key with the \(role.rawValue) role or above."
         }
     }
