@@ -57,7 +57,7 @@ extension Gateway {
                access: .userOr(.support), answers: [200: .json(RedemptionView.self)], errors: [401, 404, 409, 422, 503, 504],
                handle: Gateway.purchase),
         .route(.post, "/v1/stores/apple/notifications", "App Store Server Notifications V2 (public; Apple's signature is checked)",
-               answers: [200: .json(AppleNotificationReceipt.self)], errors: [401, 413, 429], handle: Gateway.appleNotification),
+               answers: [200: .json(AppleNotificationReceipt.self)], errors: [401, 413, 422, 429], handle: Gateway.appleNotification),
     ]
 
     func purchase(_ req: HTTPRequest, _ caller: Principal, _ body: Incoming<PurchaseBody>) async throws -> HTTPResponse {
