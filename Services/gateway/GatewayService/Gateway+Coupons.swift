@@ -16,15 +16,11 @@ extension Gateway {
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: Keys.self)
-            if c.contains(.active), try c.decodeNil(forKey: .active) {
-                throw DecodingError.valueNotFound(Bool.self, .init(codingPath: [Keys.active], debugDescription: "active is null"))
-            }
+            try c.refuseNull(.active, as: Bool.self)
             active = try c.decodeIfPresent(Bool.self, forKey: .active)
             maxRedemptions = try c.decodeIfPresent(Int.self, forKey: .maxRedemptions)
             expiresAt = try c.decodeIfPresent(Date.self, forKey: .expiresAt)
-            for key in [Keys.maxRedemptions, .expiresAt] where c.contains(key) {
-                if try c.decodeNil(forKey: key) { removing.append(key.rawValue) }
-            }
+            removing = try c.sentNull([.maxRedemptions, .expiresAt])
         }
 
         static let schemaName: String? = "CouponPatch"
@@ -267,5 +263,20 @@ enum Query {
             throw HTTPError.invalid("wait", "wait must be a whole number of seconds")
         }
         return min(Int(text) ?? 30, 30)
+    }
+}
+
+/// The fields of a PATCH body: left out, a field stays; sent as null, it is removed, where it may be.
+extension KeyedDecodingContainer {
+    /// A field that can be changed but not removed: null is a 422 naming it.
+    func refuseNull<T>(_ key: Key, as type: T.Type) throws {
+        if contains(key), try decodeNil(forKey: key) {
+            throw DecodingError.valueNotFound(type, .init(codingPath: [key], debugDescription: "\(key.stringValue) is null"))
+        }
+    }
+
+    /// The names of `keys` sent as null.
+    func sentNull(_ keys: [Key]) throws -> [String] {
+        try keys.filter { try contains($0) && decodeNil(forKey: $0) }.map(\.stringValue)
     }
 }

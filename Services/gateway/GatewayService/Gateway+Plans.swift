@@ -16,15 +16,11 @@ extension Gateway {
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: Keys.self)
-            if c.contains(.name), try c.decodeNil(forKey: .name) {
-                throw DecodingError.valueNotFound(String.self, .init(codingPath: [Keys.name], debugDescription: "name is null"))
-            }
+            try c.refuseNull(.name, as: String.self)
             name = try c.decodeIfPresent(String.self, forKey: .name)
             appStore = try c.decodeIfPresent(PlanInput.AppStore.self, forKey: .appStore)
             playStore = try c.decodeIfPresent(PlanInput.PlayStore.self, forKey: .playStore)
-            for key in [Keys.appStore, .playStore] where c.contains(key) {
-                if try c.decodeNil(forKey: key) { removing.append(key.rawValue) }
-            }
+            removing = try c.sentNull([.appStore, .playStore])
         }
 
         static let schemaName: String? = "PlanPatch"

@@ -16,9 +16,9 @@ extension Gateway {
         static let fieldRules: [String: [JSONSchema.Rule]] = [
             "signedTransaction": [.maxLength(Gateway.maxSignedDocument),
                                   .note("the owner's app: the JWS StoreKit gave it (Transaction.jwsRepresentation); verified against Apple's roots")],
-            "transactionId": [.maxLength(200), .note("the owner's app, instead of signedTransaction: fetched from the App Store Server API and verified")],
+            "transactionId": [.note("the owner's app, instead of signedTransaction: fetched from the App Store Server API and verified")],
             "pricePaid": [.note("support keys only, with storeTransactionId: confirmed by hand, unverified")],
-            "storeTransactionId": [.maxLength(200), .note("support keys only, with pricePaid")],
+            "storeTransactionId": [.note("support keys only, with pricePaid")],
         ]
         var signedTransaction: String?
         var transactionId: String?
@@ -57,7 +57,7 @@ extension Gateway {
                access: .userOr(.support), answers: [200: .json(RedemptionView.self)], errors: [401, 404, 409, 422, 503, 504],
                handle: Gateway.purchase),
         .route(.post, "/v1/stores/apple/notifications", "App Store Server Notifications V2 (public; Apple's signature is checked)",
-               answers: [200: .json(AppleNotificationReceipt.self)], errors: [401, 413, 422, 429], handle: Gateway.appleNotification),
+               answers: [200: .json(AppleNotificationReceipt.self)], errors: [401, 422, 429], handle: Gateway.appleNotification),
     ]
 
     func purchase(_ req: HTTPRequest, _ caller: Principal, _ body: Incoming<PurchaseBody>) async throws -> HTTPResponse {
@@ -77,7 +77,7 @@ extension Gateway {
             let signed: String
             switch (b.signedTransaction, b.transactionId) {
             case (let s?, nil):
-                signed = s
+                signed = try Self.document(s, field: "signedTransaction")
             case (nil, let t?):
                 _ = try appleVerifier()
                 // The redemption first: someone else's, or none, is 404 before Apple is asked.
@@ -101,14 +101,16 @@ extension Gateway {
         // Cheap refusals first: an address that keeps sending what is not Apple's, an oversized body.
         try abuse.checkStoreNotifications(ip: req.clientAddress)
         guard req.body.count <= Self.maxNotificationBytes else {
-            throw HTTPError(413, "tooLarge", "a notification is at most \(Self.maxNotificationBytes / 1024) KiB")
+            // 422 rather than 413: the described limit is signedPayload's length.
+            throw HTTPError.invalid("signedPayload", "a notification is at most \(Self.maxNotificationBytes / 1024) KiB")
         }
         let b = try body.read()
+        let payload = try Self.document(b.signedPayload, field: "signedPayload")
         let notification: ResponseBodyV2DecodedPayload
         let transaction: VerifiedStoreTransaction
         do {
             let verifier = try appleVerifier()
-            notification = try refusingUnsigned(ip: req.clientAddress) { try verifier.verifyNotification(b.signedPayload) }
+            notification = try refusingUnsigned(ip: req.clientAddress) { try verifier.verifyNotification(payload) }
             guard Self.completesOffer(notification.notificationType), let info = notification.data?.signedTransactionInfo else {
                 return .json(200, AppleNotificationReceipt(notificationUUID: notification.notificationUUID, recorded: false))
             }
@@ -128,6 +130,14 @@ extension Gateway {
                                                         "error.field": e.field ?? ""])
             return .json(200, AppleNotificationReceipt(notificationUUID: notification.notificationUUID, recorded: false))
         }
+    }
+
+    /// A signed document no longer than Apple's ever are (422 naming the field otherwise).
+    static func document(_ text: String, field: String) throws -> String {
+        guard text.utf8.count <= maxSignedDocument else {
+            throw HTTPError.invalid(field, "\(field) is at most \(maxSignedDocument) bytes")
+        }
+        return text
     }
 
     /// `OFFER_REDEEMED`, and `SUBSCRIBED` (whose transaction then must carry offer type 3).
