@@ -22,6 +22,8 @@ public final class GrantsService: BackendService {
     let appStoreConnect: AppStoreConnectClient?
     /// The App Store Server API, when configured (`grants.appleTransaction`).
     let appStoreServer: AppStoreServerClient?
+    /// Makes and switches off App Store offers, when the App Store is connected.
+    let storeWorker: StoreTaskWorker?
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
     private let commandBatches = Mutex<Coalescer<ReceivedCommand, Empty>?>(nil)
@@ -61,6 +63,13 @@ public final class GrantsService: BackendService {
         let appleRetry = AppleRetry(policy: RetryPolicy(initial: 1, max: config.maxRetryDelay)), timeout = config.providerTimeout
         appStoreConnect = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: appleRetry) }
         appStoreServer = config.appStoreServer.map { AppStoreServerClient(settings: $0, timeout: timeout, retry: appleRetry) }
+        // One try per call: a task Apple throttles is due again after its wait, holding up no other.
+        let couponsBus = coupons, storeRetry = RetryPolicy(initial: 1, max: config.maxRetryDelay)
+        storeWorker = config.appStoreConnect.map { settings in
+            StoreTaskWorker(pool: runtime.pool, logger: runtime.logger, report: { report in _ = try await couponsBus.request(report) },
+                            client: AppStoreConnectClient(settings: settings, timeout: timeout, retry: AppleRetry(policy: appleRetry.policy, maxAttempts: 1)),
+                            retry: storeRetry, lease: timeout * 8 + 30)
+        }
     }
 
     /// Commands are taken only once the schema exists; until then they stay in the coupons
@@ -69,6 +78,14 @@ public final class GrantsService: BackendService {
         var commands = BusRouter(logger: logger)
         commands.on(GrantCommand.self) { [self] command, context in
             try await storeCommand(ReceivedCommand(command, message: context.message))
+            return Empty()
+        }
+        commands.on(StoreProvisionCommand.self) { [self] command, _ in
+            try await storeTask(command.commandId, type: StoreProvisionCommand.type) { try StoreTasks.store($0, command) }
+            return Empty()
+        }
+        commands.on(StoreSwitchOffCommand.self) { [self] command, _ in
+            try await storeTask(command.commandId, type: StoreSwitchOffCommand.type) { try StoreTasks.store($0, command) }
             return Empty()
         }
         commands.on(RedemptionCompletedNotice.self) { [self] notice, _ in
@@ -88,12 +105,17 @@ public final class GrantsService: BackendService {
         let w = Task { [worker] in await worker.run() }
         let d = Task { await deliverer.run() }
         tasks.withLock { $0 += [w, d] }
+        if let storeWorker {
+            let s = Task { await storeWorker.run() }
+            tasks.withLock { $0.append(s) }
+        }
     }
 
     public func stop() async {
         intake.withLock { $0?.stop() }
         tasks.withLock { $0.forEach { $0.cancel() } }
         worker.nudge()
+        storeWorker?.nudge()
         events.stop()
         coupons.stop()
     }
@@ -124,6 +146,19 @@ public final class GrantsService: BackendService {
         ack(commands.map(\.command.redemptionId), type: GrantCommand.type)
         worker.nudge()
         return commands.map { _ in .success(Empty()) }
+    }
+
+    /// Stores a store command (a repeat changes nothing), then acknowledges it: a command is
+    /// acknowledged only once it is committed, so a kill -9 before that leaves it in the outbox.
+    func storeTask(_ commandId: UUID, type: String, _ insert: @escaping @Sendable (PGConnection) throws -> Bool) async throws {
+        do {
+            try await pool.transaction { tx in _ = try insert(tx) }
+        } catch {
+            logger.warning("store command not stored; it will be sent again", ["type": type, "error": String(describing: error)])
+            throw error
+        }
+        ack([commandId], type: type)
+        storeWorker?.nudge()
     }
 
     /// Tells coupons a message is stored, so its outbox stops re-sending it.

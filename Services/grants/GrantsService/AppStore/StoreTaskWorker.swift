@@ -1,0 +1,175 @@
+import Bus
+import Core
+import Database
+import Foundation
+import Runtime
+import Synchronization
+import Telemetry
+
+/// Runs the store tasks (`grants.store_tasks`) against App Store Connect (docs/stores.md, "Grants
+/// and Apple's APIs"): claims due tasks under a lease (`FOR UPDATE SKIP LOCKED`, so several grants
+/// instances share them), runs each on its own with `OfferProvisioner`, recording every id Apple
+/// gives before the next call, and reports a provisioning's end to coupons
+/// (`coupons.storeOfferReport`) until coupons answers.
+///
+/// Its client tries each call once: a 429 (its `Retry-After`), a 5xx or no answer ends the run and
+/// the task is due again after Apple's wait or the backoff, so a throttled task holds up no other.
+final class StoreTaskWorker: Sendable {
+    let pool: PGPool
+    let logger: Logger
+    /// Sends a report to coupons (`coupons.storeOfferReport` on the bus); throws when coupons
+    /// did not answer.
+    let report: Report
+    typealias Report = @Sendable (Coupons.StoreOfferReport) async throws -> Void
+    let provisioner: OfferProvisioner
+    let retry: RetryPolicy
+    /// Seconds a claimed task is held; a run makes at most six calls of at most `timeout` each.
+    let lease: TimeInterval
+    let interval: Duration
+    private let doorbell = Doorbell()
+    private let inFlight = Atomic<Int>(0)
+    static let maxInFlight = 8
+
+    init(pool: PGPool, logger: Logger, report: @escaping Report, client: AppStoreConnectClient, retry: RetryPolicy, lease: TimeInterval,
+         interval: Duration = .seconds(1)) {
+        self.pool = pool
+        self.logger = logger
+        self.report = report
+        self.provisioner = OfferProvisioner(client: client)
+        self.retry = retry
+        self.lease = lease
+        self.interval = interval
+    }
+
+    /// A task was stored, or one ended: look for due tasks now.
+    func nudge() { doorbell.ring() }
+
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            await Periodic(every: interval, doorbell: doorbell).poll { () async -> Periodic.Next in
+                let room = Self.maxInFlight - self.inFlight.load(ordering: .acquiring)
+                let due = room > 0 ? await claim(limit: room) : []
+                for task in due {
+                    self.inFlight.wrappingAdd(1, ordering: .acquiringAndReleasing)
+                    group.addTask {
+                        await self.work(task)
+                        self.inFlight.wrappingSubtract(1, ordering: .acquiringAndReleasing)
+                        self.doorbell.ring()
+                    }
+                }
+                return due.isEmpty ? .pause : .again
+            }
+        }
+    }
+
+    private func claim(limit: Int) async -> [StoreTasks.Claimed] {
+        let lease = self.lease
+        do { return try await pool.withConnection { try StoreTasks.claimDue($0, limit: limit, lease: lease) } } catch {
+            logger.warning("store task claim failed", ["error": String(describing: error)])
+            return []
+        }
+    }
+
+    func work(_ task: StoreTasks.Claimed) async {
+        do {
+            switch task.action {
+            case .provision: try await provision(task)
+            case .switchOff: try await switchOff(task)
+            }
+        } catch is StoreTasks.LeaseLost {
+            logger.info("store task taken over by another run", ["task": task.id.lowercasedString])
+        } catch {
+            logger.warning("store task not recorded; it runs again after its lease", ["task": task.id.lowercasedString, "error": String(describing: error)])
+        }
+    }
+
+    private func record(_ task: StoreTasks.Claimed) -> OfferProvisioner.Record {
+        let pool = self.pool
+        return { progress in try await pool.withConnection { try StoreTasks.record($0, id: task.id, lease: task.lease, progress) } }
+    }
+
+    private func settle(_ task: StoreTasks.Claimed, _ status: StoreTaskStatus, report: StoreOfferState? = nil, error: String?,
+                        after: TimeInterval = 0) async throws {
+        try await pool.withConnection { try StoreTasks.settle($0, id: task.id, lease: task.lease, status: status, report: report, error: error, after: after) }
+    }
+
+    /// The pause before the next attempt: Apple's `Retry-After` at least, else the backoff.
+    private func pause(_ task: StoreTasks.Claimed, after: TimeInterval?) -> TimeInterval {
+        retry.delay(afterAttempt: task.attempts, retryAfter: after, random: Double.random(in: 0..<1))
+    }
+
+    private func provision(_ claimed: StoreTasks.Claimed) async throws {
+        var task = claimed
+        let command = try JSONDecoder.bus.decode(StoreProvisionCommand.self, from: Data(task.command.utf8))
+        if task.status == .pending {
+            let spec = AppStoreOfferSpec(command)
+            let (own, holder) = try await pool.withConnection { c in
+                (try StoreTasks.ownActiveOffers(c, subscriptionId: command.subscriptionId, besides: claimed.id),
+                 try claimed.progress.offerId == nil ? StoreTasks.codeHolder(c, id: claimed.id) : nil)
+            }
+            let outcome: AppStoreTaskOutcome
+            if let holder {
+                // Refused before any call: Apple would make the offer, then refuse its code.
+                outcome = .failed("the App Store takes a custom code once per app: \(command.code) is the code of \(holder)'s offer; "
+                                  + "make one coupon per App Store plan", task.progress)
+            } else {
+                outcome = await provisioner.provision(spec, from: task.progress, ownActiveOffers: own, record: record(task))
+            }
+            switch outcome {
+            case .done(let progress):
+                task.progress = progress
+                task.report = .waitingForApple
+                task.lastError = nil
+            case .failed(let message, let progress):
+                task.progress = progress
+                task.report = .failed
+                task.lastError = message
+                logger.warning("App Store offer not made", ["coupon": command.couponId.lowercasedString, "product": command.productId, "error": message])
+            case .retryLater(let after, let reason, _):
+                try await settle(task, .pending, error: reason, after: pause(task, after: after))
+                return
+            }
+            // Held for the lease while this run reports; due again at once if the report fails.
+            try await settle(task, .reporting, report: task.report, error: task.lastError, after: lease)
+            doorbell.ring()  // a switch-off may have waited for this provisioning
+        }
+        guard let state = task.report else { return try await settle(task, .done, error: task.lastError) }
+        let message = Coupons.StoreOfferReport(couponId: command.couponId, store: command.store, productId: command.productId, state: state,
+                                              offerId: task.progress.offerId, customCodeId: task.progress.customCodeId,
+                                              codeCreatedAt: task.progress.codeCreatedAt, message: state == .failed ? task.lastError : nil)
+        do {
+            try await report(message)
+        } catch {
+            logger.debug("store offer report not answered; sent again", ["error": String(describing: error)])
+            return try await settle(task, .reporting, error: task.lastError, after: pause(task, after: nil))
+        }
+        try await settle(task, .done, error: task.lastError)
+    }
+
+    private func switchOff(_ task: StoreTasks.Claimed) async throws {
+        let command = try JSONDecoder.bus.decode(StoreSwitchOffCommand.self, from: Data(task.command.utf8))
+        var start = task.progress
+        if start.offerId == nil { start.offerId = command.offerId }
+        if start.customCodeId == nil { start.customCodeId = command.customCodeId }
+        switch await provisioner.switchOff(subscriptionId: task.subscriptionId, offerName: command.offerName, code: command.code, from: start,
+                                           record: record(task)) {
+        case .done:
+            try await settle(task, .done, error: nil)
+        case .failed(let message, _):
+            logger.warning("App Store offer not switched off", ["coupon": command.couponId.lowercasedString, "product": command.productId, "error": message])
+            try await settle(task, .failed, error: message)
+        case .retryLater(let after, let reason, _):
+            try await settle(task, .pending, error: reason, after: pause(task, after: after))
+        }
+    }
+}
+
+extension AppStoreOfferSpec {
+    /// The offer a provision command asks for.
+    init(_ command: StoreProvisionCommand) {
+        self.init(subscriptionId: command.subscriptionId, offerName: command.offerName, code: command.code, kind: command.offer.kind,
+                  percentOff: command.offer.percentOff, amountOff: command.offer.amountOff, duration: command.offer.duration,
+                  periodCount: command.offer.periodCount, newCustomersOnly: command.newCustomersOnly,
+                  maxRedemptions: command.maxRedemptions, expiresAt: command.expiresAt)
+    }
+}

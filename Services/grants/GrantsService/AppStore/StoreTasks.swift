@@ -1,0 +1,153 @@
+import Core
+import Database
+import Foundation
+
+/// Where a store task is (`grants.store_tasks.status`).
+enum StoreTaskStatus: String, Sendable, CaseIterable {
+    /// Calls to Apple still to make.
+    case pending
+    /// The calls are done (or refused); coupons has not yet answered the report.
+    case reporting
+    /// Finished, and coupons knows.
+    case done
+    /// A switch-off Apple refused (its message in `last_error`).
+    case failed
+}
+
+/// What grants does for a store command.
+enum StoreTaskAction: String, Sendable {
+    case provision, switchOff
+}
+
+/// `grants.store_tasks`: the store commands coupons' outbox sends (`grants.storeProvision`,
+/// `grants.storeSwitchOff`), one row per (coupon, store, plan, action), and what the worker has
+/// got from Apple so far (docs/stores.md, "Grants and Apple's APIs").
+enum StoreTasks {
+    /// A task the worker claimed, with its lease.
+    struct Claimed: Sendable {
+        var id: UUID
+        var action: StoreTaskAction
+        var status: StoreTaskStatus
+        var command: String
+        var subscriptionId: String?
+        var progress: AppStoreOfferProgress
+        var attempts: Int
+        var report: StoreOfferState?
+        var lastError: String?
+        var lease: UUID
+    }
+
+    /// Stores a provision command; a repeat (the same coupon, store and plan) changes nothing.
+    /// True when this call stored it.
+    @discardableResult
+    static func store(_ c: PGConnection, _ command: StoreProvisionCommand) throws -> Bool {
+        try c.query("""
+            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, command, subscription_id, offer_name, code)
+            VALUES ($1, $2, $3, $4, 'provision', $5, $6, $7, upper($8)) ON CONFLICT DO NOTHING RETURNING id
+            """, [command.commandId, command.couponId, command.store.rawValue, command.productId, try json(command),
+                  command.subscriptionId, command.offerName, command.code]).rows.count == 1
+    }
+
+    /// Stores a switch-off command, with the ids coupons knew; a repeat changes nothing.
+    @discardableResult
+    static func store(_ c: PGConnection, _ command: StoreSwitchOffCommand) throws -> Bool {
+        try c.query("""
+            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, command, offer_name, code, offer_id, custom_code_id)
+            VALUES ($1, $2, $3, $4, 'switchOff', $5, $6, upper($7), $8, $9) ON CONFLICT DO NOTHING RETURNING id
+            """, [command.commandId, command.couponId, command.store.rawValue, command.productId, try json(command),
+                  command.offerName, command.code, command.offerId, command.customCodeId]).rows.count == 1
+    }
+
+    static func json<T: Encodable>(_ value: T) throws -> String {
+        String(decoding: try JSONEncoder.bus.encode(value), as: UTF8.self)
+    }
+
+    /// Claims due tasks with a lease of `lease` seconds (`FOR UPDATE SKIP LOCKED`: instances never
+    /// take the same one). A switch-off waits while the provisioning of its (coupon, store, plan)
+    /// still has calls to make, and, when no provisioning was stored (the two commands crossed),
+    /// for a minute. A switch-off starts from the ids its provisioning recorded.
+    static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Claimed] {
+        try c.query("""
+            UPDATE grants.store_tasks t SET attempts = t.attempts + 1, next_attempt_at = now() + make_interval(secs => $2), lease_token = gen_random_uuid()
+            WHERE t.id IN (
+                SELECT s.id FROM grants.store_tasks s
+                WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now()
+                  AND (s.action = 'provision' OR COALESCE(
+                        (SELECT p.status <> 'pending' FROM grants.store_tasks p
+                         WHERE p.coupon_id = s.coupon_id AND p.store = s.store AND p.product_id = s.product_id AND p.action = 'provision'),
+                        s.created_at < now() - interval '1 minute'))
+                ORDER BY s.next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+            )
+            RETURNING t.id, t.action, t.status, t.command, t.attempts, t.report, t.last_error, t.lease_token,
+                t.code_created_at, t.code_switched_off, t.offer_switched_off,
+                COALESCE(t.subscription_id, (SELECT p.subscription_id FROM grants.store_tasks p WHERE \(provisionOf)) AS subscription_id,
+                COALESCE(t.offer_id, (SELECT p.offer_id FROM grants.store_tasks p WHERE \(provisionOf))) AS offer_id,
+                COALESCE(t.custom_code_id, (SELECT p.custom_code_id FROM grants.store_tasks p WHERE \(provisionOf))) AS custom_code_id
+            """, [limit, lease]).rows.map { row in
+            Claimed(id: try row.decode("id"), action: StoreTaskAction(rawValue: try row.decode("action")) ?? .provision,
+                    status: StoreTaskStatus(rawValue: try row.decode("status")) ?? .pending, command: try row.decode("command"),
+                    subscriptionId: try row.decodeIfPresent("subscription_id"),
+                    progress: AppStoreOfferProgress(offerId: try row.decodeIfPresent("offer_id"), customCodeId: try row.decodeIfPresent("custom_code_id"),
+                                                    codeCreatedAt: try row.decodeIfPresent("code_created_at"),
+                                                    codeSwitchedOff: try row.decode("code_switched_off"), offerSwitchedOff: try row.decode("offer_switched_off")),
+                    attempts: try row.decode("attempts"), report: (try row.decodeIfPresent("report", as: String.self)).flatMap(StoreOfferState.init(rawValue:)),
+                    lastError: try row.decodeIfPresent("last_error"), lease: try row.decode("lease_token"))
+        }
+    }
+
+    /// The provisioning row of the task `t`'s (coupon, store, plan).
+    static let provisionOf = "p.coupon_id = t.coupon_id AND p.store = t.store AND p.product_id = t.product_id AND p.action = 'provision'"
+
+    /// The task's lease was taken over (or the task is gone): nothing of this run may be recorded.
+    struct LeaseLost: Error {}
+
+    /// Records what provisioning or switching off has got so far, under the claim's lease.
+    static func record(_ c: PGConnection, id: UUID, lease: UUID, _ p: AppStoreOfferProgress) throws {
+        let updated = try c.query("""
+            UPDATE grants.store_tasks SET offer_id = $3, custom_code_id = $4, code_created_at = $5, code_switched_off = $6, offer_switched_off = $7
+            WHERE id = $1 AND lease_token = $2 RETURNING id
+            """, [id, lease, p.offerId, p.customCodeId, p.codeCreatedAt, p.codeSwitchedOff, p.offerSwitchedOff]).rows.count
+        guard updated == 1 else { throw LeaseLost() }
+    }
+
+    /// Moves a task on under its lease: to `status`, with its report and message, due again after
+    /// `after` seconds (when it is still to run).
+    static func settle(_ c: PGConnection, id: UUID, lease: UUID, status: StoreTaskStatus, report: StoreOfferState? = nil, error: String?,
+                       after: TimeInterval = 0) throws {
+        let updated = try c.query("""
+            UPDATE grants.store_tasks SET status = $3, report = COALESCE($4, report), last_error = $5, next_attempt_at = now() + make_interval(secs => $6),
+                finished_at = CASE WHEN $3 IN ('done', 'failed') THEN now() END
+            WHERE id = $1 AND lease_token = $2 RETURNING id
+            """, [id, lease, status.rawValue, report?.rawValue, error, after]).rows.count
+        guard updated == 1 else { throw LeaseLost() }
+    }
+
+    /// Redeem's offers for `subscriptionId` made at Apple and not switched off, other than task `id`'s.
+    static func ownActiveOffers(_ c: PGConnection, subscriptionId: String, besides id: UUID) throws -> Int {
+        try c.query("""
+            SELECT count(*)::int AS n FROM grants.store_tasks t
+            WHERE t.action = 'provision' AND t.subscription_id = $1 AND t.id <> $2 AND t.offer_id IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM grants.store_tasks s WHERE s.coupon_id = t.coupon_id AND s.store = t.store
+                              AND s.product_id = t.product_id AND s.action = 'switchOff' AND s.offer_switched_off)
+            """, [subscriptionId, id]).rows.first!.decode("n")
+    }
+
+    /// The plan whose offer holds task `id`'s custom code, when another does or goes first: Apple
+    /// takes a custom code once per app, so of the provisionings asking for one code, one makes it
+    /// (docs/stores.md, "One App Store plan per code"). Another goes first when it has its code
+    /// already; else, of the same coupon, when its product id sorts first; else, of another coupon
+    /// (the same code in the other mode), when it was stored first. A provisioning that failed
+    /// holds nothing.
+    static func codeHolder(_ c: PGConnection, id: UUID) throws -> String? {
+        try c.query("""
+            SELECT o.product_id, o.coupon_id = t.coupon_id AS same_coupon FROM grants.store_tasks t
+            JOIN grants.store_tasks o ON o.code = t.code AND o.action = 'provision' AND o.id <> t.id AND o.report IS DISTINCT FROM 'failed'
+            WHERE t.id = $1 AND (o.custom_code_id IS NOT NULL
+                OR (o.coupon_id = t.coupon_id AND o.product_id < t.product_id)
+                OR (o.coupon_id <> t.coupon_id AND (o.created_at, o.id) < (t.created_at, t.id)))
+            ORDER BY o.custom_code_id IS NULL, o.created_at LIMIT 1
+            """, [id]).rows.first.map { row in
+            try row.decode("same_coupon", as: Bool.self) ? "plan \(try row.decode("product_id", as: String.self))" : "a coupon of the other mode"
+        }
+    }
+}
