@@ -87,6 +87,7 @@ public final class FakeAppStoreConnect: Sendable {
         var retryAfter = 1
         var failing = 0
         var failStatus = 500
+        var failingCodes = 0
         var lastId = 6_400_000_000
     }
 
@@ -158,6 +159,12 @@ public final class FakeAppStoreConnect: Sendable {
         }
     }
 
+    /// The next `count` custom code creations (`POST /v1/subscriptionOfferCodeCustomCodes`) fail
+    /// with 500, making nothing: a run stops between its offer and its code.
+    public func failCodeCreations(_ count: Int) {
+        state.withLock { $0.failingCodes = count }
+    }
+
     // MARK: Serving
 
     func answer(_ req: HTTPRequest, routes: Router) async -> HTTPResponse {
@@ -165,7 +172,7 @@ public final class FakeAppStoreConnect: Sendable {
         if !key.accepts(req.header("authorization"), for: .appStoreConnect) {
             response = AppleError.response(401, "NOT_AUTHORIZED", "Authentication credentials are missing or invalid.",
                                            "Provide a properly configured and signed bearer token, and make sure that it has not expired.")
-        } else if let injected = takeInjectedFailure() {
+        } else if let injected = takeInjectedFailure(req) {
             response = injected
         } else {
             response = await routes.handle(req)
@@ -180,8 +187,12 @@ public final class FakeAppStoreConnect: Sendable {
         return response
     }
 
-    private func takeInjectedFailure() -> HTTPResponse? {
+    private func takeInjectedFailure(_ req: HTTPRequest) -> HTTPResponse? {
         state.withLock { s in
+            if s.failingCodes > 0, req.method == "POST", req.path == "/v1/subscriptionOfferCodeCustomCodes" {
+                s.failingCodes -= 1
+                return AppleError.response(500, "UNEXPECTED_ERROR", "An unexpected error occurred.", "Injected by the test (custom code).")
+            }
             if s.throttled > 0 {
                 s.throttled -= 1
                 return AppleError.response(429, "RATE_LIMIT_EXCEEDED", "The request rate limit has been reached.",

@@ -80,7 +80,7 @@ enum StoreTasks {
             )
             RETURNING t.id, t.action, t.status, t.command, t.attempts, t.report, t.last_error, t.lease_token,
                 t.code_created_at, t.code_switched_off, t.offer_switched_off,
-                COALESCE(t.subscription_id, (SELECT p.subscription_id FROM grants.store_tasks p WHERE \(provisionOf)) AS subscription_id,
+                COALESCE(t.subscription_id, (SELECT p.subscription_id FROM grants.store_tasks p WHERE \(provisionOf))) AS subscription_id,
                 COALESCE(t.offer_id, (SELECT p.offer_id FROM grants.store_tasks p WHERE \(provisionOf))) AS offer_id,
                 COALESCE(t.custom_code_id, (SELECT p.custom_code_id FROM grants.store_tasks p WHERE \(provisionOf))) AS custom_code_id
             """, [limit, lease]).rows.map { row in
