@@ -19,7 +19,8 @@ public struct GatewayConfig: Sendable {
     public var accountsEvents: [String]
     public var grantsEvents: [String]
     /// Apple's signed data (`REDEEM_APPLE_ROOT_CERTS`, `REDEEM_APPLE_BUNDLE_ID`, `REDEEM_APPLE_APP_ID`):
-    /// all three, or none (then nothing signed by Apple is accepted: 401 `invalidSignedData`).
+    /// on when the roots are set, which then need both ids; without them nothing signed by Apple is
+    /// accepted (401 `invalidSignedData`).
     public var appleSignedData: AppleSignedDataSettings?
 
     public init(env: Environment) throws {
@@ -50,12 +51,14 @@ public struct AppleSignedDataSettings: Sendable {
 
     static let names = ["REDEEM_APPLE_ROOT_CERTS", "REDEEM_APPLE_BUNDLE_ID", "REDEEM_APPLE_APP_ID"]
 
-    /// nil when none of the three is set; all three or exit 2.
+    /// nil when `REDEEM_APPLE_ROOT_CERTS` is not set (nothing signed is believed); with it, the
+    /// bundle and app ids are required (exit 2). The two ids alone are fine: coupons and grants
+    /// read them too, and one environment often serves every service.
     init?(env: Environment) throws {
         let values = Self.names.map { env.raw($0) }
-        if values.allSatisfy({ $0 == nil }) { return nil }
+        if values[0] == nil { return nil }
         for (name, value) in zip(Self.names, values) where value == nil {
-            throw ConfigError(variable: name, problem: "required with \(Self.names.filter { $0 != name }.joined(separator: " and ")) (all three or none)")
+            throw ConfigError(variable: name, problem: "required with REDEEM_APPLE_ROOT_CERTS")
         }
         rootCertificatesFile = values[0]!
         bundleId = values[1]!
