@@ -217,7 +217,9 @@ import Testing
         async let resp = client.get("/slow")
         // Stop only once the request is in the server (not still in the listen backlog).
         for _ in 0..<250 where server.inFlight.load(ordering: .acquiring) == 0 { try await Task.sleep(for: .milliseconds(20)) }
-        await server.stop(drainSeconds: 2)
+        // A drain far longer than the handler's 300 ms: a machine stalled for seconds (2 cores
+        // under a full test run) must not turn the answer into the 503 of an expired drain.
+        await server.stop(drainSeconds: 30)
         #expect(try await resp.text == "finished")
     }
 }
