@@ -349,4 +349,65 @@ final class StoresTests: StackTestCase {
         let unknown = try await client.json("POST", "/v1/redemptions/\(r.id)/purchase", ["transactionId": "999999999999"], token: u.token)
         XCTAssertEqual(unknown.status, 404, unknown.text)
     }
+
+    /// Grants killed with SIGKILL in the middle of a burst of Apple's notifications, each sent
+    /// twice and followed by a renewal, while their `coupon.redeemed` notices cross the bus to it:
+    /// every purchase is one completed redemption, and every chain one webhook event once grants
+    /// is back. Nothing is lost, and nothing is done twice. Runs last: it kills grants.
+    func test8_killingGrantsDuringANotificationBurstLosesAndRepeatsNothing() async throws {
+        let c = try await coupon()
+        var reserved: [String] = []
+        var payloads: [String] = []
+        for i in 0..<32 {
+            // Three in four through a reservation, the rest typed straight into the App Store.
+            var token: UUID?
+            if i % 4 != 3 {
+                let r = try await redeem(c.code, try Self.minter.user())
+                reserved.append(r.id)
+                token = r.token
+            }
+            let t = transaction(c.plan, offerName: c.offerName, token: token)
+            let first = sender.signedPayload(sender.notification(i % 2 == 0 ? .offerRedeemed : .subscribed, transaction: t))
+            var renewal = transaction(c.plan, offerName: c.offerName, token: token, original: t.originalTransactionId)
+            renewal.transactionReason = .renewal
+            payloads += [first, first, sender.signedPayload(sender.notification(.didRenew, transaction: renewal))]
+        }
+        payloads.shuffle()
+        let url = notifications, sender = self.sender
+        func burst(_ part: ArraySlice<String>) async throws -> [Int] {
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for payload in part { group.addTask { try await sender.send(payload, to: url).status } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        let third = payloads.count / 3
+        var statuses = try await burst(payloads[..<third])
+        kill(try Self.stack.pid("grants"), SIGKILL)
+        statuses += try await burst(payloads[third..<(2 * third)])
+        try Self.stack.startService("grants")
+        statuses += try await burst(payloads[(2 * third)...])
+        XCTAssertEqual(statuses.filter { $0 != 200 }, [], "Apple's notifications never wait for grants")
+
+        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let rows = try db.query("""
+            SELECT r.id::text AS id, r.status, (SELECT count(*)::int FROM coupons.store_purchases p WHERE p.redemption_id = r.id) AS chains
+            FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id WHERE c.code = $1
+            """, [c.code]).rows
+        let redemptions = try rows.map { (id: try $0.decode("id", as: String.self), status: try $0.decode("status", as: String.self), chains: try $0.decode("chains", as: Int.self)) }
+        XCTAssertEqual(redemptions.count, 32, "one redemption per purchase")
+        XCTAssertEqual(redemptions.filter { $0.status != "completed" || $0.chains != 1 }.map(\.id), [])
+        XCTAssertEqual(Set(reserved.map { $0.lowercased() }).subtracting(redemptions.map(\.id)), [], "each reservation completed by its own purchase")
+
+        // One event per chain, once grants is back (a delivery cut off by the kill may come twice, with its id).
+        func events(_ id: String) -> Set<String> {
+            Set(Self.receiver.received.filter {
+                let body = String(decoding: $0.body, as: UTF8.self).lowercased()
+                return body.contains(id) && body.contains("coupon.redeemed")
+            }.map(\.id))
+        }
+        let delivered = try await Self.stack.eventually(60) { redemptions.allSatisfy { !events($0.id).isEmpty } }
+        XCTAssertTrue(delivered, "every chain's webhook arrives after grants is back\n" + Self.stack.logs())
+        try await Task.sleep(for: .seconds(2))
+        XCTAssertEqual(redemptions.filter { events($0.id).count != 1 }.map(\.id), [], "one event per chain")
+    }
 }

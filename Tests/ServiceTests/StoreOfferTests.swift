@@ -287,6 +287,31 @@ import Testing
         #expect(try await world.outbox(StoreSwitchOffCommand.self).filter { $0.reason == .expired }.map(\.code) == ["EXPIRING"])
     }
 
+    /// Apple's code is made with Apple's longest expiry and 25,000 uses (OfferProvisioner.codeTerms),
+    /// so a coupon with offers may raise its cap and move its expiry, within 6 months of when it was
+    /// made (not of the PATCH: the code was made then).
+    @Test func aCouponWithOffersMovesItsExpiryWithinSixMonthsOfItsMaking() async throws {
+        let world = try await StoreWorld.make()
+        defer { world.close() }
+        try await world.plan("pro.monthly")
+        try await world.coupon(StoreWorld.discount("MOVING", cap: 10))
+        let made = Date().addingTimeInterval(-61 * 86_400)
+        try await world.pool.query("UPDATE coupons.coupons SET created_at = $1 WHERE code = 'MOVING'", [made])
+        let stores = world.stores
+        func patch(expires: Date?, cap: Int? = nil) async throws -> CouponView {
+            try await world.pool.transaction {
+                try CouponStore.patch($0, Coupons.Patch(code: "MOVING", mode: .live, active: nil, maxRedemptions: cap, expiresAt: expires), stores: stores, now: Date())
+            }
+        }
+        let within = AppStoreLimits.latestExpiry(madeAt: made).addingTimeInterval(-3600)
+        #expect(try await patch(expires: within, cap: 25_000).maxRedemptions == 25_000)
+        // Within 6 months of the PATCH, but not of the coupon's making: Apple's code is gone by then.
+        let error = await #expect(throws: ServiceError.self) { try await patch(expires: AppStoreLimits.latestExpiry(madeAt: made).addingTimeInterval(86_400)) }
+        #expect(error?.code == .storeLimit && error?.field == "expiresAt")
+        let error2 = await #expect(throws: ServiceError.self) { try await patch(expires: nil, cap: 25_001) }
+        #expect(error2?.code == .storeLimit && error2?.field == "maxRedemptions")
+    }
+
     /// A full cap switches the offers off, but not while a reservation waits for its App Store
     /// purchase: Apple would refuse the purchase it was made for.
     @Test func aFullCapSwitchesOffersOffOnceNoReservationWaitsForApple() async throws {

@@ -149,7 +149,9 @@ enum CouponStore {
         let removing = Set(p.removing ?? [])
         if removing.contains("maxRedemptions") { d.maxRedemptions = nil }
         if removing.contains("expiresAt") { d.expiresAt = nil }
-        try CouponRules.checkStoreLimits(d, now: now)
+        // A coupon with offers has its App Store code already, made with Apple's longest expiry
+        // after the coupon was (OfferProvisioner.codeTerms): its expiry may move within that.
+        try CouponRules.checkStoreLimits(d, now: d.hasStoreOffers ? try row.decode("created_at", as: Date.self) : now)
         if let a = p.active {
             if a && !active { try checkActivePerProduct(tx, d, mode: mode, excluding: id) }
             active = a

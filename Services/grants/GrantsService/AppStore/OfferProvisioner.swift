@@ -78,6 +78,16 @@ struct OfferProvisioner: Sendable {
     let client: AppStoreConnectClient
     typealias Record = @Sendable (AppStoreOfferProgress) async throws -> Void
 
+    /// What Apple's custom code is made with: Apple's own limits, not the coupon's. Apple can't
+    /// change a code's `numberOfCodes` or `expirationDate` once it is made, and Redeem enforces the
+    /// coupon's smaller cap and its expiry itself, switching the code off when either is reached.
+    /// So a coupon's cap can be raised (up to Apple's 25,000) and its expiry moved (up to 6 months
+    /// after the coupon was made, which coupons checks; the code is made after the coupon) without
+    /// the code refusing customers Redeem lets in.
+    static func codeTerms(madeAt now: Date) -> (numberOfCodes: Int, expiresAt: Date) {
+        (AppStoreLimits.maxRedemptions, AppStoreLimits.latestExpiry(madeAt: now))
+    }
+
     /// `ownActiveOffers`: Redeem's offers made and not switched off for this subscription, other
     /// than this one.
     func provision(_ spec: AppStoreOfferSpec, from start: AppStoreOfferProgress, ownActiveOffers: Int, record: Record) async -> AppStoreTaskOutcome {
@@ -88,8 +98,8 @@ struct OfferProvisioner: Sendable {
         } catch {
             return .failed(error.message, progress)
         }
-        // Both are there once the limits pass.
-        guard let expires = spec.expiresAt, let numberOfCodes = spec.maxRedemptions else { return .failed("no cap or expiry", progress) }
+        // There once the limits pass.
+        guard let expires = spec.expiresAt else { return .failed("no expiry", progress) }
         guard expires > now else { return .failed("the coupon expired before its App Store offer was made", progress) }
         guard let duration = AppStoreOfferDuration(spec.duration) else {
             return .failed("App Store offers last 3 days, 1 or 2 weeks, 1, 2, 3 or 6 months, or 1 year", progress)
@@ -122,8 +132,9 @@ struct OfferProvisioner: Sendable {
                 if let made = try await client.customCodes(offerId: offerId).first(where: { $0.customCode.uppercased() == spec.code.uppercased() }) {
                     code = made
                 } else {
-                    code = try await client.createCustomCode(offerId: offerId, code: spec.code, numberOfCodes: numberOfCodes,
-                                                             expirationDate: AppStoreConnectClient.day(expires))
+                    let terms = Self.codeTerms(madeAt: client.now())
+                    code = try await client.createCustomCode(offerId: offerId, code: spec.code, numberOfCodes: terms.numberOfCodes,
+                                                             expirationDate: AppStoreConnectClient.day(terms.expiresAt))
                 }
                 progress.customCodeId = code.id
                 progress.codeCreatedAt = code.createdDate ?? client.now()
