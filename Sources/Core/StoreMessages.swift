@@ -157,17 +157,21 @@ public struct StoreProvisionCommand: BusRequest, Equatable {
     }
 }
 
-/// Switch a coupon's offer and its custom code off in a store (coupons → grants, through the
-/// outbox): the coupon reached its cap, was deactivated, or expired.
-public struct StoreSwitchOffCommand: BusRequest, Equatable {
-    public static let type = "grants.storeSwitchOff"
+/// Switch a coupon's offer and its custom code off, or back on, in a store (coupons → grants,
+/// through the outbox). Off: the coupon reached its cap, was deactivated, or expired. On: it was
+/// activated again, or its cap or expiry moved so that it takes uses again.
+public struct StoreSwitchCommand: BusRequest, Equatable {
+    public static let type = "grants.storeSwitch"
     public typealias Response = Empty
 
     public enum Reason: String, Codable, Sendable, CaseIterable {
         case capReached, deactivated, expired
+        /// Switched back on: the coupon was activated again, or its cap raised or its expiry moved.
+        case reopened
     }
 
-    /// The outbox key grants acknowledges it by, derived like `StoreProvisionCommand.commandId`.
+    /// The outbox key grants acknowledges it by, derived like `StoreProvisionCommand.commandId`
+    /// with the generation.
     public var commandId: UUID
     public var couponId: UUID
     public var code: String
@@ -178,10 +182,15 @@ public struct StoreSwitchOffCommand: BusRequest, Equatable {
     /// The store's ids, when coupons has them already (grants may know them first).
     public var offerId: String?
     public var customCodeId: String?
+    /// On or off.
+    public var active: Bool
+    /// The offer's switch count in coupons (1 for its first switch-off): grants runs an offer's
+    /// switches in this order, so the last one asked for is the one that stays.
+    public var generation: Int
     public var reason: Reason
 
     public init(commandId: UUID, couponId: UUID, code: String, mode: Mode, store: Store, productId: String, offerName: String,
-                offerId: String?, customCodeId: String?, reason: Reason) {
+                offerId: String?, customCodeId: String?, active: Bool, generation: Int, reason: Reason) {
         self.commandId = commandId
         self.couponId = couponId
         self.code = code
@@ -191,6 +200,8 @@ public struct StoreSwitchOffCommand: BusRequest, Equatable {
         self.offerName = offerName
         self.offerId = offerId
         self.customCodeId = customCodeId
+        self.active = active
+        self.generation = generation
         self.reason = reason
     }
 }

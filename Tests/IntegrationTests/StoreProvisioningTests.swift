@@ -17,7 +17,9 @@ final class StoreProvisioningTests: StackTestCase {
 
     override class func startSuite() throws {
         key = try TestAppleAPIKey()
-        fake = try FakeAppStoreConnect(key: key)
+        var limits = FakeAppStoreConnect.Limits()
+        limits.offersSwitchBackOn = true  // test4 (StoreTaskTests covers an Apple that refuses)
+        fake = try FakeAppStoreConnect(key: key, limits: limits)
         fake.addSubscription(subscription, [
             .init(territory: "USA", currency: "USD", current: "9.99", points: ["0.99", "2.99", "4.49", "4.99", "5.99", "7.99", "9.99"]),
             .init(territory: "GBR", currency: "GBP", current: "8.99", points: ["0.99", "4.49", "4.99", "8.99"]),
@@ -131,5 +133,38 @@ final class StoreProvisioningTests: StackTestCase {
         }
         XCTAssertTrue(off, Self.stack.logs())
         XCTAssertLessThan(Date().timeIntervalSince(started), 5, "switched off within seconds")
+    }
+
+    /// The operator raises the full cap: code and offer are switched back on within seconds, and
+    /// iOS is offered the coupon again once grants reports it.
+    func test4_raisingAFullCapSwitchesTheCodeAndOfferBackOn() async throws {
+        try await plan("pro.daily")
+        try await coupon("AGAIN-50", product: "pro.daily", cap: 1)
+        let ready = try await Self.stack.eventually(20) { try await self.offerState("AGAIN-50") == "ready" }
+        XCTAssertTrue(ready, Self.stack.logs())
+        let code = try XCTUnwrap(Self.fake.customCodes.first { $0.customCode == "AGAIN-50" })
+        let user = try Self.stack.minter().user()
+        let redeemed = try await client.json("POST", "/v1/redemptions", ["code": "AGAIN-50", "platform": "web"], token: user.token)
+        XCTAssertEqual(redeemed.status, 201, redeemed.text)
+        func active() -> (code: Bool?, offer: Bool?) {
+            (Self.fake.customCodes.first { $0.id == code.id }?.active, Self.fake.offers.first { $0.id == code.offerId }?.active)
+        }
+        let off = try await Self.stack.eventually(10) { active() == (false, false) }
+        XCTAssertTrue(off, "a web reservation filled the cap\n" + Self.stack.logs())
+        let other = try Self.stack.minter().user()
+        let validate = { [client] in try await client.json("POST", "/v1/coupons/validate", ["code": "AGAIN-50", "platform": "ios"], token: other.token).json() }
+        let full = try await validate()["reason"] as? String
+        XCTAssertEqual(full, "exhausted")
+
+        let raised = try await client.json("PATCH", "/v1/coupons/AGAIN-50", ["maxRedemptions": 5], token: admin)
+        XCTAssertEqual(raised.status, 200, raised.text)
+        let started = Date()
+        let on = try await Self.stack.eventually(10) { active() == (true, true) }
+        XCTAssertTrue(on, Self.stack.logs())
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "switched back on within seconds")
+        let again = try await Self.stack.eventually(10) { try await self.offerState("AGAIN-50") == "ready" }
+        XCTAssertTrue(again, Self.stack.logs())
+        let valid = try await validate()["valid"] as? Bool
+        XCTAssertEqual(valid, true)
     }
 }

@@ -250,20 +250,20 @@ import TestSupport
         let w = try world()
         defer { Task { await w.fake.stop() } }
         let made = try Self.done(await w.provisioner.provision(Self.spec(), from: .init(), ownActiveOffers: 0, record: Self.keep))
-        let off = try Self.done(await w.provisioner.switchOff(subscriptionId: Self.subscription, offerName: "redeem-offer-1", code: "SPRING-25",
+        let off = try Self.done(await w.provisioner.switchTo(active: false, subscriptionId: Self.subscription, offerName: "redeem-offer-1", code: "SPRING-25",
                                                               from: made, record: Self.keep))
-        #expect(off.codeSwitchedOff && off.offerSwitchedOff)
+        #expect(off.codeSwitched && off.offerSwitched)
         #expect(w.fake.offers.allSatisfy { !$0.active } && w.fake.customCodes.allSatisfy { !$0.active })
         let patches = w.fake.received.filter { $0.method == "PATCH" }.map(\.path)
         #expect(patches == ["/v1/subscriptionOfferCodeCustomCodes/\(made.customCodeId!)", "/v1/subscriptionOfferCodes/\(made.offerId!)"])
 
         // Without the ids (a restart that lost them): found by name and code, switched off again.
-        _ = try Self.done(await w.provisioner.switchOff(subscriptionId: Self.subscription, offerName: "redeem-offer-1", code: "spring-25",
+        _ = try Self.done(await w.provisioner.switchTo(active: false, subscriptionId: Self.subscription, offerName: "redeem-offer-1", code: "spring-25",
                                                         from: .init(), record: Self.keep))
         #expect(w.fake.received.filter { $0.method == "PATCH" }.count == 4 && w.fake.received.allSatisfy { $0.status < 300 })
         // An offer never made needs nothing.
         let calls = w.fake.received.count
-        #expect(await w.provisioner.switchOff(subscriptionId: nil, offerName: "never", code: "NEVER", from: .init(), record: Self.keep) == .done(.init()))
+        #expect(await w.provisioner.switchTo(active: false, subscriptionId: nil, offerName: "never", code: "NEVER", from: .init(), record: Self.keep) == .done(.init()))
         #expect(w.fake.received.count == calls)
     }
 

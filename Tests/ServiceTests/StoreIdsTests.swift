@@ -17,7 +17,7 @@ import Testing
         #expect(name != StoreIds.offerName(coupon: UUID.random(), store: .appStore, productId: "pro.monthly"))
         let provision = StoreIds.command(StoreProvisionCommand.type, coupon: coupon, store: .appStore, productId: "pro.monthly")
         #expect(provision == StoreIds.command(StoreProvisionCommand.type, coupon: coupon, store: .appStore, productId: "pro.monthly"))
-        #expect(provision != StoreIds.command(StoreSwitchOffCommand.type, coupon: coupon, store: .appStore, productId: "pro.monthly"))
+        #expect(provision != StoreIds.command(StoreSwitchCommand.type, coupon: coupon, store: .appStore, productId: "pro.monthly"))
         let token = StoreIds.appAccountToken(account: account)
         #expect(token == StoreIds.appAccountToken(account: account) && token != StoreIds.appAccountToken(account: UUID.random()))
         // Version 8, RFC 9562 variant: a UUID StoreKit takes as it is.

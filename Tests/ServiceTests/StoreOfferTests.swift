@@ -277,14 +277,14 @@ import Testing
         let view = try await deactivate()
         #expect(view.storeOffers?.allSatisfy { $0.switchedOffAt != nil } == true)
         _ = try await deactivate()
-        let offs = try await world.outbox(StoreSwitchOffCommand.self)
+        let offs = try await world.outbox(StoreSwitchCommand.self)
         #expect(offs.count == 2 && offs.allSatisfy { $0.reason == .deactivated && $0.code == "GOING-OFF" })
         #expect(Set(offs.map(\.offerName)).count == 2)
         // Expiry, found by the sweep.
         try await world.pool.query("UPDATE coupons.coupons SET expires_at = now() - interval '1 second' WHERE code = 'EXPIRING'")
         #expect(try await world.pool.withConnection { try StoreOffers.switchOffExpired($0) } == 1)
         #expect(try await world.pool.withConnection { try StoreOffers.switchOffExpired($0) } == 0)
-        #expect(try await world.outbox(StoreSwitchOffCommand.self).filter { $0.reason == .expired }.map(\.code) == ["EXPIRING"])
+        #expect(try await world.outbox(StoreSwitchCommand.self).filter { $0.reason == .expired }.map(\.code) == ["EXPIRING"])
     }
 
     /// Apple's code is made with Apple's longest expiry and 25,000 uses (OfferProvisioner.codeTerms),
@@ -324,20 +324,69 @@ import Testing
         try await world.codeMade("CAP-IOS")
         // Filled by reservations on the web (confirmed by hand, never at Apple): off at once.
         _ = try await world.redeem("CAP-WEB", account: UUID.random(), platform: .web)
-        #expect(try await world.outbox(StoreSwitchOffCommand.self).isEmpty)
+        #expect(try await world.outbox(StoreSwitchCommand.self).isEmpty)
         _ = try await world.redeem("CAP-WEB", account: UUID.random(), platform: .web)
-        #expect(try await world.outbox(StoreSwitchOffCommand.self).map(\.reason) == [.capReached])
+        #expect(try await world.outbox(StoreSwitchCommand.self).map(\.reason) == [.capReached])
         // Filled by iOS reservations: on until the last of them completes.
         let a = UUID.random(), b = UUID.random()
         _ = try await world.redeem("CAP-IOS", account: a)
         _ = try await world.redeem("CAP-IOS", account: b)
-        #expect(try await world.outbox(StoreSwitchOffCommand.self).filter { $0.code == "CAP-IOS" }.isEmpty)
+        #expect(try await world.outbox(StoreSwitchCommand.self).filter { $0.code == "CAP-IOS" }.isEmpty)
         let name = try await world.offerName("CAP-IOS")
         _ = try await world.purchase(.init(transaction: StoreWorld.transaction(name, chain: "cap-a", token: StoreIds.appAccountToken(account: a))))
-        #expect(try await world.outbox(StoreSwitchOffCommand.self).filter { $0.code == "CAP-IOS" }.isEmpty)
+        #expect(try await world.outbox(StoreSwitchCommand.self).filter { $0.code == "CAP-IOS" }.isEmpty)
         _ = try await world.purchase(.init(transaction: StoreWorld.transaction(name, chain: "cap-b", token: StoreIds.appAccountToken(account: b))))
-        #expect(try await world.outbox(StoreSwitchOffCommand.self).filter { $0.code == "CAP-IOS" }.map(\.reason) == [.capReached])
+        #expect(try await world.outbox(StoreSwitchCommand.self).filter { $0.code == "CAP-IOS" }.map(\.reason) == [.capReached])
         #expect(try await world.validate("CAP-IOS").reason == .exhausted)
+    }
+
+    /// A coupon that takes uses again switches its offers back on: activated again, its full cap
+    /// raised, or a use given back by a released reservation (the sweep). Each switch is a command
+    /// of its own, numbered, and iOS waits (`creating`) until grants reports Apple has it on.
+    @Test func aCouponThatTakesUsesAgainSwitchesItsOffersBackOn() async throws {
+        let world = try await StoreWorld.make(settle: 0)
+        defer { world.close() }
+        try await world.plan("pro.monthly")
+        try await world.coupon(StoreWorld.discount("AGAIN", cap: 1))
+        try await world.codeMade("AGAIN")
+        let stores = world.stores
+        func patch(active: Bool? = nil, cap: Int? = nil) async throws -> CouponView {
+            try await world.pool.transaction {
+                try CouponStore.patch($0, Coupons.Patch(code: "AGAIN", mode: .live, active: active, maxRedemptions: cap, expiresAt: nil), stores: stores, now: Date())
+            }
+        }
+        func switches() async throws -> [String] {
+            try await world.outbox(StoreSwitchCommand.self).map { "\($0.generation) \($0.active ? "on" : "off") \($0.reason.rawValue)" }
+        }
+        // Off and on again.
+        _ = try await patch(active: false)
+        #expect(try await patch(active: true).storeOffers?.map(\.state) == [.creating])
+        #expect(try await world.validate("AGAIN").reason == .notReady, "iOS waits until Apple has it on again")
+        #expect(try await switches() == ["1 off deactivated", "2 on reopened"])
+        // What grants reports once Apple has it on: ready again (its code settled long ago).
+        let couponId = try await world.couponId("AGAIN")
+        _ = try await world.pool.transaction {
+            try StoreOffers.report($0, Coupons.StoreOfferReport(couponId: couponId, store: .appStore, productId: "pro.monthly", state: .waitingForApple,
+                                                                offerId: nil, customCodeId: nil, codeCreatedAt: nil), now: Date(), settle: 0)
+        }
+        #expect(try await world.get("AGAIN").storeOffers?.map(\.state) == [.ready])
+        // The cap fills on the web: off. Raised: on.
+        _ = try await world.redeem("AGAIN", account: UUID.random(), platform: .web)
+        #expect(try await patch(cap: 2).storeOffers?.map(\.state) == [.creating])
+        #expect(try await switches() == ["1 off deactivated", "2 on reopened", "3 off capReached", "4 on reopened"])
+        // Full again; a reservation released by the sweep gives its use back: on, found by the sweep.
+        _ = try await world.redeem("AGAIN", account: UUID.random(), platform: .web)
+        #expect(try await switches().last == "5 off capReached")
+        #expect(try await world.pool.withConnection { try StoreOffers.switchOnReopened($0) } == 0, "nothing to switch on while full")
+        try await world.pool.query("UPDATE coupons.redemptions SET reservation_expires_at = now() - interval '1 second' WHERE status = 'reserved'")
+        _ = try await world.pool.withConnection { try RedemptionStore.releaseExpired($0) }
+        #expect(try await world.get("AGAIN").remaining == 2)
+        #expect(try await world.pool.withConnection { try StoreOffers.switchOnReopened($0) } == 1)
+        #expect(try await world.pool.withConnection { try StoreOffers.switchOnReopened($0) } == 0)
+        #expect(try await switches().last == "6 on reopened")
+        // An offer Apple never made (failed) is not switched on.
+        try await world.pool.query("UPDATE coupons.store_offers SET state = 'failed', switched_off_at = now()")
+        #expect(try await world.pool.withConnection { try StoreOffers.switchOnReopened($0) } == 0)
     }
 
     @Test func aPlanSubscriptionCannotChangeUnderLiveOffers() async throws {

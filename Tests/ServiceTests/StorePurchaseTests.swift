@@ -263,7 +263,7 @@ import Testing
         #expect(coupon.redeemedCount == 30 && coupon.overCapCount == 25)
         #expect(try await notices(world).count == 30)
         // The cap filled with no reservation waiting for Apple: the offer goes off, once.
-        #expect(try await world.outbox(StoreSwitchOffCommand.self).map(\.reason) == [.capReached])
+        #expect(try await world.outbox(StoreSwitchCommand.self).map(\.reason) == [.capReached])
         // The CHECK is the database's: the counter can't be pushed past the cap.
         await #expect(throws: PGError.self) { try await world.pool.query("UPDATE coupons.coupons SET used_count = used_count + 1") }
     }

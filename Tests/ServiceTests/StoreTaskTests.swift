@@ -50,7 +50,7 @@ import Telemetry
         @discardableResult
         func deliverCommands() async throws -> Int {
             let provisions = try await coupons.outbox(StoreProvisionCommand.self)
-            let switchOffs = try await coupons.outbox(StoreSwitchOffCommand.self)
+            let switchOffs = try await coupons.outbox(StoreSwitchCommand.self)
             return try await pool.transaction { tx in
                 try provisions.filter { try StoreTasks.store(tx, $0) }.count + switchOffs.filter { try StoreTasks.store(tx, $0) }.count
             }
@@ -75,11 +75,13 @@ import Telemetry
         func tasks(_ sql: String) async throws -> Int { try await coupons.count("SELECT count(*) FROM grants.store_tasks WHERE \(sql)") }
     }
 
-    func world() async throws -> World {
+    func world(offersSwitchBackOn: Bool = false) async throws -> World {
         let coupons = try await StoreWorld.make()
         try await GrantsService.migrator.apply(on: coupons.pool)
         let key = try TestAppleAPIKey()
-        let fake = try FakeAppStoreConnect(key: key)
+        var limits = FakeAppStoreConnect.Limits()
+        limits.offersSwitchBackOn = offersSwitchBackOn
+        let fake = try FakeAppStoreConnect(key: key, limits: limits)
         fake.addSubscription(Self.subscription, [
             .init(territory: "USA", currency: "USD", current: "9.99", points: ["0.99", "2.99", "4.49", "4.99", "5.99", "7.99", "9.99"]),
         ])
@@ -224,6 +226,39 @@ import Telemetry
         #expect(w.fake.offers.first?.active == false && w.fake.customCodes.first?.active == false)
         let patches = w.fake.received.filter { $0.method == "PATCH" }.map(\.path)
         #expect(patches.count == 2 && patches.first?.contains("CustomCodes") == true, "the code first, then the offer: \(patches)")
+    }
+
+    /// Deactivated, then activated again before grants hears of either: grants switches code and
+    /// offer off, then back on (the offer first), in the order coupons asked, and the offer is as
+    /// it was. Whether Apple switches an offer back on is unconfirmed: when it refuses, the offer
+    /// is `failed` with Apple's message and the code stays off.
+    @Test(arguments: [true, false]) func aCouponActivatedAgainSwitchesItsOfferBackOn(appleSwitchesBackOn: Bool) async throws {
+        let w = try await world(offersSwitchBackOn: appleSwitchesBackOn)
+        defer { w.coupons.close(); Task { await w.fake.stop() } }
+        try await w.coupons.coupon(Self.input("AGAIN-50"))
+        try await w.deliverCommands()
+        try await w.run(w.worker()) { try await w.tasks("status = 'done'") == 1 }
+        let before = try await w.states("AGAIN-50")
+        let stores = w.coupons.stores
+        for active in [false, true] {
+            _ = try await w.pool.transaction {
+                try CouponStore.patch($0, Coupons.Patch(code: "AGAIN-50", mode: .live, active: active, maxRedemptions: nil, expiresAt: nil), stores: stores, now: Date())
+            }
+        }
+        #expect(try await w.states("AGAIN-50") == [.creating])
+        #expect(try await w.deliverCommands() == 2)
+        try await w.run(w.worker()) { try await w.tasks("status = 'done'") == 3 }
+        let patches = w.fake.received.filter { $0.method == "PATCH" }.map { $0.path.contains("CustomCodes") ? "code" : "offer" }
+        if appleSwitchesBackOn {
+            #expect(patches == ["code", "offer", "offer", "code"], "off: the code first; on: the offer first")
+            #expect(w.fake.offers.first?.active == true && w.fake.customCodes.first?.active == true)
+            #expect(try await w.states("AGAIN-50") == before)
+        } else {
+            #expect(patches == ["code", "offer", "offer"])
+            #expect(w.fake.offers.first?.active == false && w.fake.customCodes.first?.active == false)
+            let offer = try #require(try await w.coupons.get("AGAIN-50").storeOffers?.first)
+            #expect(offer.state == .failed && offer.message?.contains("cannot be activated again") == true, "\(offer)")
+        }
     }
 
     @Test func aSwitchOffWaitsForItsProvisioning() async throws {

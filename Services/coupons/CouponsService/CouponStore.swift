@@ -127,7 +127,9 @@ enum CouponStore {
     }
 
     /// Changes a coupon. Deactivating it switches its store offers off; a cap lowered to the uses
-    /// already made does too (`StoreOffers.switchOffIfCapFull`).
+    /// already made does too (`StoreOffers.switchOffIfCapFull`). Activating it again, raising a
+    /// full cap or moving the expiry of an expired coupon switches them back on
+    /// (`StoreOffers.switchOnIfOpen`).
     static func patch(_ tx: PGConnection, _ p: Coupons.Patch, stores: StoreSettings, now: Date) throws -> CouponView {
         let mode = Mode.of(p.mode)
         guard let row = try find(tx, code: p.code, mode: mode, lock: true) else { throw notFound }
@@ -159,7 +161,12 @@ enum CouponStore {
         try tx.query("UPDATE coupons.coupons SET max_redemptions = $2, expires_at = $3, active = $4 WHERE id = $1",
                      [id, d.maxRedemptions, d.expiresAt, active])
         if d.hasStoreOffers {
-            if p.active == false { try StoreOffers.switchOff(tx, coupon: id, reason: .deactivated) } else { try StoreOffers.switchOffIfCapFull(tx, coupon: id) }
+            if p.active == false {
+                try StoreOffers.switchOff(tx, coupon: id, reason: .deactivated)
+            } else {
+                try StoreOffers.switchOffIfCapFull(tx, coupon: id)
+                try StoreOffers.switchOnIfOpen(tx, coupon: id)
+            }
         }
         return try get(tx, code: d.code, mode: mode, stores: stores, now: now)
     }

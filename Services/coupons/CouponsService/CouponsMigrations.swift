@@ -258,5 +258,11 @@ enum CouponsMigrations {
             COMMENT ON COLUMN outbox.redemption_id IS
                 'the message''s key: its redemption, or for a store command a key derived from (command, coupon, store, plan)';
             """),
+        Migration(13, "store offers switch back on", """
+            -- How many times coupons asked grants to switch the offer off or on: each command carries
+            -- the count, and grants runs an offer's switches in its order.
+            ALTER TABLE store_offers ADD COLUMN switch_generation int NOT NULL DEFAULT 0 CHECK (switch_generation >= 0);
+            CREATE INDEX store_offers_switched_off ON store_offers (coupon_id) WHERE switched_off_at IS NOT NULL;
+            """),
     ]
 }

@@ -62,10 +62,10 @@ public final class CouponsService: BackendService {
                     let n = try await pool.withConnection { try RedemptionStore.releaseExpired($0) }
                     if n > 0 { logger.info("released expired reservations", ["coupons.released": n]) }
                     let off = try await pool.withConnection { try StoreOffers.switchOffExpired($0) }
-                    if off > 0 {
-                        logger.info("switching off the store offers of expired coupons", ["coupons.offers": off])
-                        relay.nudge()
-                    }
+                    if off > 0 { logger.info("switching off the store offers of expired coupons", ["coupons.offers": off]) }
+                    let on = try await pool.withConnection { try StoreOffers.switchOnReopened($0) }
+                    if on > 0 { logger.info("switching back on the store offers of coupons that take uses again", ["coupons.offers": on]) }
+                    if off + on > 0 { relay.nudge() }
                     _ = try await pool.withConnection { try StorePurchases.forgetOldNotifications($0) }
                 } catch {
                     logger.warning("reservation sweep failed", ["error": String(describing: error)])

@@ -15,9 +15,11 @@ enum StoreIds {
     }
 
     /// The outbox key of a store command (`StoreProvisionCommand.commandId`): one per (command type,
-    /// coupon, store, plan), so writing the same command twice leaves one row.
-    static func command(_ type: String, coupon: UUID, store: Store, productId: String) -> UUID {
-        version8(Crypto.sha256(Array("redeem.storeCommand|\(type)|\(coupon.lowercasedString)|\(store.rawValue)|\(productId)".utf8)))
+    /// coupon, store, plan), and per switch of the offer (`generation`, above 0 for a switch), so
+    /// writing the same command twice leaves one row.
+    static func command(_ type: String, coupon: UUID, store: Store, productId: String, generation: Int = 0) -> UUID {
+        let switched = generation > 0 ? "|\(generation)" : ""
+        return version8(Crypto.sha256(Array("redeem.storeCommand|\(type)|\(coupon.lowercasedString)|\(store.rawValue)|\(productId)\(switched)".utf8)))
     }
 
     /// The `appAccountToken` of an account: `UUID(SHA-256("redeem.appAccountToken" ‖ the account

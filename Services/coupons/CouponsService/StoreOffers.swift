@@ -4,8 +4,8 @@ import Foundation
 
 /// A coupon's offers in the stores (docs/stores.md): made with the coupon (a row per plan, state
 /// `creating`, and a `grants.storeProvision` command in the same transaction), moved on by grants'
-/// reports, read by validate and redeem on iOS, and switched off (`grants.storeSwitchOff`) when the
-/// cap is full, the coupon is deactivated or it expires.
+/// reports, read by validate and redeem on iOS, and switched off (`grants.storeSwitch`) when the
+/// cap is full, the coupon is deactivated or it expires, and back on when it takes uses again.
 enum StoreOffers {
     /// One `store_offers` row.
     struct Row: Sendable, Equatable {
@@ -126,26 +126,68 @@ enum StoreOffers {
         return next.view(now: now, settle: settle)
     }
 
-    // MARK: - Switching off
+    // MARK: - Switching off and on
 
     /// Asks grants to switch off every offer of the coupon not yet switched off (one command per
     /// offer, in the caller's transaction). Answers how many.
     @discardableResult
-    static func switchOff(_ tx: PGConnection, coupon: UUID, reason: StoreSwitchOffCommand.Reason) throws -> Int {
+    static func switchOff(_ tx: PGConnection, coupon: UUID, reason: StoreSwitchCommand.Reason) throws -> Int {
         let rows = try tx.query("""
-            UPDATE coupons.store_offers o SET switched_off_at = now(), updated_at = now() FROM coupons.coupons c
+            UPDATE coupons.store_offers o SET switched_off_at = now(), switch_generation = o.switch_generation + 1, updated_at = now()
+            FROM coupons.coupons c
             WHERE o.coupon_id = $1 AND c.id = o.coupon_id AND o.switched_off_at IS NULL
-            RETURNING \(columns), c.code, c.mode
+            RETURNING \(columns), o.switch_generation, c.code, c.mode
             """, [coupon]).rows
-        for r in rows {
-            let offer = try row(r)
-            let command = StoreSwitchOffCommand(
-                commandId: StoreIds.command(StoreSwitchOffCommand.type, coupon: coupon, store: offer.store, productId: offer.productId),
-                couponId: coupon, code: try r.decode("code"), mode: Mode(rawValue: try r.decode("mode")) ?? .live, store: offer.store,
-                productId: offer.productId, offerName: offer.offerName, offerId: offer.offerId, customCodeId: offer.customCodeId, reason: reason)
-            try Outbox.add(tx, key: command.commandId, command)
-        }
+        try rows.forEach { try command($0, coupon: coupon, active: false, reason: reason, tx) }
         return rows.count
+    }
+
+    /// Asks grants to switch back on the offers of a coupon that takes uses again (activated again,
+    /// its cap raised or a use given back, its expiry moved): active, started or not, not expired,
+    /// with a use left. Only offers whose code was made (not `failed`) switch on; until grants
+    /// reports that Apple has them on again they are `creating`, so iOS waits (`notReady`), and if
+    /// Apple refuses they are `failed` with Apple's message. Answers how many.
+    @discardableResult
+    static func switchOnIfOpen(_ tx: PGConnection, coupon: UUID) throws -> Int {
+        let rows = try tx.query("""
+            UPDATE coupons.store_offers o SET switched_off_at = NULL, switch_generation = o.switch_generation + 1, state = 'creating',
+                message = NULL, updated_at = now()
+            FROM coupons.coupons c
+            WHERE o.coupon_id = $1 AND c.id = o.coupon_id AND o.switched_off_at IS NOT NULL AND o.state <> 'failed'
+              AND c.active AND (c.expires_at IS NULL OR c.expires_at > now())
+              AND (c.max_redemptions IS NULL OR c.used_count < c.max_redemptions)
+            RETURNING \(columns), o.switch_generation, c.code, c.mode
+            """, [coupon]).rows
+        try rows.forEach { try command($0, coupon: coupon, active: true, reason: .reopened, tx) }
+        return rows.count
+    }
+
+    /// Coupons with offers switched off that take uses again, found by the reservation sweep (a
+    /// released reservation gave a use back): switched on, each in its own transaction. Answers
+    /// how many offers.
+    static func switchOnReopened(_ c: PGConnection) throws -> Int {
+        let coupons = try c.query("""
+            SELECT DISTINCT o.coupon_id FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id
+            WHERE o.switched_off_at IS NOT NULL AND o.state <> 'failed' AND c.active AND (c.expires_at IS NULL OR c.expires_at > now())
+              AND (c.max_redemptions IS NULL OR c.used_count < c.max_redemptions) LIMIT 100
+            """).rows.map { try $0.decode("coupon_id", as: UUID.self) }
+        var n = 0
+        for coupon in coupons {
+            n += try c.transaction { tx in try switchOnIfOpen(tx, coupon: coupon) }
+        }
+        return n
+    }
+
+    /// The outbox command for one switched row (with `switch_generation`, `code` and `mode`).
+    private static func command(_ r: PGRow, coupon: UUID, active: Bool, reason: StoreSwitchCommand.Reason, _ tx: PGConnection) throws {
+        let offer = try row(r)
+        let generation = try r.decode("switch_generation", as: Int.self)
+        let command = StoreSwitchCommand(
+            commandId: StoreIds.command(StoreSwitchCommand.type, coupon: coupon, store: offer.store, productId: offer.productId, generation: generation),
+            couponId: coupon, code: try r.decode("code"), mode: Mode(rawValue: try r.decode("mode")) ?? .live, store: offer.store,
+            productId: offer.productId, offerName: offer.offerName, offerId: offer.offerId, customCodeId: offer.customCodeId,
+            active: active, generation: generation, reason: reason)
+        try Outbox.add(tx, key: command.commandId, command)
     }
 
     /// The cap is full: switch the offers off, unless a live reservation still waits for its App

@@ -84,8 +84,8 @@ public final class GrantsService: BackendService {
             try await storeTask(command.commandId, type: StoreProvisionCommand.type) { try StoreTasks.store($0, command) }
             return Empty()
         }
-        commands.on(StoreSwitchOffCommand.self) { [self] command, _ in
-            try await storeTask(command.commandId, type: StoreSwitchOffCommand.type) { try StoreTasks.store($0, command) }
+        commands.on(StoreSwitchCommand.self) { [self] command, _ in
+            try await storeTask(command.commandId, type: StoreSwitchCommand.type) { try StoreTasks.store($0, command) }
             return Empty()
         }
         commands.on(RedemptionCompletedNotice.self) { [self] notice, _ in

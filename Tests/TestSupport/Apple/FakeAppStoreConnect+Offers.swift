@@ -119,18 +119,17 @@ extension FakeAppStoreConnect {
 
     /// `PATCH /v1/subscriptionOfferCodes/{id}`.
     func switchOffer(_ req: HTTPRequest) -> HTTPResponse {
-        switchOff(req, type: "subscriptionOfferCodes", \.offers) { offerResource($0) }
+        setActive(req, type: "subscriptionOfferCodes", \.offers, switchesBackOn: limits.offersSwitchBackOn) { offerResource($0) }
     }
 
     /// `PATCH /v1/subscriptionOfferCodeCustomCodes/{id}`.
     func switchCode(_ req: HTTPRequest) -> HTTPResponse {
-        switchOff(req, type: "subscriptionOfferCodeCustomCodes", \.codes) { codeResource($0) }
+        setActive(req, type: "subscriptionOfferCodeCustomCodes", \.codes, switchesBackOn: true) { codeResource($0) }
     }
 
-    /// `{data: {type, id, attributes: {active}}}` with the path's id. Switching off is
-    /// idempotent; switching back on is refused (Apple titles the call "Deactivate", and
-    /// whether it reactivates is unconfirmed).
-    private func switchOff<T: Switchable>(_ req: HTTPRequest, type: String, _ collection: WritableKeyPath<State, [T]>,
+    /// `{data: {type, id, attributes: {active}}}` with the path's id. Switching is idempotent;
+    /// switching back on is refused unless `switchesBackOn` (see `Limits.offersSwitchBackOn`).
+    private func setActive<T: Switchable>(_ req: HTTPRequest, type: String, _ collection: WritableKeyPath<State, [T]>, switchesBackOn: Bool,
                                           render: (T) -> [String: Any]) -> HTTPResponse {
         let id = req.pathParameters["id"] ?? ""
         guard let doc = RequestDocument(req.body, type: type) else { return AppleError.badDocument }
@@ -140,7 +139,7 @@ extension FakeAppStoreConnect {
         guard Set(doc.attributes.keys) == ["active"], let active = doc.attributes["active"] as? Bool else { return attributeError("active") }
         let outcome = state.withLock { s -> T?? in
             guard let i = s[keyPath: collection].firstIndex(where: { $0.id == id }) else { return .none }
-            if active && !s[keyPath: collection][i].active { return .some(.none) }
+            if active && !s[keyPath: collection][i].active && !switchesBackOn { return .some(.none) }
             s[keyPath: collection][i].active = active
             return s[keyPath: collection][i]
         }

@@ -42,6 +42,10 @@ public final class FakeAppStoreConnect: Sendable {
 
     public struct Limits: Sendable {
         public var activeOffersPerSubscription = 10
+        /// Whether `PATCH active: true` switches a deactivated offer back on. Apple titles the call
+        /// "Deactivate" and does not say (docs/stores.md), so by default it is refused; custom
+        /// codes, which Apple documents as (de)activated, always switch back on.
+        public var offersSwitchBackOn = false
         public init() {}
     }
 

@@ -171,18 +171,20 @@ final class AppStoreConnectClient: Sendable {
         return Self.customCode(made)
     }
 
-    /// `PATCH /v1/subscriptionOfferCodes/{id}` with `active: false`. Switching off twice is harmless.
-    func switchOffOffer(id: String) async throws(AppleCallError) {
-        try await switchOff(type: "subscriptionOfferCodes", id: id)
+    /// `PATCH /v1/subscriptionOfferCodes/{id}` with `active`. Switching twice is harmless; whether
+    /// Apple switches an offer back on is unconfirmed (it titles the call "Deactivate"): if not, its
+    /// refusal is the answer.
+    func setActive(_ active: Bool, offerId id: String) async throws(AppleCallError) {
+        try await setActive(active, type: "subscriptionOfferCodes", id: id)
     }
 
-    /// `PATCH /v1/subscriptionOfferCodeCustomCodes/{id}` with `active: false`.
-    func switchOffCustomCode(id: String) async throws(AppleCallError) {
-        try await switchOff(type: "subscriptionOfferCodeCustomCodes", id: id)
+    /// `PATCH /v1/subscriptionOfferCodeCustomCodes/{id}` with `active` (Apple documents both ways).
+    func setActive(_ active: Bool, customCodeId id: String) async throws(AppleCallError) {
+        try await setActive(active, type: "subscriptionOfferCodeCustomCodes", id: id)
     }
 
-    private func switchOff(type: String, id: String) async throws(AppleCallError) {
-        let document: [String: Any] = ["data": ["type": type, "id": id, "attributes": ["active": false]] as [String: Any]]
+    private func setActive(_ active: Bool, type: String, id: String) async throws(AppleCallError) {
+        let document: [String: Any] = ["data": ["type": type, "id": id, "attributes": ["active": active]] as [String: Any]]
         _ = try await call("PATCH", "/v1/\(type)/\(AppleHTTP.encode(id))", body: try! JSONSerialization.data(withJSONObject: document, options: [.sortedKeys]),
                            idempotent: true)
     }

@@ -47,8 +47,9 @@ struct AppStoreOfferProgress: Sendable, Equatable, Codable {
     var offerId: String?
     var customCodeId: String?
     var codeCreatedAt: Date?
-    var codeSwitchedOff = false
-    var offerSwitchedOff = false
+    /// A switch's PATCH of the code, and of the offer, is done.
+    var codeSwitched = false
+    var offerSwitched = false
 }
 
 /// What a provisioning or switching off came to.
@@ -150,35 +151,41 @@ struct OfferProvisioner: Sendable {
         }
     }
 
-    /// Switches the custom code off, then the offer (`PATCH active: false`). Without their ids,
-    /// the offer is looked for by name (when `subscriptionId` is known) and the code among its
+    /// Switches the offer and its custom code off (the code first, so no customer is let in by a
+    /// code whose offer is going), or back on (the offer first), with `PATCH active`. Without their
+    /// ids, the offer is looked for by name (when `subscriptionId` is known) and the code among its
     /// codes; what cannot be found was never made, and needs nothing.
-    func switchOff(subscriptionId: String?, offerName: String, code: String, from start: AppStoreOfferProgress, record: Record) async -> AppStoreTaskOutcome {
+    func switchTo(active: Bool, subscriptionId: String?, offerName: String, code: String, from start: AppStoreOfferProgress,
+                  record: Record) async -> AppStoreTaskOutcome {
         var progress = start
         do {
             if progress.offerId == nil, let subscriptionId {
                 progress.offerId = try await client.offers(subscriptionId: subscriptionId).first { $0.name == offerName }?.id
             }
             guard let offerId = progress.offerId else { return .done(progress) }
-            if !progress.codeSwitchedOff {
+            if active { try await switchOffer(active, offerId: offerId, &progress, record: record) }
+            if !progress.codeSwitched {
                 if progress.customCodeId == nil {
                     progress.customCodeId = try await client.customCodes(offerId: offerId).first { $0.customCode.uppercased() == code.uppercased() }?.id
                 }
-                if let codeId = progress.customCodeId { try await client.switchOffCustomCode(id: codeId) }
-                progress.codeSwitchedOff = true
+                if let codeId = progress.customCodeId { try await client.setActive(active, customCodeId: codeId) }
+                progress.codeSwitched = true
                 try await record(progress)
             }
-            if !progress.offerSwitchedOff {
-                try await client.switchOffOffer(id: offerId)
-                progress.offerSwitchedOff = true
-                try await record(progress)
-            }
+            if !active { try await switchOffer(active, offerId: offerId, &progress, record: record) }
             return .done(progress)
         } catch let e as AppleCallError {
             return Self.outcome(e, progress)
         } catch {
             return .retryLater(after: nil, reason: "progress not recorded: \(error)", progress)
         }
+    }
+
+    private func switchOffer(_ active: Bool, offerId: String, _ progress: inout AppStoreOfferProgress, record: Record) async throws {
+        guard !progress.offerSwitched else { return }
+        try await client.setActive(active, offerId: offerId)
+        progress.offerSwitched = true
+        try await record(progress)
     }
 
     /// The prices of a new offer: for a free trial, every territory of the subscription with no

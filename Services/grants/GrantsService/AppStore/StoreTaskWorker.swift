@@ -74,7 +74,7 @@ final class StoreTaskWorker: Sendable {
         do {
             switch task.action {
             case .provision: try await provision(task)
-            case .switchOff: try await switchOff(task)
+            case .switchOff, .switchOn: try await switchTo(task)
             }
         } catch is StoreTasks.LeaseLost {
             logger.info("store task taken over by another run", ["task": task.id.lowercasedString])
@@ -131,10 +131,16 @@ final class StoreTaskWorker: Sendable {
             }
             // Held for the lease while this run reports; due again at once if the report fails.
             try await settle(task, .reporting, report: task.report, error: task.lastError, after: lease)
-            doorbell.ring()  // a switch-off may have waited for this provisioning
+            doorbell.ring()  // a switch may have waited for this provisioning
         }
+        try await sendReport(task, couponId: command.couponId, store: command.store, productId: command.productId)
+    }
+
+    /// Reports the end of a task that has one (`report`) to coupons, then ends it; a report coupons
+    /// did not answer is sent again after the backoff.
+    private func sendReport(_ task: StoreTasks.Claimed, couponId: UUID, store: Store, productId: String) async throws {
         guard let state = task.report else { return try await settle(task, .done, error: task.lastError) }
-        let message = Coupons.StoreOfferReport(couponId: command.couponId, store: command.store, productId: command.productId, state: state,
+        let message = Coupons.StoreOfferReport(couponId: couponId, store: store, productId: productId, state: state,
                                               offerId: task.progress.offerId, customCodeId: task.progress.customCodeId,
                                               codeCreatedAt: task.progress.codeCreatedAt, message: state == .failed ? task.lastError : nil)
         do {
@@ -146,21 +152,38 @@ final class StoreTaskWorker: Sendable {
         try await settle(task, .done, error: task.lastError)
     }
 
-    private func switchOff(_ task: StoreTasks.Claimed) async throws {
-        let command = try JSONDecoder.bus.decode(StoreSwitchOffCommand.self, from: Data(task.command.utf8))
-        var start = task.progress
-        if start.offerId == nil { start.offerId = command.offerId }
-        if start.customCodeId == nil { start.customCodeId = command.customCodeId }
-        switch await provisioner.switchOff(subscriptionId: task.subscriptionId, offerName: command.offerName, code: command.code, from: start,
-                                           record: record(task)) {
-        case .done:
-            try await settle(task, .done, error: nil)
-        case .failed(let message, _):
-            logger.warning("App Store offer not switched off", ["coupon": command.couponId.lowercasedString, "product": command.productId, "error": message])
-            try await settle(task, .failed, error: message)
-        case .retryLater(let after, let reason, _):
-            try await settle(task, .pending, error: reason, after: pause(task, after: after))
+    /// Switches an offer and its code off or back on. A switch-off ends there (`failed` with
+    /// Apple's message if refused); a switch-on is reported to coupons like a provisioning
+    /// (`waitingForApple`, which is `ready` again since the code settled long ago, or `failed`),
+    /// because coupons holds the offer back (`creating`) until Apple has it on.
+    private func switchTo(_ claimed: StoreTasks.Claimed) async throws {
+        var task = claimed
+        let command = try JSONDecoder.bus.decode(StoreSwitchCommand.self, from: Data(task.command.utf8))
+        if task.status == .pending {
+            var start = task.progress
+            if start.offerId == nil { start.offerId = command.offerId }
+            if start.customCodeId == nil { start.customCodeId = command.customCodeId }
+            switch await provisioner.switchTo(active: command.active, subscriptionId: task.subscriptionId, offerName: command.offerName,
+                                              code: command.code, from: start, record: record(task)) {
+            case .done(let progress):
+                guard command.active else { return try await settle(task, .done, error: nil) }
+                task.progress = progress
+                task.report = .waitingForApple
+                task.lastError = nil
+            case .failed(let message, let progress):
+                logger.warning(command.active ? "App Store offer not switched back on" : "App Store offer not switched off",
+                               ["coupon": command.couponId.lowercasedString, "product": command.productId, "error": message])
+                guard command.active else { return try await settle(task, .failed, error: message) }
+                task.progress = progress
+                task.report = .failed
+                task.lastError = message
+            case .retryLater(let after, let reason, _):
+                return try await settle(task, .pending, error: reason, after: pause(task, after: after))
+            }
+            try await settle(task, .reporting, report: task.report, error: task.lastError, after: lease)
+            doorbell.ring()  // the offer's next switch may have waited for this one
         }
+        try await sendReport(task, couponId: command.couponId, store: command.store, productId: command.productId)
     }
 }
 

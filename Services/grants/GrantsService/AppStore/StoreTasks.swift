@@ -15,13 +15,13 @@ enum StoreTaskStatus: String, Sendable, CaseIterable {
 }
 
 /// What grants does for a store command.
-enum StoreTaskAction: String, Sendable {
-    case provision, switchOff
+enum StoreTaskAction: String, Sendable, CaseIterable {
+    case provision, switchOff, switchOn
 }
 
 /// `grants.store_tasks`: the store commands coupons' outbox sends (`grants.storeProvision`,
-/// `grants.storeSwitchOff`), one row per (coupon, store, plan, action), and what the worker has
-/// got from Apple so far (docs/stores.md, "Grants and Apple's APIs").
+/// `grants.storeSwitch`), one row per (coupon, store, plan, action, switch generation), and what
+/// the worker has got from Apple so far (docs/stores.md, "Grants and Apple's APIs").
 enum StoreTasks {
     /// A task the worker claimed, with its lease.
     struct Claimed: Sendable {
@@ -48,14 +48,15 @@ enum StoreTasks {
                   command.subscriptionId, command.offerName, command.code]).rows.count == 1
     }
 
-    /// Stores a switch-off command, with the ids coupons knew; a repeat changes nothing.
+    /// Stores a switch command (off or on), with the ids coupons knew; a repeat changes nothing.
     @discardableResult
-    static func store(_ c: PGConnection, _ command: StoreSwitchOffCommand) throws -> Bool {
-        try c.query("""
-            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, command, offer_name, code, offer_id, custom_code_id)
-            VALUES ($1, $2, $3, $4, 'switchOff', $5, $6, upper($7), $8, $9) ON CONFLICT DO NOTHING RETURNING id
-            """, [command.commandId, command.couponId, command.store.rawValue, command.productId, try json(command),
-                  command.offerName, command.code, command.offerId, command.customCodeId]).rows.count == 1
+    static func store(_ c: PGConnection, _ command: StoreSwitchCommand) throws -> Bool {
+        let action: StoreTaskAction = command.active ? .switchOn : .switchOff
+        return try c.query("""
+            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, generation, command, offer_name, code, offer_id, custom_code_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, upper($9), $10, $11) ON CONFLICT DO NOTHING RETURNING id
+            """, [command.commandId, command.couponId, command.store.rawValue, command.productId, action.rawValue, command.generation,
+                  try json(command), command.offerName, command.code, command.offerId, command.customCodeId]).rows.count == 1
     }
 
     static func json<T: Encodable>(_ value: T) throws -> String {
@@ -63,23 +64,28 @@ enum StoreTasks {
     }
 
     /// Claims due tasks with a lease of `lease` seconds (`FOR UPDATE SKIP LOCKED`: instances never
-    /// take the same one). A switch-off waits while the provisioning of its (coupon, store, plan)
+    /// take the same one). A switch waits while the provisioning of its (coupon, store, plan)
     /// still has calls to make, and, when no provisioning was stored (the two commands crossed),
-    /// for a minute. A switch-off starts from the ids its provisioning recorded.
+    /// for a minute; and while a switch of an earlier generation is unfinished, so the last one
+    /// coupons asked for is the one Apple is left with. A switch starts from the ids its
+    /// provisioning recorded.
     static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Claimed] {
         try c.query("""
             UPDATE grants.store_tasks t SET attempts = t.attempts + 1, next_attempt_at = now() + make_interval(secs => $2), lease_token = gen_random_uuid()
             WHERE t.id IN (
                 SELECT s.id FROM grants.store_tasks s
                 WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now()
-                  AND (s.action = 'provision' OR COALESCE(
+                  AND (s.action = 'provision' OR (COALESCE(
                         (SELECT p.status <> 'pending' FROM grants.store_tasks p
                          WHERE p.coupon_id = s.coupon_id AND p.store = s.store AND p.product_id = s.product_id AND p.action = 'provision'),
-                        s.created_at < now() - interval '1 minute'))
+                        s.created_at < now() - interval '1 minute')
+                    AND NOT EXISTS (SELECT 1 FROM grants.store_tasks e
+                        WHERE e.coupon_id = s.coupon_id AND e.store = s.store AND e.product_id = s.product_id AND e.action <> 'provision'
+                          AND e.generation < s.generation AND e.status IN ('pending', 'reporting'))))
                 ORDER BY s.next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
             )
             RETURNING t.id, t.action, t.status, t.command, t.attempts, t.report, t.last_error, t.lease_token,
-                t.code_created_at, t.code_switched_off, t.offer_switched_off,
+                t.code_created_at, t.code_switched, t.offer_switched,
                 COALESCE(t.subscription_id, (SELECT p.subscription_id FROM grants.store_tasks p WHERE \(provisionOf))) AS subscription_id,
                 COALESCE(t.offer_id, (SELECT p.offer_id FROM grants.store_tasks p WHERE \(provisionOf))) AS offer_id,
                 COALESCE(t.custom_code_id, (SELECT p.custom_code_id FROM grants.store_tasks p WHERE \(provisionOf))) AS custom_code_id
@@ -89,7 +95,7 @@ enum StoreTasks {
                     subscriptionId: try row.decodeIfPresent("subscription_id"),
                     progress: AppStoreOfferProgress(offerId: try row.decodeIfPresent("offer_id"), customCodeId: try row.decodeIfPresent("custom_code_id"),
                                                     codeCreatedAt: try row.decodeIfPresent("code_created_at"),
-                                                    codeSwitchedOff: try row.decode("code_switched_off"), offerSwitchedOff: try row.decode("offer_switched_off")),
+                                                    codeSwitched: try row.decode("code_switched"), offerSwitched: try row.decode("offer_switched")),
                     attempts: try row.decode("attempts"), report: (try row.decodeIfPresent("report", as: String.self)).flatMap(StoreOfferState.init(rawValue:)),
                     lastError: try row.decodeIfPresent("last_error"), lease: try row.decode("lease_token"))
         }
@@ -101,12 +107,12 @@ enum StoreTasks {
     /// The task's lease was taken over (or the task is gone): nothing of this run may be recorded.
     struct LeaseLost: Error {}
 
-    /// Records what provisioning or switching off has got so far, under the claim's lease.
+    /// Records what provisioning or a switch has got so far, under the claim's lease.
     static func record(_ c: PGConnection, id: UUID, lease: UUID, _ p: AppStoreOfferProgress) throws {
         let updated = try c.query("""
-            UPDATE grants.store_tasks SET offer_id = $3, custom_code_id = $4, code_created_at = $5, code_switched_off = $6, offer_switched_off = $7
+            UPDATE grants.store_tasks SET offer_id = $3, custom_code_id = $4, code_created_at = $5, code_switched = $6, offer_switched = $7
             WHERE id = $1 AND lease_token = $2 RETURNING id
-            """, [id, lease, p.offerId, p.customCodeId, p.codeCreatedAt, p.codeSwitchedOff, p.offerSwitchedOff]).rows.count
+            """, [id, lease, p.offerId, p.customCodeId, p.codeCreatedAt, p.codeSwitched, p.offerSwitched]).rows.count
         guard updated == 1 else { throw LeaseLost() }
     }
 
@@ -122,13 +128,17 @@ enum StoreTasks {
         guard updated == 1 else { throw LeaseLost() }
     }
 
-    /// Redeem's offers for `subscriptionId` made at Apple and not switched off, other than task `id`'s.
+    /// Redeem's offers for `subscriptionId` made at Apple and not switched off, other than task
+    /// `id`'s: an offer counts unless its latest switch is off and done (one being switched back on
+    /// counts already).
     static func ownActiveOffers(_ c: PGConnection, subscriptionId: String, besides id: UUID) throws -> Int {
         try c.query("""
             SELECT count(*)::int AS n FROM grants.store_tasks t
             WHERE t.action = 'provision' AND t.subscription_id = $1 AND t.id <> $2 AND t.offer_id IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM grants.store_tasks s WHERE s.coupon_id = t.coupon_id AND s.store = t.store
-                              AND s.product_id = t.product_id AND s.action = 'switchOff' AND s.offer_switched_off)
+                              AND s.product_id = t.product_id AND s.action = 'switchOff' AND s.offer_switched
+                              AND NOT EXISTS (SELECT 1 FROM grants.store_tasks n WHERE n.coupon_id = t.coupon_id AND n.store = t.store
+                                              AND n.product_id = t.product_id AND n.action = 'switchOn' AND n.generation > s.generation))
             """, [subscriptionId, id]).rows.first!.decode("n")
     }
 
