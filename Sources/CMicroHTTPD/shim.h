@@ -28,10 +28,13 @@ cmicrohttpd_start(unsigned int flags, const struct sockaddr *bind_addr, unsigned
                   unsigned int connection_limit, unsigned int connection_timeout_seconds,
                   size_t connection_memory_bytes,
                   MHD_AccessHandlerCallback dh, void *dh_cls,
-                  MHD_RequestCompletedCallback done, void *done_cls)
+                  MHD_RequestCompletedCallback done, void *done_cls,
+                  MHD_AcceptPolicyCallback apc, void *apc_cls,
+                  MHD_NotifyConnectionCallback notify, void *notify_cls)
 {
-  return MHD_start_daemon(flags, 0, NULL, NULL, dh, dh_cls,
+  return MHD_start_daemon(flags, 0, apc, apc_cls, dh, dh_cls,
                           MHD_OPTION_SOCK_ADDR, bind_addr,
+                          MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
                           MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
                           MHD_OPTION_CONNECTION_LIMIT, connection_limit,
                           MHD_OPTION_NOTIFY_COMPLETED, done, done_cls,
@@ -45,6 +48,18 @@ cmicrohttpd_start(unsigned int flags, const struct sockaddr *bind_addr, unsigned
 #include <netinet/in.h>
 #include <string.h>
 
+/* Writes a socket address's IP address as text into buf (empty when it is neither IPv4 nor IPv6). */
+static inline void
+cmicrohttpd_sockaddr_ip(const struct sockaddr *sa, char *buf, size_t len)
+{
+  buf[0] = '\0';
+  if (sa == NULL) return;
+  if (sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, buf, (socklen_t) len);
+  else if (sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, buf, (socklen_t) len);
+}
+
 /* MHD_get_connection_info is variadic too. Writes the client's IP address as text into buf
  * (empty when unknown). */
 static inline void
@@ -52,12 +67,16 @@ cmicrohttpd_client_ip(struct MHD_Connection *connection, char *buf, size_t len)
 {
   buf[0] = '\0';
   const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  if (info == NULL || info->client_addr == NULL) return;
-  const struct sockaddr *sa = info->client_addr;
-  if (sa->sa_family == AF_INET)
-    inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, buf, (socklen_t) len);
-  else if (sa->sa_family == AF_INET6)
-    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, buf, (socklen_t) len);
+  if (info == NULL) return;
+  cmicrohttpd_sockaddr_ip(info->client_addr, buf, len);
+}
+
+/* The connection's socket (-1 if unknown). */
+static inline int
+cmicrohttpd_connection_fd(struct MHD_Connection *connection)
+{
+  const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  return info == NULL ? -1 : info->connect_fd;
 }
 
 /* MHD_get_daemon_info is variadic as well: the port actually bound (0 if unknown). */

@@ -24,6 +24,14 @@ public final class HTTPServer: Sendable {
         /// 32 kB cost 3 % of the gateway's CPU. 16 kB holds about 12 kB of headers; beyond that
         /// libmicrohttpd answers 431.
         public var connectionMemoryBytes = 16 * 1024
+        /// At most this many connections at once from one client address (0: no limit); trusted
+        /// proxies are not limited (`ConnectionGuard`).
+        public var connectionsPerAddress = 0
+        /// A connection that has not sent a request's headers this many seconds after it opened
+        /// or was last answered is shut (0: only libmicrohttpd's idle timeout).
+        public var headerTimeoutSeconds = 0.0
+        /// Proxies whose `Forwarded` / `X-Forwarded-For` name the client (`ClientAddress`).
+        public var trustedProxies: [IPNetwork] = []
         public init() {}
     }
 
@@ -41,6 +49,8 @@ public final class HTTPServer: Sendable {
     let suspended = Mutex<(connections: [ConnectionHandle: RequestState], closed: Bool)>(([:], false))
     let inFlight = Atomic<Int>(0)
     private let boundPort = Atomic<Int>(0)
+    let connections: ConnectionGuard
+    private let sweeper = Mutex<Task<Void, Never>?>(nil)
 
     public init(options: Options, logger: Logger, metrics: MetricsRegistry? = nil, accessLog: Bool = true, handler: @escaping Handler) {
         self.options = options
@@ -48,6 +58,9 @@ public final class HTTPServer: Sendable {
         self.metrics = metrics
         self.accessLog = accessLog
         self.handler = handler
+        self.connections = ConnectionGuard(.init(perAddress: options.connectionsPerAddress,
+                                                 headerTimeout: options.headerTimeoutSeconds > 0 ? .milliseconds(Int(options.headerTimeoutSeconds * 1000)) : nil,
+                                                 trusted: options.trustedProxies))
     }
 
     /// The port actually listened on (useful with port 0).
@@ -65,7 +78,8 @@ public final class HTTPServer: Sendable {
         let d = withUnsafePointer(to: &addr) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
                 cmicrohttpd_start(flags, sa, UInt32(options.threads), UInt32(options.connectionLimit),
-                                  UInt32(options.connectionTimeoutSeconds), options.connectionMemoryBytes, httpAccessHandler, cls, httpRequestCompleted, cls)
+                                  UInt32(options.connectionTimeoutSeconds), options.connectionMemoryBytes, httpAccessHandler, cls, httpRequestCompleted, cls,
+                                  connections.active ? httpAcceptPolicy : nil, cls, connections.active ? httpConnectionNotice : nil, cls)
             }
         }
         guard let d else {
@@ -74,12 +88,27 @@ public final class HTTPServer: Sendable {
         daemon.withLock { $0 = DaemonHandle(raw: d) }
         let bound = Int(cmicrohttpd_bound_port(d))
         boundPort.store(bound == 0 ? options.port : bound, ordering: .relaxed)
+        if connections.rules.headerTimeout != nil {
+            sweeper.withLock { [connections, metrics] in
+                $0 = Task {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(1))
+                        let shut = connections.sweep()
+                        if shut > 0 {
+                            metrics?.increment("redeem_http_header_timeouts_total", help: "Connections shut for not sending a request's headers in time.",
+                                               by: Double(shut))
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Stops accepting connections, lets requests in progress finish for up to `drainSeconds`,
     /// then stops the daemon (joining its threads).
     public func stop(drainSeconds: Double = 3) async {
         guard let d = daemon.withLock({ $0 }) else { return }
+        sweeper.withLock { $0?.cancel() }
         _ = MHD_quiesce_daemon(d.raw)
         _ = await waitUntil(.now + .milliseconds(Int(drainSeconds * 1000)), every: .milliseconds(20)) { inFlight.load(ordering: .acquiring) == 0 }
         // libmicrohttpd aborts the process if it is stopped with a connection suspended: requests
@@ -152,6 +181,7 @@ private func httpAccessHandler(
 
     guard let statePtr = conCls.pointee else {
         // First call: headers only.
+        if server.connections.active { server.connections.headersArrived(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))) }
         let state = RequestState()
         conCls.pointee = Unmanaged.passRetained(state).toOpaque()
         server.inFlight.wrappingAdd(1, ordering: .acquiringAndReleasing)
@@ -162,7 +192,7 @@ private func httpAccessHandler(
             // it sees a broken pipe instead of the 413. Only a body declared far beyond the limit
             // is refused at once, unread.
             guard length > server.options.maxBodyBytes * 16 else { return .YES }
-            state.request = makeRequest(connection, url: url, method: method, body: Data())
+            state.request = makeRequest(connection, url: url, method: method, body: Data(), trusted: server.options.trustedProxies)
             return queue(server.finish(state, .error(.tooLarge)), on: connection)
         }
         return .YES
@@ -190,7 +220,7 @@ private func httpAccessHandler(
     }
     guard !state.dispatched else { return .YES }
     state.dispatched = true
-    let request = makeRequest(connection, url: url, method: method, body: state.body)
+    let request = makeRequest(connection, url: url, method: method, body: state.body, trusted: server.options.trustedProxies)
     state.request = request
     state.body = Data()
     if state.tooLarge {
@@ -217,6 +247,7 @@ private func httpRequestCompleted(
 ) {
     guard let cls, let conCls, let statePtr = conCls.pointee else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    if server.connections.active, let connection { server.connections.answered(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))) }
     Unmanaged<RequestState>.fromOpaque(statePtr).release()
     conCls.pointee = nil
     server.inFlight.wrappingSubtract(1, ordering: .acquiringAndReleasing)
@@ -314,7 +345,37 @@ private func collect(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowerca
     return collector.pairs
 }
 
-private func makeRequest(_ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?, body: Data) -> HTTPRequest {
+/// libmicrohttpd asks before it makes a connection (only when `ConnectionGuard` has rules).
+private func httpAcceptPolicy(cls: UnsafeMutableRawPointer?, addr: UnsafePointer<sockaddr>?, len: socklen_t) -> MHD_Result {
+    guard let cls else { return .YES }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    var ip = [CChar](repeating: 0, count: 64)
+    cmicrohttpd_sockaddr_ip(addr, &ip, ip.count)
+    let address = ip.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    guard server.connections.mayAccept(address) else {
+        server.metrics?.increment("redeem_http_connections_refused_total", help: "Connections refused over the per-address limit.")
+        return .NO
+    }
+    return .YES
+}
+
+/// libmicrohttpd's notice that a connection started or closed (only when `ConnectionGuard` has rules).
+private func httpConnectionNotice(cls: UnsafeMutableRawPointer?, connection: OpaquePointer?, socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+                                  code: MHD_ConnectionNotificationCode) {
+    guard let cls, let connection else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+    if code == MHD_ConnectionNotificationCode(rawValue: 0) {  // MHD_CONNECTION_NOTIFY_STARTED
+        var ip = [CChar](repeating: 0, count: 64)
+        cmicrohttpd_client_ip(connection, &ip, ip.count)
+        server.connections.opened(key, address: ip.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, fd: cmicrohttpd_connection_fd(connection))
+    } else {
+        server.connections.closed(key)
+    }
+}
+
+private func makeRequest(_ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?, body: Data,
+                         trusted: [IPNetwork]) -> HTTPRequest {
     let headers = collect(connection, .HEADER_KIND, lowercaseKeys: true)
     let query = collect(connection, .GET_ARGUMENT_KIND, lowercaseKeys: false)
     var ip = [CChar](repeating: 0, count: 64)
@@ -327,7 +388,7 @@ private func makeRequest(_ connection: OpaquePointer, url: UnsafePointer<CChar>?
         headers: headers,
         body: body,
         requestId: requestId,
-        clientAddress: ip.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        clientAddress: ClientAddress.resolve(peer: ip.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, headers: headers, trusted: trusted)
     )
 }
 

@@ -14,6 +14,8 @@ final class GatewayEdgeTests: StackTestCase {
         stack = try Stack(environment: [
                 "REDEEM_RATE_LIMITS": "on", "REDEEM_LIMIT_AUTH_PER_MINUTE": "5", "REDEEM_LIMIT_SIGNUP_PER_MINUTE": "3",
                 "REDEEM_LIMIT_CODES_PER_MINUTE": "20", "REDEEM_LOCKOUT_INVALID_CODES": "5", "REDEEM_LOCKOUT_SECONDS": "60",
+                // The tests' client stands for a proxy (test8); without a forwarding header it is its own client.
+                "REDEEM_TRUSTED_PROXIES": "127.0.0.1/32",
             ])
         minter = try stack.minter()
     }
@@ -119,6 +121,26 @@ final class GatewayEdgeTests: StackTestCase {
         let coupons = try Self.stack.wiring()["REDEEM_COUPONS_HTTP_PORT"]!
         let internalMetrics = try await HTTPClient(base: URL(string: "http://127.0.0.1:\(coupons)")!).get("/metrics").text
         XCTAssertTrue(internalMetrics.contains("redeem_outbox_depth"))
+    }
+
+    /// Behind a trusted proxy the lock-out keys on the client the proxy names: one client's
+    /// guesses lock that client out, not everyone behind the proxy.
+    func test8_behindATrustedProxyTheLockOutIsTheForwardedClients() async throws {
+        func validate(_ code: String, _ u: TokenMinter.User, from address: String) async throws -> HTTPClient.Response {
+            try await client.json("POST", "/v1/coupons/validate", ["code": code], token: u.token, headers: ["X-Forwarded-For": address])
+        }
+        let guesser = try Self.minter.user()
+        for i in 0..<5 {
+            let r = try await validate("GUESS-\(i)-\(UUID().uuidString.prefix(4))", guesser, from: "192.0.2.1")
+            XCTAssertEqual(try r.json()["reason"] as? String, "notFound", r.text)
+        }
+        let locked = try await validate("ANY-CODE", guesser, from: "192.0.2.1")
+        XCTAssertEqual(locked.status, 429)
+        // Someone else behind the same proxy is not locked out; a new account at the guesser's address is.
+        let other = try await validate("ANY-CODE", try Self.minter.user(), from: "192.0.2.2")
+        XCTAssertEqual(other.status, 200, other.text)
+        let sameAddress = try await validate("ANY-CODE", try Self.minter.user(), from: "203.0.113.5, 192.0.2.1")
+        XCTAssertEqual(sameAddress.status, 429, "the hop the proxy saw, not the one the client wrote")
     }
 
     func test9_repeatedInvalidCodesLockTheCallerOut() async throws {

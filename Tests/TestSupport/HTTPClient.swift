@@ -33,7 +33,6 @@ public struct HTTPClient: Sendable {
         config.timeoutIntervalForRequest = 60
         session = URLSession(configuration: config)
     }
-
     public func send(_ method: String, _ path: String, body: Data? = nil, headers: [String: String] = [:]) async throws -> Response {
         var req = URLRequest(url: URL(string: path, relativeTo: base)!)
         req.httpMethod = method
@@ -51,8 +50,8 @@ public struct HTTPClient: Sendable {
     }
 
     /// POSTs (or other methods) a JSON object.
-    public func json(_ method: String, _ path: String, _ object: [String: Any], token: String? = nil) async throws -> Response {
-        var headers = ["Content-Type": "application/json"]
+    public func json(_ method: String, _ path: String, _ object: [String: Any], token: String? = nil, headers extra: [String: String] = [:]) async throws -> Response {
+        var headers = extra.merging(["Content-Type": "application/json"]) { _, new in new }
         if let token { headers["Authorization"] = "Bearer \(token)" }
         return try await send(method, path, body: try JSONSerialization.data(withJSONObject: object), headers: headers)
     }

@@ -104,6 +104,9 @@ extension Gateway {
         options.host = config.httpHost
         options.port = config.httpPort
         options.threads = config.httpThreads
+        options.trustedProxies = config.trustedProxies
+        options.connectionsPerAddress = config.connectionsPerAddress
+        options.headerTimeoutSeconds = Double(config.headerTimeoutSeconds)
         let server = HTTPServer(options: options, logger: logger, metrics: metrics) { request in
             var response = await router.handle(request)
             response.headers += Gateway.securityHeaders

@@ -1,6 +1,7 @@
 import Core
 import Cryptography
 import Foundation
+import HTTP
 import Runtime
 import Telemetry
 
@@ -9,6 +10,11 @@ public struct GatewayConfig: Sendable {
     public var httpHost: String
     public var httpPort: Int
     public var httpThreads: Int
+    /// The edge (docs/security.md, "The edge"): proxies allowed to name the client, connections per
+    /// client address, and how long a connection may take to send a request's headers.
+    public var trustedProxies: [IPNetwork]
+    public var connectionsPerAddress: Int
+    public var headerTimeoutSeconds: Int
     public var logLevel: Logger.Level
     public var accountsBus: [String]
     public var couponsBus: [String]
@@ -30,6 +36,13 @@ public struct GatewayConfig: Sendable {
         // two cores, two threads served more reservations than one in 10 of 13 side-by-side rounds
         // (one thread preempted stalls every connection), as many validations (bench/HISTORY.md).
         httpThreads = try env.int("REDEEM_HTTP_THREADS", default: min(8, max(1, ProcessInfo.processInfo.activeProcessorCount)), range: 1...64)
+        trustedProxies = try IPNetwork.list(env.string("REDEEM_TRUSTED_PROXIES", default: ""), variable: "REDEEM_TRUSTED_PROXIES")
+        // Half the server's 2,000: one address can't take them all, and a load test or a 500-way
+        // race from one machine still gets its connections.
+        connectionsPerAddress = try env.int("REDEEM_HTTP_CONNECTIONS_PER_ADDRESS", default: 1000, range: 0...100_000)
+        // As long as libmicrohttpd's idle timeout: an idle keep-alive connection goes when it would
+        // anyway, and only a client trickling its headers is cut sooner than it was.
+        headerTimeoutSeconds = try env.int("REDEEM_HTTP_HEADER_TIMEOUT_SECONDS", default: 30, range: 0...3600)
         logLevel = try ServiceConfig.logLevel(env)
         accountsBus = try BusAddress.requests("accounts", env)
         couponsBus = try BusAddress.requests("coupons", env)

@@ -1,6 +1,7 @@
 import Core
 import Cryptography
 import Foundation
+import Synchronization
 
 /// Plays the App Store sending App Store Server Notifications V2: builds a `signedPayload`
 /// (the notification, its transaction signed on its own inside `data`), signed by the test
@@ -40,6 +41,16 @@ public struct AppleNotificationSender: Sendable {
     /// POSTs `{"signedPayload": …}` to `url` as JSON.
     public func send(_ signedPayload: String, to url: URL) async throws -> HTTPClient.Response {
         let body = try JSONSerialization.data(withJSONObject: ["signedPayload": signedPayload])
-        return try await HTTPClient(base: url).send("POST", url.absoluteString, body: body, headers: ["Content-Type": "application/json"])
+        let client = Self.clients.withLock { clients in
+            if let client = clients[url] { return client }
+            let client = HTTPClient(base: url)
+            clients[url] = client
+            return client
+        }
+        return try await client.send("POST", url.absoluteString, body: body, headers: ["Content-Type": "application/json"])
     }
+
+    /// One client per address: a URLSession keeps its connections until it is invalidated, so a
+    /// client per notification left one open at the gateway for each.
+    private static let clients = Mutex<[URL: HTTPClient]>([:])
 }
