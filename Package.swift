@@ -59,6 +59,7 @@ let package = Package(
         .executable(name: "grants", targets: ["grants"]),
         .executable(name: "gateway", targets: ["gateway"]),
         .executable(name: "bench-tokens", targets: ["bench-tokens"]),
+        .executable(name: "redeem-keys", targets: ["redeem-keys"]),
     ],
     targets: [
         // System libraries. No pkgConfig for libzmq: its .pc adds -isystem flags SwiftPM prohibits.
@@ -78,6 +79,8 @@ let package = Package(
     + service("grants", library: "GrantsService", extraDeps: ["CCurl"])
     + service("gateway", library: "GatewayService")
     + [
+        // Makes the bus's CURVE keys (deploy/run-stack, compose's .env).
+        .executableTarget(name: "redeem-keys", dependencies: ["Bus"], path: "deploy/redeem-keys"),
         // Signs access tokens for the benchmark's many simulated users (bench/run).
         .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "TestSupport"], path: "bench/tokens"),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.

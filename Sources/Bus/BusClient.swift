@@ -64,7 +64,7 @@ public final class BusClient: Sendable {
     private let metrics: MetricsRegistry?
     public let defaultTimeout: Duration
 
-    public init(context: ZMQContext, service: String, connect endpoints: [String], metrics: MetricsRegistry? = nil,
+    public init(bus: BusNode, service: String, connect endpoints: [String], metrics: MetricsRegistry? = nil,
                 defaultTimeout: Duration = .seconds(5)) throws {
         self.service = service
         self.metrics = metrics
@@ -75,15 +75,7 @@ public final class BusClient: Sendable {
         let outbox = SocketOutbox()
         worker = try SocketWorker(
             name: "bus-client-\(service)",
-            context: context,
-            kind: .dealer,
             outbox: outbox,
-            setup: { socket in
-                // Queue only to connected peers, so a dead instance gets no requests. With none
-                // connected (yet), a request is retried each tick and is `unavailable` at its deadline.
-                try socket.setImmediate()
-                for e in endpoints { try socket.connect(e) }
-            },
             tickInterval: .milliseconds(20),
             onSendFailure: { frames, error in
                 guard frames.count == 3 else { return }
@@ -104,6 +96,14 @@ public final class BusClient: Sendable {
                 // DEALER receives ["", correlation id, reply envelope, frames it carries…].
                 guard frames.count >= 3 else { return }
                 pending.take(String(decoding: frames[1], as: UTF8.self))?.continuation.resume(returning: frames[2...])
+            },
+            open: {
+                // Queue only to connected peers, so a dead instance gets no requests. With none
+                // connected (yet), a request is retried each tick and is `unavailable` at its deadline.
+                let socket = try bus.connecting(.dealer, to: service)
+                try socket.setImmediate()
+                for e in endpoints { try socket.connect(e) }
+                return socket
             }
         )
     }

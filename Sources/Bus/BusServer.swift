@@ -27,18 +27,13 @@ public final class BusServer: Sendable {
         var handling: Int { state.withLock { $0.handling } }
     }
 
-    public init(context: ZMQContext, bind endpoints: [String], router: BusRouter, logger: Logger) throws {
+    public init(bus: BusNode, bind endpoints: [String], router: BusRouter, logger: Logger) throws {
         let replies = SocketOutbox()
         let admission = Admission()
         self.admission = admission
         worker = try SocketWorker(
             name: "bus-server",
-            context: context,
-            kind: .router,
             outbox: replies,
-            setup: { socket in
-                for e in endpoints { try socket.bind(e) }
-            },
             onMessage: { frames in
                 // ROUTER frames from a DEALER: [identity, "", correlation id, envelope]; the reply
                 // echoes the first three, then its envelope and any frames it carries. Anything
@@ -59,7 +54,8 @@ public final class BusServer: Sendable {
                     replies.enqueue(route + reply)
                     admission.done()
                 }
-            }
+            },
+            open: { try bus.bound(.router, endpoints) }
         )
     }
 

@@ -7,10 +7,8 @@ import Telemetry
 public final class EventPublisher: Sendable {
     private let worker: SocketWorker
 
-    public init(context: ZMQContext, bind endpoints: [String]) throws {
-        worker = try SocketWorker(name: "bus-pub", context: context, kind: .pub,
-                                  setup: { socket in for e in endpoints { try socket.bind(e) } },
-                                  onMessage: { _ in })
+    public init(bus: BusNode, bind endpoints: [String]) throws {
+        worker = try SocketWorker(name: "bus-pub", onMessage: { _ in }, open: { try bus.bound(.pub, endpoints) })
     }
 
     public var endpoint: String { worker.endpoint }
@@ -24,26 +22,28 @@ public final class EventPublisher: Sendable {
     public func stop() { worker.stop() }
 }
 
-/// Receives events from every configured publisher. Handlers run on the socket's thread, so they
-/// must be quick (hand work to a task when it is not).
+/// Receives events from every configured publisher of a service. Handlers run on the socket's
+/// thread, so they must be quick (hand work to a task when it is not).
 public final class EventSubscriber: Sendable {
     private let worker: SocketWorker
 
     /// `handlers` maps a topic to a function of the raw envelope; decode with `EventSubscriber.decode`.
-    public init(context: ZMQContext, connect endpoints: [String], logger: Logger,
+    public init(bus: BusNode, service: String, connect endpoints: [String], logger: Logger,
                 handlers: [String: @Sendable (Data) -> Void]) throws {
         worker = try SocketWorker(
-            name: "bus-sub", context: context, kind: .sub,
-            setup: { socket in
-                for topic in handlers.keys { try socket.subscribe(topic) }
-                for e in endpoints { try socket.connect(e) }
-            },
+            name: "bus-sub",
             onMessage: { frames in
                 guard frames.count == 2, let topic = String(data: frames[0], encoding: .utf8), let handler = handlers[topic] else {
                     logger.warning("dropped unexpected event frames", ["frames": frames.count])
                     return
                 }
                 handler(frames[1])
+            },
+            open: {
+                let socket = try bus.connecting(.sub, to: service)
+                for topic in handlers.keys { try socket.subscribe(topic) }
+                for e in endpoints { try socket.connect(e) }
+                return socket
             })
     }
 
@@ -63,16 +63,18 @@ public final class EventSubscriber: Sendable {
 public final class Pusher: Sendable {
     private let worker: SocketWorker
 
-    public init(context: ZMQContext, connect endpoints: [String], logger: Logger) throws {
-        worker = try SocketWorker(name: "bus-push", context: context, kind: .push,
-                                  setup: { socket in
-                                      try socket.setImmediate()
-                                      for e in endpoints { try socket.connect(e) }
-                                  },
+    public init(bus: BusNode, service: String, connect endpoints: [String], logger: Logger) throws {
+        worker = try SocketWorker(name: "bus-push",
                                   onSendFailure: { _, error in
                                       logger.debug("push not sent; will be re-sent", ["errno": Int(error.errno)])
                                   },
-                                  onMessage: { _ in })
+                                  onMessage: { _ in },
+                                  open: {
+                                      let socket = try bus.connecting(.push, to: service)
+                                      try socket.setImmediate()
+                                      for e in endpoints { try socket.connect(e) }
+                                      return socket
+                                  })
     }
 
     public func push<B: BusRequest>(_ body: B) {
@@ -92,13 +94,13 @@ public final class Pusher: Sendable {
 public final class Puller: Sendable {
     private let worker: SocketWorker
 
-    public init(context: ZMQContext, bind endpoints: [String], router: BusRouter) throws {
-        worker = try SocketWorker(name: "bus-pull", context: context, kind: .pull,
-                                  setup: { socket in for e in endpoints { try socket.bind(e) } },
+    public init(bus: BusNode, bind endpoints: [String], router: BusRouter) throws {
+        worker = try SocketWorker(name: "bus-pull",
                                   onMessage: { frames in
                                       guard let payload = frames.last else { return }
                                       Task { _ = await router.handle(payload, replying: false) }
-                                  })
+                                  },
+                                  open: { try bus.bound(.pull, endpoints) })
     }
 
     public var endpoint: String { worker.endpoint }

@@ -15,23 +15,21 @@ public struct ZMQError: Error, CustomStringConvertible, Sendable {
     var isTerminated: Bool { errno == ETERM }
 }
 
-/// The ZeroMQ context. libzmq documents the context as thread-safe, hence `@unchecked Sendable`;
-/// sockets made from it are not, and live on one thread each (`SocketWorker`).
-public final class ZMQContext: @unchecked Sendable {
+/// The ZeroMQ context (a process's is its `BusNode`'s). libzmq documents the context as
+/// thread-safe, hence `@unchecked Sendable`; sockets made from it are not, and live on one thread
+/// each (`SocketWorker`).
+final class ZMQContext: @unchecked Sendable {
     let raw: UnsafeMutableRawPointer
 
-    public init() {
+    init() {
         raw = zmq_ctx_new()!
     }
-
-    /// Ends every blocking call on this context's sockets; they then close and the context frees.
-    public func shutdown() { zmq_ctx_shutdown(raw) }
 
     deinit { zmq_ctx_term(raw) }
 }
 
 /// Socket kinds used by the bus (SPEC §3).
-public enum ZMQSocketKind: Sendable {
+enum ZMQSocketKind: Sendable {
     case dealer, router, push, pull, pub, sub
     var raw: Int32 {
         switch self {
@@ -66,9 +64,32 @@ final class ZMQSocket {
         guard zmq_setsockopt(raw, option, &v, MemoryLayout<Int32>.size) == 0 else { throw ZMQError.last("setsockopt \(option)") }
     }
 
+    func setInt64(_ option: Int32, _ value: Int64) throws {
+        var v = value
+        guard zmq_setsockopt(raw, option, &v, MemoryLayout<Int64>.size) == 0 else { throw ZMQError.last("setsockopt \(option)") }
+    }
+
     func setBytes(_ option: Int32, _ value: [UInt8]) throws {
         let rc = value.withUnsafeBytes { zmq_setsockopt(raw, option, $0.baseAddress, $0.count) }
         guard rc == 0 else { throw ZMQError.last("setsockopt \(option)") }
+    }
+
+    /// A peer that sends a larger message is disconnected (and may connect again).
+    func setMaxMessageSize(_ bytes: Int) throws { try setInt64(ZMQ_MAXMSGSIZE, Int64(bytes)) }
+
+    /// CURVE server with this secret key (Z85): binds made afterwards ask every client to prove
+    /// its key, and the context's ZAP handler decides which keys are admitted.
+    func makeCurveServer(secretKey: String) throws {
+        try setInt(ZMQ_CURVE_SERVER, 1)
+        try setBytes(ZMQ_CURVE_SECRETKEY, Array(secretKey.utf8))
+    }
+
+    /// CURVE client with its own key pair and the server's public key (Z85): connections made
+    /// afterwards handshake only with a server holding that key's secret.
+    func makeCurveClient(publicKey: String, secretKey: String, serverKey: String) throws {
+        try setBytes(ZMQ_CURVE_SERVERKEY, Array(serverKey.utf8))
+        try setBytes(ZMQ_CURVE_PUBLICKEY, Array(publicKey.utf8))
+        try setBytes(ZMQ_CURVE_SECRETKEY, Array(secretKey.utf8))
     }
 
     /// Queue messages only to completed connections (DEALER/PUSH): with no peer, sending fails at once.
@@ -168,7 +189,8 @@ final class SocketOutbox: Sendable {
 /// `onMessage` on its thread for every message received and `onTick` at least every `tickInterval`.
 /// This is the only place a bus socket is touched, which is what makes the socket safe to use.
 final class SocketWorker: Sendable {
-    typealias Setup = @Sendable (ZMQSocket) throws -> Void
+    /// Makes the socket, on the worker's thread: bound or connected, secured (`BusNode`).
+    typealias Open = @Sendable () throws -> ZMQSocket
 
     private let outbox: SocketOutbox
     private let stopping = Atomic<Bool>(false)
@@ -178,23 +200,20 @@ final class SocketWorker: Sendable {
     private let boundEndpoint = Mutex<String>("")
     let name: String
 
-    /// Starts the thread, creates and sets up the socket there, and waits until it is ready.
+    /// Starts the thread, opens the socket there (`open`), and waits until it is ready.
     init(
         name: String,
-        context: ZMQContext,
-        kind: ZMQSocketKind,
         outbox: SocketOutbox = SocketOutbox(),
-        setup: @escaping @Sendable Setup,
         tickInterval: Duration = .milliseconds(100),
         onSendFailure: @escaping @Sendable ([Data], ZMQError) -> Void = { _, _ in },
         onTick: @escaping @Sendable () -> Void = {},
-        onMessage: @escaping @Sendable ([Data]) -> Void
+        onMessage: @escaping @Sendable ([Data]) -> Void,
+        open: @escaping Open
     ) throws {
         self.name = name
         self.outbox = outbox
         let thread = Thread { [self] in
-            run(context: context, kind: kind, setup: setup, tickInterval: tickInterval,
-                onSendFailure: onSendFailure, onTick: onTick, onMessage: onMessage)
+            run(open: open, tickInterval: tickInterval, onSendFailure: onSendFailure, onTick: onTick, onMessage: onMessage)
         }
         thread.name = name
         thread.start()
@@ -218,13 +237,12 @@ final class SocketWorker: Sendable {
         finished.wait()
     }
 
-    private func run(context: ZMQContext, kind: ZMQSocketKind, setup: Setup, tickInterval: Duration,
+    private func run(open: Open, tickInterval: Duration,
                      onSendFailure: ([Data], ZMQError) -> Void, onTick: () -> Void, onMessage: ([Data]) -> Void) {
         defer { finished.signal() }
         let socket: ZMQSocket
         do {
-            socket = try ZMQSocket(context: context, kind: kind)
-            try setup(socket)
+            socket = try open()
             boundEndpoint.withLock { $0 = socket.lastEndpoint() }
         } catch {
             startError.withLock { $0 = error }

@@ -95,5 +95,21 @@ public struct Environment: Sendable {
         return text
     }
 
+    /// A value given either in `name` or in the file `file` names (its text, trimmed): secrets
+    /// come from files (a container's secrets, a key made by `redeem-keys`). Nil when neither is
+    /// set; both at once is an error. Answers which of the two it came from.
+    public func valueOrFile(_ name: String, file: String) throws -> (text: String, variable: String)? {
+        switch (raw(name), raw(file)) {
+        case (nil, nil): return nil
+        case (let value?, nil): return (value.trimmingCharacters(in: .whitespacesAndNewlines), name)
+        case (nil, let path?):
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw ConfigError(variable: file, problem: "cannot read \(quoted(path))")
+            }
+            return (text.trimmingCharacters(in: .whitespacesAndNewlines), file)
+        case (_?, _?): throw ConfigError(variable: name, problem: "is set together with \(file); set one of them")
+        }
+    }
+
     private func quoted(_ s: String) -> String { "\"\(s.prefix(60))\"" }
 }

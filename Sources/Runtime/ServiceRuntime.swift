@@ -14,15 +14,19 @@ public final class ServiceRuntime: Sendable {
     public let config: ServiceConfig
     public let logger: Logger
     public let metrics = MetricsRegistry()
-    public let context = ZMQContext()
+    /// This process's place on the bus: every bus socket of the service is made from it.
+    public let bus: BusNode
     public let pool: PGPool
     public let instance: String
     private let migrated = Atomic<Bool>(false)
     private let started = Atomic<Bool>(false)
 
-    public init(config: ServiceConfig) {
+    /// `bus`: how the service's bus sockets are secured (read apart from `config`, so that
+    /// `<service> migrate` needs no bus keys).
+    public init(config: ServiceConfig, bus: BusOptions) {
         self.config = config
         self.logger = Logger(service: config.name, minimum: config.logLevel)
+        self.bus = BusNode(bus, logger: logger)
         self.pool = PGPool(url: config.databaseURL, maxConnections: config.databasePoolSize)
         self.instance = "\(config.name)-\(ProcessInfo.processInfo.processIdentifier)"
         // Every instance exposes at least this, so a scrape shows a restart even before any work.
@@ -69,7 +73,7 @@ public final class ServiceRuntime: Sendable {
         let routes = router
         let server = Mutex<BusServer?>(nil)
         return StartStopService("bus", start: { [self] in
-            let started = try BusServer(context: context, bind: config.busBind, router: routes, logger: logger)
+            let started = try BusServer(bus: bus, bind: config.busBind, router: routes, logger: logger)
             logger.info("bus listening", ["bus.endpoint": started.endpoint])
             server.withLock { $0 = started }
         }, stop: { [self] in
@@ -122,13 +126,16 @@ public final class ServiceRuntime: Sendable {
     }
 
     /// The parts of a back-end service, in the order they start; they stop in reverse: the bus
-    /// stops taking requests, then the workers stop, then the internal HTTP server, and last the
-    /// database pool everything used.
+    /// stops taking requests, then the workers stop, then the internal HTTP server, then the
+    /// database pool everything used, and last the bus node (its ZAP handler outlives every
+    /// server socket).
     public static func group<S: BackendService>(_ type: S.Type, env: Environment, defaultHTTPPort: Int) throws -> ServiceGroup {
-        let runtime = ServiceRuntime(config: try ServiceConfig(name: S.name, env: env, defaultHTTPPort: defaultHTTPPort))
+        let runtime = ServiceRuntime(config: try ServiceConfig(name: S.name, env: env, defaultHTTPPort: defaultHTTPPort), bus: try BusOptions(env: env))
         let service = try S(runtime: runtime, env: env)
         let pool = runtime.pool
+        let bus = runtime.bus
         return ServiceGroup([
+            StartStopService("bus node", start: { bus.warnIfPlain() }, stop: { bus.stop() }),
             StartStopService("database pool", stop: { pool.close() }),
             runtime.internalHTTP(),
             Workers(runtime: runtime, service: service),

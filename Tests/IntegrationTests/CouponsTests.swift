@@ -526,8 +526,9 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(r.status, 201, r.text)
         let id = try XCTUnwrap(UUID(uuidString: try XCTUnwrap(try r.json()["redemptionId"] as? String)))
         try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!).query("UPDATE coupons.redemptions SET status = 'completed' WHERE id = $1", [id])
-        let context = ZMQContext()
-        let coupons = try BusClient(context: context, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
+        let bus = try Self.stack.busNode()
+        defer { bus.stop() }
+        let coupons = try BusClient(bus: bus, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
         defer { coupons.stop() }
         let asked: [(TokenMinter.User, String, RefusalReason?)] = [
             (holder, open, .alreadyRedeemed), (other, open, nil), (holder, newOnly, .notEligible),
@@ -549,7 +550,9 @@ final class CouponsTests: StackTestCase {
         func ask(_ u: TokenMinter.User, _ code: String) -> Coupons.Redeem {
             Coupons.Redeem(accountId: u.accountId, appUserId: u.appUserId, code: code, productId: nil, platform: .web, sandbox: false)
         }
-        let coupons = try BusClient(context: ZMQContext(), service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
+        let bus = try Self.stack.busNode()
+        defer { bus.stop() }
+        let coupons = try BusClient(bus: bus, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
         defer { coupons.stop() }
         // (A platform the contract does not know can no longer be put in a message: `Platform` is closed.)
         let results = await coupons.requestBatch([ask(a, free), ask(b, discount), ask(c, "NO-SUCH-CODE"),
@@ -576,7 +579,9 @@ final class CouponsTests: StackTestCase {
         func ask(_ u: TokenMinter.User, _ code: String) -> Coupons.Redeem {
             Coupons.Redeem(accountId: u.accountId, appUserId: u.appUserId, code: code, productId: nil, platform: .web, sandbox: false)
         }
-        let coupons = try BusClient(context: ZMQContext(), service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
+        let bus = try Self.stack.busNode()
+        defer { bus.stop() }
+        let coupons = try BusClient(bus: bus, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
         defer { coupons.stop() }
         let first = try await coupons.request(ask(a, free))
         XCTAssertTrue(first.created)

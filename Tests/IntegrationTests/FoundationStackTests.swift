@@ -64,8 +64,9 @@ final class FoundationStackTests: StackTestCase {
     func test3_malformedBusMessagesAreAnsweredAndLogged() async throws {
         let wiring = try stack.wiring()
         let endpoints = try XCTUnwrap(wiring["REDEEM_COUPONS_BUS"]).split(separator: ",").map(String.init)
-        let context = ZMQContext()
-        let bus = try BusClient(context: context, service: "coupons", connect: endpoints)
+        let node = try stack.busNode()
+        defer { node.stop() }
+        let bus = try BusClient(bus: node, service: "coupons", connect: endpoints)
         defer { bus.stop() }
         let first = try await bus.request(Ping(), timeout: .seconds(3))
         XCTAssertEqual(first.service, "coupons")

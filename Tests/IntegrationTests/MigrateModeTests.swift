@@ -51,8 +51,11 @@ import Glibc
         let listeners = try ports.map { try Listener(port: $0) }
         defer { listeners.forEach { $0.close() } }
 
-        // The control: served normally, the held ports stop the service at start (exit 1).
-        let served = try await run("coupons", [], occupiedWiring("coupons", database: database, held: ports))
+        // The control: served normally, the held ports stop the service at start (exit 1). Served,
+        // it needs bus keys too (exit 2 without them); plain mode gets it as far as binding.
+        // `migrate` below is given none: it needs none.
+        let plain = occupiedWiring("coupons", database: database, held: ports).merging(["REDEEM_BUS_SECURITY": "plain"]) { $1 }
+        let served = try await run("coupons", [], plain)
         #expect(served.status == 1, "a service that binds a held port cannot start: \(served.log)")
 
         let db = try PGConnection(url: database)

@@ -41,8 +41,8 @@ final class InFlight: Sendable {
 }
 
 @Suite struct BusTests {
-    let context = ZMQContext()
     let logger = Logger(service: "test", sink: LogSink(capturing: ()))
+    let bus = BusNode(BusOptions(security: .plain), logger: Logger(service: "test", sink: LogSink(capturing: ())))
 
     func server(_ endpoint: String = "tcp://127.0.0.1:*", inFlight: InFlight? = nil) throws -> BusServer {
         var router = BusRouter(logger: logger)
@@ -54,14 +54,14 @@ final class InFlight: Sendable {
             return .init(text: req.text + "!")
         }
         router.on(Fail.self) { _, _ in throw ServiceError(.codeInUse, "taken", field: "code") }
-        return try BusServer(context: context, bind: [endpoint], router: router, logger: logger)
+        return try BusServer(bus: bus, bind: [endpoint], router: router, logger: logger)
     }
 
     @Test func manyRequestsInFlightOnOneSocketGetTheirOwnReplies() async throws {
         let inFlight = InFlight()
         let s = try server(inFlight: inFlight)
         defer { s.stop() }
-        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint])
         defer { client.stop() }
         let replies = try await withThrowingTaskGroup(of: (String, String).self) { group in
             for i in 0..<200 {
@@ -80,7 +80,7 @@ final class InFlight: Sendable {
     @Test func serviceErrorsArriveWithTheirCode() async throws {
         let s = try server()
         defer { s.stop() }
-        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint])
         defer { client.stop() }
         await #expect(throws: ServiceError(.codeInUse, "taken", field: "code")) { try await client.request(Fail()) }
     }
@@ -88,7 +88,7 @@ final class InFlight: Sendable {
     @Test func aLateReplyIsATimeoutAndIsDropped() async throws {
         let s = try server()
         defer { s.stop() }
-        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint])
         defer { client.stop() }
         await #expect(throws: ServiceError.timeout) { try await client.request(Echo(text: "slow", delayMs: 400), timeout: .milliseconds(100)) }
         try await Task.sleep(for: .milliseconds(400))  // the late reply arrives and is dropped
@@ -96,7 +96,7 @@ final class InFlight: Sendable {
     }
 
     @Test func noServerMeansUnavailableAtTheDeadline() async throws {
-        let client = try BusClient(context: context, service: "test", connect: ["tcp://127.0.0.1:\(try Project.freePort())"])
+        let client = try BusClient(bus: bus, service: "test", connect: ["tcp://127.0.0.1:\(try Project.freePort())"])
         defer { client.stop() }
         let started = ContinuousClock.now
         await #expect(throws: ServiceError.unavailable) { try await client.request(Echo(text: "x"), timeout: .milliseconds(300)) }
@@ -106,7 +106,7 @@ final class InFlight: Sendable {
 
     @Test func aRequestWaitsForAServerThatComesUpBeforeItsDeadline() async throws {
         let endpoint = "tcp://127.0.0.1:\(try Project.freePort())"
-        let client = try BusClient(context: context, service: "test", connect: [endpoint])
+        let client = try BusClient(bus: bus, service: "test", connect: [endpoint])
         defer { client.stop() }
         async let reply = client.request(Echo(text: "early"), timeout: .seconds(3))
         try await Task.sleep(for: .milliseconds(200))
@@ -118,7 +118,7 @@ final class InFlight: Sendable {
     @Test func malformedAndUnknownMessagesAreAnsweredWithErrors() async throws {
         let s = try server()
         defer { s.stop() }
-        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint])
         defer { client.stop() }
         func reply(_ payload: String, id: String) async throws -> ServiceError? {
             let data = try await client.requestRaw(Data(payload.utf8), id: id)
@@ -137,7 +137,7 @@ final class InFlight: Sendable {
     @Test func callersConnectToEveryInstance() async throws {
         let a = try server(), b = try server()
         defer { a.stop(); b.stop() }
-        let client = try BusClient(context: context, service: "test", connect: [a.endpoint, b.endpoint])
+        let client = try BusClient(bus: bus, service: "test", connect: [a.endpoint, b.endpoint])
         defer { client.stop() }
         for i in 0..<20 { #expect(try await client.request(Echo(text: "\(i)")).text == "\(i)!") }
         b.stop()
@@ -146,12 +146,12 @@ final class InFlight: Sendable {
     }
 
     @Test func eventsReachSubscribers() async throws {
-        let publisher = try EventPublisher(context: context, bind: ["tcp://127.0.0.1:*"])
+        let publisher = try EventPublisher(bus: bus, bind: ["tcp://127.0.0.1:*"])
         defer { publisher.stop() }
         let endpoint = publisher.endpoint
         let received = Mutex<[Int]>([])
         let logger = self.logger
-        let subscriber = try EventSubscriber(context: context, connect: [endpoint], logger: logger, handlers: [
+        let subscriber = try EventSubscriber(bus: bus, service: "test", connect: [endpoint], logger: logger, handlers: [
             Noted.topic: { data in
                 if let e = EventSubscriber.decode(Noted.self, data, logger: logger) { received.withLock { $0.append(e.body.n) } }
             },
@@ -173,10 +173,10 @@ final class InFlight: Sendable {
         router.on(Echo.self) { req, _ in got.withLock { _ = $0.insert(req.text) }; return .init(text: "") }
         // Bound on a port the kernel picks as it binds: a port found free a moment earlier can be
         // taken meanwhile by another test's outgoing connection.
-        let puller = try Puller(context: context, bind: ["tcp://127.0.0.1:*"], router: router)
+        let puller = try Puller(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router)
         defer { puller.stop() }
         let endpoint = puller.endpoint
-        let pusher = try Pusher(context: context, connect: [endpoint], logger: logger)
+        let pusher = try Pusher(bus: bus, service: "test", connect: [endpoint], logger: logger)
         defer { pusher.stop() }
         try await Task.sleep(for: .milliseconds(100))  // connect
         for i in 0..<50 { pusher.push(Echo(text: "\(i)")) }
@@ -195,9 +195,9 @@ final class InFlight: Sendable {
             default: throw PGError(kind: .query, sqlState: "22P02", message: "bad input")
             }
         }
-        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
+        let s = try BusServer(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
         defer { s.stop() }
-        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint])
         defer { client.stop() }
         for (text, code) in [("down", ErrorCode.unavailable), ("closed", .unavailable), ("other", .internal)] {
             do {
@@ -217,8 +217,8 @@ final class InFlight: Sendable {
             try await Task.sleep(for: .milliseconds(400))
             return .init(text: req.text + "!")
         }
-        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
-        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        let s = try BusServer(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
+        let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint])
         defer { client.stop() }
         async let first = client.request(Echo(text: "in progress"))
         try await Task.sleep(for: .milliseconds(100))
@@ -246,9 +246,9 @@ final class InFlight: Sendable {
             messages.add(1, ordering: .relaxed)
             return .init(answers: req.items.map { .init(text: $0.text + "!") })
         }
-        let s = try BusServer(context: context, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
+        let s = try BusServer(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
         defer { s.stop() }
-        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint])
         defer { client.stop() }
         let results = await client.requestBatch((0..<30).map { Echo(text: "\($0)") }, as: EchoMany.self)
         #expect(try results.map { try $0.get().text } == (0..<30).map { "\($0)!" })
@@ -260,7 +260,7 @@ final class InFlight: Sendable {
     @Test func aServiceWithoutTheBatchTypeGetsTheItemsOneByOne() async throws {
         let s = try server()
         defer { s.stop() }
-        let client = try BusClient(context: context, service: "test", connect: [s.endpoint])
+        let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint])
         defer { client.stop() }
         #expect(client.batches.sendsBatches(of: EchoMany.type))
         let results = await client.requestBatch((0..<10).map { Echo(text: "\($0)") }, as: EchoMany.self)

@@ -19,7 +19,7 @@ struct Show: BusRequest {
 }
 
 @Suite struct WireJSONTests {
-    let context = ZMQContext()
+    let bus = BusNode(BusOptions(security: .plain), logger: Logger(service: "test", sink: LogSink(capturing: ())))
     let logger = Logger(service: "test", sink: LogSink(capturing: ()))
     static let at = Date(timeIntervalSince1970: 1_764_483_573.125)
 
@@ -32,9 +32,9 @@ struct Show: BusRequest {
     }
 
     @Test func aViewCrossesTheBusAsTheBytesTheGatewaySends() async throws {
-        let server = try BusServer(context: context, bind: ["tcp://127.0.0.1:\(try Project.freePort())"], router: router(), logger: logger)
+        let server = try BusServer(bus: bus, bind: ["tcp://127.0.0.1:\(try Project.freePort())"], router: router(), logger: logger)
         defer { server.stop() }
-        let client = try BusClient(context: context, service: "test", connect: [server.endpoint])
+        let client = try BusClient(bus: bus, service: "test", connect: [server.endpoint])
         defer { client.stop() }
 
         let reply = try await client.request(Show(name: "a/b"))

@@ -29,16 +29,16 @@ import Testing
     /// The contrast is wide (0.5 s left against a 60 s timeout, bound 20 s) so that a busy machine
     /// stalling the test for seconds cannot make it fail, and a broken deadline still does.
     @Test func aBatchWaitsOnlyWhatItsOldestRequestHasLeft() async throws {
-        let context = ZMQContext()
         let logger = Logger(service: "test", sink: LogSink(capturing: ()))
+        let bus = BusNode(BusOptions(security: .plain), logger: logger)
         var router = BusRouter(logger: logger)
         router.on(Coupons.ValidateMany.self) { _, _ in
             try await Task.sleep(for: .seconds(120))  // a coupons instance that hangs
             return .init(answers: [])
         }
-        let server = try BusServer(context: context, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
+        let server = try BusServer(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
         defer { server.stop() }
-        let client = try BusClient(context: context, service: "coupons", connect: [server.endpoint])
+        let client = try BusClient(bus: bus, service: "coupons", connect: [server.endpoint])
         defer { client.stop() }
         let item = Coupons.Validate(accountId: UUID(), code: "HANG", platform: nil)
         let timeout = Duration.seconds(60)

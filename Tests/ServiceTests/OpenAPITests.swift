@@ -28,7 +28,7 @@ import TestSupport
     /// A route given to the router any other way than through the table (so without a
     /// description) fails here, and so would a description without its route.
     @Test func theRouterAnswersExactlyTheDescribedRoutes() throws {
-        let gateway = try Gateway(config: GatewayConfig(env: Environment([:])))
+        let gateway = try Gateway(config: GatewayConfig(env: Environment(["REDEEM_BUS_SECURITY": "plain"])))
         defer { gateway.stop() }
         let answered = Set(gateway.router().routes.map { "\($0.method) \($0.template)" })
         let described = Set(try described().map { "\($0.method) \($0.path)" })
@@ -82,7 +82,7 @@ import TestSupport
     }
 
     @Test func aHandlerSeesOnlyTheQueryParametersItsRouteDescribes() async throws {
-        let gateway = try Gateway(config: GatewayConfig(env: Environment([:])))
+        let gateway = try Gateway(config: GatewayConfig(env: Environment(["REDEEM_BUS_SECURITY": "plain"])))
         defer { gateway.stop() }
         let route = APIRoute.route(.get, "/echo", "Echo", query: QueryParameter.page, answers: [200: .empty]) { _ in
             { request in .json(200, request.query) }
@@ -92,7 +92,7 @@ import TestSupport
     }
 
     @Test func aRouteForKeysNeverRunsItsHandlerWithoutOne() async throws {
-        let gateway = try Gateway(config: GatewayConfig(env: Environment([:])))
+        let gateway = try Gateway(config: GatewayConfig(env: Environment(["REDEEM_BUS_SECURITY": "plain"])))
         defer { gateway.stop() }
         struct Reached: Error {}
         let route = APIRoute.route(.get, "/secret", "Secret", access: .key(.admin), answers: [200: .empty]) { _ in

@@ -1,4 +1,7 @@
+import Bus
 import Foundation
+import Runtime
+import Telemetry
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -83,11 +86,24 @@ public final class Stack: @unchecked Sendable {
     public func startService(_ service: String, overrides: [String: String] = [:]) throws -> Subprocess {
         var env = ProcessInfo.processInfo.environment.merging(try wiring()) { $1 }
         env["REDEEM_ADMIN_KEY"] = adminKey
+        if env["REDEEM_BUS_PUBLIC_KEYS_FILE"] != nil { env["REDEEM_BUS_SECRET_KEY_FILE"] = busKeyFile(service).path }
         for (k, v) in overrides { env[k] = v }
         let p = try Subprocess(Project.binDirectory.appendingPathComponent(service).path, [], environment: env,
                                stderr: logDirectory.appendingPathComponent("\(service).log").path)
         restarted.append(p)
         return p
+    }
+
+    /// Where the runner keeps a service's bus secret key (under CURVE, the default).
+    public func busKeyFile(_ service: String) -> URL { directory.appendingPathComponent("bus/\(service).key") }
+
+    /// A bus node of this run's security, holding `service`'s key (the gateway's by default: a
+    /// client every service admits), for tests that speak on the bus themselves. Stop it after
+    /// the sockets made from it.
+    public func busNode(as service: String = "gateway") throws -> BusNode {
+        var env = try wiring()
+        if env["REDEEM_BUS_PUBLIC_KEYS_FILE"] != nil { env["REDEEM_BUS_SECRET_KEY_FILE"] = busKeyFile(service).path }
+        return BusNode(try BusOptions(env: Environment(env)), logger: Logger(service: "test", sink: LogSink(capturing: ())))
     }
 
     /// Every service's log output so far.

@@ -26,7 +26,7 @@ public final class AccountsService: BackendService {
         config = try AccountsConfig(env: env)
         sessions = SessionIssuer(config: config)
         apple = AppleIdentity(clientId: config.appleClientId, jwks: config.appleJWKS)
-        events = try EventPublisher(context: runtime.context, bind: config.eventsBind)
+        events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)
         decoyHash = hasher.hash(Crypto.randomToken())
     }
 

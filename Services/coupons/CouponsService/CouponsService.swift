@@ -26,7 +26,7 @@ public final class CouponsService: BackendService {
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
         config = try CouponsConfig(env: env)
-        pusher = try Pusher(context: runtime.context, connect: config.grantCommands, logger: runtime.logger)
+        pusher = try Pusher(bus: runtime.bus, service: "grants", connect: config.grantCommands, logger: runtime.logger)
         relay = OutboxRelay(pool: runtime.pool, pusher: pusher, logger: runtime.logger)
         let pool = runtime.pool
         let metrics = runtime.metrics

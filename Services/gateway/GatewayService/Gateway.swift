@@ -13,7 +13,8 @@ public final class Gateway: Sendable {
     public let config: GatewayConfig
     public let logger: Logger
     public let metrics = MetricsRegistry()
-    let context = ZMQContext()
+    /// This process's place on the bus: every bus socket of the gateway is made from it.
+    let bus: BusNode
     let accounts: BusClient
     let coupons: BusClient
     let grants: BusClient
@@ -35,9 +36,10 @@ public final class Gateway: Sendable {
     public init(config: GatewayConfig) throws {
         self.config = config
         logger = Logger(service: "gateway", minimum: config.logLevel)
-        accounts = try BusClient(context: context, service: "accounts", connect: config.accountsBus, metrics: metrics, defaultTimeout: config.busTimeout)
-        coupons = try BusClient(context: context, service: "coupons", connect: config.couponsBus, metrics: metrics, defaultTimeout: config.busTimeout)
-        grants = try BusClient(context: context, service: "grants", connect: config.grantsBus, metrics: metrics, defaultTimeout: config.busTimeout)
+        bus = BusNode(config.bus, logger: logger)
+        accounts = try BusClient(bus: bus, service: "accounts", connect: config.accountsBus, metrics: metrics, defaultTimeout: config.busTimeout)
+        coupons = try BusClient(bus: bus, service: "coupons", connect: config.couponsBus, metrics: metrics, defaultTimeout: config.busTimeout)
+        grants = try BusClient(bus: bus, service: "grants", connect: config.grantsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         abuse = AbuseGuard(limits: config.limits)
         appleSignedData = try config.appleSignedData?.verifier()
         let coupons = self.coupons
@@ -47,7 +49,7 @@ public final class Gateway: Sendable {
         let auth = Authenticator(accounts: accounts, logger: logger)
         self.auth = auth
         let logger = self.logger
-        events = try EventSubscriber(context: context, connect: config.accountsEvents, logger: logger, handlers: [
+        events = try EventSubscriber(bus: bus, service: "accounts", connect: config.accountsEvents, logger: logger, handlers: [
             SessionRevoked.topic: { data in
                 if let e = EventSubscriber.decode(SessionRevoked.self, data, logger: logger) { auth.sessionRevoked(e.body) }
             },
@@ -56,7 +58,7 @@ public final class Gateway: Sendable {
             },
         ])
         let waiters = self.waiters
-        grantEvents = try EventSubscriber(context: context, connect: config.grantsEvents, logger: logger, handlers: [
+        grantEvents = try EventSubscriber(bus: bus, service: "grants", connect: config.grantsEvents, logger: logger, handlers: [
             RedemptionsSettled.topic: { data in
                 guard !waiters.isEmpty else { return }
                 if let e = EventSubscriber.decode(RedemptionsSettled.self, data, logger: logger) {
@@ -97,7 +99,8 @@ public final class Gateway: Sendable {
 
 extension Gateway {
     /// The gateway's parts, in the order they start; they stop in reverse: the public HTTP
-    /// server drains (up to 3 s), then the bus clients, subscriptions and key sync stop.
+    /// server drains (up to 3 s), then the bus clients, subscriptions and key sync stop, then the
+    /// bus node.
     public func group() -> ServiceGroup {
         let router = self.router()
         var options = HTTPServer.Options()
@@ -112,7 +115,9 @@ extension Gateway {
             response.headers += Gateway.securityHeaders
             return response
         }
+        let bus = self.bus
         return ServiceGroup([
+            StartStopService("bus node", start: { bus.warnIfPlain() }, stop: { bus.stop() }),
             StartStopService("bus clients", start: { [self] in startBackground() }, stop: { [self] in stop() }),
             StartStopService("public http", start: { [self] in
                 try server.start()

@@ -1,3 +1,4 @@
+import Bus
 import Core
 import Cryptography
 import Foundation
@@ -20,6 +21,8 @@ public struct GatewayConfig: Sendable {
     public var couponsBus: [String]
     public var grantsBus: [String]
     public var busTimeout: Duration
+    /// How the bus is secured.
+    public var bus: BusOptions
     var limits: AbuseGuard.Limits
     /// Publishers of events this gateway listens to.
     public var accountsEvents: [String]
@@ -52,6 +55,7 @@ public struct GatewayConfig: Sendable {
         limits = try AbuseGuard.Limits(env: env)
         busTimeout = .milliseconds(try env.int("REDEEM_BUS_TIMEOUT_MS", default: 5000, range: 50...60000))
         appleSignedData = try AppleSignedDataSettings(env: env)
+        bus = try BusOptions(env: env)
     }
 }
 

@@ -38,8 +38,8 @@ public final class GrantsService: BackendService {
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
         config = try GrantsConfig(env: env)
-        coupons = try BusClient(context: runtime.context, service: "coupons", connect: config.couponsBus, metrics: runtime.metrics)
-        events = try EventPublisher(context: runtime.context, bind: config.eventsBind)
+        coupons = try BusClient(bus: runtime.bus, service: "coupons", connect: config.couponsBus, metrics: runtime.metrics)
+        events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)
         var providers: [String: any EntitlementProvider] = ["local": LocalLedger(name: "local"), "local-sandbox": LocalLedger(name: "local-sandbox")]
         var limiters: [String: RateLimiter] = [:]
         if config.provider == "revenuecat", let key = config.revenueCatKey {
@@ -98,7 +98,7 @@ public final class GrantsService: BackendService {
             return Empty()
         }
         if intake.withLock({ $0 == nil }) {
-            intake.withLock { $0 = try? Puller(context: runtime.context, bind: config.commandsBind, router: commands) }
+            intake.withLock { $0 = try? Puller(bus: runtime.bus, bind: config.commandsBind, router: commands) }
         }
         guard intake.withLock({ $0 != nil }) else { throw ServiceError(.unavailable, "cannot bind \(config.commandsBind)") }
         let deliverer = self.deliverer
