@@ -3,16 +3,19 @@ import Foundation
 import Synchronization
 import Telemetry
 
-/// The asking side of request-reply (SPEC §3): one DEALER socket connected to every instance of a
-/// service, with many requests in flight. Each request carries a correlation id and a deadline;
-/// a reply that arrives after its deadline finds no waiter and is dropped. The correlation id
-/// travels twice: in the envelope, and as a routing frame before it (`["", id, envelope]`), which
-/// the server echoes, so a reply finds its waiter without its JSON being parsed twice.
+/// The asking side of request-reply (SPEC §3): one DEALER for each instance of a service (every
+/// address its endpoints name, looked up again as instances come and go), with many requests in
+/// flight. Each request carries a correlation id and a deadline; a reply that arrives after its
+/// deadline finds no waiter and is dropped. The correlation id travels twice: in the envelope,
+/// and as a routing frame before it (`["", id, envelope]`), which the server echoes, so a reply
+/// finds its waiter without its JSON being parsed twice.
 public final class BusClient: Sendable {
     private struct Pending {
         /// Resumed with the reply's frames: its envelope, then the frames it carries.
         let continuation: CheckedContinuation<ArraySlice<Data>, any Error>
         let deadline: ContinuousClock.Instant
+        /// The instance it was sent to.
+        var peer: String?
     }
 
     /// The name of the service called (metrics label).
@@ -34,6 +37,9 @@ public final class BusClient: Sendable {
                 return t.waiting.removeValue(forKey: id)
             }
         }
+        func sent(_ id: String, to peer: String) { table.withLock { $0.waiting[id]?.peer = peer } }
+        /// Whether a request sent to `peer` still waits for its answer.
+        func awaits(_ peer: String) -> Bool { table.withLock { $0.waiting.values.contains { $0.peer == peer } } }
         func markUnsent(_ id: String, _ frames: [Data]) {
             table.withLock { t in if t.waiting[id] != nil { t.unsent[id] = frames } }
         }
@@ -63,6 +69,10 @@ public final class BusClient: Sendable {
     let batches = BatchSupport()
     private let metrics: MetricsRegistry?
     public let defaultTimeout: Duration
+
+    /// A socket to an instance that went away closes once no request sent to it waits, and at
+    /// the latest after this (the longest bus timeout a caller may set).
+    static let leaveWithin = Duration.seconds(60)
 
     public init(bus: BusNode, service: String, connect endpoints: [String], metrics: MetricsRegistry? = nil,
                 defaultTimeout: Duration = .seconds(5)) throws {
@@ -100,10 +110,15 @@ public final class BusClient: Sendable {
             open: {
                 // Queue only to connected peers, so a dead instance gets no requests. With none
                 // connected (yet), a request is retried each tick and is `unavailable` at its deadline.
-                let socket = try bus.connecting(.dealer, to: service)
-                try socket.setImmediate()
-                for e in endpoints { try socket.connect(e) }
-                return socket
+                try PeerSockets(addresses: bus.peers(endpoints), leaveWithin: Self.leaveWithin,
+                                open: { endpoint in
+                                    let socket = try bus.connecting(.dealer, to: service)
+                                    try socket.setImmediate()
+                                    try socket.connect(endpoint)
+                                    return socket
+                                },
+                                sent: { frames, peer in pending.sent(String(decoding: frames[1], as: UTF8.self), to: peer) },
+                                awaited: { pending.awaits($0) })
             }
         )
     }

@@ -130,11 +130,17 @@ public struct BusOptions: Sendable {
     /// The largest message a socket takes (`ZMQ_MAXMSGSIZE`): a peer that sends more is
     /// disconnected, so one huge frame cannot exhaust a service's memory.
     public var maxMessageSize: Int
+    /// How often host names in endpoints are looked up again.
+    public var resolveInterval: Duration
+    public var resolver: any HostResolver
 
     public static let defaultMaxMessageSize = 4 << 20
 
-    public init(security: BusSecurity, maxMessageSize: Int = BusOptions.defaultMaxMessageSize) {
+    public init(security: BusSecurity, maxMessageSize: Int = BusOptions.defaultMaxMessageSize,
+                resolveInterval: Duration = .seconds(5), resolver: any HostResolver = SystemResolver()) {
         self.security = security
         self.maxMessageSize = maxMessageSize
+        self.resolveInterval = resolveInterval
+        self.resolver = resolver
     }
 }

@@ -55,7 +55,7 @@ public final class BusServer: Sendable {
                     admission.done()
                 }
             },
-            open: { try bus.bound(.router, endpoints) }
+            open: { try SingleSocket(bus.bound(.router, endpoints)) }
         )
     }
 

@@ -8,7 +8,7 @@ public final class EventPublisher: Sendable {
     private let worker: SocketWorker
 
     public init(bus: BusNode, bind endpoints: [String]) throws {
-        worker = try SocketWorker(name: "bus-pub", onMessage: { _ in }, open: { try bus.bound(.pub, endpoints) })
+        worker = try SocketWorker(name: "bus-pub", onMessage: { _ in }, open: { try SingleSocket(bus.bound(.pub, endpoints)) })
     }
 
     public var endpoint: String { worker.endpoint }
@@ -22,8 +22,9 @@ public final class EventPublisher: Sendable {
     public func stop() { worker.stop() }
 }
 
-/// Receives events from every configured publisher of a service. Handlers run on the socket's
-/// thread, so they must be quick (hand work to a task when it is not).
+/// Receives events from every instance of a publishing service (every address its endpoints
+/// name). Handlers run on the socket's thread, so they must be quick (hand work to a task when it
+/// is not).
 public final class EventSubscriber: Sendable {
     private let worker: SocketWorker
 
@@ -42,8 +43,7 @@ public final class EventSubscriber: Sendable {
             open: {
                 let socket = try bus.connecting(.sub, to: service)
                 for topic in handlers.keys { try socket.subscribe(topic) }
-                for e in endpoints { try socket.connect(e) }
-                return socket
+                return try SingleSocket(socket, peers: bus.peers(endpoints))
             })
     }
 
@@ -58,8 +58,10 @@ public final class EventSubscriber: Sendable {
     public func stop() { worker.stop() }
 }
 
-/// The sending end of a PUSH/PULL pipeline (grant commands, SPEC §3). `push` is fire-and-forget:
-/// delivery is made reliable by the sender re-sending until the receiver acknowledges.
+/// The sending end of a PUSH/PULL pipeline (grant commands, SPEC §3), load-balanced across every
+/// instance of the pulling service (every address its endpoints name). `push` is fire-and-forget:
+/// delivery is made reliable by the sender re-sending until the receiver acknowledges, which also
+/// covers messages queued for an instance that went away.
 public final class Pusher: Sendable {
     private let worker: SocketWorker
 
@@ -72,8 +74,7 @@ public final class Pusher: Sendable {
                                   open: {
                                       let socket = try bus.connecting(.push, to: service)
                                       try socket.setImmediate()
-                                      for e in endpoints { try socket.connect(e) }
-                                      return socket
+                                      return try SingleSocket(socket, peers: bus.peers(endpoints))
                                   })
     }
 
@@ -100,7 +101,7 @@ public final class Puller: Sendable {
                                       guard let payload = frames.last else { return }
                                       Task { _ = await router.handle(payload, replying: false) }
                                   },
-                                  open: { try bus.bound(.pull, endpoints) })
+                                  open: { try SingleSocket(bus.bound(.pull, endpoints)) })
     }
 
     public var endpoint: String { worker.endpoint }

@@ -28,7 +28,7 @@ final class ZAPHandler: Sendable {
                 }
                 replies.enqueue(Array(frames[0..<2]) + reply)
             },
-            open: { try node.bound(.router, [ZAPHandler.endpoint], secured: false) })
+            open: { try SingleSocket(node.bound(.router, [ZAPHandler.endpoint], secured: false)) })
     }
 
     func stop() { worker.stop() }

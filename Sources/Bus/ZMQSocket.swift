@@ -77,6 +77,9 @@ final class ZMQSocket {
     /// A peer that sends a larger message is disconnected (and may connect again).
     func setMaxMessageSize(_ bytes: Int) throws { try setInt64(ZMQ_MAXMSGSIZE, Int64(bytes)) }
 
+    /// IPv6 as well as IPv4: a name may resolve to AAAA records, and a pod may have only IPv6.
+    func allowIPv6() throws { try setInt(ZMQ_IPV6, 1) }
+
     /// CURVE server with this secret key (Z85): binds made afterwards ask every client to prove
     /// its key, and the context's ZAP handler decides which keys are admitted.
     func makeCurveServer(secretKey: String) throws {
@@ -104,6 +107,11 @@ final class ZMQSocket {
 
     func connect(_ endpoint: String) throws {
         guard zmq_connect(raw, endpoint) == 0 else { throw ZMQError.last("connect \(endpoint)") }
+    }
+
+    /// Drops the connection made by `connect(endpoint)`, with whatever is queued on it.
+    func disconnect(_ endpoint: String) throws {
+        guard zmq_disconnect(raw, endpoint) == 0 else { throw ZMQError.last("disconnect \(endpoint)") }
     }
 
     /// The endpoint actually bound (resolves `tcp://127.0.0.1:*` to a real port).
@@ -185,12 +193,50 @@ final class SocketOutbox: Sendable {
     }
 }
 
-/// Owns one socket on its own thread. Other threads hand it frames to send (`enqueue`); it calls
+/// The sockets a `SocketWorker` drives: made on its thread and used only there.
+protocol SocketSet: AnyObject {
+    /// The sockets polled for messages; read again after an `upkeep` that answers true.
+    var sockets: [ZMQSocket] { get }
+    /// Hands a message to a socket without blocking. Throws `EAGAIN` when none can take it now.
+    func send(_ frames: [Data]) throws
+    /// Regular upkeep (connecting to addresses that appeared, leaving those that went). Answers
+    /// whether `sockets` changed.
+    func upkeep(now: ContinuousClock.Instant) -> Bool
+}
+
+/// One socket: bound, or connected to every address its endpoints name (`PeerAddresses`).
+final class SingleSocket: SocketSet {
+    let socket: ZMQSocket
+    private let peers: PeerAddresses?
+
+    /// Connects at once to the endpoints that name no host: an error there is a start-up error.
+    init(_ socket: ZMQSocket, peers: PeerAddresses? = nil) throws {
+        self.socket = socket
+        self.peers = peers
+        if let first = peers?.changes() {
+            for endpoint in first.added { try socket.connect(endpoint) }
+        }
+    }
+
+    var sockets: [ZMQSocket] { [socket] }
+
+    func send(_ frames: [Data]) throws { try socket.send(frames) }
+
+    func upkeep(now: ContinuousClock.Instant) -> Bool {
+        guard let peers, let change = peers.changes() else { return false }
+        // Messages queued for a peer that went are dropped with its connection: PUSH senders
+        // re-send until acknowledged, and events are hints.
+        for endpoint in change.removed { peers.report("disconnect", endpoint) { try socket.disconnect(endpoint) } }
+        for endpoint in change.added { peers.report("connect", endpoint) { try socket.connect(endpoint) } }
+        return false
+    }
+}
+
+/// Owns sockets on their own thread. Other threads hand it frames to send (`enqueue`); it calls
 /// `onMessage` on its thread for every message received and `onTick` at least every `tickInterval`.
 /// This is the only place a bus socket is touched, which is what makes the socket safe to use.
 final class SocketWorker: Sendable {
-    /// Makes the socket, on the worker's thread: bound or connected, secured (`BusNode`).
-    typealias Open = @Sendable () throws -> ZMQSocket
+    typealias Open = @Sendable () throws -> any SocketSet
 
     private let outbox: SocketOutbox
     private let stopping = Atomic<Bool>(false)
@@ -200,7 +246,7 @@ final class SocketWorker: Sendable {
     private let boundEndpoint = Mutex<String>("")
     let name: String
 
-    /// Starts the thread, opens the socket there (`open`), and waits until it is ready.
+    /// Starts the thread, opens the sockets there (`open`), and waits until they are ready.
     init(
         name: String,
         outbox: SocketOutbox = SocketOutbox(),
@@ -224,13 +270,13 @@ final class SocketWorker: Sendable {
         }
     }
 
-    /// The endpoint the socket bound last (useful with port 0 / `*`).
+    /// The endpoint the first socket bound last (useful with port 0 / `*`).
     var endpoint: String { boundEndpoint.withLock { $0 } }
 
     /// Queues a message for sending from the worker's thread.
     func enqueue(_ frames: [Data]) { outbox.enqueue(frames) }
 
-    /// Stops the loop, closes the socket and waits for the thread to end.
+    /// Stops the loop, closes the sockets and waits for the thread to end.
     func stop() {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         outbox.wakeup.signal()
@@ -240,10 +286,10 @@ final class SocketWorker: Sendable {
     private func run(open: Open, tickInterval: Duration,
                      onSendFailure: ([Data], ZMQError) -> Void, onTick: () -> Void, onMessage: ([Data]) -> Void) {
         defer { finished.signal() }
-        let socket: ZMQSocket
+        let set: any SocketSet
         do {
-            socket = try open()
-            boundEndpoint.withLock { $0 = socket.lastEndpoint() }
+            set = try open()
+            boundEndpoint.withLock { $0 = set.sockets.first?.lastEndpoint() ?? "" }
         } catch {
             startError.withLock { $0 = error }
             ready.signal()
@@ -251,33 +297,40 @@ final class SocketWorker: Sendable {
         }
         ready.signal()
         let timeoutMs = Int(tickInterval.components.seconds * 1000 + tickInterval.components.attoseconds / 1_000_000_000_000_000)
-        var items = [
-            zmq_pollitem_t(socket: socket.raw, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0),
-            zmq_pollitem_t(socket: nil, fd: outbox.wakeup.fd, events: Int16(ZMQ_POLLIN), revents: 0),
-        ]
+        // The sockets, then the eventfd that wakes the loop; rebuilt when the sockets change.
+        var sockets = set.sockets
+        func pollItems() -> [zmq_pollitem_t] {
+            sockets.map { zmq_pollitem_t(socket: $0.raw, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0) }
+                + [zmq_pollitem_t(socket: nil, fd: outbox.wakeup.fd, events: Int16(ZMQ_POLLIN), revents: 0)]
+        }
+        var items = pollItems()
         var lastTick = ContinuousClock.now
         while !stopping.load(ordering: .acquiring) {
-            let rc = zmq_poll(&items, 2, timeoutMs)
+            let rc = zmq_poll(&items, Int32(items.count), timeoutMs)
             if rc < 0 {
                 let err = ZMQError.last("poll")
                 if err.isTerminated { break }
                 continue
             }
-            if items[1].revents != 0 { outbox.wakeup.drain() }
+            if items[sockets.count].revents != 0 { outbox.wakeup.drain() }
             let pending = outbox.takeAll()
             for frames in pending {
-                do { try socket.send(frames) } catch let e as ZMQError {
+                do { try set.send(frames) } catch let e as ZMQError {
                     if e.isTerminated { return }
                     onSendFailure(frames, e)
                 } catch {}
             }
-            if items[0].revents != 0 {
+            for (i, socket) in sockets.enumerated() where items[i].revents != 0 {
                 // Drain everything waiting; zmq_poll reports readiness, not a count.
                 while let frames = try? socket.receive() { onMessage(frames) }
             }
             let now = ContinuousClock.now
             if now - lastTick >= tickInterval {
                 lastTick = now
+                if set.upkeep(now: now) {
+                    sockets = set.sockets
+                    items = pollItems()
+                }
                 onTick()
             }
         }

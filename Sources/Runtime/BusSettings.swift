@@ -32,7 +32,10 @@ extension BusOptions {
             guard !keyring.entries.isEmpty else { throw ConfigError(variable: listed.variable, problem: "lists no key") }
             security = .curve(keys, keyring)
         }
+        let hosts = env.raw("REDEEM_BUS_HOSTS_FILE")
         self.init(security: security,
-                  maxMessageSize: try env.int("REDEEM_BUS_MAX_MESSAGE_BYTES", default: BusOptions.defaultMaxMessageSize, range: 65_536...(1 << 30)))
+                  maxMessageSize: try env.int("REDEEM_BUS_MAX_MESSAGE_BYTES", default: BusOptions.defaultMaxMessageSize, range: 65_536...(1 << 30)),
+                  resolveInterval: .milliseconds(try env.int("REDEEM_BUS_RESOLVE_MS", default: 5000, range: 100...3_600_000)),
+                  resolver: hosts.map { HostsFileResolver(path: $0) } ?? SystemResolver())
     }
 }

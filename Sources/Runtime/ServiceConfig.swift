@@ -34,8 +34,10 @@ public struct ServiceConfig: Sendable {
 }
 
 /// Where each service is found on the bus. Callers connect to every endpoint listed in
-/// `REDEEM_<SERVICE>_BUS` (comma-separated, one per instance); an instance binds
-/// `REDEEM_<SERVICE>_BUS_BIND`, by default the first of that list.
+/// `REDEEM_<SERVICE>_BUS` (comma-separated), and to every address a host name there has
+/// (`tcp://coupons:7102`: one per instance, looked up again as they come and go); an instance
+/// binds `REDEEM_<SERVICE>_BUS_BIND`, by default the first of that list. Events and grant
+/// commands work the same way, with `_EVENTS` and `_COMMANDS`.
 public enum BusAddress {
     static let defaultPorts = ["accounts": 7101, "coupons": 7102, "grants": 7103]
 
@@ -52,13 +54,29 @@ public enum BusAddress {
         return [try requests(service, env)[0]]
     }
 
-    /// Where a service publishes events (`REDEEM_<SERVICE>_EVENTS`), bound by it, connected to by subscribers.
+    /// Where a service publishes events (`REDEEM_<SERVICE>_EVENTS`), for subscribers.
     public static func events(_ service: String, _ env: Environment) throws -> [String] {
         try env.endpoints("REDEEM_\(service.uppercased())_EVENTS", default: ["tcp://127.0.0.1:\((defaultPorts[service] ?? 7100) + 10)"])
     }
 
-    /// Where grant commands are pulled (`REDEEM_GRANTS_COMMANDS`): grants binds, coupons connects.
+    /// Endpoints this instance binds for its events: `REDEEM_<SERVICE>_EVENTS_BIND`, by default
+    /// every endpoint of `REDEEM_<SERVICE>_EVENTS`.
+    public static func eventsBind(_ service: String, _ env: Environment) throws -> [String] {
+        if env.raw("REDEEM_\(service.uppercased())_EVENTS_BIND") != nil {
+            return try env.endpoints("REDEEM_\(service.uppercased())_EVENTS_BIND", default: [])
+        }
+        return try events(service, env)
+    }
+
+    /// Where grant commands are pulled (`REDEEM_GRANTS_COMMANDS`), for coupons, which pushes them.
     public static func grantCommands(_ env: Environment) throws -> [String] {
         try env.endpoints("REDEEM_GRANTS_COMMANDS", default: ["tcp://127.0.0.1:7123"])
+    }
+
+    /// Endpoints a grants instance binds for grant commands: `REDEEM_GRANTS_COMMANDS_BIND`, by
+    /// default every endpoint of `REDEEM_GRANTS_COMMANDS`.
+    public static func grantCommandsBind(_ env: Environment) throws -> [String] {
+        if env.raw("REDEEM_GRANTS_COMMANDS_BIND") != nil { return try env.endpoints("REDEEM_GRANTS_COMMANDS_BIND", default: []) }
+        return try grantCommands(env)
     }
 }

@@ -30,7 +30,7 @@ struct AccountsConfig: Sendable {
         }
         appleClientId = env.raw("REDEEM_APPLE_CLIENT_ID")
         appleJWKS = env.raw("REDEEM_APPLE_JWKS")
-        eventsBind = try BusAddress.events("accounts", env)
+        eventsBind = try BusAddress.eventsBind("accounts", env)
     }
 }
 

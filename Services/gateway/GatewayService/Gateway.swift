@@ -100,7 +100,7 @@ public final class Gateway: Sendable {
 extension Gateway {
     /// The gateway's parts, in the order they start; they stop in reverse: the public HTTP
     /// server drains (up to 3 s), then the bus clients, subscriptions and key sync stop, then the
-    /// bus node.
+    /// bus node's lookups.
     public func group() -> ServiceGroup {
         let router = self.router()
         var options = HTTPServer.Options()

@@ -21,7 +21,7 @@ public struct GatewayConfig: Sendable {
     public var couponsBus: [String]
     public var grantsBus: [String]
     public var busTimeout: Duration
-    /// How the bus is secured.
+    /// How the bus is secured and its host names looked up.
     public var bus: BusOptions
     var limits: AbuseGuard.Limits
     /// Publishers of events this gateway listens to.

@@ -39,8 +39,8 @@ struct GrantsConfig: Sendable {
             return v
         }
         webhookAllowPrivate = try env.flag("REDEEM_WEBHOOK_ALLOW_PRIVATE", default: false)
-        commandsBind = try BusAddress.grantCommands(env)
-        eventsBind = try BusAddress.events("grants", env)
+        commandsBind = try BusAddress.grantCommandsBind(env)
+        eventsBind = try BusAddress.eventsBind("grants", env)
         couponsBus = try BusAddress.requests("coupons", env)
         maxRetryDelay = TimeInterval(try env.int("REDEEM_GRANT_MAX_RETRY_SECONDS", default: 300, range: 1...3600))
         providerTimeout = TimeInterval(try env.int("REDEEM_PROVIDER_TIMEOUT_SECONDS", default: 10, range: 1...120))
