@@ -81,11 +81,24 @@ final class ZMQSocket {
     func allowIPv6() throws { try setInt(ZMQ_IPV6, 1) }
 
     /// CURVE server with this secret key (Z85): binds made afterwards ask every client to prove
-    /// its key, and the context's ZAP handler decides which keys are admitted.
+    /// its key, and the context's ZAP handler decides which keys are admitted. With a ZAP domain
+    /// and `ZMQ_ZAP_ENFORCE_DOMAIN`, a handshake that finds no ZAP handler fails instead of
+    /// admitting any key (libzmq's default): a server outliving its handler admits nobody.
     func makeCurveServer(secretKey: String) throws {
         try setInt(ZMQ_CURVE_SERVER, 1)
         try setBytes(ZMQ_CURVE_SECRETKEY, Array(secretKey.utf8))
+        try setBytes(ZMQ_ZAP_DOMAIN, Array(ZMQSocket.zapDomain.utf8))
+        do { try setInt(ZMQSocket.zapEnforceDomain, 1) } catch let error as ZMQError where error.errno == EINVAL {
+            // A libzmq built without its draft options: the ZAP handler still decides every
+            // handshake while it runs, and BusNode stops it only after the last server closed.
+        }
     }
+
+    /// The ZAP domain of the bus's CURVE servers (the handler admits by key, whatever the domain).
+    static let zapDomain = "redeem"
+    /// `ZMQ_ZAP_ENFORCE_DOMAIN`, a draft option libzmq 4.3 has (zmq.h declares it only under
+    /// `ZMQ_BUILD_DRAFT_API`).
+    static let zapEnforceDomain: Int32 = 93
 
     /// CURVE client with its own key pair and the server's public key (Z85): connections made
     /// afterwards handshake only with a server holding that key's secret.

@@ -10,7 +10,7 @@ import Testing
 /// CurveZMQ on the bus, over real sockets: a CURVE server answers only clients whose key it
 /// knows (its ZAP handler decides), a plain client or an unknown key gets nothing, and a frame
 /// over the size limit costs its sender the connection, not the server its life.
-@Suite struct BusSecurityTests {
+@Suite(.serialized) struct BusSecurityTests {
     let sink = LogSink(capturing: ())
     var logger: Logger { Logger(service: "test", sink: sink) }
     static let server = try! CurveKeyPair.generate()
@@ -113,6 +113,17 @@ import Testing
         // A client that trusts a wrong server key does not get through either.
         let misled = BusKeyring([.init(name: "test", key: stranger.publicKey), .init(name: "gateway", key: Self.client.publicKey)])
         #expect(try await ask(node(.curve(Self.client, misled)), server.endpoint) == .failure(.unavailable))
+    }
+
+    /// Fail closed: libzmq's CURVE admits any key when no ZAP handler answers, so a server whose
+    /// node's handler is gone (stopped too early) must refuse even a known key.
+    @Test func aServerWithoutItsZAPHandlerAdmitsNobody() async throws {
+        let (bus, server) = try curveServer()
+        defer { server.stop() }
+        let good = node(.curve(Self.client, Self.keyring))
+        #expect(try await ask(good, server.endpoint, timeout: .seconds(5)) == .success("hi!"))
+        bus.stop()  // the ZAP handler goes; the server socket stays bound
+        #expect(try await ask(good, server.endpoint) == .failure(.unavailable))
     }
 
     @Test func aFrameOverTheLimitCostsItsSenderTheConnectionNotTheServerItsLife() async throws {

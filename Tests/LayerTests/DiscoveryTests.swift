@@ -10,7 +10,7 @@ import Testing
 /// has, and follow it as instances come and go. Instances here are real servers bound to
 /// distinct loopback addresses (Linux routes all of 127/8 to `lo`) on one port, as replicas
 /// behind one DNS name are, and the names come from a resolver the test controls.
-@Suite struct DiscoveryTests {
+@Suite(.serialized) struct DiscoveryTests {
     let sink = LogSink(capturing: ())
     var logger: Logger { Logger(service: "test", sink: sink) }
 
@@ -90,7 +90,7 @@ import Testing
     /// seen, and those it had in flight are still answered (its connection outlives them).
     @Test func requestsFollowANameAsInstancesComeAndGoAndNothingIsLost() async throws {
         let resolver = TestResolver(["svc.test": ["127.0.0.2", "127.0.0.3"]])
-        let port = try Project.freePort()
+        let port = try await offThePool { try Project.freePort() }
         let servers = node(resolver), handled = Handled()
         let a = try instance("a", at: "127.0.0.2", port: port, handled: handled, bus: servers)
         let b = try instance("b", at: "127.0.0.3", port: port, handled: handled, bus: servers)
@@ -146,7 +146,7 @@ import Testing
     /// Grant commands: a PUSH connects to every address of the name, and leaves one that goes.
     @Test func pushesFollowAName() async throws {
         let resolver = TestResolver(["cmd.test": ["127.0.0.2", "127.0.0.3"]])
-        let port = try Project.freePort()
+        let port = try await offThePool { try Project.freePort() }
         let handled = Handled(), servers = node(resolver)
         let pullers = try ["127.0.0.2", "127.0.0.3", "127.0.0.4"].map { address in
             var router = BusRouter(logger: logger)
@@ -178,7 +178,7 @@ import Testing
     /// Events: a SUB hears every instance of the publishing service, the ones that join too.
     @Test func subscribersHearEveryInstanceOfAName() async throws {
         let resolver = TestResolver(["events.test": ["127.0.0.2"]])
-        let port = try Project.freePort()
+        let port = try await offThePool { try Project.freePort() }
         let servers = node(resolver)
         let publishers = try ["127.0.0.2", "127.0.0.3"].map { try EventPublisher(bus: servers, bind: ["tcp://\($0):\(port)"]) }
         defer { publishers.forEach { $0.stop() } }
@@ -207,7 +207,7 @@ import Testing
     /// A DNS outage leaves the peers as they were; a name that stops existing takes them away.
     @Test func aFailedLookupKeepsTheLastAnswer() async throws {
         let resolver = TestResolver(["svc.test": ["127.0.0.2"]])
-        let port = try Project.freePort()
+        let port = try await offThePool { try Project.freePort() }
         let servers = node(resolver), handled = Handled()
         let a = try instance("a", at: "127.0.0.2", port: port, handled: handled, bus: servers, delayMs: 0)
         defer { a.stop() }
@@ -231,7 +231,7 @@ import Testing
     /// A name with an IPv6 address is reached over IPv6.
     @Test func aNameThatResolvesToIPv6IsReached() async throws {
         let resolver = TestResolver(["v6.test": ["::1"]])
-        let port = try Project.freePort()
+        let port = try await offThePool { try Project.freePort() }
         let servers = node(resolver), handled = Handled()
         guard let a = try? instance("a", at: "[::1]", port: port, handled: handled, bus: servers, delayMs: 0) else {
             return  // no IPv6 loopback on this machine
