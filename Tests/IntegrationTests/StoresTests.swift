@@ -24,7 +24,8 @@ final class StoresTests: StackTestCase {
     nonisolated(unsafe) static var appStoreServer: FakeAppStoreServer!
     nonisolated(unsafe) static var receiver: WebhookReceiver!
     nonisolated(unsafe) static var coupons: BusClient!
-    static let context = ZMQContext()
+    /// A node of the stack's bus security, holding grants' key (grants sends these reports).
+    nonisolated(unsafe) static var bus: BusNode!
     static let bundleId = "com.example.redeem"
     static let appId: Int64 = 1_234_567_890
 
@@ -47,11 +48,13 @@ final class StoresTests: StackTestCase {
         ])
         minter = try stack.minter()
         let bus = try XCTUnwrap(stack.wiring()["REDEEM_COUPONS_BUS"]).split(separator: ",").map(String.init)
-        coupons = try BusClient(context: context, service: "coupons", connect: bus)
+        Self.bus = try stack.busNode(as: "grants")
+        coupons = try BusClient(bus: Self.bus, service: "coupons", connect: bus)
     }
 
     override class func stopSuite() {
         coupons?.stop()
+        bus?.stop()
         stack?.stop()
         let done = DispatchSemaphore(value: 0)
         Task { await connect?.stop(); await appStoreServer?.stop(); await receiver?.stop(); done.signal() }
