@@ -25,6 +25,8 @@ public final class FakeRevenueCat: Sendable {
         case status(Int, body: String)
         case tooMany(retryAfter: Int)
         case hang(seconds: Double)
+        /// Granted, after `seconds` (a caller killed meanwhile never learns it was).
+        case slow(seconds: Double)
     }
 
     private let calls = Mutex<[Call]>([])
@@ -75,8 +77,9 @@ public final class FakeRevenueCat: Sendable {
         let answer = script.withLock { $0.isEmpty ? nil : $0.removeFirst() } ?? fallbackAnswer.withLock { $0 }
         var status = 201
         var response: HTTPResponse
+        if case .slow(let seconds) = answer { try? await Task.sleep(for: .seconds(seconds)) }
         switch answer {
-        case .created:
+        case .created, .slow:
             if let end { grants.withLock { _ = $0.insert("\(app)|\(ent)|\(end)") } }
             response = .json(201, ["request_date_ms": Int64(Date().timeIntervalSince1970 * 1000)])
         case .status(let s, let text):
