@@ -137,7 +137,7 @@ final class MultiInstanceStackTests: StackTestCase {
     }
 
     /// 200 holders redeem through both gateways while one grants instance is killed with SIGKILL
-    /// (and stays dead, still listed under the name). Every provider call takes 400 ms, so the
+    /// (and stays dead, still listed under the name). Every provider call takes a second, so the
     /// dead one dies in the middle of some: the provider granted them, but it never recorded it.
     /// Coupons' outbox re-sends what the dead one held, the other instance takes every command
     /// and, once their leases expire, the grants the dead one had claimed, and repeats them with
@@ -148,7 +148,7 @@ final class MultiInstanceStackTests: StackTestCase {
         let succeeded = "redeem_grants_total{outcome=\"succeeded\"}"
         let grantedBefore = try await metric(Self.grantsPorts[0], succeeded)
         Self.revenueCat.reset()
-        Self.revenueCat.answerAlways(.slow(seconds: 0.4))
+        Self.revenueCat.answerAlways(.slow(seconds: 1))
         defer { Self.revenueCat.answerAlways(.created) }
         let code = try await freePeriod(cap: 1000)
         let users = try (0..<200).map { _ in try Self.minter.user() }
@@ -174,6 +174,8 @@ final class MultiInstanceStackTests: StackTestCase {
         }
         let inFlight = try await Self.stack.eventually(10) { try await self.metric(Self.grantsPorts[0], succeeded) > grantedBefore }
         XCTAssertTrue(inFlight, "the runner's grants was granting before it was killed")
+        // Its next calls are under way (each takes a second, and redemptions keep coming).
+        try await Task.sleep(for: .milliseconds(300))
         kill(try Self.stack.pid("grants"), SIGKILL)
         let ids = try await redeeming.value
         XCTAssertEqual(ids.count, 200, "every client got its redemption")
