@@ -617,11 +617,12 @@ final class CouponsTests: StackTestCase {
         let wiring = try Self.stack.wiring()
         let secondBus = "tcp://127.0.0.1:\(try Project.freePort())"
         try Self.stack.startService("coupons", overrides: ["REDEEM_COUPONS_BUS_BIND": secondBus, "REDEEM_COUPONS_HTTP_PORT": String(try Project.freePort())])
-        let port = try Project.freePort()
-        try Self.stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(port),
+        let port = try Project.freePort(), ops = try Project.freePort()
+        try Self.stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(port), "REDEEM_GATEWAY_HTTP_PORT": String(ops),
                                                             "REDEEM_COUPONS_BUS": wiring["REDEEM_COUPONS_BUS"]! + "," + secondBus])
         let gateway = HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!, maxConnections: 128)
-        let ready = try await Self.stack.eventually(20) { try await gateway.get("/readyz").status == 200 }
+        let gatewayOps = HTTPClient(base: URL(string: "http://127.0.0.1:\(ops)")!)
+        let ready = try await Self.stack.eventually(20) { try await gatewayOps.get("/readyz").status == 200 }
         XCTAssertTrue(ready)
         let code = try await freePeriod(["maxRedemptions": 100])
         let results = try await race(code, users: try (0..<300).map { _ in try user() }, via: gateway)

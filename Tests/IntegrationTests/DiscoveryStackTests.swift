@@ -144,7 +144,7 @@ final class DiscoveryStackTests: StackTestCase {
         let ents = try await client.get("/v1/me/entitlements", token: users[0].token)
         XCTAssertEqual(ents.status, 200, ents.text)
         XCTAssertEqual((try ents.json()["data"] as? [[String: Any]])?.count, 1)
-        let readiness = try await client.get("/readyz").status
+        let readiness = try await Self.stack.ops.get("/readyz").status
         XCTAssertEqual(readiness, 200)
     }
 }

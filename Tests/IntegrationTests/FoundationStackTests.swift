@@ -24,7 +24,7 @@ final class FoundationStackTests: StackTestCase {
     var client: HTTPClient { stack.client }
 
     func readiness() async throws -> (Int, [String: [String: Any]]) {
-        let resp = try await client.get("/readyz")
+        let resp = try await stack.ops.get("/readyz")
         let services = try resp.json()["services"] as? [String: [String: Any]] ?? [:]
         return (resp.status, services)
     }
@@ -39,20 +39,27 @@ final class FoundationStackTests: StackTestCase {
         }
         let health = try await client.get("/healthz")
         XCTAssertEqual(health.status, 200)
-        let metrics = try await client.get("/metrics")
+        let metrics = try await stack.ops.get("/metrics")
         XCTAssertEqual(metrics.status, 200)
         XCTAssertTrue(metrics.text.contains("redeem_bus_request_duration_seconds_bucket{service=\"coupons\",type=\"ping\""))
-        XCTAssertTrue(metrics.text.contains("redeem_http_requests_total{method=\"GET\",route=\"/readyz\",status=\"200\"}"))
+        XCTAssertTrue(metrics.text.contains("redeem_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}"))
+        // Readiness and metrics are on the operations port only; the public port has liveness.
+        for path in ["/readyz", "/metrics"] {
+            let hidden = try await client.get(path)
+            XCTAssertEqual(hidden.status, 404, path)
+        }
+        let opsHealth = try await stack.ops.get("/healthz").status
+        XCTAssertEqual(opsHealth, 200)
     }
 
     func test2_badInputAtTheEdgeGetsJSONErrors() async throws {
         let missing = try await client.get("/v1/nothing-here")
         XCTAssertEqual(missing.status, 404)
         XCTAssertEqual(missing.errorCode, "routeNotFound")
-        let wrongMethod = try await client.send("DELETE", "/readyz")
+        let wrongMethod = try await client.send("DELETE", "/healthz")
         XCTAssertEqual(wrongMethod.status, 405)
         XCTAssertEqual(wrongMethod.errorCode, "methodNotAllowed")
-        let big = try await client.send("POST", "/readyz", body: Data(repeating: 0x7b, count: 2 << 20), headers: ["Content-Type": "application/json"])
+        let big = try await client.send("POST", "/healthz", body: Data(repeating: 0x7b, count: 2 << 20), headers: ["Content-Type": "application/json"])
         XCTAssertEqual(big.status, 413)
         XCTAssertEqual(big.errorCode, "tooLarge")
         // Garbage that is not HTTP at all: answered (or dropped) by libmicrohttpd; the gateway lives on.
@@ -147,7 +154,7 @@ final class FoundationStackTests: StackTestCase {
         kill(killed, SIGKILL)
         let again = try await supervised.eventually(30) {
             guard try supervised.pid("coupons") != killed else { return false }
-            return try await supervised.client.get("/readyz").status == 200
+            return try await supervised.ops.get("/readyz").status == 200
         }
         let runnerErr = { (try? String(contentsOf: supervised.directory.appendingPathComponent("runner.err"), encoding: .utf8)) ?? "" }
         XCTAssertTrue(again, "coupons was not started again: \(runnerErr())")
@@ -160,7 +167,7 @@ final class FoundationStackTests: StackTestCase {
         let stopped = try supervised.pid("grants")
         kill(stopped, SIGTERM)
         let down = try await supervised.eventually(20) {
-            let services = try (try await supervised.client.get("/readyz")).json()["services"] as? [String: [String: Any]]
+            let services = try (try await supervised.ops.get("/readyz")).json()["services"] as? [String: [String: Any]]
             return services?["grants"]?["status"] as? String == "down"
         }
         XCTAssertTrue(down, "readyz did not report grants down")

@@ -113,7 +113,7 @@ final class GatewayEdgeTests: StackTestCase {
     func test5_metricsUseRouteTemplatesNeverRawPaths() async throws {
         let u = try Self.minter.user()
         _ = try await client.get("/v1/redemptions/\(UUID().uuidString)", token: u.token)
-        let text = try await client.get("/metrics").text
+        let text = try await Self.stack.ops.get("/metrics").text
         XCTAssertTrue(text.contains("redeem_http_requests_total{method=\"GET\",route=\"/v1/redemptions/{id}\",status=\"404\"}"), text)
         XCTAssertTrue(text.contains("redeem_http_request_duration_seconds_bucket{method=\"GET\",route=\"/v1/redemptions/{id}\""))
         XCTAssertTrue(text.contains("redeem_bus_request_duration_seconds_count{service=\"coupons\",type=\"coupons.getRedemption\"}"))

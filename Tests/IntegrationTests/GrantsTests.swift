@@ -196,7 +196,7 @@ final class GrantsTests: StackTestCase {
         XCTAssertEqual(calls.last?.endTimeMs, Self.ms((done["entitlement"] as? [String: Any])?["expiresAt"]))
         // Retry-After: 1 was honoured.
         XCTAssertGreaterThanOrEqual(calls[3].at.timeIntervalSince(calls[2].at), 0.95)
-        let metrics = try await client.get("/metrics").text
+        let metrics = try await Self.stack.ops.get("/metrics").text
         XCTAssertTrue(metrics.contains("redeem_bus_request_duration_seconds"))
     }
 

@@ -52,9 +52,10 @@ final class MultiInstanceStackTests: StackTestCase {
         try stack.startService("coupons", overrides: binds(addresses[1]).merging(["REDEEM_COUPONS_HTTP_PORT": String(couponsPorts[1])]) { $1 })
         try stack.startService("grants", overrides: binds(addresses[1]).merging(["REDEEM_GRANTS_HTTP_PORT": String(grantsPorts[1])]) { $1 })
         let gatewayPort = try Project.freePort()
-        try stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(gatewayPort)])
+        let gatewayOps = try Project.freePort()
+        try stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(gatewayPort), "REDEEM_GATEWAY_HTTP_PORT": String(gatewayOps)])
         gateways = [stack.client, HTTPClient(base: URL(string: "http://127.0.0.1:\(gatewayPort)")!, maxConnections: 128)]
-        addedInstances = ["http://127.0.0.1:\(couponsPorts[1])", "http://127.0.0.1:\(grantsPorts[1])", "http://127.0.0.1:\(gatewayPort)"]
+        addedInstances = ["http://127.0.0.1:\(couponsPorts[1])", "http://127.0.0.1:\(grantsPorts[1])", "http://127.0.0.1:\(gatewayOps)"]
     }
 
     /// Where the added coupons, grants and gateway answer `/readyz`.

@@ -37,6 +37,21 @@ import TestSupport
         #expect(answered.count == Gateway.routes.count)
     }
 
+    /// `/readyz` and `/metrics` are on the operations port, and on the public one only when asked.
+    @Test func readinessAndMetricsAreOnTheOperationsPortUnlessAskedForOnThePublicOne() throws {
+        func answered(_ env: [String: String]) throws -> (public: Set<String>, operations: Set<String>) {
+            let gateway = try Gateway(config: GatewayConfig(env: Environment(env.merging(["REDEEM_BUS_SECURITY": "plain"]) { $1 })))
+            defer { gateway.stop() }
+            return (Set(gateway.router().routes.map(\.template)), Set(gateway.internalRouter().routes.map(\.template)))
+        }
+        let plain = try answered([:])
+        #expect(plain.public.contains("/healthz") && !plain.public.contains("/readyz") && !plain.public.contains("/metrics"))
+        #expect(plain.operations == ["/healthz", "/readyz", "/metrics"])
+        let asked = try answered(["REDEEM_OPS_ON_PUBLIC_PORT": "1"])
+        #expect(asked.public.isSuperset(of: ["/healthz", "/readyz", "/metrics"]))
+        #expect(!(try described().contains { $0.path == "/readyz" || $0.path == "/metrics" }), "never in the public description")
+    }
+
     @Test func everyOperationHasASummaryItsParametersAndAnAnswer() throws {
         let doc = try document()
         #expect(doc["openapi"] as? String == "3.1.0")

@@ -14,6 +14,8 @@ public final class Stack: @unchecked Sendable {
     public let directory: URL
     public let gateway: URL
     public let client: HTTPClient
+    /// The gateway's operations port (`/healthz`, `/readyz`, `/metrics`; not public).
+    public let ops: HTTPClient
     public let adminKey: String
     private let runner: Subprocess
     private var restarted: [Subprocess] = []
@@ -58,6 +60,11 @@ public final class Stack: @unchecked Sendable {
         }
         gateway = url!
         client = HTTPClient(base: gateway, maxConnections: 128)
+        ops = HTTPClient(base: try Self.line("REDEEM_GATEWAY_OPS_URL=", in: out).flatMap(URL.init(string:)) ?? gateway)
+    }
+
+    static func line(_ prefix: String, in file: String) throws -> String? {
+        try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
     }
 
     /// The pid the runner started a service with.
@@ -87,6 +94,10 @@ public final class Stack: @unchecked Sendable {
         var env = ProcessInfo.processInfo.environment.merging(try wiring()) { $1 }
         env["REDEEM_ADMIN_KEY"] = adminKey
         if env["REDEEM_BUS_PUBLIC_KEYS_FILE"] != nil { env["REDEEM_BUS_SECRET_KEY_FILE"] = busKeyFile(service).path }
+        // A second gateway on ports of its own needs its own operations port too.
+        if service == "gateway", overrides["REDEEM_HTTP_PORT"] != nil, overrides["REDEEM_GATEWAY_HTTP_PORT"] == nil {
+            env["REDEEM_GATEWAY_HTTP_PORT"] = String(try Project.freePort())
+        }
         for (k, v) in overrides { env[k] = v }
         let p = try Subprocess(Project.binDirectory.appendingPathComponent(service).path, [], environment: env,
                                stderr: logDirectory.appendingPathComponent("\(service).log").path)

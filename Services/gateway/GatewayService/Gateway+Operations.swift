@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// `/healthz`, `/readyz` and `/metrics` (SPEC §4.6).
+/// `/healthz`, `/readyz` and `/metrics` (SPEC §4.6; docs/operations.md).
 extension Gateway {
     struct Health: APIBody, Encodable {
         static let schemaName: String? = "Status"
@@ -23,12 +23,26 @@ extension Gateway {
         static let fieldRules: [String: [JSONSchema.Rule]] = ["status": [.oneOf(["ready", "notReady"])]]
     }
 
+    /// On the public port: a load balancer's liveness check.
     static let operationsRoutes: [APIRoute] = [
         .route(.get, "/healthz", "The process is up", answers: [200: .json(Health.self)], handle: Gateway.health),
+    ]
+
+    /// On the operations port (`REDEEM_GATEWAY_HTTP_PORT`), which is not public: what the stack
+    /// looks like from inside is for the operator, not for anyone on the internet. Also on the
+    /// public port when `REDEEM_OPS_ON_PUBLIC_PORT` is on (then outside the OpenAPI description).
+    static let internalRoutes: [APIRoute] = operationsRoutes + [
         .route(.get, "/readyz", "Every service reachable over the bus with its database up",
                answers: [200: .json(Readiness.self), 503: .json(Readiness.self)], handle: Gateway.ready),
         .route(.get, "/metrics", "Prometheus metrics", answers: [200: .text("text/plain")], handle: Gateway.metricsPage),
     ]
+
+    /// The operations port's router.
+    func internalRouter() -> Router {
+        var r = Router(mapError: { error, request in GatewayErrors.response(for: error, request: request) })
+        for route in Self.internalRoutes { r.add(route.method.rawValue, route.path, route.handler(self)) }
+        return r
+    }
 
     func health(_ req: HTTPRequest) -> HTTPResponse { .json(200, Health(status: "up")) }
 

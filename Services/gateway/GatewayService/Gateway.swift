@@ -78,6 +78,11 @@ public final class Gateway: Sendable {
         for route in Self.routes {
             r.add(route.method.rawValue, route.path, route.handler(self))
         }
+        if config.opsOnPublicPort {
+            for route in Self.internalRoutes where !Self.routes.contains(where: { $0.path == route.path && $0.method == route.method }) {
+                r.add(route.method.rawValue, route.path, route.handler(self))
+            }
+        }
         return r
     }
 
@@ -115,10 +120,22 @@ extension Gateway {
             response.headers += Gateway.securityHeaders
             return response
         }
+        var internalOptions = HTTPServer.Options()
+        internalOptions.host = config.httpHost
+        internalOptions.port = config.opsPort
+        internalOptions.threads = 1
+        let internalRouter = self.internalRouter()
+        let internalServer = HTTPServer(options: internalOptions, logger: logger, metrics: nil, accessLog: false) { await internalRouter.handle($0) }
         let bus = self.bus
         return ServiceGroup([
             StartStopService("bus node", start: { bus.warnIfPlain() }, stop: { bus.stop() }),
             StartStopService("bus clients", start: { [self] in startBackground() }, stop: { [self] in stop() }),
+            StartStopService("internal http", start: { [self] in
+                try internalServer.start()
+                logger.info("operations port listening", ["http.port": internalServer.port])
+            }, stop: {
+                await internalServer.stop(drainSeconds: 1)
+            }),
             StartStopService("public http", start: { [self] in
                 try server.start()
                 logger.info("gateway listening", ["http.port": server.port])

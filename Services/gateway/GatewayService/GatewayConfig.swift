@@ -16,6 +16,10 @@ public struct GatewayConfig: Sendable {
     public var trustedProxies: [IPNetwork]
     public var connectionsPerAddress: Int
     public var headerTimeoutSeconds: Int
+    /// The operations port (`/healthz`, `/readyz`, `/metrics`), not public; and whether `/readyz`
+    /// and `/metrics` are on the public port too.
+    public var opsPort: Int
+    public var opsOnPublicPort: Bool
     public var logLevel: Logger.Level
     public var accountsBus: [String]
     public var couponsBus: [String]
@@ -46,6 +50,8 @@ public struct GatewayConfig: Sendable {
         // As long as libmicrohttpd's idle timeout: an idle keep-alive connection goes when it would
         // anyway, and only a client trickling its headers is cut sooner than it was.
         headerTimeoutSeconds = try env.int("REDEEM_HTTP_HEADER_TIMEOUT_SECONDS", default: 30, range: 0...3600)
+        opsPort = try env.port("REDEEM_GATEWAY_HTTP_PORT", default: 8084)
+        opsOnPublicPort = try env.flag("REDEEM_OPS_ON_PUBLIC_PORT", default: false)
         logLevel = try ServiceConfig.logLevel(env)
         accountsBus = try BusAddress.requests("accounts", env)
         couponsBus = try BusAddress.requests("coupons", env)
