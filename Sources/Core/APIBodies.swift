@@ -5,6 +5,7 @@ extension Platform: WireEnum {}
 extension CouponKind: WireEnum {}
 extension Role: WireEnum {}
 extension Mode: WireEnum {}
+extension AppUserIdKept: WireEnum {}
 extension RefusalReason: WireEnum {}
 extension RedemptionStatus: WireEnum {}
 extension WebhookEventType: WireEnum {}
@@ -110,6 +111,8 @@ extension EntitlementView: APIBody {
 
 extension Grants.Entitlements.Response: APIBody {
     public static let schemaName: String? = "EntitlementList"
+    /// Its decoder reads answers of earlier grants without one; the gateway always sends it.
+    public static let fieldRules: [String: [JSONSchema.Rule]] = ["partial": [.required]]
 }
 
 extension WebhookEndpointView: APIBody {

@@ -112,9 +112,20 @@ public enum Accounts {
 
     public struct LinkCloudKit: BusRequest {
         public static let type = "accounts.linkCloudKit"
-        public struct Response: Codable, Sendable {
+        /// The id the apps log in with now, whether this call changed it, and if not, why.
+        public struct Response: Codable, Sendable, Equatable {
             public var appUserId: String
-            public init(appUserId: String) { self.appUserId = appUserId }
+            public var changed: Bool
+            /// The id the account had before, when `changed`.
+            public var previousAppUserId: String?
+            /// Why the id stayed, when not `changed`.
+            public var keptBecause: AppUserIdKept?
+            public init(appUserId: String, changed: Bool, previousAppUserId: String? = nil, keptBecause: AppUserIdKept? = nil) {
+                self.appUserId = appUserId
+                self.changed = changed
+                self.previousAppUserId = previousAppUserId
+                self.keptBecause = keptBecause
+            }
         }
         public var accountId: UUID
         public var recordName: String

@@ -158,7 +158,19 @@ public enum Grants {
         public static let type = "grants.entitlements"
         public struct Response: Codable, Sendable {
             public var data: [EntitlementView]
-            public init(data: [EntitlementView]) { self.data = data }
+            /// Under `revenuecat`, true when the store could not be read in time: `data` holds
+            /// Redeem's own grants only (issue 22 §3).
+            public var partial: Bool
+            public init(data: [EntitlementView], partial: Bool = false) {
+                self.data = data
+                self.partial = partial
+            }
+            public init(from decoder: any Decoder) throws {
+                let c = try decoder.container(keyedBy: CodingKeys.self)
+                data = try c.decode([EntitlementView].self, forKey: .data)
+                partial = try c.decodeIfPresent(Bool.self, forKey: .partial) ?? false
+            }
+            private enum CodingKeys: String, CodingKey { case data, partial }
         }
         public var appUserId: String
         public init(appUserId: String) { self.appUserId = appUserId }
@@ -246,5 +258,49 @@ extension Grants {
         }
         public var transactionId: String
         public init(transactionId: String) { self.transactionId = transactionId }
+    }
+}
+
+extension Grants {
+    /// What the entitlement provider knows of a holder (issue 22 §1, §3): whether it holds a store
+    /// purchase, the store's management URL, and its entitlements from any store. Under `local`
+    /// the ledger holds only Redeem's grants: no purchase, no URL, no entries.
+    public struct StoreView: BusRequest {
+        public static let type = "grants.storeView"
+        public struct Response: Codable, Sendable, Equatable {
+            public var holdsStorePurchase: Bool
+            public var managementUrl: String?
+            /// Active entitlements the stores (and promotional grants not Redeem's) hold.
+            public var entitlements: [EntitlementView]
+            public init(holdsStorePurchase: Bool, managementUrl: String?, entitlements: [EntitlementView]) {
+                self.holdsStorePurchase = holdsStorePurchase
+                self.managementUrl = managementUrl
+                self.entitlements = entitlements
+            }
+        }
+        public var appUserId: String
+        /// Ask the provider now, not a cached answer (a link decides on it).
+        public var fresh: Bool
+        public init(appUserId: String, fresh: Bool) {
+            self.appUserId = appUserId
+            self.fresh = fresh
+        }
+    }
+
+    /// Moves a holder's grants to the id its account now logs in with (issue 22 §1): the ledger's
+    /// rows follow, the provider is granted each active period again with the same end, commands
+    /// still naming the old id are stored under the new one, and `account.appUserIdChanged` goes
+    /// out. Idempotent.
+    public struct MoveHolder: BusRequest {
+        public static let type = "grants.moveHolder"
+        public typealias Response = Empty
+        public var accountId: UUID
+        public var from: String
+        public var to: String
+        public init(accountId: UUID, from: String, to: String) {
+            self.accountId = accountId
+            self.from = from
+            self.to = to
+        }
     }
 }

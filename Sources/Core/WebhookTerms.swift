@@ -5,8 +5,12 @@ public enum WebhookEventType: String, Codable, Sendable, CaseIterable {
     case couponRedeemed = "coupon.redeemed"
     /// A redemption's grant failed for good.
     case redemptionFailed = "redemption.failed"
+    /// An account's `appUserId` changed (a CloudKit record name was adopted, issue 22 §1): the
+    /// apps log in to the provider again with the new id. `data` is `{accountId, appUserId,
+    /// previousAppUserId}`.
+    case appUserIdChanged = "account.appUserIdChanged"
 
-    /// `coupon.redeemed, redemption.failed`, for messages about a list that is not made of them.
+    /// `coupon.redeemed, redemption.failed, …`, for messages about a list that is not made of them.
     public static let listed = allCases.map(\.rawValue).joined(separator: ", ")
 }
 

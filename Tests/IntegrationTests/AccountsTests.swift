@@ -178,17 +178,23 @@ final class AccountsTests: StackTestCase {
         XCTAssertEqual(ok.status, 200, "exactly 100 characters is allowed")
     }
 
-    func testLinkingLaterNeverChangesTheAppUserId() async throws {
-        let s = try await signUp()  // Android/web first
+    func testTheFirstLinkedRecordNameBecomesTheAppUserIdThenItStays() async throws {
+        let s = try await signUp()  // Android/web first; under `local` the fresh id holds no store purchase
         let first = "_" + UUID().uuidString.prefix(12)
         let second = "_" + UUID().uuidString.prefix(12)
+        var answers: [[String: Any]] = []
         for record in [first, second, first] {  // several names; linking again is fine
             let r = try await client.json("POST", "/v1/me/cloudkit", ["recordName": record], token: s.access)
             XCTAssertEqual(r.status, 200, r.text)
-            XCTAssertEqual(try r.json()["appUserId"] as? String, s.appUserId)
+            XCTAssertEqual(try r.json()["appUserId"] as? String, first)
+            answers.append(try r.json())
         }
+        XCTAssertEqual(answers.map { $0["changed"] as? Bool }, [true, false, false])
+        XCTAssertEqual(answers[0]["previousAppUserId"] as? String, s.appUserId)
+        XCTAssertEqual(answers.map { $0["keptBecause"] as? String }, [nil, "recordNameAlready", "alreadyThisId"])
         let me = try await client.get("/v1/me", token: s.access).json()
-        XCTAssertEqual(me["appUserId"] as? String, s.appUserId)
+        XCTAssertEqual(me["appUserId"] as? String, first)
+        XCTAssertTrue(me["managementUrl"] is NSNull, "no store under local")
         let linked = (me["identities"] as? [[String: Any]] ?? []).compactMap { $0["recordName"] as? String }
         XCTAssertEqual(Set(linked), [first, second])
         // Another account can't link a name that is taken, as a link or as an appUserId.

@@ -7,7 +7,9 @@ import Telemetry
 
 /// A real HTTP server speaking RevenueCat's v1 promotional-entitlement contract, for tests:
 /// records every request, treats a repeated `end_time_ms` for the same customer and entitlement
-/// as a duplicate (as RevenueCat does), and fails on demand.
+/// as a duplicate (as RevenueCat does), and fails on demand. `GET /v1/subscribers/{id}` answers
+/// the customer in RevenueCat's shape (REFERENCES §7): its promotional grants and the store
+/// purchases a test gave it (`addStorePurchase`), with `management_url`.
 public final class FakeRevenueCat: Sendable {
     public struct Call: Sendable {
         public let appUserId: String
@@ -34,6 +36,27 @@ public final class FakeRevenueCat: Sendable {
     private let fallbackAnswer = Mutex<Answer>(.created)
     /// Distinct grants: (customer, entitlement, end_time_ms).
     private let grants = Mutex<Set<String>>([])
+    /// Store purchases by customer, and how reads are answered (`answerReads`).
+    private let purchases = Mutex<[String: [StorePurchase]]>([:])
+    private let readAnswer = Mutex<Answer>(.created)
+    private let readCount = Mutex<[String]>([])
+
+    /// A purchase at a store, as a customer's subscription.
+    public struct StorePurchase: Sendable {
+        public var productId: String
+        /// `app_store`, `play_store`, `stripe`, …
+        public var store: String
+        public var entitlementId: String
+        public var expires: Date?
+        public var sandbox: Bool
+        public init(productId: String, store: String, entitlementId: String, expires: Date?, sandbox: Bool = false) {
+            self.productId = productId
+            self.store = store
+            self.entitlementId = entitlementId
+            self.expires = expires
+            self.sandbox = sandbox
+        }
+    }
     private let server: HTTPServer
     public var url: URL { URL(string: "http://127.0.0.1:\(server.port)")! }
 
@@ -42,6 +65,9 @@ public final class FakeRevenueCat: Sendable {
         let box = Box()
         router.post("/v1/subscribers/{appUserId}/entitlements/{entitlementId}/promotional") { req in
             await box.fake!.handle(req)
+        }
+        router.get("/v1/subscribers/{appUserId}") { req in
+            await box.fake!.subscriber(req)
         }
         let routes = router
         var options = HTTPServer.Options()
@@ -63,10 +89,86 @@ public final class FakeRevenueCat: Sendable {
     public func answerAlways(_ answer: Answer) { fallbackAnswer.withLock { $0 = answer } }
     public var received: [Call] { calls.withLock { $0 } }
     public var distinctGrants: Int { grants.withLock { $0.count } }
+    /// The distinct grants (`end_time_ms`) a customer holds of an entitlement.
+    public func grantEnds(_ appUserId: String, _ entitlementId: String) -> Set<Int64> {
+        grants.withLock { g in
+            Set(g.compactMap { key -> Int64? in
+                let parts = key.split(separator: "|", omittingEmptySubsequences: false)
+                guard parts.count == 3, parts[0] == appUserId, parts[1] == entitlementId else { return nil }
+                return Int64(parts[2])
+            })
+        }
+    }
+    public func addStorePurchase(_ appUserId: String, _ purchase: StorePurchase) { purchases.withLock { $0[appUserId, default: []].append(purchase) } }
+    /// How `GET /v1/subscribers/{id}` answers: `.created` is the customer, the others fail.
+    public func answerReads(_ answer: Answer) { readAnswer.withLock { $0 = answer } }
+    /// The customers read so far, in order.
+    public var reads: [String] { readCount.withLock { $0 } }
     public func reset() {
         calls.withLock { $0.removeAll() }
         script.withLock { $0.removeAll() }
         fallbackAnswer.withLock { $0 = .created }
+        readAnswer.withLock { $0 = .created }
+        readCount.withLock { $0.removeAll() }
+    }
+
+    static let iso: @Sendable (Date) -> String = { Timestamp.iso8601($0) }
+
+    /// The customer, or creates it (RevenueCat answers 201 for a customer it has not seen).
+    func subscriber(_ req: HTTPRequest) async -> HTTPResponse {
+        let app = req.pathParameters["appUserId"]?.removingPercentEncoding ?? ""
+        readCount.withLock { $0.append(app) }
+        guard req.header("authorization")?.hasPrefix("Bearer ") == true else { return .json(401, ["message": "Missing authorization"]) }
+        switch readAnswer.withLock({ $0 }) {
+        case .status(let s, let text): return .json(s, ["message": text])
+        case .tooMany(let after): return .json(429, ["message": "Too many requests"], headers: [("Retry-After", String(after))])
+        case .hang(let seconds):
+            try? await Task.sleep(for: .seconds(seconds))
+            return .json(504, ["message": "hung"])
+        case .created: break
+        }
+        var entitlements: [String: Any] = [:]
+        var subscriptions: [String: Any] = [:]
+        // Promotional grants: RevenueCat keeps the latest end per entitlement, as an `rc_promo` product.
+        var promo: [String: Int64] = [:]
+        for key in grants.withLock({ $0 }) {
+            let p = key.split(separator: "|", omittingEmptySubsequences: false)
+            guard p.count == 3, p[0] == app, let end = Int64(p[2]) else { continue }
+            promo[String(p[1])] = max(promo[String(p[1])] ?? 0, end)
+        }
+        for (ent, end) in promo {
+            let expires = Self.iso(Date(timeIntervalSince1970: Double(end) / 1000))
+            let product = "rc_promo_\(ent)_custom"
+            entitlements[ent] = ["expires_date": expires, "grace_period_expires_date": NSNull(), "product_identifier": product, "purchase_date": Self.iso(Date())]
+            subscriptions[product] = ["store": "promotional", "is_sandbox": false, "expires_date": expires, "period_type": "normal",
+                                      "purchase_date": Self.iso(Date()), "ownership_type": "PURCHASED"]
+        }
+        let bought = purchases.withLock { $0[app] ?? [] }
+        for p in bought {
+            let expires: Any = p.expires.map(Self.iso) ?? NSNull()
+            entitlements[p.entitlementId] = ["expires_date": expires, "grace_period_expires_date": NSNull(), "product_identifier": p.productId,
+                                             "purchase_date": Self.iso(Date())]
+            subscriptions[p.productId] = ["store": p.store, "is_sandbox": p.sandbox, "expires_date": expires, "period_type": "normal",
+                                          "purchase_date": Self.iso(Date()), "ownership_type": "PURCHASED"]
+        }
+        let management: Any = bought.first.map { p -> Any in
+            switch p.store {
+            case "app_store": return "https://apps.apple.com/account/subscriptions"
+            case "play_store": return "https://play.google.com/store/account/subscriptions"
+            default: return "https://billing.example.com/portal"
+            }
+        } ?? NSNull()
+        let now = Date()
+        let document: [String: Any] = [
+            "request_date": Self.iso(now), "request_date_ms": Int64(now.timeIntervalSince1970 * 1000),
+            "subscriber": [
+                "original_app_user_id": app, "first_seen": Self.iso(now), "last_seen": Self.iso(now), "management_url": management,
+                "entitlements": entitlements, "subscriptions": subscriptions, "non_subscriptions": [String: Any](), "other_purchases": [String: Any](),
+                "original_purchase_date": NSNull(), "subscriber_attributes": [String: Any](),
+            ] as [String: Any],
+        ]
+        let body = (try? JSONSerialization.data(withJSONObject: document)) ?? Data()
+        return HTTPResponse(status: bought.isEmpty && promo.isEmpty ? 201 : 200, headers: [("Content-Type", "application/json")], body: body)
     }
 
     func handle(_ req: HTTPRequest) async -> HTTPResponse {

@@ -24,8 +24,8 @@ enum AccountStore {
         try tx.query("INSERT INTO accounts.apple_identities (subject, account_id, email) VALUES ($1, $2, $3)", [subject, account, email])
     }
 
-    /// Links a CloudKit record name to an account (idempotent for the same account) and answers
-    /// the account's appUserId, which never changes.
+    /// Links a CloudKit record name to an account as an identity (idempotent for the same account)
+    /// and answers the account's appUserId; `AccountStore.link` decides whether the name becomes it.
     static func linkRecordName(_ tx: PGConnection, account: UUID, recordName: String) throws -> String {
         let inserted: PGRow?
         do {

@@ -17,6 +17,8 @@ struct AccountsConfig: Sendable {
     var appleClientId: String?
     var appleJWKS: String?
     var eventsBind: [String]
+    /// The grants service: a link that adopts a record name moves the holder's grants there.
+    var grantsBus: [String]
 
     init(env: Environment) throws {
         accessTokenTTL = TimeInterval(try env.int("REDEEM_ACCESS_TOKEN_TTL", default: 900, range: 5...900))
@@ -31,6 +33,7 @@ struct AccountsConfig: Sendable {
         appleClientId = env.raw("REDEEM_APPLE_CLIENT_ID")
         appleJWKS = env.raw("REDEEM_APPLE_JWKS")
         eventsBind = try BusAddress.eventsBind("accounts", env)
+        grantsBus = try BusAddress.requests("grants", env)
     }
 }
 

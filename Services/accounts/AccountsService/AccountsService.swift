@@ -4,6 +4,7 @@ import Cryptography
 import Database
 import Foundation
 import Runtime
+import Synchronization
 
 /// Accounts, identities, sessions and API keys (SPEC §4.1). Owns schema `accounts`.
 public final class AccountsService: BackendService {
@@ -15,6 +16,9 @@ public final class AccountsService: BackendService {
     let sessions: SessionIssuer
     let apple: AppleIdentity
     let events: EventPublisher
+    /// The grants service: the store's view of an id, and moving a holder (issue 22 §1).
+    let grants: BusClient
+    private let background = Mutex<[Task<Void, Never>]>([])
     let hasher = PasswordHasher()
     /// Verified against when an email is unknown, so both failures take the same time.
     let decoyHash: String
@@ -27,6 +31,7 @@ public final class AccountsService: BackendService {
         sessions = SessionIssuer(config: config)
         apple = AppleIdentity(clientId: config.appleClientId, jwks: config.appleJWKS)
         events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)
+        grants = try BusClient(bus: runtime.bus, service: "grants", connect: config.grantsBus, metrics: runtime.metrics)
         decoyHash = hasher.hash(Crypto.randomToken())
     }
 
@@ -36,9 +41,15 @@ public final class AccountsService: BackendService {
             try await APIKeyStore.insert(pool, secret: key, name: "bootstrap admin", role: .admin)
             runtime.logger.info("bootstrap admin key present", ["apiKey.prefix": APIKeySecret.prefix(of: key)])
         }
+        let relay = Task { [self] in await relayMoves() }
+        background.withLock { $0.append(relay) }
     }
 
-    public func stop() async { events.stop() }
+    public func stop() async {
+        background.withLock { $0.forEach { $0.cancel() } }
+        events.stop()
+        grants.stop()
+    }
 
     public func router() -> BusRouter {
         var r = BusRouter(logger: runtime.logger)
@@ -54,9 +65,7 @@ public final class AccountsService: BackendService {
         }
         r.on(Accounts.Me.self) { [self] req, _ in try await pool.withConnection { try AccountStore.view($0, account: req.accountId) } }
         r.on(Accounts.LinkCloudKit.self) { [self] req, _ in
-            let name = try AccountRules.checkRecordName(req.recordName, field: "recordName")
-            let appUserId = try await pool.transaction { tx in try AccountStore.linkRecordName(tx, account: req.accountId, recordName: name) }
-            return .init(appUserId: appUserId)
+            try await linkRecordName(account: req.accountId, recordName: try AccountRules.checkRecordName(req.recordName, field: "recordName"))
         }
         r.on(Accounts.SigningKeys.self) { [self] _, _ in try sessions.publicKeys() }
         r.on(Accounts.Revocations.self) { [self] req, _ in try await sessions.revocations(pool, since: req.since) }
@@ -131,17 +140,28 @@ public final class AccountsService: BackendService {
         let email = claims.email.flatMap { try? AccountRules.checkEmail($0) }
         // Two first sign-ins of one Apple user at once: the loser of the insert tries again and
         // finds the account the winner made.
-        for attempt in 0..<2 {
+        var found: (UUID, Bool)?
+        for attempt in 0..<2 where found == nil {
             do {
-                return try await pool.transaction { [sessions] tx in
-                    let (account, created) = try Self.appleAccount(tx, subject: claims.sub, email: email, emailVerified: claims.emailVerified, recordName: recordName)
-                    return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: created)
+                found = try await pool.transaction { tx in
+                    try Self.appleAccount(tx, subject: claims.sub, email: email, emailVerified: claims.emailVerified, recordName: recordName)
                 }
             } catch let e as PGError where e.isUniqueViolation && e.constraint == "apple_identities_pkey" && attempt == 0 {
                 continue
             }
         }
-        throw ServiceError.internal
+        guard let (account, created) = found else { throw ServiceError.internal }
+        // An iOS sign-in to an account made elsewhere links the device's record name, which the
+        // account adopts as its appUserId when it may (issue 22 §1). A provider that cannot be
+        // read leaves the id for a later link; the sign-in goes on.
+        if let recordName, !created {
+            do { _ = try await linkRecordName(account: account, recordName: recordName) } catch let e as ServiceError where e.code == .unavailable || e.code == .timeout {
+                runtime.logger.info("record name linked without adopting it: the provider could not be read", ["account.id": account.lowercasedString])
+            }
+        }
+        return try await pool.transaction { [sessions] tx in
+            AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: created)
+        }
     }
 
     /// The account a Sign in with Apple opens, and whether it was made now. An email another

@@ -46,6 +46,29 @@ extension Gateway {
         var session: SessionTokens
     }
 
+    /// `GET /v1/me`: the account, and where its store subscription is managed (RevenueCat's
+    /// `management_url`; null without one, under `local`, or when the store could not be read).
+    struct MeBody: APIBody, Encodable {
+        static let schemaName: String? = "Me"
+        static let fieldRules: [String: [JSONSchema.Rule]] = ["managementUrl": [.alwaysSent, .format("uri")]]
+        var id: UUID, email: String?, appUserId: String, identities: [AccountView.Identity], createdAt: Date, managementUrl: String?
+
+        init(_ a: AccountView, managementUrl: String?) {
+            id = a.id; email = a.email; appUserId = a.appUserId; identities = a.identities; createdAt = a.createdAt
+            self.managementUrl = managementUrl
+        }
+        private enum CodingKeys: String, CodingKey { case id, email, appUserId, identities, createdAt, managementUrl }
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(id, forKey: .id)
+            try c.encodeIfPresent(email, forKey: .email)
+            try c.encode(appUserId, forKey: .appUserId)
+            try c.encode(identities, forKey: .identities)
+            try c.encode(createdAt, forKey: .createdAt)
+            try c.encode(managementUrl, forKey: .managementUrl)
+        }
+    }
+
     /// An API key at creation: the listed fields plus the secret, once.
     struct CreatedKey: APIBody, Encodable {
         static let schemaName: String? = "CreatedApiKey"
@@ -61,9 +84,12 @@ extension Gateway {
         .route(.post, "/v1/sessions/refresh", "Rotate a refresh token", answers: [200: .json(AuthBody.self)], errors: [401, 422],
                handle: Gateway.refresh),
         .route(.delete, "/v1/sessions/current", "Sign out", access: .user, answers: [204: .empty], handle: Gateway.signOut),
-        .route(.get, "/v1/me", "The signed-in account", access: .user, answers: [200: .json(AccountView.self)], errors: [404], handle: Gateway.me),
-        .route(.post, "/v1/me/cloudkit", "Link a CloudKit record name", access: .user, answers: [200: .json(Accounts.LinkCloudKit.Response.self)],
-               errors: [404, 409, 422], handle: Gateway.linkCloudKit),
+        .route(.get, "/v1/me", "The signed-in account, and where its store subscription is managed", access: .user,
+               answers: [200: .json(MeBody.self)], errors: [404], handle: Gateway.me),
+        // The record name becomes the appUserId when the fresh one holds no store purchase (the
+        // provider is asked: 503 when it cannot be, and nothing changes).
+        .route(.post, "/v1/me/cloudkit", "Link a CloudKit record name (it may become the appUserId)", access: .user,
+               answers: [200: .json(Accounts.LinkCloudKit.Response.self)], errors: [404, 409, 422, 503], handle: Gateway.linkCloudKit),
         // A live admin key manages keys of both modes, a test one only test keys (accounts decides).
         .route(.post, "/v1/api-keys", "Create an API key (the secret is shown once)", access: .key(.admin),
                answers: [201: .json(CreatedKey.self)], errors: [422], handle: Gateway.createAPIKey),
@@ -108,7 +134,10 @@ extension Gateway {
     }
 
     func me(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
-        .json(200, try await accounts.request(Accounts.Me(accountId: user.account)))
+        let view = try await accounts.request(Accounts.Me(accountId: user.account))
+        // The store's view is extra: slow or down, the account is answered without it.
+        let store = try? await grants.request(Grants.StoreView(appUserId: view.appUserId, fresh: false))
+        return .json(200, MeBody(view, managementUrl: store?.managementUrl))
     }
 
     func linkCloudKit(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<CloudKitBody>) async throws -> HTTPResponse {

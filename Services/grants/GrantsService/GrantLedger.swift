@@ -69,7 +69,8 @@ enum GrantLedger {
     static func store(_ tx: PGConnection, _ received: [ReceivedCommand], provider: (GrantCommand) -> String,
                       lease: (String) -> TimeInterval?) throws -> [Grant] {
         guard !received.isEmpty else { return [] }
-        let holder = { (c: GrantCommand) in "grants.holder.\(c.appUserId)|\(c.entitlementId)|\(c.sandbox)" }
+        let holderRest = { (c: GrantCommand) in "|\(c.entitlementId)|\(c.sandbox)" }
+        let holder = { (c: GrantCommand) in "grants.holder.\(c.appUserId)" + holderRest(c) }
         let commands = received.map(\.command)
         // Each round keeps the commands' texts beside them, in the same order.
         var rounds: [[GrantCommand]] = [], texts: [[String]] = []
@@ -81,27 +82,33 @@ enum GrantLedger {
             rounds[n].append(r.command)
             texts[n].append(r.text)
         }
-        // The holders' locks, then every round, and the commit, in one round trip: each round is a
-        // statement of its own, so it reads the periods the rounds before it stored.
-        var statements: [PGConnection.PreparedStatement] = [("lock_holders", """
-            SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY h) locks
-            """, [PGArray(commands.map(holder))])]
+        // The accounts' shared locks (an account's move takes it alone, `move`), the holders' locks
+        // (under the id a moved holder took), then every round, and the commit, in one round trip:
+        // each round is a statement of its own, so it reads the periods the rounds before it stored.
+        var statements: [PGConnection.PreparedStatement] = [("lock_accounts", """
+            SELECT pg_advisory_xact_lock_shared(\(moveLockClass), a) FROM (SELECT DISTINCT hashtext(k) AS a FROM unnest($1::text[]) AS k ORDER BY a) locks
+            """, [PGArray(commands.map { $0.accountId.lowercasedString })]), ("lock_holders", """
+            SELECT pg_advisory_xact_lock(h) FROM (
+                SELECT DISTINCT hashtext('grants.holder.' || coalesce(m.to_app_user_id, k.app) || k.rest) AS h
+                FROM unnest($1::text[], $2::text[]) AS k(app, rest) LEFT JOIN grants.holder_moves m ON m.from_app_user_id = k.app
+                ORDER BY h) locks
+            """, [PGArray(commands.map(\.appUserId)), PGArray(commands.map(holderRest))])]
         let providers = rounds.map { $0.map(provider) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .withoutEscapingSlashes
         for (i, (round, roundProviders)) in zip(rounds, providers).enumerated() {
             let items = zip(round, zip(roundProviders, texts[i])).map { c, pt in RoundItem(c, provider: pt.0, text: pt.1, lease: lease(pt.0)) }
-            statements.append(("store_round", "SELECT redemption_id, end_time, attempts FROM grants.store_round($1)",
+            statements.append(("store_round", "SELECT redemption_id, end_time, attempts, app_user_id FROM grants.store_round($1)",
                                [String(decoding: try encoder.encode(items), as: UTF8.self)]))
         }
         let results = try tx.preparedThenCommit(statements)
         var leased: [Grant] = []
         for (i, round) in rounds.enumerated() {
             let byId = Dictionary(zip(round.map(\.redemptionId), zip(round, providers[i])), uniquingKeysWith: { a, _ in a })
-            for row in results[i + 1].rows where try row.decode("attempts", as: Int.self) == 1 {
+            for row in results[i + 2].rows where try row.decode("attempts", as: Int.self) == 1 {
                 let id: UUID = try row.decode("redemption_id")
                 guard let (c, p) = byId[id] else { continue }
-                leased.append(Grant(redemptionId: id, appUserId: c.appUserId, entitlementId: c.entitlementId, provider: p,
+                leased.append(Grant(redemptionId: id, appUserId: try row.decode("app_user_id"), entitlementId: c.entitlementId, provider: p,
                                     endTime: try row.decode("end_time"), status: .pending, attempts: 1, failureReason: nil, command: c))
             }
         }

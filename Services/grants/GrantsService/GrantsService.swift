@@ -17,6 +17,10 @@ public final class GrantsService: BackendService {
     let coupons: BusClient
     let events: EventPublisher
     let worker: GrantWorker
+    /// Grants moved periods again under their holder's new id (issue 22 §1).
+    let transfers: TransferWorker
+    /// The store's view of holders, under `revenuecat` (issue 22 §3).
+    let storeViews: StoreViews
     let deliverer: WebhookDeliverer
     /// App Store Connect, when the App Store is connected (docs/stores.md).
     let appStoreConnect: AppStoreConnectClient?
@@ -43,11 +47,14 @@ public final class GrantsService: BackendService {
         var providers: [String: any EntitlementProvider] = ["local": LocalLedger(name: "local"), "local-sandbox": LocalLedger(name: "local-sandbox")]
         var limiters: [String: RateLimiter] = [:]
         if config.provider == "revenuecat", let key = config.revenueCatKey {
-            providers["revenuecat"] = RevenueCat(name: "revenuecat", base: config.revenueCatURL, key: key, timeout: config.providerTimeout)
+            let live = RevenueCat(name: "revenuecat", base: config.revenueCatURL, key: key, timeout: config.providerTimeout)
+            providers["revenuecat"] = live
             limiters["revenuecat"] = RateLimiter(perSecond: config.providerRate)
             liveProvider = "revenuecat"
+            storeViews = StoreViews(revenueCat: live)
         } else {
             liveProvider = "local"
+            storeViews = StoreViews(revenueCat: nil)
         }
         if let key = config.revenueCatSandboxKey {
             providers["revenuecat-sandbox"] = RevenueCat(name: "revenuecat-sandbox", base: config.revenueCatURL, key: key, timeout: config.providerTimeout)
@@ -59,6 +66,8 @@ public final class GrantsService: BackendService {
         worker = GrantWorker(pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, coupons: coupons, events: events,
                              providers: providers, limiters: limiters, retry: RetryPolicy(initial: 1, max: config.maxRetryDelay),
                              lease: config.providerTimeout + 5, claimLimit: limiters.isEmpty ? 500 : max(1, min(500, Int(config.providerRate * 4))))
+        transfers = TransferWorker(pool: runtime.pool, logger: runtime.logger, providers: providers,
+                                   retry: RetryPolicy(initial: 1, max: config.maxRetryDelay), lease: config.providerTimeout + 5)
         deliverer = WebhookDeliverer(pool: runtime.pool, logger: runtime.logger, schedule: config.webhookSchedule, allowPrivate: config.webhookAllowPrivate)
         let appleRetry = AppleRetry(policy: RetryPolicy(initial: 1, max: config.maxRetryDelay)), timeout = config.providerTimeout
         appStoreConnect = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: appleRetry) }
@@ -104,7 +113,8 @@ public final class GrantsService: BackendService {
         let deliverer = self.deliverer
         let w = Task { [worker] in await worker.run() }
         let d = Task { await deliverer.run() }
-        tasks.withLock { $0 += [w, d] }
+        let t = Task { [transfers] in await transfers.run() }
+        tasks.withLock { $0 += [w, d, t] }
         if let storeWorker {
             let s = Task { await storeWorker.run() }
             tasks.withLock { $0.append(s) }
@@ -115,6 +125,7 @@ public final class GrantsService: BackendService {
         intake.withLock { $0?.stop() }
         tasks.withLock { $0.forEach { $0.cancel() } }
         worker.nudge()
+        transfers.nudge()
         storeWorker?.nudge()
         events.stop()
         coupons.stop()
@@ -144,6 +155,7 @@ public final class GrantsService: BackendService {
             return commands.map { _ in .failure(error) }
         }
         ack(commands.map(\.command.redemptionId), type: GrantCommand.type)
+        storeViews.forget(commands.map(\.command.appUserId))
         worker.nudge()
         return commands.map { _ in .success(Empty()) }
     }
@@ -174,8 +186,23 @@ public final class GrantsService: BackendService {
 
     public func router() -> BusRouter {
         var r = BusRouter(logger: logger)
-        r.on(Grants.Entitlements.self) { [self] req, _ in
-            .init(data: try await pool.withConnection { try GrantLedger.entitlements($0, appUserId: req.appUserId) })
+        r.on(Grants.Entitlements.self) { [self] req, _ in try await entitlements(req.appUserId) }
+        r.on(Grants.StoreView.self) { [self] req, _ in
+            let holder = try await pool.withConnection { try GrantLedger.currentHolder($0, req.appUserId) }
+            guard let view = await storeViews.view(holder, fresh: req.fresh) else {
+                throw ServiceError(.unavailable, "the entitlement provider could not be read; try again")
+            }
+            return view
+        }
+        r.on(Grants.MoveHolder.self) { [self] req, _ in
+            guard req.from != req.to else { return Empty() }
+            let moved = try await pool.transaction { tx in try GrantLedger.move(tx, account: req.accountId, from: req.from, to: req.to) }
+            storeViews.forget([req.from, req.to])
+            if moved.new {
+                logger.info("holder moved to its record name", ["account.id": req.accountId.lowercasedString, "grants.transfers": moved.transfers])
+            }
+            transfers.nudge()
+            return Empty()
         }
         r.on(Grants.CreateWebhook.self) { [self] req, _ in
             let url = try Webhooks.checkURL(req.url, allowPrivate: config.webhookAllowPrivate)
@@ -199,5 +226,18 @@ public final class GrantsService: BackendService {
         r.on(Grants.Deliveries.self) { [self] req, _ in try await Webhooks.deliveries(pool, req) }
         r.on(Grants.AppleTransaction.self) { [self] req, context in try await appleTransaction(req, deadline: context.deadline) }
         return r
+    }
+
+    /// Redeem's grants of the holder (under the id it moved to, if it moved), merged under
+    /// `revenuecat` with the store's entries; Redeem's alone, `partial`, when the store is slow or
+    /// down (issue 22 §3).
+    func entitlements(_ appUserId: String) async throws -> Grants.Entitlements.Response {
+        let (holder, ledger) = try await pool.withConnection { c in
+            let holder = try GrantLedger.currentHolder(c, appUserId)
+            return (holder, try GrantLedger.entitlements(c, appUserId: holder))
+        }
+        guard liveProvider == "revenuecat" else { return .init(data: ledger) }
+        guard let view = await storeViews.view(holder, fresh: false) else { return .init(data: ledger, partial: true) }
+        return .init(data: StoreViews.merge(ledger: ledger, store: view.entitlements))
     }
 }
