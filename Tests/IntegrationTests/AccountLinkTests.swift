@@ -277,3 +277,51 @@ final class AccountLinkTests: StackTestCase {
         Self.revenueCat.answerReads(.created)
     }
 }
+
+// MARK: - §4 Account life cycle
+
+extension AccountLinkTests {
+    func test8_deletingAnAccountEndsItsSessionsFreesItsIdsAndKeepsItsRedemptionsCounted() async throws {
+        let email = "gone-\(UUID().uuidString.prefix(8))@example.com"
+        let record = Self.record()
+        let made = try await client.json("POST", "/v1/accounts", ["email": email, "password": "correct horse battery", "cloudkitRecordName": record])
+        XCTAssertEqual(made.status, 201, made.text)
+        let o = try made.json(), s = o["session"] as! [String: Any]
+        let u = User(id: (o["account"] as! [String: Any])["id"] as! String, appUserId: record, access: s["accessToken"] as! String,
+                     refresh: s["refreshToken"] as! String)
+        let second = try await client.json("POST", "/v1/sessions", ["email": email, "password": "correct horse battery"])
+        let otherAccess = try XCTUnwrap((try second.json()["session"] as? [String: Any])?["accessToken"] as? String)
+        let code = "D-" + UUID().uuidString.prefix(8).uppercased()
+        let coupon = try await client.json("POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "week", "count": 1],
+                                                                    "maxRedemptions": 1], token: Self.stack.adminKey)
+        XCTAssertEqual(coupon.status, 201, coupon.text)
+        try await completed(try await redeem(code, u), u)
+
+        let deleted = try await client.send("DELETE", "/v1/me", headers: ["Authorization": "Bearer \(u.access)"])
+        XCTAssertEqual(deleted.status, 204, deleted.text)
+        // Every session ends: this one at once, the other by the event; the refresh token and the password too.
+        let meAfter = try await client.get("/v1/me", token: u.access)
+        XCTAssertEqual(meAfter.status, 401)
+        let otherRefused = try await Self.stack.eventually(5) { try await self.client.get("/v1/me", token: otherAccess).status == 401 }
+        XCTAssertTrue(otherRefused)
+        let refreshAfter = try await client.json("POST", "/v1/sessions/refresh", ["refreshToken": u.refresh])
+        XCTAssertEqual(refreshAfter.status, 401)
+        let signIn = try await client.json("POST", "/v1/sessions", ["email": email, "password": "correct horse battery"])
+        XCTAssertEqual(signIn.status, 401)
+        XCTAssertEqual(signIn.errorCode, "invalidCredentials")
+        // The redemption stays, anonymised, and still holds the coupon's one use.
+        let rows = try await client.get("/v1/coupons/\(code)/redemptions", token: Self.stack.adminKey).json()
+        let row = (rows["data"] as? [[String: Any]])?.first
+        XCTAssertEqual((rows["data"] as? [[String: Any]])?.count, 1)
+        XCTAssertNil(row?["accountId"] as? String, "\(String(describing: row))")
+        XCTAssertNil(row?["appUserId"] as? String)
+        let next = try await signUp()
+        let refused = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: next.access)
+        XCTAssertNotEqual(refused.status, 201, "the cap of 1 still counts the deleted account's use: \(refused.text)")
+        // The same person can start again with the same email and record name.
+        let again = try await client.json("POST", "/v1/accounts", ["email": email, "password": "another horse battery", "cloudkitRecordName": record])
+        XCTAssertEqual(again.status, 201, again.text)
+        XCTAssertEqual((try again.json()["account"] as? [String: Any])?["appUserId"] as? String, record)
+        XCTAssertNotEqual((try again.json()["account"] as? [String: Any])?["id"] as? String, u.id)
+    }
+}

@@ -54,7 +54,7 @@ enum AccountStore {
     }
 
     static func view(_ c: PGConnection, account: UUID) throws -> AccountView {
-        guard let row = try c.query("SELECT id, email, app_user_id, created_at FROM accounts.accounts WHERE id = $1", [account]).first else {
+        guard let row = try c.query("SELECT id, email, app_user_id, created_at FROM accounts.accounts WHERE id = $1 AND deleted_at IS NULL", [account]).first else {
             throw ServiceError(.notFound, "no such account")
         }
         let email = try row.decodeIfPresent("email", as: String.self)
@@ -86,5 +86,26 @@ enum AccountStore {
             default: throw e
             }
         }
+    }
+
+    /// Deletes an account (issue 22 §4): its row is kept as a tombstone without email, password
+    /// or verified flag; its Apple identities and every id it held (appUserId, record names) are
+    /// released, so the same person can start again; the row's appUserId becomes `deleted:<id>`.
+    /// Answers the sessions it revoked; `notFound` for an account already deleted.
+    static func delete(_ tx: PGConnection, account: UUID, sessions: SessionIssuer) throws -> [SessionRevoked] {
+        guard try tx.query("SELECT id FROM accounts.accounts WHERE id = $1 AND deleted_at IS NULL FOR UPDATE", [account]).first != nil else {
+            throw ServiceError(.notFound, "no such account")
+        }
+        var revoked: [SessionRevoked] = []
+        for row in try tx.query("SELECT id FROM accounts.sessions WHERE account_id = $1 AND revoked_at IS NULL", [account]).rows {
+            if let event = try sessions.revoke(tx, session: try row.decode("id", as: UUID.self), reason: "accountDeleted") { revoked.append(event) }
+        }
+        try tx.query("DELETE FROM accounts.apple_identities WHERE account_id = $1", [account])
+        try tx.query("DELETE FROM accounts.user_ids WHERE account_id = $1", [account])
+        try tx.query("""
+            UPDATE accounts.accounts SET email = NULL, email_verified = false, password_hash = NULL, deleted_at = now(),
+                app_user_id = 'deleted:' || id::text WHERE id = $1
+            """, [account])
+        return revoked
     }
 }

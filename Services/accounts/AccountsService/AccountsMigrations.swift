@@ -108,5 +108,10 @@ enum AccountsMigrations {
             );
             CREATE INDEX app_user_id_changes_unmoved ON app_user_id_changes (created_at) WHERE moved_at IS NULL;
             """),
+        // Issue 22 §4. A deleted account stays as a row no sign-in reaches (sessions and the
+        // appUserId changes refer to it), without email, password, identities or ids.
+        Migration(5, "deleted accounts", """
+            ALTER TABLE accounts ADD COLUMN deleted_at timestamptz;
+            """),
     ]
 }

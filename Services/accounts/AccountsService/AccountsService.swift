@@ -63,6 +63,12 @@ public final class AccountsService: BackendService {
             }
             return Empty()
         }
+        r.on(Accounts.Delete.self) { [self] req, _ in
+            let revoked = try await pool.transaction { [sessions] tx in try AccountStore.delete(tx, account: req.accountId, sessions: sessions) }
+            revoked.forEach(events.publish)
+            runtime.logger.info("account deleted", ["account.id": req.accountId.lowercasedString, "sessions.revoked": revoked.count])
+            return Empty()
+        }
         r.on(Accounts.Me.self) { [self] req, _ in try await pool.withConnection { try AccountStore.view($0, account: req.accountId) } }
         r.on(Accounts.LinkCloudKit.self) { [self] req, _ in
             try await linkRecordName(account: req.accountId, recordName: try AccountRules.checkRecordName(req.recordName, field: "recordName"))

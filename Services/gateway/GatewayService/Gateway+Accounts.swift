@@ -86,6 +86,10 @@ extension Gateway {
         .route(.delete, "/v1/sessions/current", "Sign out", access: .user, answers: [204: .empty], handle: Gateway.signOut),
         .route(.get, "/v1/me", "The signed-in account, and where its store subscription is managed", access: .user,
                answers: [200: .json(MeBody.self)], errors: [404], handle: Gateway.me),
+        // Redemptions are anonymised first (they stay, so caps count them), then the account goes:
+        // a failure in between leaves an account the user can delete again.
+        .route(.delete, "/v1/me", "Delete the signed-in account (sessions, identities, credentials)", access: .user,
+               answers: [204: .empty], errors: [404], handle: Gateway.deleteMe),
         // The record name becomes the appUserId when the fresh one holds no store purchase (the
         // provider is asked: 503 when it cannot be, and nothing changes).
         .route(.post, "/v1/me/cloudkit", "Link a CloudKit record name (it may become the appUserId)", access: .user,
@@ -138,6 +142,14 @@ extension Gateway {
         // The store's view is extra: slow or down, the account is answered without it.
         let store = try? await grants.request(Grants.StoreView(appUserId: view.appUserId, fresh: false))
         return .json(200, MeBody(view, managementUrl: store?.managementUrl))
+    }
+
+    func deleteMe(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
+        _ = try await coupons.request(Coupons.ForgetAccount(accountId: user.account))
+        _ = try await accounts.request(Accounts.Delete(accountId: user.account))
+        // This gateway refuses the token at once; the others learn it from the events.
+        auth.sessionRevoked(SessionRevoked(sessionId: user.session, until: Date().addingTimeInterval(901)))
+        return .noContent()
     }
 
     func linkCloudKit(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<CloudKitBody>) async throws -> HTTPResponse {
