@@ -125,6 +125,7 @@ public final class FakeRevenueCat: Sendable {
         case .hang(let seconds):
             try? await Task.sleep(for: .seconds(seconds))
             return .json(504, ["message": "hung"])
+        case .slow(let seconds): try? await Task.sleep(for: .seconds(seconds))
         case .created: break
         }
         var entitlements: [String: Any] = [:]
