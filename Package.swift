@@ -52,7 +52,9 @@ func service(_ dir: String, library: String, extraDeps: [Target.Dependency] = []
 
 let package = Package(
     name: "Redeem",
-    platforms: [.macOS(.v15)],
+    // iOS for RedeemKit, the client library apps link (Clients/RedeemKit); macOS 15 for the
+    // services' Synchronization.Mutex. RedeemKit itself uses nothing newer than iOS 16 and macOS 13.
+    platforms: [.macOS(.v15), .iOS(.v16)],
     products: [
         .executable(name: "accounts", targets: ["accounts"]),
         .executable(name: "coupons", targets: ["coupons"]),
@@ -60,6 +62,8 @@ let package = Package(
         .executable(name: "gateway", targets: ["gateway"]),
         .executable(name: "bench-tokens", targets: ["bench-tokens"]),
         .executable(name: "redeem-keys", targets: ["redeem-keys"]),
+        // The Swift client for apps (Foundation only: no layer, no C library in its graph).
+        .library(name: "RedeemKit", targets: ["RedeemKit"]),
     ],
     targets: [
         // System libraries. No pkgConfig for libzmq: its .pc adds -isystem flags SwiftPM prohibits.
@@ -81,6 +85,8 @@ let package = Package(
     + [
         // Makes the bus's CURVE keys (deploy/run-stack, compose's .env).
         .executableTarget(name: "redeem-keys", dependencies: ["Bus"], path: "deploy/redeem-keys"),
+        // Clients: RedeemKit depends on Foundation alone, so an iOS app can link it.
+        .target(name: "RedeemKit", path: "Clients/RedeemKit"),
         // Signs access tokens for the benchmark's many simulated users (bench/run).
         .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "TestSupport"], path: "bench/tokens"),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.

@@ -1,0 +1,167 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The operator's client: coupons, their redemptions and CSV export, API keys, webhooks and
+/// plans, with a secret API key (`sk_live_…` or `sk_test_…`). For servers and tools (the `redeem`
+/// command), never for an app: an API key must not ship in one.
+///
+/// Each call is `async throws`, cancellable and bounded by `timeout`; a refusal throws
+/// `RedeemError` with the server's code, message, field and request id.
+public struct OperatorClient: Sendable {
+    let transport: Transport
+    let apiKey: String
+
+    /// A client of the gateway at `baseURL` with `apiKey`.
+    public init(baseURL: URL, apiKey: String, timeout: TimeInterval = 30, urlSession: URLSession = .shared) {
+        transport = Transport(baseURL: baseURL, session: urlSession, timeout: timeout)
+        self.apiKey = apiKey
+    }
+
+    private func send(_ request: APIRequest) async throws -> APIResponse {
+        try await transport.send(request, token: apiKey)
+    }
+
+    private static func segment(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-_."))) ?? text
+    }
+
+    private static func id(_ id: UUID) -> String { id.uuidString.lowercased() }
+
+    // MARK: - Coupons
+
+    /// Creates a coupon (`POST /v1/coupons`); with `dryRun` only checks it and shows its store limits.
+    public func createCoupon(_ input: CouponInput, dryRun: Bool = false) async throws -> Coupon {
+        var request = try APIRequest("POST", "/v1/coupons", json: input)
+        if dryRun { request.query = [URLQueryItem(name: "dryRun", value: "true")] }
+        return try await send(request).decode(Coupon.self)
+    }
+
+    /// One page of coupons, newest first (`GET /v1/coupons`), optionally only active or inactive ones.
+    public func coupons(active: Bool? = nil, limit: Int? = nil, cursor: String? = nil) async throws -> Page<Coupon> {
+        var query = pageQuery(limit: limit, cursor: cursor)
+        if let active { query.append(URLQueryItem(name: "active", value: String(active))) }
+        return try await send(APIRequest("GET", "/v1/coupons", query: query)).decode(Page<Coupon>.self)
+    }
+
+    /// One coupon with its counts (`GET /v1/coupons/{code}`).
+    public func coupon(_ code: String) async throws -> Coupon {
+        try await send(APIRequest("GET", "/v1/coupons/\(Self.segment(code))")).decode(Coupon.self)
+    }
+
+    /// Changes a coupon (`PATCH /v1/coupons/{code}`).
+    public func updateCoupon(_ code: String, _ patch: CouponPatch) async throws -> Coupon {
+        try await send(try APIRequest("PATCH", "/v1/coupons/\(Self.segment(code))", json: patch)).decode(Coupon.self)
+    }
+
+    /// Deactivates a coupon (`DELETE /v1/coupons/{code}`); its redemptions are kept.
+    public func deactivateCoupon(_ code: String) async throws {
+        _ = try await send(APIRequest("DELETE", "/v1/coupons/\(Self.segment(code))"))
+    }
+
+    // MARK: - Redemptions
+
+    /// One page of a coupon's redemptions, newest first (`GET /v1/coupons/{code}/redemptions`).
+    public func redemptions(of code: String, limit: Int? = nil, cursor: String? = nil) async throws -> Page<Redemption> {
+        try await send(APIRequest("GET", "/v1/coupons/\(Self.segment(code))/redemptions", query: pageQuery(limit: limit, cursor: cursor)))
+            .decode(Page<Redemption>.self)
+    }
+
+    /// Every redemption of a coupon as CSV (`Accept: text/csv`), oldest first, with the header row.
+    public func exportRedemptionsCSV(of code: String, timeout: TimeInterval? = nil) async throws -> Data {
+        var request = APIRequest("GET", "/v1/coupons/\(Self.segment(code))/redemptions", timeout: timeout)
+        request.accept = "text/csv"
+        return try await send(request).data
+    }
+
+    /// One redemption (`GET /v1/redemptions/{id}`), of this key's mode.
+    public func redemption(_ id: UUID) async throws -> Redemption {
+        try await send(APIRequest("GET", "/v1/redemptions/\(Self.id(id))")).decode(Redemption.self)
+    }
+
+    /// Confirms a discount's purchase by hand (a support key; audited):
+    /// `POST /v1/redemptions/{id}/purchase {pricePaid, storeTransactionId}`.
+    public func confirmPurchase(_ id: UUID, pricePaid: Money, storeTransactionId: String) async throws -> Redemption {
+        struct Body: Encodable { var pricePaid: Money; var storeTransactionId: String }
+        return try await send(try APIRequest("POST", "/v1/redemptions/\(Self.id(id))/purchase",
+                                             json: Body(pricePaid: pricePaid, storeTransactionId: storeTransactionId))).decode(Redemption.self)
+    }
+
+    // MARK: - API keys
+
+    /// Creates an API key (`POST /v1/api-keys`); the secret is in the answer only. `mode` left
+    /// nil is this key's own.
+    public func createAPIKey(name: String, role: Role, mode: Mode? = nil) async throws -> CreatedAPIKey {
+        struct Body: Encodable { var name: String; var role: Role; var mode: Mode? }
+        return try await send(try APIRequest("POST", "/v1/api-keys", json: Body(name: name, role: role, mode: mode))).decode(CreatedAPIKey.self)
+    }
+
+    /// One page of API keys, newest first (`GET /v1/api-keys`).
+    public func apiKeys(limit: Int? = nil, cursor: String? = nil) async throws -> Page<APIKey> {
+        try await send(APIRequest("GET", "/v1/api-keys", query: pageQuery(limit: limit, cursor: cursor))).decode(Page<APIKey>.self)
+    }
+
+    /// Revokes an API key (`DELETE /v1/api-keys/{id}`).
+    public func revokeAPIKey(_ id: UUID) async throws {
+        _ = try await send(APIRequest("DELETE", "/v1/api-keys/\(Self.id(id))"))
+    }
+
+    // MARK: - Webhooks
+
+    /// Adds a webhook endpoint (`POST /v1/webhooks`); the signing secret is in the answer only.
+    public func createWebhook(url: String, events: [String]) async throws -> CreatedWebhook {
+        struct Body: Encodable { var url: String; var events: [String] }
+        return try await send(try APIRequest("POST", "/v1/webhooks", json: Body(url: url, events: events))).decode(CreatedWebhook.self)
+    }
+
+    /// One page of webhook endpoints, newest first (`GET /v1/webhooks`).
+    public func webhooks(limit: Int? = nil, cursor: String? = nil) async throws -> Page<WebhookEndpoint> {
+        try await send(APIRequest("GET", "/v1/webhooks", query: pageQuery(limit: limit, cursor: cursor))).decode(Page<WebhookEndpoint>.self)
+    }
+
+    /// Removes a webhook endpoint (`DELETE /v1/webhooks/{id}`).
+    public func deleteWebhook(_ id: UUID) async throws {
+        _ = try await send(APIRequest("DELETE", "/v1/webhooks/\(Self.id(id))"))
+    }
+
+    /// One page of an endpoint's delivery log, newest first (`GET /v1/webhooks/{id}/deliveries`).
+    public func deliveries(of webhook: UUID, limit: Int? = nil, cursor: String? = nil) async throws -> Page<WebhookDelivery> {
+        try await send(APIRequest("GET", "/v1/webhooks/\(Self.id(webhook))/deliveries", query: pageQuery(limit: limit, cursor: cursor)))
+            .decode(Page<WebhookDelivery>.self)
+    }
+
+    // MARK: - Plans
+
+    /// One page of plans, newest first (`GET /v1/plans`).
+    public func plans(limit: Int? = nil, cursor: String? = nil) async throws -> Page<Plan> {
+        try await send(APIRequest("GET", "/v1/plans", query: pageQuery(limit: limit, cursor: cursor))).decode(Page<Plan>.self)
+    }
+
+    /// One plan (`GET /v1/plans/{productId}`).
+    public func plan(_ productId: String) async throws -> Plan {
+        try await send(APIRequest("GET", "/v1/plans/\(Self.segment(productId))")).decode(Plan.self)
+    }
+
+    /// Registers a plan (`POST /v1/plans`), optionally with its App Store subscription id.
+    public func createPlan(productId: String, name: String, appStoreSubscriptionId: String? = nil) async throws -> Plan {
+        struct Body: Encodable { var productId: String; var name: String; var appStore: Plan.AppStore? }
+        return try await send(try APIRequest("POST", "/v1/plans", json: Body(productId: productId, name: name,
+                                                                             appStore: appStoreSubscriptionId.map(Plan.AppStore.init))))
+            .decode(Plan.self)
+    }
+
+    // MARK: - Every page
+
+    /// Every item of a list, following `nextCursor` page after page.
+    public func all<Item>(_ page: (String?) async throws -> Page<Item>) async throws -> [Item] {
+        var items: [Item] = []
+        var cursor: String?
+        repeat {
+            let p = try await page(cursor)
+            items += p.data
+            cursor = p.nextCursor
+        } while cursor != nil
+        return items
+    }
+}

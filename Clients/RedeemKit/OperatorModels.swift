@@ -1,0 +1,307 @@
+import Foundation
+
+// What operators see and send (SPEC §4.2, §4.4; docs/api.md), for `OperatorClient`.
+
+/// An API key's role: `readonly` < `support` < `admin`.
+public enum Role: String, Codable, Sendable, CaseIterable {
+    /// Reads coupons and redemptions.
+    case readonly
+    /// What readonly can, and confirms purchases by hand.
+    case support
+    /// Everything.
+    case admin
+}
+
+/// Test mode or live mode: two separate worlds, as in Stripe.
+public enum Mode: String, Codable, Sendable, CaseIterable {
+    /// The live world.
+    case live
+    /// The test world.
+    case test
+}
+
+/// A limit a store sets on a coupon: `{store, limit, value}`.
+public struct StoreLimit: Codable, Sendable, Equatable {
+    /// The store, such as `appStore`.
+    public var store: String
+    /// The limit, such as `maxRedemptions`.
+    public var limit: String
+    /// Its value.
+    public var value: Int
+}
+
+/// A store offer made for a coupon (App Store offer codes).
+public struct StoreOffer: Codable, Sendable, Equatable {
+    /// The store, such as `appStore`.
+    public var store: String
+    /// The plan the offer is on.
+    public var productId: String
+    /// `creating`, `waitingForApple`, `ready` or `failed`.
+    public var state: String
+    /// The store's id of the offer.
+    public var offerId: String?
+    /// The store's message, when `failed`.
+    public var message: String?
+    /// When Redeem asked for the offer to be switched off.
+    public var switchedOffAt: Date?
+}
+
+/// A coupon as operators see it, with its counts.
+public struct Coupon: Codable, Sendable, Equatable {
+    /// The code, upper-case.
+    public var code: String
+    /// What it gives.
+    public var kind: CouponKind
+    /// The percentage off, for `percentOff`.
+    public var percentOff: Int?
+    /// The amount off, for `amountOff`.
+    public var amountOff: Money?
+    /// A free period's length, or a discount's billing period.
+    public var duration: CouponDuration
+    /// How many periods a discount lasts.
+    public var periodCount: Int?
+    /// The entitlement a free period grants.
+    public var entitlementId: String?
+    /// The plans it covers (empty: all, for free periods).
+    public var productIds: [String]
+    /// Where it can be redeemed.
+    public var platforms: [Platform]
+    /// When it may first be redeemed.
+    public var startsAt: Date?
+    /// When it stops.
+    public var expiresAt: Date?
+    /// The cap on uses.
+    public var maxRedemptions: Int?
+    /// Only accounts that never held the entitlement nor redeemed a coupon.
+    public var newCustomersOnly: Bool
+    /// Whether it can still be redeemed.
+    public var active: Bool
+    /// The mode of the key that made it.
+    public var mode: Mode
+    /// Completed uses.
+    public var redeemedCount: Int
+    /// Uses reserved and not yet completed.
+    public var reservedCount: Int
+    /// Uses left under the cap.
+    public var remaining: Int?
+    /// When it was made.
+    public var createdAt: Date
+    /// The store limits that apply to it.
+    public var storeLimits: [StoreLimit]
+    /// Its store offers, when it has any.
+    public var storeOffers: [StoreOffer]?
+    /// Store purchases recorded after the cap was full (counted in `redeemedCount` too).
+    public var overCapCount: Int?
+}
+
+/// A new coupon (`POST /v1/coupons`). Fields left nil are left out; the server checks each and
+/// answers 422 naming the field.
+public struct CouponInput: Codable, Sendable, Equatable {
+    /// 3–64 of `A-Z 0-9 - _` (matched without case).
+    public var code: String
+    /// What it gives.
+    public var kind: CouponKind
+    /// 1–100, for `percentOff`.
+    public var percentOff: Int?
+    /// For `amountOff`.
+    public var amountOff: Money?
+    /// A free period's length, or a discount's billing period.
+    public var duration: CouponDuration
+    /// How many periods a discount lasts (discounts only).
+    public var periodCount: Int?
+    /// The entitlement to grant (free periods; default from the server's configuration).
+    public var entitlementId: String?
+    /// The plans covered (discounts need at least one).
+    public var productIds: [String]?
+    /// Where it can be redeemed (default all).
+    public var platforms: [Platform]?
+    /// When it may first be redeemed.
+    public var startsAt: Date?
+    /// When it stops.
+    public var expiresAt: Date?
+    /// The cap on uses.
+    public var maxRedemptions: Int?
+    /// Only new customers.
+    public var newCustomersOnly: Bool?
+    /// `false` makes it deactivated.
+    public var active: Bool?
+
+    /// A coupon of `kind` lasting `duration`; set the other fields as needed.
+    public init(code: String, kind: CouponKind, duration: CouponDuration) {
+        self.code = code
+        self.kind = kind
+        self.duration = duration
+    }
+}
+
+/// A change to a coupon (`PATCH /v1/coupons/{code}`): a field left as `.keep` stays, `.remove`
+/// sends null (no cap, no end).
+public struct CouponPatch: Encodable, Sendable, Equatable {
+    /// One field of a change.
+    public enum Change<Value: Sendable & Equatable & Encodable>: Sendable, Equatable {
+        /// Leave the field as it is.
+        case keep
+        /// Set it.
+        case set(Value)
+        /// Remove it (sent as null).
+        case remove
+    }
+
+    /// Activate or deactivate.
+    public var active: Bool?
+    /// The cap.
+    public var maxRedemptions: Change<Int>
+    /// The end.
+    public var expiresAt: Change<Date>
+
+    /// A change of the given fields.
+    public init(active: Bool? = nil, maxRedemptions: Change<Int> = .keep, expiresAt: Change<Date> = .keep) {
+        self.active = active
+        self.maxRedemptions = maxRedemptions
+        self.expiresAt = expiresAt
+    }
+
+    private enum CodingKeys: String, CodingKey { case active, maxRedemptions, expiresAt }
+
+    /// Writes set fields as values and removed ones as null.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encodeIfPresent(active, forKey: .active)
+        switch maxRedemptions {
+        case .keep: break
+        case .set(let v): try c.encode(v, forKey: .maxRedemptions)
+        case .remove: try c.encodeNil(forKey: .maxRedemptions)
+        }
+        switch expiresAt {
+        case .keep: break
+        case .set(let v): try c.encode(v, forKey: .expiresAt)
+        case .remove: try c.encodeNil(forKey: .expiresAt)
+        }
+    }
+}
+
+/// An API key as listed: the secret is never shown again.
+public struct APIKey: Codable, Sendable, Equatable {
+    /// The key's id (to revoke it).
+    public var id: UUID
+    /// The first characters of the secret, to recognise it.
+    public var prefix: String
+    /// Its name.
+    public var name: String
+    /// Its role.
+    public var role: Role
+    /// Its mode.
+    public var mode: Mode
+    /// When it was made.
+    public var createdAt: Date
+    /// When it was last used.
+    public var lastUsedAt: Date?
+}
+
+/// A new API key: the listed fields and the secret, shown once.
+public struct CreatedAPIKey: Codable, Sendable, Equatable {
+    /// The key's id.
+    public var id: UUID
+    /// The first characters of the secret.
+    public var prefix: String
+    /// Its name.
+    public var name: String
+    /// Its role.
+    public var role: Role
+    /// Its mode.
+    public var mode: Mode
+    /// When it was made.
+    public var createdAt: Date
+    /// The secret (`sk_live_…` or `sk_test_…`): keep it safe, it is not shown again.
+    public var key: String
+}
+
+/// A webhook endpoint.
+public struct WebhookEndpoint: Codable, Sendable, Equatable {
+    /// Its id.
+    public var id: UUID
+    /// Where events are posted.
+    public var url: String
+    /// The events it takes: `coupon.redeemed`, `redemption.failed`.
+    public var events: [String]
+    /// False once it answered 410 Gone.
+    public var active: Bool
+    /// The mode whose events it gets.
+    public var mode: Mode
+    /// When it was added.
+    public var createdAt: Date
+}
+
+/// A new webhook endpoint, with its signing secret shown once.
+public struct CreatedWebhook: Codable, Sendable, Equatable {
+    /// Its id.
+    public var id: UUID
+    /// Where events are posted.
+    public var url: String
+    /// The events it takes.
+    public var events: [String]
+    /// Whether it is active.
+    public var active: Bool
+    /// Its mode.
+    public var mode: Mode
+    /// When it was added.
+    public var createdAt: Date
+    /// The `whsec_…` secret that signs its deliveries (Standard Webhooks).
+    public var secret: String
+}
+
+/// One delivery of one event to one endpoint.
+public struct WebhookDelivery: Codable, Sendable, Equatable {
+    /// Its id.
+    public var id: UUID
+    /// The `webhook-id` header, the same on every attempt.
+    public var webhookId: String
+    /// The event type.
+    public var type: String
+    /// `pending`, `delivered` or `failed`.
+    public var status: String
+    /// Attempts made.
+    public var attempts: Int
+    /// The last answer's status code.
+    public var lastStatusCode: Int?
+    /// The last attempt's error.
+    public var lastError: String?
+    /// The first 1 KiB of the last answer's body.
+    public var lastResponse: String?
+    /// When the event was queued.
+    public var createdAt: Date
+    /// When it was delivered.
+    public var deliveredAt: Date?
+    /// When the next attempt is due.
+    public var nextAttemptAt: Date?
+}
+
+/// A plan discount coupons can cover, and its ids in each store.
+public struct Plan: Codable, Sendable, Equatable {
+    /// The App Store side of a plan.
+    public struct AppStore: Codable, Sendable, Equatable {
+        /// The App Store Connect id of the subscription.
+        public var subscriptionId: String
+    }
+    /// The Google Play side of a plan.
+    public struct PlayStore: Codable, Sendable, Equatable {
+        /// The Play product id.
+        public var productId: String
+        /// Its base plans.
+        public var basePlanIds: [String]
+    }
+    /// The product id coupons name.
+    public var productId: String
+    /// Its name.
+    public var name: String
+    /// Its App Store subscription.
+    public var appStore: AppStore?
+    /// Its Google Play subscription.
+    public var playStore: PlayStore?
+    /// Its mode.
+    public var mode: Mode
+    /// When it was registered.
+    public var createdAt: Date
+    /// When it last changed.
+    public var updatedAt: Date
+}
