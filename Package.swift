@@ -64,6 +64,8 @@ let package = Package(
         .executable(name: "redeem-keys", targets: ["redeem-keys"]),
         // The Swift client for apps (Foundation only: no layer, no C library in its graph).
         .library(name: "RedeemKit", targets: ["RedeemKit"]),
+        // The operator command, built on RedeemKit's OperatorClient.
+        .executable(name: "redeem", targets: ["redeem"]),
     ],
     targets: [
         // System libraries. No pkgConfig for libzmq: its .pc adds -isystem flags SwiftPM prohibits.
@@ -87,6 +89,7 @@ let package = Package(
         .executableTarget(name: "redeem-keys", dependencies: ["Bus"], path: "deploy/redeem-keys"),
         // Clients: RedeemKit depends on Foundation alone, so an iOS app can link it.
         .target(name: "RedeemKit", path: "Clients/RedeemKit"),
+        .executableTarget(name: "redeem", dependencies: ["RedeemKit"], path: "Clients/redeem"),
         // Signs access tokens for the benchmark's many simulated users (bench/run).
         .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "TestSupport"], path: "bench/tokens"),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.

@@ -1,0 +1,233 @@
+import Foundation
+import RedeemKit
+
+/// The commands: each reads its words and options, calls the operator client and prints.
+struct Command {
+    let client: OperatorClient
+    let output: Output
+
+    func run(_ args: inout Arguments) async throws {
+        let group = try args.word(0, "a command")
+        let verb = try args.word(1, "what to do with \(group)")
+        switch (group, verb) {
+        case ("coupons", "create"): try await createCoupon(&args)
+        case ("coupons", "list"):
+            let active = try args.bool("active")
+            try await list(&args, couponColumns) { try await client.coupons(active: active, limit: $0, cursor: $1) }
+        case ("coupons", "get"):
+            let code = try args.word(2, "the coupon's code")
+            try args.checkNoneLeft()
+            try show(try await client.coupon(code))
+        case ("coupons", "update"): try await updateCoupon(&args)
+        case ("coupons", "deactivate"):
+            let code = try args.word(2, "the coupon's code")
+            try args.checkNoneLeft()
+            try await client.deactivateCoupon(code)
+            try output.done("deactivated \(code.uppercased())", ["code": code.uppercased()])
+        case ("redemptions", "list"):
+            let code = try args.word(2, "the coupon's code")
+            try await list(&args, redemptionColumns) { try await client.redemptions(of: code, limit: $0, cursor: $1) }
+        case ("redemptions", "get"):
+            let id = try uuid(args.word(2, "the redemption's id"))
+            try args.checkNoneLeft()
+            let r = try await client.redemption(id)
+            try output.one(r, fields: redemptionColumns.map { ($0.0, $0.1(r)) })
+        case ("redemptions", "export"):
+            let code = try args.word(2, "the coupon's code")
+            guard args.flag("csv") else { throw UsageError("redemptions export needs --csv (the only export format)") }
+            let file = args.option("output")
+            try args.checkNoneLeft()
+            let csv = try await client.exportRedemptionsCSV(of: code, timeout: 600)
+            if let file {
+                try csv.write(to: URL(fileURLWithPath: file))
+            } else {
+                FileHandle.standardOutput.write(csv)
+            }
+        case ("keys", "create"):
+            let name = try args.required("name")
+            let role = try enumValue(Role.self, try args.required("role"), "role")
+            let mode = try args.option("mode").map { try enumValue(Mode.self, $0, "mode") }
+            try args.checkNoneLeft()
+            let k = try await client.createAPIKey(name: name, role: role, mode: mode)
+            try output.one(k, fields: [("id", k.id.lowercased), ("name", k.name), ("role", k.role.rawValue), ("mode", k.mode.rawValue),
+                                       ("key", k.key), ("", "the key is shown once: keep it safe")])
+        case ("keys", "list"):
+            try await list(&args, keyColumns) { try await client.apiKeys(limit: $0, cursor: $1) }
+        case ("keys", "revoke"):
+            let id = try uuid(args.word(2, "the key's id"))
+            try args.checkNoneLeft()
+            try await client.revokeAPIKey(id)
+            try output.done("revoked \(id.lowercased)", ["id": id.lowercased])
+        case ("webhooks", "create"):
+            let url = try args.required("url")
+            let events = args.list("events") ?? ["coupon.redeemed", "redemption.failed"]
+            try args.checkNoneLeft()
+            let w = try await client.createWebhook(url: url, events: events)
+            try output.one(w, fields: [("id", w.id.lowercased), ("url", w.url), ("events", w.events.joined(separator: ",")),
+                                       ("mode", w.mode.rawValue), ("secret", w.secret), ("", "the secret is shown once: keep it safe")])
+        case ("webhooks", "list"):
+            try await list(&args, webhookColumns) { try await client.webhooks(limit: $0, cursor: $1) }
+        case ("webhooks", "delete"):
+            let id = try uuid(args.word(2, "the webhook's id"))
+            try args.checkNoneLeft()
+            try await client.deleteWebhook(id)
+            try output.done("deleted \(id.lowercased)", ["id": id.lowercased])
+        case ("webhooks", "deliveries"):
+            let id = try uuid(args.word(2, "the webhook's id"))
+            try await list(&args, deliveryColumns) { try await client.deliveries(of: id, limit: $0, cursor: $1) }
+        case ("plans", "create"):
+            let productId = try args.required("product-id"), name = try args.required("name")
+            let subscription = args.option("app-store-subscription")
+            try args.checkNoneLeft()
+            let p = try await client.createPlan(productId: productId, name: name, appStoreSubscriptionId: subscription)
+            try output.one(p, fields: planColumns.map { ($0.0, $0.1(p)) })
+        case ("plans", "list"):
+            try await list(&args, planColumns) { try await client.plans(limit: $0, cursor: $1) }
+        case ("plans", "get"):
+            let productId = try args.word(2, "the plan's product id")
+            try args.checkNoneLeft()
+            let p = try await client.plan(productId)
+            try output.one(p, fields: planColumns.map { ($0.0, $0.1(p)) })
+        default:
+            throw UsageError("unknown command: \(group) \(verb)")
+        }
+    }
+
+    // MARK: - Coupons
+
+    func createCoupon(_ args: inout Arguments) async throws {
+        let code = try args.required("code")
+        let kind = try enumValue(CouponKind.self, try args.required("kind"), "kind")
+        var input = CouponInput(code: code, kind: kind, duration: try duration(try args.required("duration")))
+        input.percentOff = try args.int("percent-off")
+        input.amountOff = try args.option("amount-off").map(money)
+        input.periodCount = try args.int("period-count")
+        input.entitlementId = args.option("entitlement")
+        input.productIds = args.list("products")
+        input.platforms = try args.list("platforms")?.map { try enumValue(Platform.self, $0, "platforms") }
+        input.startsAt = try args.date("starts-at")
+        input.expiresAt = try args.date("expires-at")
+        input.maxRedemptions = try args.int("max-redemptions")
+        if args.flag("new-customers-only") { input.newCustomersOnly = true }
+        if args.flag("inactive") { input.active = false }
+        let dryRun = args.flag("dry-run")
+        try args.checkNoneLeft()
+        let coupon = try await client.createCoupon(input, dryRun: dryRun)
+        try show(coupon, note: dryRun ? "dry run: checked, not saved" : nil)
+    }
+
+    func updateCoupon(_ args: inout Arguments) async throws {
+        let code = try args.word(2, "the coupon's code")
+        var patch = CouponPatch(active: try args.bool("active"))
+        if let cap = args.option("max-redemptions") {
+            guard cap == "none" || Int(cap) != nil else { throw UsageError("--max-redemptions must be a whole number or none") }
+            patch.maxRedemptions = cap == "none" ? .remove : .set(Int(cap)!)
+        }
+        if let end = args.option("expires-at") {
+            patch.expiresAt = end == "none" ? .remove : .set(try Arguments.parseDate(end, name: "expires-at"))
+        }
+        try args.checkNoneLeft()
+        guard patch != CouponPatch() else { throw UsageError("nothing to change: give --active, --max-redemptions or --expires-at") }
+        try show(try await client.updateCoupon(code, patch))
+    }
+
+    func show(_ c: Coupon, note: String? = nil) throws {
+        var fields: [(String, String)] = [
+            ("code", c.code), ("kind", c.kind.rawValue), ("gives", c.discount), ("active", String(c.active)), ("mode", c.mode.rawValue),
+            ("uses", c.uses), ("reserved", String(c.reservedCount)), ("remaining", c.remaining.map(String.init) ?? "∞"),
+            ("platforms", c.platforms.map(\.rawValue).joined(separator: ",")),
+            ("products", c.productIds.isEmpty ? "any" : c.productIds.joined(separator: ",")),
+            ("entitlement", c.entitlementId ?? ""), ("starts", Output.time(c.startsAt)), ("expires", Output.time(c.expiresAt)),
+            ("new customers only", String(c.newCustomersOnly)), ("created", Output.time(c.createdAt)),
+        ]
+        for l in c.storeLimits { fields.append(("store limit", "\(l.store) \(l.limit) \(l.value)")) }
+        for o in c.storeOffers ?? [] { fields.append(("store offer", "\(o.store) \(o.productId) \(o.state)\(o.message.map { ": \($0)" } ?? "")")) }
+        if let note { fields.append(("", note)) }
+        try output.one(c, fields: fields)
+    }
+
+    // MARK: - Lists
+
+    /// A page (`--limit`, `--cursor`) or every page (`--all`), printed.
+    func list<T: Codable & Sendable>(_ args: inout Arguments, _ columns: [(String, (T) -> String)],
+                                     _ page: (Int?, String?) async throws -> Page<T>) async throws {
+        let limit = try args.int("limit"), cursor = args.option("cursor")
+        try args.checkNoneLeft()
+        if args.flag("all") {
+            let items = try await client.all { try await page(100, $0) }
+            try output.list(items, nextCursor: nil, columns: columns)
+        } else {
+            let p = try await page(limit, cursor)
+            try output.list(p.data, nextCursor: p.nextCursor, columns: columns)
+        }
+    }
+
+    var couponColumns: [(String, (Coupon) -> String)] {
+        [("CODE", \.code), ("KIND", \.kind.rawValue), ("GIVES", \.discount), ("USES", \.uses), ("ACTIVE", { String($0.active) }),
+         ("EXPIRES", { Output.time($0.expiresAt) }), ("CREATED", { Output.time($0.createdAt) })]
+    }
+
+    var redemptionColumns: [(String, (Redemption) -> String)] {
+        [("ID", { $0.redemptionId.lowercased }), ("CODE", \.code), ("STATUS", \.status.rawValue), ("PLATFORM", \.platform.rawValue),
+         ("PRODUCT", { $0.productId ?? "" }), ("PAID", { $0.pricePaid?.text ?? "" }), ("SANDBOX", { String($0.sandbox) }),
+         ("APP USER", { $0.appUserId ?? "" }), ("RESERVED", { Output.time($0.reservedAt) }), ("COMPLETED", { Output.time($0.completedAt) })]
+    }
+
+    var keyColumns: [(String, (APIKey) -> String)] {
+        [("ID", { $0.id.lowercased }), ("PREFIX", \.prefix), ("NAME", \.name), ("ROLE", \.role.rawValue), ("MODE", \.mode.rawValue),
+         ("CREATED", { Output.time($0.createdAt) }), ("LAST USED", { Output.time($0.lastUsedAt) })]
+    }
+
+    var webhookColumns: [(String, (WebhookEndpoint) -> String)] {
+        [("ID", { $0.id.lowercased }), ("URL", \.url), ("EVENTS", { $0.events.joined(separator: ",") }), ("ACTIVE", { String($0.active) }),
+         ("MODE", \.mode.rawValue), ("CREATED", { Output.time($0.createdAt) })]
+    }
+
+    var deliveryColumns: [(String, (WebhookDelivery) -> String)] {
+        [("ID", { $0.id.lowercased }), ("TYPE", \.type), ("STATUS", \.status), ("ATTEMPTS", { String($0.attempts) }),
+         ("LAST CODE", { $0.lastStatusCode.map(String.init) ?? "" }), ("ERROR", { $0.lastError ?? "" }),
+         ("CREATED", { Output.time($0.createdAt) }), ("NEXT", { Output.time($0.nextAttemptAt) })]
+    }
+
+    var planColumns: [(String, (Plan) -> String)] {
+        [("PRODUCT", \.productId), ("NAME", \.name), ("APP STORE", { $0.appStore?.subscriptionId ?? "" }),
+         ("PLAY", { $0.playStore?.productId ?? "" }), ("MODE", \.mode.rawValue), ("CREATED", { Output.time($0.createdAt) })]
+    }
+
+    // MARK: - Values
+
+    func enumValue<E: RawRepresentable & CaseIterable>(_ type: E.Type, _ text: String, _ name: String) throws -> E where E.RawValue == String {
+        guard let v = E(rawValue: text) else {
+            throw UsageError("--\(name) must be one of \(E.allCases.map(\.rawValue).filter { $0 != "unknown" }.joined(separator: ", ")), not \(text)")
+        }
+        return v
+    }
+
+    /// `1 month`, `1month` or `month` (one).
+    func duration(_ text: String) throws -> CouponDuration {
+        let digits = text.prefix { $0.isNumber }
+        let unit = text.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
+        let singular = unit.hasSuffix("s") ? String(unit.dropLast()) : unit
+        guard ["day", "week", "month", "year"].contains(singular) else {
+            throw UsageError("--duration must be a count and a unit (day, week, month, year), such as \"1 month\", not \(text)")
+        }
+        return CouponDuration(unit: singular, count: digits.isEmpty ? 1 : Int(digits) ?? 0)
+    }
+
+    /// `4.99 EUR` or `4.99EUR`.
+    func money(_ text: String) throws -> Money {
+        let amount = text.prefix { $0.isNumber || $0 == "." }
+        let currency = text.dropFirst(amount.count).trimmingCharacters(in: .whitespaces).uppercased()
+        guard !amount.isEmpty, currency.count == 3 else { throw UsageError("--amount-off must be an amount and a currency, such as \"4.99 EUR\"") }
+        return Money(amount: String(amount), currency: currency)
+    }
+
+    func uuid(_ text: String) throws -> UUID {
+        guard let id = UUID(uuidString: text) else { throw UsageError("not an id: \(text)") }
+        return id
+    }
+}
+
+extension UUID {
+    var lowercased: String { uuidString.lowercased() }
+}
