@@ -90,6 +90,7 @@ let package = Package(
         // Clients: RedeemKit depends on Foundation alone, so an iOS app can link it.
         .target(name: "RedeemKit", path: "Clients/RedeemKit"),
         .executableTarget(name: "redeem", dependencies: ["RedeemKit"], path: "Clients/redeem"),
+        .testTarget(name: "RedeemKitTests", dependencies: ["RedeemKit"]),
         // Signs access tokens for the benchmark's many simulated users (bench/run).
         .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "TestSupport"], path: "bench/tokens"),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.

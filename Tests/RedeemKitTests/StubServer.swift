@@ -1,0 +1,165 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import RedeemKit
+
+/// A gateway stand-in behind a stubbed `URLProtocol`: each server has a host of its own (so
+/// tests run in parallel), records every request, and answers with its handler.
+final class StubServer: @unchecked Sendable {
+    /// What the handler answers.
+    enum Answer {
+        case json(Int, String, headers: [String: String] = [:])
+        case empty(Int)
+        /// The connection drops before an answer.
+        case drop
+    }
+
+    struct Request: Sendable {
+        var method: String
+        var path: String
+        var query: [String: String]
+        var authorization: String?
+        var body: Data
+
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body) as? [String: Any]) ?? [:] }
+    }
+
+    // `servers`, and each server's `log`, are touched only under `lock`.
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var servers: [String: StubServer] = [:]
+
+    let host = "stub-\(UUID().uuidString.prefix(8).lowercased()).test"
+    private let handler: @Sendable (Request) -> Answer
+    private var log: [Request] = []
+    let session: URLSession
+
+    init(_ handler: @escaping @Sendable (Request) -> Answer) {
+        self.handler = handler
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.protocolClasses = [StubProtocol.self]
+        session = URLSession(configuration: configuration)
+        Self.lock.lock()
+        Self.servers[host] = self
+        Self.lock.unlock()
+    }
+
+    var baseURL: URL { URL(string: "http://\(host)")! }
+
+    var requests: [Request] {
+        Self.lock.lock()
+        defer { Self.lock.unlock() }
+        return log
+    }
+
+    func requests(_ method: String, _ path: String) -> [Request] {
+        requests.filter { $0.method == method && $0.path == path }
+    }
+
+    static func server(for host: String?) -> StubServer? {
+        lock.lock()
+        defer { lock.unlock() }
+        return host.flatMap { servers[$0] }
+    }
+
+    func handle(_ request: Request) -> Answer {
+        Self.lock.lock()
+        log.append(request)
+        Self.lock.unlock()
+        return handler(request)
+    }
+
+    /// A client of this server over `store`.
+    func client(store: any TokenStore = MemoryTokenStore(), timeout: TimeInterval = 5, environment: RedeemClient.Environment = .production) -> RedeemClient {
+        RedeemClient(configuration: .init(baseURL: baseURL, tokenStore: store, platform: .ios, environment: environment, timeout: timeout,
+                                          urlSession: session))
+    }
+}
+
+final class StubProtocol: URLProtocol {
+    override class func canInit(with request: URLRequest) -> Bool { StubServer.server(for: request.url?.host) != nil }
+    override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
+
+    override func startLoading() {
+        let request = self.request
+        guard let server = StubServer.server(for: request.url?.host), let url = request.url else { return }
+        var body = request.httpBody ?? Data()
+        if body.isEmpty, let stream = request.httpBodyStream {
+            stream.open()
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while stream.hasBytesAvailable {
+                let n = stream.read(&buffer, maxLength: buffer.count)
+                if n <= 0 { break }
+                body.append(buffer, count: n)
+            }
+            stream.close()
+        }
+        let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        var query: [String: String] = [:]
+        for item in components?.queryItems ?? [] { query[item.name] = item.value ?? "" }
+        let recorded = StubServer.Request(method: request.httpMethod ?? "GET", path: url.path, query: query,
+                                          authorization: request.value(forHTTPHeaderField: "Authorization"), body: body)
+        // URLProtocol is not Sendable; the loading system expects its client called from any thread.
+        let box = UncheckedBox(self)
+        DispatchQueue.global().async {
+            let self_ = box.value
+            let client = self_.client
+            let `self` = self_
+            switch server.handle(recorded) {
+            case .drop:
+                client?.urlProtocol(self, didFailWithError: URLError(.networkConnectionLost))
+            case .empty(let status):
+                let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: ["X-Request-Id": "req-stub"])!
+                client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+                client?.urlProtocolDidFinishLoading(self)
+            case .json(let status, let text, let headers):
+                var fields = ["Content-Type": "application/json; charset=utf-8", "X-Request-Id": "req-stub"]
+                for (k, v) in headers { fields[k] = v }
+                let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)!
+                client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+                client?.urlProtocol(self, didLoad: Data(text.utf8))
+                client?.urlProtocolDidFinishLoading(self)
+            }
+        }
+    }
+
+    override func stopLoading() {}
+}
+
+/// Carries a value that is not Sendable across a dispatch, where the receiver is known to allow it.
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+/// The API's JSON for the tests, in the shapes the gateway writes (docs/api.md, SPEC §4).
+enum Fixture {
+    static let accountId = "6f1c1f6e-6a43-4d2b-9d0e-3b1d2f1a9c01"
+
+    static func account(appUserId: String = "app-user-1") -> String {
+        #"{"id":"\#(accountId)","email":"pilot@example.com","appUserId":"\#(appUserId)","identities":[{"type":"email","email":"pilot@example.com"},{"type":"cloudkit","recordName":"_abc123"}],"createdAt":"2026-05-01T12:00:00.000Z"}"#
+    }
+
+    static func auth(access: String, refresh: String, expiresIn: TimeInterval = 900, appUserId: String = "app-user-1") -> String {
+        let expires = Date().addingTimeInterval(expiresIn).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        return #"{"account":\#(account(appUserId: appUserId)),"session":{"accessToken":"\#(access)","refreshToken":"\#(refresh)","expiresAt":"\#(expires)"}}"#
+    }
+
+    static func redemption(_ id: UUID, status: String, entitlement: Bool = false) -> String {
+        let grant = entitlement ? #","completedAt":"2026-05-01T12:00:01.250Z","entitlement":{"entitlementId":"pro","expiresAt":"2026-06-01T12:00:01.250Z"}"# : ""
+        return #"{"redemptionId":"\#(id.uuidString.lowercased())","code":"SPRING-25","status":"\#(status)","platform":"ios","productId":null,"sandbox":false,"reservedAt":"2026-05-01T12:00:00.125Z"\#(grant)}"#
+    }
+
+    static let entitlements = #"{"data":[{"entitlementId":"pro","expiresAt":"2099-06-01T12:00:01.250Z","sandbox":false,"source":"redeem"}]}"#
+
+    static func error(_ code: String, _ message: String, field: String? = nil) -> String {
+        #"{"error":{"code":"\#(code)","message":"\#(message)"\#(field.map { #","field":"\#($0)""# } ?? "")}}"#
+    }
+
+    /// A store holding a signed-in session whose access token expires in `expiresIn` seconds.
+    static func signedInStore(access: String = "access-1", refresh: String = "refresh-1", expiresIn: TimeInterval) throws -> MemoryTokenStore {
+        let store = MemoryTokenStore()
+        try store.setData(Data(auth(access: access, refresh: refresh, expiresIn: expiresIn).utf8), forKey: "redeemkit.session")
+        return store
+    }
+}
