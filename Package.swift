@@ -97,7 +97,7 @@ let package = Package(
         // CCrypto: the test Apple CA issues its certificates with libcrypto (Apple/TestAppleCA.swift).
         .target(name: "TestSupport", dependencies: allLayers + ["AccountsService", "CCrypto"], path: "Tests/TestSupport"),
         .testTarget(name: "LayerTests", dependencies: allLayers + ["TestSupport"]),
-        .testTarget(name: "IntegrationTests", dependencies: allLayers + ["TestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: allLayers + ["TestSupport", "RedeemKit"]),
         // The services' logic without sockets: rules, policies, documents.
         .testTarget(name: "ServiceTests", dependencies: allLayers + ["TestSupport", "GatewayService", "CouponsService", "GrantsService", "AccountsService"]),
     ]
