@@ -49,7 +49,7 @@ struct Command {
             let mode = try args.option("mode").map { try enumValue(Mode.self, $0, "mode") }
             try args.checkNoneLeft()
             let k = try await client.createAPIKey(name: name, role: role, mode: mode)
-            try output.one(k, fields: [("id", k.id.lowercased), ("name", k.name), ("role", k.role.rawValue), ("mode", k.mode.rawValue),
+            try output.one(k, fields: [("id", k.id.uuidString), ("name", k.name), ("role", k.role.rawValue), ("mode", k.mode.rawValue),
                                        ("key", k.key), ("", "the key is shown once: keep it safe")])
         case ("keys", "list"):
             try await list(&args, keyColumns) { try await client.apiKeys(limit: $0, cursor: $1) }
@@ -57,13 +57,13 @@ struct Command {
             let id = try uuid(args.word(2, "the key's id"))
             try args.checkNoneLeft()
             try await client.revokeAPIKey(id)
-            try output.done("revoked \(id.lowercased)", ["id": id.lowercased])
+            try output.done("revoked \(id.uuidString)", ["id": id.uuidString])
         case ("webhooks", "create"):
             let url = try args.required("url")
             let events = args.list("events") ?? ["coupon.redeemed", "redemption.failed"]
             try args.checkNoneLeft()
             let w = try await client.createWebhook(url: url, events: events)
-            try output.one(w, fields: [("id", w.id.lowercased), ("url", w.url), ("events", w.events.joined(separator: ",")),
+            try output.one(w, fields: [("id", w.id.uuidString), ("url", w.url), ("events", w.events.joined(separator: ",")),
                                        ("mode", w.mode.rawValue), ("secret", w.secret), ("", "the secret is shown once: keep it safe")])
         case ("webhooks", "list"):
             try await list(&args, webhookColumns) { try await client.webhooks(limit: $0, cursor: $1) }
@@ -71,7 +71,7 @@ struct Command {
             let id = try uuid(args.word(2, "the webhook's id"))
             try args.checkNoneLeft()
             try await client.deleteWebhook(id)
-            try output.done("deleted \(id.lowercased)", ["id": id.lowercased])
+            try output.done("deleted \(id.uuidString)", ["id": id.uuidString])
         case ("webhooks", "deliveries"):
             let id = try uuid(args.word(2, "the webhook's id"))
             try await list(&args, deliveryColumns) { try await client.deliveries(of: id, limit: $0, cursor: $1) }
@@ -168,23 +168,23 @@ struct Command {
     }
 
     var redemptionColumns: [(String, (Redemption) -> String)] {
-        [("ID", { $0.redemptionId.lowercased }), ("CODE", \.code), ("STATUS", \.status.rawValue), ("PLATFORM", \.platform.rawValue),
+        [("ID", { $0.redemptionId.uuidString }), ("CODE", \.code), ("STATUS", \.status.rawValue), ("PLATFORM", \.platform.rawValue),
          ("PRODUCT", { $0.productId ?? "" }), ("PAID", { $0.pricePaid?.text ?? "" }), ("SANDBOX", { String($0.sandbox) }),
          ("APP USER", { $0.appUserId ?? "" }), ("RESERVED", { Output.time($0.reservedAt) }), ("COMPLETED", { Output.time($0.completedAt) })]
     }
 
     var keyColumns: [(String, (APIKey) -> String)] {
-        [("ID", { $0.id.lowercased }), ("PREFIX", \.prefix), ("NAME", \.name), ("ROLE", \.role.rawValue), ("MODE", \.mode.rawValue),
+        [("ID", { $0.id.uuidString }), ("PREFIX", \.prefix), ("NAME", \.name), ("ROLE", \.role.rawValue), ("MODE", \.mode.rawValue),
          ("CREATED", { Output.time($0.createdAt) }), ("LAST USED", { Output.time($0.lastUsedAt) })]
     }
 
     var webhookColumns: [(String, (WebhookEndpoint) -> String)] {
-        [("ID", { $0.id.lowercased }), ("URL", \.url), ("EVENTS", { $0.events.joined(separator: ",") }), ("ACTIVE", { String($0.active) }),
+        [("ID", { $0.id.uuidString }), ("URL", \.url), ("EVENTS", { $0.events.joined(separator: ",") }), ("ACTIVE", { String($0.active) }),
          ("MODE", \.mode.rawValue), ("CREATED", { Output.time($0.createdAt) })]
     }
 
     var deliveryColumns: [(String, (WebhookDelivery) -> String)] {
-        [("ID", { $0.id.lowercased }), ("TYPE", \.type), ("STATUS", \.status), ("ATTEMPTS", { String($0.attempts) }),
+        [("ID", { $0.id.uuidString }), ("TYPE", \.type), ("STATUS", \.status), ("ATTEMPTS", { String($0.attempts) }),
          ("LAST CODE", { $0.lastStatusCode.map(String.init) ?? "" }), ("ERROR", { $0.lastError ?? "" }),
          ("CREATED", { Output.time($0.createdAt) }), ("NEXT", { Output.time($0.nextAttemptAt) })]
     }
@@ -226,8 +226,4 @@ struct Command {
         guard let id = UUID(uuidString: text) else { throw UsageError("not an id: \(text)") }
         return id
     }
-}
-
-extension UUID {
-    var lowercased: String { uuidString.lowercased() }
 }
