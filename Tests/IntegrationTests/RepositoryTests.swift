@@ -112,7 +112,7 @@ import TestSupport
         }
         let services = ["ACCOUNTS", "COUPONS", "GRANTS"]
         var read: Set<String> = [], perService: Set<String> = []
-        for folder in ["Sources", "Services"] {
+        for folder in ["Sources", "Services", "Clients"] {
             let files = FileManager.default.enumerator(atPath: root.appendingPathComponent(folder).path)?.compactMap { $0 as? String } ?? []
             for file in files where file.hasSuffix(".swift") {
                 let swift = try text("\(folder)/\(file)")
@@ -137,6 +137,71 @@ import TestSupport
         #expect(perService.filter { forms($0).isDisjoint(with: documented) }.sorted() == [], "built per service but documented for none")
         let explained = read.union(perService.flatMap(forms))
         #expect(documented.subtracting(explained).sorted() == [], "in docs/configuration.md but read by no code")
+    }
+
+    /// RedeemKit can be a dependency of an iOS app (issue 24): the manifest dumps, declares iOS 16,
+    /// and RedeemKit's target depends on nothing (no layer, no system library); a consumer package
+    /// whose manifest declares `.iOS(.v16)` and depends on the RedeemKit product resolves and dumps.
+    /// (Building for iOS needs Apple's SDK, which Linux has not.)
+    @Test func redeemKitResolvesAsADependencyOfAnIOSPackage() async throws {
+        let swift = try #require(["/opt/swift/usr/bin/swift", "/usr/bin/swift", "/usr/local/bin/swift"]
+            .first { FileManager.default.isExecutableFile(atPath: $0) } ?? Self.onPath("swift"), "swift is on PATH")
+        let dir = try Project.temporaryDirectory("consumer")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A scratch path of its own: the running `swift test` holds the package's .build.
+        let dumped = try await offThePool {
+            try Subprocess.run(swift, ["package", "--package-path", Project.root.path, "--scratch-path", dir.appendingPathComponent("root-build").path,
+                                       "dump-package"])
+        }
+        let manifest = try #require(try JSONSerialization.jsonObject(with: Data(dumped.utf8)) as? [String: Any])
+        let platforms = manifest["platforms"] as? [[String: Any]] ?? []
+        #expect(platforms.contains { $0["platformName"] as? String == "ios" && $0["version"] as? String == "16.0" }, "\(platforms)")
+        let targets = manifest["targets"] as? [[String: Any]] ?? []
+        let kit = try #require(targets.first { $0["name"] as? String == "RedeemKit" })
+        #expect((kit["dependencies"] as? [Any] ?? []).isEmpty, "RedeemKit depends on nothing but the toolchain")
+        #expect((kit["path"] as? String) == "Clients/RedeemKit")
+        let products = manifest["products"] as? [[String: Any]] ?? []
+        #expect(products.contains { $0["name"] as? String == "RedeemKit" && ($0["targets"] as? [String]) == ["RedeemKit"] })
+        // RedeemKit imports only Foundation (and Apple's frameworks behind canImport).
+        let sources = Project.root.appendingPathComponent("Clients/RedeemKit")
+        for file in try FileManager.default.contentsOfDirectory(atPath: sources.path) where file.hasSuffix(".swift") {
+            let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
+            let imports = text.split(separator: "\n").filter { $0.hasPrefix("import ") }.map { String($0.dropFirst(7)) }
+            #expect(Set(imports).isSubset(of: ["Foundation", "FoundationNetworking", "Security", "StoreKit", "UIKit"]), "\(file): \(imports)")
+        }
+
+        let consumer = dir.appendingPathComponent("Consumer")
+        try FileManager.default.createDirectory(at: consumer.appendingPathComponent("Sources/ConsumerApp"), withIntermediateDirectories: true)
+        try """
+            // swift-tools-version:6.0
+            import PackageDescription
+
+            let package = Package(
+                name: "Consumer",
+                platforms: [.iOS(.v16)],
+                dependencies: [.package(name: "Redeem", path: "\(Project.root.path)")],
+                targets: [.target(name: "ConsumerApp", dependencies: [.product(name: "RedeemKit", package: "Redeem")])]
+            )
+            """.write(to: consumer.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
+        try """
+            import RedeemKit
+            public let client = RedeemClient(baseURL: URL(string: "https://redeem.example.com")!)
+            """.write(to: consumer.appendingPathComponent("Sources/ConsumerApp/App.swift"), atomically: true, encoding: .utf8)
+        let scratch = dir.appendingPathComponent("consumer-build").path
+        _ = try await offThePool { try Subprocess.run(swift, ["package", "--package-path", consumer.path, "--scratch-path", scratch, "resolve"]) }
+        let consumerManifest = try await offThePool {
+            try Subprocess.run(swift, ["package", "--package-path", consumer.path, "--scratch-path", scratch, "dump-package"])
+        }
+        #expect(consumerManifest.contains("\"RedeemKit\""))
+        let graph = try await offThePool {
+            try Subprocess.run(swift, ["package", "--package-path", consumer.path, "--scratch-path", scratch, "show-dependencies", "--format", "json"])
+        }
+        #expect(graph.contains(Project.root.path), "\(graph)")
+    }
+
+    static func onPath(_ name: String) -> String? {
+        (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { "\($0)/\(name)" }
+            .first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
     @Test func ciRunsTheREADMETestCommand() throws {
