@@ -21,6 +21,8 @@ final class RedeemKitStackTests: StackTestCase {
     nonisolated(unsafe) static var ca: TestAppleCA!
     nonisolated(unsafe) static var appleKey: TestAppleAPIKey!
     nonisolated(unsafe) static var coupons: BusClient!
+    nonisolated(unsafe) static var appleIdentity: AppleIdentityProvider!
+    static let appleClientId = "com.example.redeemkit.signin"
     static let context = ZMQContext()
     static let bundleId = "com.example.redeemkit"
     static let appId: Int64 = 1_234_567_891
@@ -29,6 +31,9 @@ final class RedeemKitStackTests: StackTestCase {
         ca = try TestAppleCA()
         appleKey = try TestAppleAPIKey()
         let nowhere = "http://127.0.0.1:\(try Project.freePort())"
+        appleIdentity = AppleIdentityProvider()
+        let jwks = ca.rootCertificatesFile.deletingLastPathComponent().appendingPathComponent("apple-jwks-\(UUID().uuidString).json")
+        try appleIdentity.jwks().write(to: jwks)
         stack = try Stack(environment: [
             "REDEEM_APPLE_ROOT_CERTS": ca.rootCertificatesFile.path, "REDEEM_APPLE_BUNDLE_ID": bundleId,
             "REDEEM_APPLE_APP_ID": String(appId), "REDEEM_APPLE_OFFER_SETTLE": "0",
@@ -37,6 +42,7 @@ final class RedeemKitStackTests: StackTestCase {
             "REDEEM_APPSTORE_KEY_ID": appleKey.keyId, "REDEEM_APPSTORE_ISSUER_ID": appleKey.issuerId,
             "REDEEM_APPSTORE_PRIVATE_KEY": appleKey.privateKeyFile.path, "REDEEM_APPSTORE_URL": nowhere,
             "REDEEM_APPSTORE_SANDBOX_URL": nowhere, "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1",
+            "REDEEM_APPLE_CLIENT_ID": appleClientId, "REDEEM_APPLE_JWKS": jwks.path,
         ])
         let bus = try XCTUnwrap(stack.wiring()["REDEEM_COUPONS_BUS"]).split(separator: ",").map(String.init)
         coupons = try BusClient(context: context, service: "coupons", connect: bus)
@@ -326,6 +332,23 @@ final class RedeemKitStackTests: StackTestCase {
         XCTAssertTrue(revoked, "the signed-out token still works")
         let v14 = try await client.validateCoupon("ANY-CODE").reason
         XCTAssertEqual(v14, .notIdentified)
+
+        // Sign in with Apple: the first sign-in creates the account with the record name as its
+        // appUserId; the next one signs in to it.
+        let sub = "apple-" + UUID().uuidString
+        let identityToken = Self.appleIdentity.token(.init(aud: Self.appleClientId, sub: sub))
+        let iphone = app(platform: .ios)
+        let appleRecord = "_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let appleAccount = try await iphone.signInWithApple(identityToken: identityToken, cloudkitRecordName: appleRecord)
+        XCTAssertEqual(appleAccount.appUserId, appleRecord)
+        let again = try await app().signInWithApple(identityToken: Self.appleIdentity.token(.init(aud: Self.appleClientId, sub: sub)))
+        XCTAssertEqual(again.id, appleAccount.id)
+        do {
+            _ = try await app().signInWithApple(identityToken: Self.appleIdentity.unsignedToken(.init(aud: Self.appleClientId, sub: sub)))
+            XCTFail("an unsigned identity token signed in")
+        } catch let e as RedeemError {
+            XCTAssertEqual(e.code, "invalidIdentityToken")
+        }
 
         // Deleting the account: when the server refuses, the session stays; when it deletes, it goes.
         do {
