@@ -21,9 +21,9 @@ final class RedeemKitStackTests: StackTestCase {
     nonisolated(unsafe) static var ca: TestAppleCA!
     nonisolated(unsafe) static var appleKey: TestAppleAPIKey!
     nonisolated(unsafe) static var coupons: BusClient!
+    nonisolated(unsafe) static var bus: BusNode!
     nonisolated(unsafe) static var appleIdentity: AppleIdentityProvider!
     static let appleClientId = "com.example.redeemkit.signin"
-    static let context = ZMQContext()
     static let bundleId = "com.example.redeemkit"
     static let appId: Int64 = 1_234_567_891
 
@@ -45,11 +45,14 @@ final class RedeemKitStackTests: StackTestCase {
             "REDEEM_APPLE_CLIENT_ID": appleClientId, "REDEEM_APPLE_JWKS": jwks.path,
         ])
         let bus = try XCTUnwrap(stack.wiring()["REDEEM_COUPONS_BUS"]).split(separator: ",").map(String.init)
-        coupons = try BusClient(context: context, service: "coupons", connect: bus)
+        // What grants reports on the bus, as grants (the stack's bus is CURVE-secured).
+        Self.bus = try stack.busNode(as: "grants")
+        coupons = try BusClient(bus: Self.bus, service: "coupons", connect: bus)
     }
 
     override class func stopSuite() {
         coupons?.stop()
+        bus?.stop()
         stack?.stop()
     }
 
