@@ -11,8 +11,7 @@ import Testing
         StubServer { r in
             switch (r.method, r.path) {
             case ("POST", "/v1/sessions/refresh"):
-                Thread.sleep(forTimeInterval: delay)
-                return .json(200, Fixture.auth(access: "access-2", refresh: "refresh-2"))
+                return .delayed(delay, .json(200, Fixture.auth(access: "access-2", refresh: "refresh-2")))
             case ("GET", "/v1/me/entitlements"):
                 guard r.authorization == "Bearer access-2" else { return .json(401, Fixture.error("invalidToken", "the token is not valid")) }
                 return .json(200, Fixture.entitlements)
@@ -129,10 +128,7 @@ import Testing
     }
 
     @Test func aCallGivesUpAtItsTimeout() async throws {
-        let server = StubServer { _ in
-            Thread.sleep(forTimeInterval: 3)
-            return .json(200, Fixture.entitlements)
-        }
+        let server = StubServer { _ in .delayed(3, .json(200, Fixture.entitlements)) }
         let client = server.client(store: try Fixture.signedInStore(expiresIn: 600), timeout: 0.3)
         let started = Date()
         let error = await #expect(throws: RedeemError.self) { try await client.entitlements() }
@@ -141,10 +137,7 @@ import Testing
     }
 
     @Test func aCancelledCallEndsAtOnce() async throws {
-        let server = StubServer { _ in
-            Thread.sleep(forTimeInterval: 3)
-            return .json(200, Fixture.entitlements)
-        }
+        let server = StubServer { _ in .delayed(3, .json(200, Fixture.entitlements)) }
         let client = server.client(store: try Fixture.signedInStore(expiresIn: 600), timeout: 10)
         let started = Date()
         let task = Task { try await client.entitlements() }

@@ -13,6 +13,9 @@ final class StubServer: @unchecked Sendable {
         case empty(Int)
         /// The connection drops before an answer.
         case drop
+        /// The answer after a while; a request cancelled meanwhile gets nothing more (the
+        /// URLProtocol contract: no callback after `stopLoading`).
+        indirect case delayed(TimeInterval, Answer)
     }
 
     struct Request: Sendable {
@@ -77,6 +80,17 @@ final class StubServer: @unchecked Sendable {
 }
 
 final class StubProtocol: URLProtocol {
+    /// Signalled by `stopLoading`; `stopped` is read and written under `lock`.
+    private let stop = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var stopped = false
+
+    private var isStopped: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stopped
+    }
+
     override class func canInit(with request: URLRequest) -> Bool { StubServer.server(for: request.url?.host) != nil }
     override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
 
@@ -105,7 +119,14 @@ final class StubProtocol: URLProtocol {
             let self_ = box.value
             let client = self_.client
             let `self` = self_
-            switch server.handle(recorded) {
+            var answer = server.handle(recorded)
+            while case .delayed(let seconds, let later) = answer {
+                if self.stop.wait(timeout: .now() + seconds) == .success { return }
+                answer = later
+            }
+            guard !self.isStopped else { return }
+            switch answer {
+            case .delayed: return
             case .drop:
                 client?.urlProtocol(self, didFailWithError: URLError(.networkConnectionLost))
             case .empty(let status):
@@ -123,7 +144,12 @@ final class StubProtocol: URLProtocol {
         }
     }
 
-    override func stopLoading() {}
+    override func stopLoading() {
+        lock.lock()
+        stopped = true
+        lock.unlock()
+        stop.signal()
+    }
 }
 
 /// Carries a value that is not Sendable across a dispatch, where the receiver is known to allow it.
