@@ -110,6 +110,7 @@ extension RedeemClient {
             guard remaining > 0 else { return .timedOut }
             let wait = Int(min(30, remaining.rounded(.down)))
             let current: Redemption
+            let asked = Date()
             do {
                 current = try await authorized(APIRequest("GET", path, query: [URLQueryItem(name: "wait", value: String(wait))],
                                                           timeout: TimeInterval(wait) + configuration.timeout)).decode(Redemption.self)
@@ -126,6 +127,10 @@ extension RedeemClient {
             pause = 0.2
             guard current.status.isSettled else {
                 if wait == 0 { return .timedOut }
+                // A server that answered at once without settling (no long poll there) is not
+                // asked again in a tight loop.
+                let quick = 0.5 - Date().timeIntervalSince(asked)
+                if quick > 0 { try await Task.sleep(nanoseconds: UInt64(min(quick, max(deadline.timeIntervalSinceNow, 0)) * 1_000_000_000)) }
                 continue
             }
             try removePending(redemptionId)

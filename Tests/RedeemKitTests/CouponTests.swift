@@ -103,13 +103,18 @@ import Testing
 
     @Test func anUnsettledRedemptionTimesOutAndStaysPending() async throws {
         let id = UUID()
+        // A long poll as the gateway's: the answer comes after `wait` seconds, unsettled.
         let server = StubServer { r in
-            r.method == "POST" ? .json(201, Fixture.redemption(id, status: "reserved")) : .json(200, Fixture.redemption(id, status: "reserved"))
+            r.method == "POST" ? .json(201, Fixture.redemption(id, status: "reserved"))
+                : .delayed(Double(r.query["wait"] ?? "0") ?? 0, .json(200, Fixture.redemption(id, status: "reserved")))
         }
         let client = server.client(store: try Fixture.signedInStore(expiresIn: 600))
         _ = try await client.redeemCoupon("DISCOUNT-1", productId: "pro.monthly")
-        #expect(try await client.awaitCouponCompletion(redemptionId: id, timeout: 1.5) == .timedOut)
+        #expect(try await client.awaitCouponCompletion(redemptionId: id, timeout: 2.5) == .timedOut)
         #expect(try await client.pendingRedemptions() == [id])
+        let polls = server.requests("GET", "/v1/redemptions/\(id.uuidString.lowercased())")
+        #expect(polls.first?.query["wait"] == "2", "the whole time left, in seconds")
+        #expect(polls.count <= 3, "no tight loop: \(polls.count) polls")
     }
 
     @Test func aFailedGrantEndsTheAwaitAsFailed() async throws {
