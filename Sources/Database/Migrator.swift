@@ -58,8 +58,12 @@ public struct Migrator: Sendable {
             var applied: [Int] = []
             try conn.transaction { tx in
                 try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["redeem.migrations." + schema])
+                // Only when missing: the schema's owner may create tables in it but need not be
+                // allowed to create schemas (`CREATE SCHEMA IF NOT EXISTS` checks that right first).
+                if try tx.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]).rows.isEmpty {
+                    try tx.execute("CREATE SCHEMA \(schema)")
+                }
                 try tx.execute("""
-                    CREATE SCHEMA IF NOT EXISTS \(schema);
                     CREATE TABLE IF NOT EXISTS \(schema).schema_migrations (
                         version int PRIMARY KEY,
                         name text NOT NULL,
@@ -77,6 +81,40 @@ public struct Migrator: Sendable {
                 for f in functions { try tx.execute(f.sql) }
             }
             return applied
+        }
+    }
+
+    /// What this build's schema lacks in a database: migrations not applied, functions absent.
+    public struct Pending: Error, Sendable, Equatable, CustomStringConvertible {
+        public let schema: String
+        public let migrations: [Int]
+        public let functions: [String]
+        public var isEmpty: Bool { migrations.isEmpty && functions.isEmpty }
+        public var description: String {
+            var missing: [String] = []
+            if !migrations.isEmpty { missing.append("migrations \(migrations.map(String.init).joined(separator: ", "))") }
+            if !functions.isEmpty { missing.append("functions \(functions.joined(separator: ", "))") }
+            return "schema \(schema) is not migrated (it lacks \(missing.joined(separator: " and "))): run `\(schema) migrate` as the schema's owner"
+        }
+    }
+
+    /// Reads, without changing anything, what the schema still lacks: for an instance that runs
+    /// as a role without DDL rights and waits for `<service> migrate`.
+    public func pending(on pool: PGPool) async throws -> Pending {
+        let schema = self.schema
+        let migrations = self.migrations
+        let functions = self.functions
+        return try await pool.withConnection { conn in
+            var done: Set<Int> = []
+            let table = try conn.query("SELECT to_regclass($1) IS NOT NULL AS present", [schema + ".schema_migrations"]).rows.first!.decode("present", as: Bool.self)
+            if table {
+                done = Set(try conn.query("SELECT version FROM \(schema).schema_migrations").rows.map { try $0.decode("version", as: Int.self) })
+            }
+            let present = Set(try conn.query("""
+                SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1
+                """, [schema]).rows.map { try $0.decode("proname", as: String.self) })
+            return Pending(schema: schema, migrations: migrations.map(\.version).filter { !done.contains($0) },
+                           functions: functions.map(\.name).filter { !present.contains($0) })
         }
     }
 }

@@ -84,15 +84,22 @@ public struct Environment: Sendable {
         return u
     }
 
-    /// A PostgreSQL connection URL (`postgres://` or `postgresql://`). Never echoed back: it may hold a password.
-    public func databaseURL(_ name: String = "REDEEM_DATABASE_URL") throws -> String {
-        guard let text = raw(name) else {
-            throw ConfigError(variable: name, problem: "is required (e.g. postgresql://user@127.0.0.1:5432/redeem)")
+    /// A PostgreSQL connection URL (`postgres://` or `postgresql://`), given in `name` or in the
+    /// file `file` names (a container's secret). Never echoed back: it may hold a password.
+    public func databaseURL(_ name: String = "REDEEM_DATABASE_URL", file: String = "REDEEM_DATABASE_URL_FILE") throws -> String {
+        guard let url = try optionalDatabaseURL(name, file: file) else {
+            throw ConfigError(variable: name, problem: "is required (or \(file)), e.g. postgresql://user@127.0.0.1:5432/redeem")
         }
-        guard text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") else {
-            throw ConfigError(variable: name, problem: "must start with postgres:// or postgresql://")
+        return url
+    }
+
+    /// `databaseURL`, nil when neither variable is set.
+    public func optionalDatabaseURL(_ name: String, file: String) throws -> String? {
+        guard let given = try valueOrFile(name, file: file) else { return nil }
+        guard given.text.hasPrefix("postgres://") || given.text.hasPrefix("postgresql://") else {
+            throw ConfigError(variable: given.variable, problem: "must start with postgres:// or postgresql://")
         }
-        return text
+        return given.text
     }
 
     /// A value given either in `name` or in the file `file` names (its text, trimmed): secrets

@@ -5,7 +5,11 @@ import Telemetry
 /// Settings every back-end service reads (see the README's configuration table).
 public struct ServiceConfig: Sendable {
     public var name: String
+    /// The service's runtime role: reads and writes its schema's tables, no DDL.
     public var databaseURL: String
+    /// The schema owner's URL, when this instance may migrate at its start (one machine). Unset,
+    /// the instance waits until `<service> migrate` has brought the schema up to date.
+    public var migrationDatabaseURL: String?
     public var databasePoolSize: Int
     public var logLevel: Logger.Level
     public var httpHost: String
@@ -17,11 +21,17 @@ public struct ServiceConfig: Sendable {
     public init(name: String, env: Environment, defaultHTTPPort: Int) throws {
         self.name = name
         databaseURL = try env.databaseURL()
+        migrationDatabaseURL = try Self.migrationDatabaseURL(env)
         databasePoolSize = try env.int("REDEEM_DB_POOL_SIZE", default: 8, range: 1...200)
         logLevel = try ServiceConfig.logLevel(env)
         httpHost = env.string("REDEEM_HTTP_HOST", default: "127.0.0.1")
         httpPort = try env.port("REDEEM_\(name.uppercased())_HTTP_PORT", default: defaultHTTPPort)
         busBind = try BusAddress.bind(name, env)
+    }
+
+    /// `REDEEM_MIGRATION_DATABASE_URL` (or its file), nil when unset.
+    public static func migrationDatabaseURL(_ env: Environment) throws -> String? {
+        try env.optionalDatabaseURL("REDEEM_MIGRATION_DATABASE_URL", file: "REDEEM_MIGRATION_DATABASE_URL_FILE")
     }
 
     public static func logLevel(_ env: Environment) throws -> Logger.Level {

@@ -38,15 +38,30 @@ public final class ServiceRuntime: Sendable {
     /// Whether the service has started its workers (loaded its keys, …) and so takes work.
     public var isStarted: Bool { started.load(ordering: .acquiring) }
 
-    /// Applies migrations, retrying in the background while the database is unreachable: the
-    /// service keeps running and reports not ready meanwhile (SPEC §6). Returns early, false, if
-    /// the task is cancelled first.
+    /// Brings the schema up to date, retrying in the background while the database is unreachable
+    /// or the schema behind: the service keeps running and reports not ready meanwhile (SPEC §6).
+    /// With the owner's URL (`REDEEM_MIGRATION_DATABASE_URL`, one machine) it applies the
+    /// migrations itself, over a connection of its own closed afterwards; without it, it runs as a
+    /// role that can do no DDL and waits until `<service> migrate` has applied them. Returns early,
+    /// false, if the task is cancelled first.
     func migrate(_ migrator: Migrator) async -> Bool {
-        guard let applied = await Self.startBackoff.retry({ try await migrator.apply(on: pool) }, failed: { error, delay in
-            logger.warning("database not ready; retrying", ["error": String(describing: error), "retry.seconds": delay])
+        let owner = config.migrationDatabaseURL
+        let pool = self.pool
+        guard let applied = await Self.startBackoff.retry({ () async throws -> Int in
+            if let owner {
+                let ownerPool = PGPool(url: owner, maxConnections: 1)
+                defer { ownerPool.close() }
+                return try await migrator.apply(on: ownerPool).count
+            }
+            let pending = try await migrator.pending(on: pool)
+            if !pending.isEmpty { throw pending }
+            return 0
+        }, failed: { error, delay in
+            logger.warning(error is Migrator.Pending ? "schema not migrated; waiting" : "database not ready; retrying",
+                           ["error": String(describing: error), "retry.seconds": delay])
         }) else { return false }
         migrated.store(true, ordering: .releasing)
-        logger.info("database ready", ["db.schema": migrator.schema, "db.migrations_applied": applied.count])
+        logger.info("database ready", ["db.schema": migrator.schema, "db.migrations_applied": applied, "db.migrated_here": owner != nil])
         return true
     }
 
@@ -147,15 +162,25 @@ public final class ServiceRuntime: Sendable {
 extension ServiceRuntime {
     /// The `main` of a back-end service: `ServiceMain.run` with its group, and with `migrate`,
     /// which applies the service's migrations and SQL functions once and exits (a Kubernetes
-    /// migration Job runs `coupons migrate`). It reads only the settings every back-end service
-    /// reads (the database URL first), so a Job needs none of the service's own secrets; the
+    /// migration Job runs `coupons migrate`). It connects as the schema's owner
+    /// (`REDEEM_MIGRATION_DATABASE_URL`, else `REDEEM_DATABASE_URL`) and reads nothing else but
+    /// the log level, so a Job needs none of the service's own secrets; the
     /// migration lock (`Migrator`) makes it safe beside instances migrating at their start.
     public static func main<S: BackendService>(_ type: S.Type, defaultHTTPPort: Int) -> Never {
         ServiceMain.run(S.name, migrate: { env in
-            let config = try ServiceConfig(name: S.name, env: env, defaultHTTPPort: defaultHTTPPort)
+            let level = try ServiceConfig.logLevel(env)
+            let url: String
+            if let owner = try ServiceConfig.migrationDatabaseURL(env) {
+                url = owner
+            } else if let single = try env.optionalDatabaseURL("REDEEM_DATABASE_URL", file: "REDEEM_DATABASE_URL_FILE") {
+                url = single
+            } else {
+                throw ConfigError(variable: "REDEEM_MIGRATION_DATABASE_URL",
+                                  problem: "is required by `migrate`: the schema owner's URL (or REDEEM_DATABASE_URL, for a database with one role)")
+            }
             return {
-                let logger = Logger(service: config.name, minimum: config.logLevel)
-                let pool = PGPool(url: config.databaseURL, maxConnections: 1)
+                let logger = Logger(service: S.name, minimum: level)
+                let pool = PGPool(url: url, maxConnections: 1)
                 defer { pool.close() }
                 let applied = try await S.migrator.apply(on: pool)
                 logger.info("migrated", ["db.schema": S.migrator.schema, "db.migrations_applied": applied.count])

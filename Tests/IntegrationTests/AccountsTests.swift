@@ -327,7 +327,7 @@ final class AccountsTests: StackTestCase {
     func testTamperedExpiredAndForeignTokensAreRefused() async throws {
         let s = try await signUp()
         // The service's own signing key, from accounts' key store, mints a valid and an expired token.
-        let signing = try TokenMinter.signingKey(databaseURL: try XCTUnwrap(Self.stack.wiring()["REDEEM_DATABASE_URL"]))
+        let signing = try TokenMinter.signingKey(databaseURL: try Self.stack.adminDatabaseURL())
         let (key, kid) = (signing.key, signing.kid)
         let parts = s.access.split(separator: ".")
         let claims = try JSONDecoder().decode(AccessClaims.self, from: Data(try XCTUnwrap(Base64URL.decode(parts[1]))))

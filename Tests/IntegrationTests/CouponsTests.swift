@@ -253,7 +253,7 @@ final class CouponsTests: StackTestCase {
         let first = try await freePeriod()
         let done = try await redeem(first, veteran)
         let id = try XCTUnwrap(try done.json()["redemptionId"] as? String)
-        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         try db.query("UPDATE coupons.redemptions SET status = 'completed' WHERE id = $1", [UUID(uuidString: id)!])
         let v = try await validate(newOnly, veteran)
         XCTAssertEqual(v["reason"] as? String, "notEligible")
@@ -459,7 +459,7 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(results.filter { $0.0 == 201 }.count, 1000)
         XCTAssertEqual(results.filter { $0.1 == "exhausted" }.count, 1000)
         XCTAssertEqual(Set(results.compactMap(\.2)).count, 1000, "a distinct redemption per winner")
-        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         let count = try db.query("SELECT count(*) AS n FROM coupons.redemptions WHERE code = $1", [code]).first!.decode("n", as: Int.self)
         XCTAssertEqual(count, 1000)
         // Requests really were committed together.
@@ -483,7 +483,7 @@ final class CouponsTests: StackTestCase {
     func testConcurrentValidationsShareQueriesAndEachAccountKeepsItsAnswer() async throws {
         let open = try await freePeriod(), newOnly = try await freePeriod(["newCustomersOnly": true])
         let holders = try (0..<10).map { _ in try user() }, others = try (0..<10).map { _ in try user() }
-        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         for u in holders {
             let r = try await redeem(open, u)
             XCTAssertEqual(r.status, 201, r.text)
@@ -525,7 +525,7 @@ final class CouponsTests: StackTestCase {
         let r = try await redeem(open, holder)
         XCTAssertEqual(r.status, 201, r.text)
         let id = try XCTUnwrap(UUID(uuidString: try XCTUnwrap(try r.json()["redemptionId"] as? String)))
-        try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!).query("UPDATE coupons.redemptions SET status = 'completed' WHERE id = $1", [id])
+        try PGConnection(url: try Self.stack.adminDatabaseURL()).query("UPDATE coupons.redemptions SET status = 'completed' WHERE id = $1", [id])
         let bus = try Self.stack.busNode()
         defer { bus.stop() }
         let coupons = try BusClient(bus: bus, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
@@ -634,7 +634,7 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(Set(same.compactMap(\.2)).count, 1)
         XCTAssertEqual(same.filter { $0.0 == 201 }.count, 1)
         // Both instances took part (their logs name the redemptions they made).
-        let db = try PGConnection(url: wiring["REDEEM_DATABASE_URL"]!)
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         let used = try db.query("SELECT used_count FROM coupons.coupons WHERE code = $1", [code]).first!.decode("used_count", as: Int.self)
         XCTAssertEqual(used, 100)
     }
@@ -691,7 +691,7 @@ final class CouponsTests: StackTestCase {
             XCTAssertEqual(r.status, 201, r.text)
         }
         // …and 10,000 more written straight into the schema (setup, not the behaviour under test).
-        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         try db.query("""
             INSERT INTO coupons.redemptions (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status, reserved_at)
             SELECT gen_random_uuid(), c.id, c.code, gen_random_uuid(), 'user-' || g, 'ios', NULL, g % 7 = 0, 'completed',

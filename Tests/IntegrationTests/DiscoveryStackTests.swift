@@ -128,7 +128,7 @@ final class DiscoveryStackTests: StackTestCase {
         let calls = Dictionary(grouping: Self.revenueCat.received.filter { $0.status == 201 }, by: \.appUserId)
         XCTAssertEqual(Set(calls.keys), Set(users.map(\.appUserId)), "every holder was granted")
         for (holder, list) in calls { XCTAssertEqual(Set(list.compactMap(\.endTimeMs)).count, 1, "\(holder) granted twice") }
-        let db = try PGConnection(url: try XCTUnwrap(Self.stack.wiring()["REDEEM_DATABASE_URL"]))
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         XCTAssertEqual(try db.query("SELECT count(*)::int AS n FROM grants.grants WHERE status = 'succeeded'").first!.decode("n") as Int, users.count)
         let drained = try await Self.stack.eventually(20) {
             try db.query("SELECT count(*)::int AS n FROM coupons.outbox").first!.decode("n") as Int == 0

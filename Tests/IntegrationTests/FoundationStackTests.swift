@@ -107,7 +107,7 @@ final class FoundationStackTests: StackTestCase {
     /// still verify until they expire, because accounts publishes every stored key and a gateway
     /// asks again for a key id it does not know. New tokens are RS256.
     func test5_tokensOfAnEarlierEd25519KeyStillVerify() async throws {
-        let db = try PGConnection(url: try XCTUnwrap(stack.wiring()["REDEEM_DATABASE_URL"]))
+        let db = try PGConnection(url: try stack.adminDatabaseURL())
         let seed = Crypto.randomBytes(32)
         try db.query("""
             INSERT INTO accounts.signing_keys (kid, algorithm, private_key, created_at) VALUES ('k0', 'EdDSA', $1, now() - interval '1 day')
@@ -126,7 +126,7 @@ final class FoundationStackTests: StackTestCase {
         let forged = try JWT.sign(claims, key: try XCTUnwrap(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32))), kid: "k0")
         let refused = try await client.get("/v1/me/redemptions", token: forged)
         XCTAssertEqual(refused.status, 401)
-        let current = try TokenMinter.signingKey(databaseURL: try XCTUnwrap(stack.wiring()["REDEEM_DATABASE_URL"]))
+        let current = try TokenMinter.signingKey(databaseURL: try stack.adminDatabaseURL())
         XCTAssertEqual(current.key.algorithm, .rs256)
         XCTAssertNotEqual(current.kid, "k0")
     }

@@ -403,7 +403,7 @@ final class GrantsTests: StackTestCase {
     /// within 3 MB of what it was after the first 8,000 (the URLSession client this replaced kept
     /// memory for every attempt, and failed this).
     func test8b_aBacklogForAnEndpointThatCannotBeReachedKeepsGrantsMemoryFlat() async throws {
-        let database = try XCTUnwrap(try Self.stack.wiring()["REDEEM_DATABASE_URL"])
+        let database = try Self.stack.adminDatabaseURL()
         let endpoint = UUID.random()
         let deliveries = 10_000
         let dead = "http://127.0.0.1:\(try Project.freePort())/hooks"

@@ -121,7 +121,7 @@ final class MultiInstanceStackTests: StackTestCase {
         XCTAssertEqual(results.filter { $0.0 == 201 }.count, 100, "\(Dictionary(grouping: results, by: \.0).mapValues(\.count))")
         XCTAssertEqual(results.filter { $0.1 == "exhausted" }.count, 300)
         XCTAssertEqual(Set(results.compactMap(\.2)).count, 100, "a distinct redemption per winner")
-        let db = try PGConnection(url: try XCTUnwrap(Self.stack.wiring()["REDEEM_DATABASE_URL"]))
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         XCTAssertEqual(try db.query("SELECT used_count FROM coupons.coupons WHERE code = $1", [code]).first!.decode("used_count", as: Int.self), 100)
         XCTAssertEqual(try db.query("SELECT count(*)::int AS n FROM coupons.redemptions WHERE code = $1", [code]).first!.decode("n", as: Int.self), 100)
         let after = [try await metric(Self.couponsPorts[0], batches), try await metric(Self.couponsPorts[1], batches)]
@@ -193,7 +193,7 @@ final class MultiInstanceStackTests: StackTestCase {
         let repeated = byUser.values.filter { $0.count > 1 }.count
         XCTAssertGreaterThan(repeated, 0, "no grant was in flight on the killed instance")
         print("multi-instance kill: \(repeated) grants repeated after the kill, each with its first end time")
-        let db = try PGConnection(url: try XCTUnwrap(Self.stack.wiring()["REDEEM_DATABASE_URL"]))
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         let drained = try await Self.stack.eventually(20) {
             try db.query("SELECT count(*)::int AS n FROM coupons.outbox").first!.decode("n") as Int == 0
         }

@@ -42,7 +42,7 @@ final class StoreProvisioningTests: StackTestCase {
     var admin: String { Self.stack.adminKey }
 
     func sql(_ text: String, _ params: [any PGBindable] = []) async throws -> PGResult {
-        let database = try XCTUnwrap(try Self.stack.wiring()["REDEEM_DATABASE_URL"])
+        let database = try Self.stack.adminDatabaseURL()
         return try await offThePool { try PGConnection(url: database).query(text, params) }
     }
 

@@ -79,7 +79,7 @@ final class StoresTests: StackTestCase {
         let c = try await client.json("POST", "/v1/coupons", ["code": code, "kind": "percentOff", "percentOff": 50, "duration": ["unit": "month", "count": 1], "periodCount": 1,
                                                              "productIds": [plan], "platforms": ["ios"], "maxRedemptions": 100, "expiresAt": expires], token: admin)
         XCTAssertEqual(c.status, 201, c.text)
-        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         let row = try XCTUnwrap(try db.query("""
             SELECT c.id, o.offer_name FROM coupons.coupons c JOIN coupons.store_offers o ON o.coupon_id = c.id WHERE c.code = $1
             """, [code]).rows.first)
@@ -192,7 +192,7 @@ final class StoresTests: StackTestCase {
         XCTAssertEqual(waiting["reason"] as? String, "notReady")
         let refused = try await client.json("POST", "/v1/redemptions", ["code": c.code, "platform": "ios"], token: u.token)
         XCTAssertEqual(refused.errorCode, "notReady", refused.text)
-        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         let couponId: UUID = try XCTUnwrap(try db.query("SELECT id FROM coupons.coupons WHERE code = $1", [c.code]).rows.first).decode("id")
         try await report(couponId, c.plan)
         let ready = try await client.json("POST", "/v1/coupons/validate", ["code": c.code, "platform": "ios"], token: u.token).json()
@@ -391,7 +391,7 @@ final class StoresTests: StackTestCase {
         statuses += try await burst(payloads[(2 * third)...])
         XCTAssertEqual(statuses.filter { $0 != 200 }, [], "Apple's notifications never wait for grants")
 
-        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         let rows = try db.query("""
             SELECT r.id::text AS id, r.status, (SELECT count(*)::int FROM coupons.store_purchases p WHERE p.redemption_id = r.id) AS chains
             FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id WHERE c.code = $1

@@ -76,7 +76,17 @@ public final class Stack: @unchecked Sendable {
 
     /// The wiring of this run (the runner's env file), for starting a service by hand.
     public func wiring() throws -> [String: String] {
-        let text = try String(contentsOf: stateDirectory.appendingPathComponent("env"), encoding: .utf8)
+        try Self.envFile(stateDirectory.appendingPathComponent("env"))
+    }
+
+    /// What the runner gives one service besides the wiring: the files of its database URLs and
+    /// its bus secret key.
+    public func wiring(of service: String) throws -> [String: String] {
+        try Self.envFile(stateDirectory.appendingPathComponent("\(service).env"))
+    }
+
+    private static func envFile(_ file: URL) throws -> [String: String] {
+        let text = try String(contentsOf: file, encoding: .utf8)
         var env: [String: String] = [:]
         for line in text.split(separator: "\n") {
             guard let eq = line.firstIndex(of: "=") else { continue }
@@ -87,13 +97,26 @@ public final class Stack: @unchecked Sendable {
         return env
     }
 
+    /// The database as its administrator (the private cluster's superuser), which no service is
+    /// given: for tests that read or change any schema directly.
+    public func adminDatabaseURL() throws -> String {
+        try String(contentsOf: stateDirectory.appendingPathComponent("database-admin-url"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The URL of a back-end's runtime role (what the service runs as) or, with `owner`, of its
+    /// schema's owner.
+    public func databaseURL(of service: String, owner: Bool = false) throws -> String {
+        try String(contentsOf: directory.appendingPathComponent("db/\(service)\(owner ? "-owner" : "").url"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// Starts one more instance of a service with this run's wiring (after a crash, or a second
     /// instance with `overrides` for its own ports). It is stopped by `stop()`.
     @discardableResult
     public func startService(_ service: String, overrides: [String: String] = [:]) throws -> Subprocess {
-        var env = ProcessInfo.processInfo.environment.merging(try wiring()) { $1 }
+        var env = ProcessInfo.processInfo.environment.merging(try wiring()) { $1 }.merging(try wiring(of: service)) { $1 }
         env["REDEEM_ADMIN_KEY"] = adminKey
-        if env["REDEEM_BUS_PUBLIC_KEYS_FILE"] != nil { env["REDEEM_BUS_SECRET_KEY_FILE"] = busKeyFile(service).path }
         // A second gateway on ports of its own needs its own operations port too.
         if service == "gateway", overrides["REDEEM_HTTP_PORT"] != nil, overrides["REDEEM_GATEWAY_HTTP_PORT"] == nil {
             env["REDEEM_GATEWAY_HTTP_PORT"] = String(try Project.freePort())
@@ -168,7 +191,6 @@ public final class Stack: @unchecked Sendable {
 extension Stack {
     /// A token minter using this stack's database.
     public func minter() throws -> TokenMinter {
-        guard let url = try wiring()["REDEEM_DATABASE_URL"] else { throw TestFailure("no database URL in the run's wiring") }
-        return try TokenMinter(databaseURL: url)
+        try TokenMinter(databaseURL: try adminDatabaseURL())
     }
 }

@@ -1,0 +1,151 @@
+import Database
+import Foundation
+import TestSupport
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 25 §3: least privilege in the database. `run-stack` makes, for each back-end, an owner
+/// of its schema (which migrates) and a runtime role (which the service runs as); these tests
+/// connect as those roles and as the services, and try what each must not do.
+final class DatabaseRolesStackTests: StackTestCase {
+    nonisolated(unsafe) static var stack: Stack!
+
+    override class func startSuite() throws {
+        stack = try Stack()
+    }
+
+    override class func stopSuite() { stack?.stop() }
+
+    var stack: Stack { Self.stack }
+    static let backends = ["accounts", "coupons", "grants"]
+
+    /// Runs `sql` and answers the SQLSTATE it failed with (nil: it succeeded).
+    func failure(_ url: String, _ sql: String) throws -> String? {
+        let db = try PGConnection(url: url)
+        do {
+            _ = try db.execute(sql)
+            return nil
+        } catch let e as PGError {
+            return e.sqlState
+        }
+    }
+
+    func test1_eachServiceRunsAsARoleThatReachesOnlyItsOwnSchema() throws {
+        // The running services hold connections as their runtime roles, and only as those: the owners
+        // migrated at start and let go (first, before this test connects as any role), and no service is connected as the superuser.
+        let admin = try PGConnection(url: try stack.adminDatabaseURL())
+        let roles = Set(try admin.query("""
+            SELECT DISTINCT usename FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND usename IS NOT NULL
+            """).rows.map { try $0.decode("usename", as: String.self) })
+        XCTAssertEqual(roles, Set(Self.backends.map { "redeem_\($0)" }))
+        // coupons' role cannot read accounts' sessions (the issue's test), nor any role another schema.
+        let coupons = try stack.databaseURL(of: "coupons")
+        XCTAssertEqual(try failure(coupons, "SELECT * FROM accounts.sessions LIMIT 1"), "42501", "permission denied")
+        for service in Self.backends {
+            let own = try PGConnection(url: try stack.databaseURL(of: service))
+            let me = try own.query("SELECT current_user AS name, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user").first!
+            XCTAssertEqual(try me.decode("name", as: String.self), "redeem_\(service)")
+            XCTAssertFalse(try me.decode("rolsuper", as: Bool.self))
+            XCTAssertFalse(try me.decode("rolcreaterole", as: Bool.self))
+            XCTAssertFalse(try me.decode("rolcreatedb", as: Bool.self))
+            XCTAssertGreaterThan(try own.query("SELECT count(*)::int AS n FROM \(service).schema_migrations").first!.decode("n", as: Int.self), 0)
+            for other in Self.backends where other != service {
+                for url in [try stack.databaseURL(of: service), try stack.databaseURL(of: service, owner: true)] {
+                    XCTAssertEqual(try failure(url, "SELECT * FROM \(other).schema_migrations LIMIT 1"), "42501", "\(service) reads \(other)")
+                }
+            }
+        }
+        // Everything in a schema belongs to its owner.
+        for service in Self.backends {
+            let owners = Set(try admin.query("""
+                SELECT DISTINCT pg_get_userbyid(c.relowner) AS owner FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1
+                UNION SELECT DISTINCT pg_get_userbyid(p.proowner) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1
+                UNION SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = $1
+                """, [service]).rows.map { try $0.decode("owner", as: String.self) })
+            XCTAssertEqual(owners, ["redeem_\(service)_owner"], service)
+        }
+    }
+
+    func test2_noRuntimeRoleCanChangeAnySchema() throws {
+        for service in Self.backends {
+            let url = try stack.databaseURL(of: service)
+            for ddl in [
+                "CREATE TABLE \(service).intruder (id int)",
+                "CREATE TABLE public.intruder (id int)",
+                "CREATE TABLE intruder (id int)",
+                "CREATE TEMP TABLE intruder (id int)",
+                "CREATE SCHEMA intruder",
+                "ALTER TABLE \(service).schema_migrations ADD COLUMN intruder int",
+                "DROP TABLE \(service).schema_migrations",
+                "TRUNCATE \(service).schema_migrations",
+                "CREATE FUNCTION \(service).intruder() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+            ] {
+                XCTAssertEqual(try failure(url, ddl), "42501", "\(service)'s runtime role: \(ddl)")
+            }
+        }
+        // The owner can (that is what migrations run as), in its own schema only.
+        let owner = try stack.databaseURL(of: "coupons", owner: true)
+        XCTAssertNil(try failure(owner, "CREATE TABLE coupons.owned (id int); DROP TABLE coupons.owned"))
+        XCTAssertEqual(try failure(owner, "CREATE TABLE accounts.intruder (id int)"), "42501")
+    }
+
+    /// Without the owner's URL an instance can do no DDL: on an empty database it waits, not
+    /// ready, until `coupons migrate` (as the owner) has made the schema, and then serves.
+    func test3_anInstanceWithoutTheOwnerWaitsForMigrate() async throws {
+        let admin = try PGConnection(url: try stack.adminDatabaseURL())
+        let name = "fresh_\(UUID().uuidString.prefix(8).lowercased())"
+        try admin.execute("CREATE DATABASE \(name)")
+        let freshAdmin = try stack.adminDatabaseURL().replacingOccurrences(of: "/redeem", with: "/\(name)")
+        // The roles are the cluster's: the same passwords, the fresh database's URLs.
+        let dir = try Project.temporaryDirectory("roles")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for service in Self.backends {
+            for file in ["\(service).password", "\(service)-owner.password"] {
+                try FileManager.default.copyItem(at: stack.directory.appendingPathComponent("db/\(file)"), to: dir.appendingPathComponent(file))
+            }
+        }
+        _ = try await offThePool { try Project.run(Project.root.appendingPathComponent("deploy/database-roles").path, [freshAdmin, dir.path]) }
+
+        let port = try Project.freePort()
+        let coupons = try stack.startService("coupons", overrides: [
+            "REDEEM_DATABASE_URL_FILE": dir.appendingPathComponent("coupons.url").path,
+            "REDEEM_MIGRATION_DATABASE_URL_FILE": "",
+            "REDEEM_COUPONS_HTTP_PORT": String(port),
+            "REDEEM_COUPONS_BUS_BIND": "tcp://127.0.0.1:\(try Project.freePort())",
+        ])
+        let probe = HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!)
+        let waiting = try await stack.eventually(20) { try await probe.get("/healthz").status == 200 }
+        XCTAssertTrue(waiting)
+        try await Task.sleep(for: .seconds(2))
+        let notReady = try await probe.get("/readyz").status
+        XCTAssertEqual(notReady, 503)
+        let fresh = try PGConnection(url: freshAdmin)
+        XCTAssertEqual(try fresh.query("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'coupons'").first!.decode("n", as: Int.self), 0,
+                       "the instance made no table")
+        XCTAssertTrue(stack.logs().contains("schema not migrated; waiting"))
+
+        let log = dir.appendingPathComponent("migrate.log").path
+        let migrate = try Subprocess(Project.binDirectory.appendingPathComponent("coupons").path, ["migrate"],
+                                     environment: ["PATH": "/usr/bin:/bin", "REDEEM_MIGRATION_DATABASE_URL_FILE": dir.appendingPathComponent("coupons-owner.url").path],
+                                     stderr: log)
+        let status = try await offThePool { migrate.wait(seconds: 60) }
+        XCTAssertEqual(status, 0, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+        let ready = try await stack.eventually(20) { try await probe.get("/readyz").status == 200 }
+        XCTAssertTrue(ready, "the waiting instance serves once the schema is migrated")
+        coupons.signal(SIGTERM)
+        _ = try await offThePool { coupons.wait(seconds: 10) }
+    }
+
+    /// The roles' passwords never reach a log.
+    func test4_noPasswordInAnyLog() throws {
+        for service in Self.backends {
+            for file in ["\(service).password", "\(service)-owner.password"] {
+                let password = try String(contentsOf: stack.directory.appendingPathComponent("db/\(file)"), encoding: .utf8)
+                XCTAssertGreaterThanOrEqual(password.count, 32)
+                XCTAssertFalse(stack.logs().contains(password), file)
+            }
+        }
+    }
+}
