@@ -37,7 +37,7 @@ let layers: [Target] = [
     .target(name: "Database", dependencies: ["Core", "Telemetry", "CLibPQ"], swiftSettings: optimized),
     .target(name: "Bus", dependencies: ["Core", "Telemetry", "CZeroMQ"], swiftSettings: optimized),
     .target(name: "HTTP", dependencies: ["Core", "Telemetry", "CMicroHTTPD"], swiftSettings: optimized),
-    .target(name: "Runtime", dependencies: ["Core", "Telemetry", "Database", "Bus", "HTTP"], swiftSettings: optimized),
+    .target(name: "Runtime", dependencies: ["Core", "Telemetry", "Cryptography", "Database", "Bus", "HTTP"], swiftSettings: optimized),
 ]
 let allLayers: [Target.Dependency] = ["Core", "Telemetry", "Cryptography", "Database", "Bus", "HTTP", "Runtime"]
 

@@ -35,6 +35,6 @@ for _ in $(seq 1 600); do grep -q REDEEM_GATEWAY_URL "$work/runner.out" 2>/dev/n
 gateway=$(grep REDEEM_GATEWAY_URL "$work/runner.out" | cut -d= -f2)
 [[ -n $gateway ]] || { echo "bench: the stack did not start"; cat "$work/runner.err"; exit 1; }
 set -a; source "$work/data/run/env"; set +a
-db=$REDEEM_DATABASE_URL
+db=$(cat "$work/data/run/database-admin-url")  # the superuser: no service gets it (run-stack)
 pg_port=${db##*127.0.0.1:}; pg_port=${pg_port%%/*}
 psql_() { "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -qAt redeem "$@"; }

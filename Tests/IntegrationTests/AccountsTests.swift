@@ -327,7 +327,7 @@ final class AccountsTests: StackTestCase {
     func testTamperedExpiredAndForeignTokensAreRefused() async throws {
         let s = try await signUp()
         // The service's own signing key, from accounts' key store, mints a valid and an expired token.
-        let signing = try TokenMinter.signingKey(databaseURL: try Self.stack.adminDatabaseURL())
+        let signing = try Self.stack.signingKey()
         let (key, kid) = (signing.key, signing.kid)
         let parts = s.access.split(separator: ".")
         let claims = try JSONDecoder().decode(AccessClaims.self, from: Data(try XCTUnwrap(Base64URL.decode(parts[1]))))

@@ -126,7 +126,7 @@ final class FoundationStackTests: StackTestCase {
         let forged = try JWT.sign(claims, key: try XCTUnwrap(AsymmetricKey.ed25519(privateKey: Crypto.randomBytes(32))), kid: "k0")
         let refused = try await client.get("/v1/me/redemptions", token: forged)
         XCTAssertEqual(refused.status, 401)
-        let current = try TokenMinter.signingKey(databaseURL: try stack.adminDatabaseURL())
+        let current = try stack.signingKey()
         XCTAssertEqual(current.key.algorithm, .rs256)
         XCTAssertNotEqual(current.kid, "k0")
     }

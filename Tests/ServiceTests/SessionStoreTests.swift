@@ -50,7 +50,7 @@ import Testing
         let pool = try await Self.pool()
         defer { pool.close() }
         _ = try await AccountsService.migrator.apply(on: pool)
-        let issuer = SessionIssuer(config: try AccountsConfig(env: Environment(["REDEEM_REFRESH_GRACE": "10"])))
+        let issuer = SessionIssuer(config: try AccountsConfig(env: Environment(["REDEEM_REFRESH_GRACE": "10"])), keyring: .random())
         try await issuer.loadSigningKey(pool)
         func refresh(_ token: String) async throws -> SessionIssuer.RefreshOutcome {
             try await pool.transaction { tx in try issuer.refresh(tx, token: token) }

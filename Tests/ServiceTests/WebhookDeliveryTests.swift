@@ -50,7 +50,7 @@ import Testing
 
     static func deliverer(_ pool: PGPool, allowPrivate: Bool, resolve: @escaping @Sendable (String) -> [String] = Webhooks.resolve) -> WebhookDeliverer {
         WebhookDeliverer(pool: pool, logger: Logger(service: "grants", sink: LogSink(capturing: ())), schedule: [1, 1], allowPrivate: allowPrivate,
-                         resolve: resolve)
+                         keyring: .random(), resolve: resolve)
     }
 
     /// Standard Webhooks: a 3xx is a failed delivery. The receiver redirects (every kind, to a

@@ -1,4 +1,6 @@
+import AccountsService
 import Bus
+import Cryptography
 import Foundation
 import Runtime
 import Telemetry
@@ -191,6 +193,21 @@ public final class Stack: @unchecked Sendable {
 extension Stack {
     /// A token minter using this stack's database.
     public func minter() throws -> TokenMinter {
-        try TokenMinter(databaseURL: try adminDatabaseURL())
+        try TokenMinter(databaseURL: try adminDatabaseURL(), keyring: try secretKeyring())
+    }
+
+    /// The key accounts signs new access tokens with, opened as accounts opens it.
+    public func signingKey() throws -> SigningKeyStore.Stored {
+        try TokenMinter.signingKey(databaseURL: try adminDatabaseURL(), keyring: try secretKeyring())
+    }
+
+    /// The stack's `REDEEM_SECRET_KEY`, as `run-stack` made it (`<data dir>/secret-key`).
+    public func secretKey() throws -> String {
+        try String(contentsOf: directory.appendingPathComponent("secret-key"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The keyring accounts and grants seal their secrets with.
+    public func secretKeyring() throws -> SecretKeyring {
+        try SecretKeyring(env: Environment(["REDEEM_SECRET_KEY": try secretKey()]))
     }
 }

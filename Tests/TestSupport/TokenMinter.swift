@@ -10,16 +10,17 @@ public struct TokenMinter: Sendable {
     public let key: AsymmetricKey
     public let kid: String
 
-    public init(databaseURL: String) throws {
-        let signing = try Self.signingKey(databaseURL: databaseURL)
+    public init(databaseURL: String, keyring: SecretKeyring) throws {
+        let signing = try Self.signingKey(databaseURL: databaseURL, keyring: keyring)
         key = signing.key
         kid = signing.kid
     }
 
     /// The key accounts signs new access tokens with, asked of accounts' own key store: the one
     /// way tests and bench-tokens reach a service's keys.
-    public static func signingKey(databaseURL: String) throws -> SigningKeyStore.Stored {
-        guard let signing = try SigningKeyStore.signing(try PGConnection(url: databaseURL)) else { throw TestFailure("no signing key yet") }
+    /// `keyring` opens the stored key (the stack's `REDEEM_SECRET_KEY`).
+    public static func signingKey(databaseURL: String, keyring: SecretKeyring) throws -> SigningKeyStore.Stored {
+        guard let signing = try SigningKeyStore.signing(try PGConnection(url: databaseURL), keyring: keyring) else { throw TestFailure("no signing key yet") }
         return signing
     }
 

@@ -28,7 +28,7 @@ public final class AccountsService: BackendService {
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
         config = try AccountsConfig(env: env)
-        sessions = SessionIssuer(config: config)
+        sessions = SessionIssuer(config: config, keyring: try SecretKeyring(env: env))
         apple = AppleIdentity(clientId: config.appleClientId, jwks: config.appleJWKS)
         events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)
         grants = try BusClient(bus: runtime.bus, service: "grants", connect: config.grantsBus, metrics: runtime.metrics)
@@ -36,7 +36,8 @@ public final class AccountsService: BackendService {
     }
 
     public func start() async throws {
-        try await sessions.loadSigningKey(pool)
+        let resealed = try await sessions.loadSigningKey(pool)
+        if resealed > 0 { runtime.logger.info("signing keys sealed under the current secret key", ["keys.resealed": resealed]) }
         if let key = config.adminKey {
             try await APIKeyStore.insert(pool, secret: key, name: "bootstrap admin", role: .admin)
             runtime.logger.info("bootstrap admin key present", ["apiKey.prefix": APIKeySecret.prefix(of: key)])

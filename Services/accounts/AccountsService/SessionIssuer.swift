@@ -12,22 +12,33 @@ final class SessionIssuer: Sendable {
     /// The key new tokens are signed with, and every key tokens may still carry.
     private let keys = Mutex<(signing: SigningKeyStore.Stored, all: [SigningKeyStore.Stored])?>(nil)
 
-    init(config: AccountsConfig) { self.config = config }
+    /// Seals and opens the private keys as they are stored.
+    private let keyring: SecretKeyring
+
+    init(config: AccountsConfig, keyring: SecretKeyring) {
+        self.config = config
+        self.keyring = keyring
+    }
 
     /// Loads the signing keys, creating the RS256 key on first start. Several instances starting
     /// together agree on one key: the insert of its key id is a no-op for all but one of them.
-    func loadSigningKey(_ pool: PGPool) async throws {
-        var stored = try await pool.withConnection { try SigningKeyStore.all($0) }
+    /// Keys stored plain (before keys were sealed) or under a previous secret key are sealed again
+    /// under the current one first. Answers how many were.
+    @discardableResult
+    func loadSigningKey(_ pool: PGPool) async throws -> Int {
+        let keyring = self.keyring
+        let resealed = try await pool.withConnection { try SigningKeyStore.reseal($0, keyring: keyring) }
+        var stored = try await pool.withConnection { try SigningKeyStore.all($0, keyring: keyring) }
         if !stored.contains(where: { $0.key.algorithm == .rs256 }) {
             guard let fresh = AsymmetricKey.generateRSA(bits: 2048)?.privateKeyDER else { throw ServiceError.internal }
             stored = try await pool.transaction { tx in
-                try tx.query("INSERT INTO accounts.signing_keys (kid, algorithm, private_key) VALUES ('r1', 'RS256', $1) ON CONFLICT (kid) DO NOTHING",
-                             [PGBytes(Data(fresh))])
-                return try SigningKeyStore.all(tx)
+                try SigningKeyStore.insert(tx, kid: "r1", algorithm: "RS256", privateKey: fresh, keyring: keyring)
+                return try SigningKeyStore.all(tx, keyring: keyring)
             }
         }
         guard let current = stored.first(where: { $0.key.algorithm == .rs256 }) else { throw ServiceError.internal }
         keys.withLock { $0 = (current, stored) }
+        return resealed
     }
 
     func publicKeys() throws -> Accounts.SigningKeys.Response {

@@ -1,5 +1,6 @@
 import Bus
 import Core
+import Cryptography
 import Database
 import Foundation
 import Runtime
@@ -22,6 +23,8 @@ public final class GrantsService: BackendService {
     /// The store's view of holders, under `revenuecat` (issue 22 §3).
     let storeViews: StoreViews
     let deliverer: WebhookDeliverer
+    /// Seals the webhook secrets as they are stored (`REDEEM_SECRET_KEY`).
+    let keyring: SecretKeyring
     /// App Store Connect, when the App Store is connected (docs/stores.md).
     let appStoreConnect: AppStoreConnectClient?
     /// The App Store Server API, when configured (`grants.appleTransaction`).
@@ -68,7 +71,9 @@ public final class GrantsService: BackendService {
                              lease: config.providerTimeout + 5, claimLimit: limiters.isEmpty ? 500 : max(1, min(500, Int(config.providerRate * 4))))
         transfers = TransferWorker(pool: runtime.pool, logger: runtime.logger, providers: providers,
                                    retry: RetryPolicy(initial: 1, max: config.maxRetryDelay), lease: config.providerTimeout + 5)
-        deliverer = WebhookDeliverer(pool: runtime.pool, logger: runtime.logger, schedule: config.webhookSchedule, allowPrivate: config.webhookAllowPrivate)
+        keyring = try SecretKeyring(env: env)
+        deliverer = WebhookDeliverer(pool: runtime.pool, logger: runtime.logger, schedule: config.webhookSchedule, allowPrivate: config.webhookAllowPrivate,
+                                     keyring: keyring)
         let appleRetry = AppleRetry(policy: RetryPolicy(initial: 1, max: config.maxRetryDelay)), timeout = config.providerTimeout
         appStoreConnect = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: appleRetry) }
         appStoreServer = config.appStoreServer.map { AppStoreServerClient(settings: $0, timeout: timeout, retry: appleRetry) }
@@ -84,6 +89,8 @@ public final class GrantsService: BackendService {
     /// Commands are taken only once the schema exists; until then they stay in the coupons
     /// outbox and are re-sent.
     public func start() async throws {
+        let resealed = try await Webhooks.resealSecrets(pool, keyring: keyring)
+        if resealed > 0 { logger.info("webhook secrets sealed under the current secret key", ["webhooks.resealed": resealed]) }
         var commands = BusRouter(logger: logger)
         commands.on(GrantCommand.self) { [self] command, context in
             try await storeCommand(ReceivedCommand(command, message: context.message))
@@ -211,10 +218,12 @@ public final class GrantsService: BackendService {
                 throw ServiceError(.invalid, "events must be a non-empty list of \(WebhookEventType.listed)", field: "events")
             }
             let secret = Webhooks.newSecret()
+            let id = UUID.random()
+            let sealed = Webhooks.seal(secret: secret, endpoint: id, keyring: keyring)
             let row = try await pool.query("""
-                INSERT INTO grants.webhook_endpoints (id, url, events, secret, mode) VALUES ($1, $2, $3::text[], $4, $5)
+                INSERT INTO grants.webhook_endpoints (id, url, events, secret, secret_key_id, mode) VALUES ($1, $2, $3::text[], $4, $5, $6)
                 RETURNING id, url, events, active, mode, created_at
-                """, [UUID.random(), url.absoluteString, PGArray(Set(events).map(\.rawValue).sorted()), secret, Mode.of(req.mode).rawValue]).first!
+                """, [id, url.absoluteString, PGArray(Set(events).map(\.rawValue).sorted()), sealed.text, sealed.keyId, Mode.of(req.mode).rawValue]).first!
             return .init(endpoint: try Webhooks.endpointView(row), secret: secret)
         }
         r.on(Grants.ListWebhooks.self) { [self] req, _ in try await Webhooks.list(pool, req) }

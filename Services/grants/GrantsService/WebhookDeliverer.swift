@@ -1,4 +1,5 @@
 import Core
+import Cryptography
 import Database
 import Foundation
 import Runtime
@@ -23,9 +24,13 @@ final class WebhookDeliverer: Sendable {
     /// whose operators have no webhooks never needs.
     private let madeClient = Mutex<PinnedHTTPClient?>(nil)
 
-    init(pool: PGPool, logger: Logger, schedule: [TimeInterval], allowPrivate: Bool,
+    /// Opens the endpoints' stored secrets.
+    let keyring: SecretKeyring
+
+    init(pool: PGPool, logger: Logger, schedule: [TimeInterval], allowPrivate: Bool, keyring: SecretKeyring,
          resolve: @escaping @Sendable (String) -> [String] = Webhooks.resolve, limits: PinnedHTTPClient.Limits = .init()) {
         self.pool = pool
+        self.keyring = keyring
         self.logger = logger
         self.schedule = schedule
         self.allowPrivate = allowPrivate
@@ -108,12 +113,16 @@ final class WebhookDeliverer: Sendable {
         case .failure(let e as ServiceError): return Attempt(error: e.message)
         case .failure(let e): return Attempt(error: String(describing: e))
         }
+        let secret: String
+        do { secret = try Webhooks.openSecret(d.secret, keyId: d.secretKeyId, endpoint: d.endpoint, keyring: keyring) } catch {
+            return Attempt(error: String(describing: error))
+        }
         let body = Array(d.payload.utf8)
         let ts = Int(Date().timeIntervalSince1970)
         let request = PinnedHTTPClient.Request(
             url: target.url.absoluteString, scheme: target.scheme, address: target.address, port: target.port,
             headers: ["Content-Type: application/json", "User-Agent: Redeem-Webhooks/1", "webhook-id: \(d.webhookId)", "webhook-timestamp: \(ts)",
-                      "webhook-signature: \(Webhooks.signature(secret: d.secret, id: d.webhookId, timestamp: ts, body: Data(body)))"],
+                      "webhook-signature: \(Webhooks.signature(secret: secret, id: d.webhookId, timestamp: ts, body: Data(body)))"],
             body: body)
         do {
             let answer = try await client().post(request)

@@ -159,7 +159,9 @@ enum Webhooks {
         let id: UUID
         let endpoint: UUID
         let url: String
+        /// As stored: sealed (base64) under the key `secretKeyId` names, or plain when that is nil.
         let secret: String
+        let secretKeyId: String?
         let webhookId: String
         let payload: String
         let attempts: Int
@@ -180,6 +182,48 @@ enum Webhooks {
             """, [id, mode.rawValue]).first != nil
     }
 
+    /// What an endpoint's sealed secret is bound to: its row.
+    static func secretContext(_ endpoint: UUID) -> String { "grants.webhook_endpoints/" + endpoint.lowercasedString }
+
+    /// An endpoint's secret sealed for storing: the text of the `secret` column and its key id.
+    static func seal(secret: String, endpoint: UUID, keyring: SecretKeyring) -> (text: String, keyId: String) {
+        let sealed = keyring.seal(Array(secret.utf8), context: secretContext(endpoint))
+        return (Data(sealed.sealed).base64EncodedString(), sealed.keyId)
+    }
+
+    /// The secret of an endpoint as stored (`secret`, `secret_key_id`).
+    static func openSecret(_ stored: String, keyId: String?, endpoint: UUID, keyring: SecretKeyring) throws -> String {
+        guard keyId != nil else { return stored }
+        guard let bytes = Data(base64Encoded: stored) else { throw SecretKeyring.Failure.altered(secretContext(endpoint)) }
+        let plain = try keyring.open(Array(bytes), keyId: keyId, context: secretContext(endpoint))
+        guard let text = String(bytes: plain, encoding: .utf8) else { throw SecretKeyring.Failure.altered(secretContext(endpoint)) }
+        return text
+    }
+
+    /// Seals under the current key every endpoint secret that is plain (stored before secrets were
+    /// sealed) or sealed under another key (before a rotation), a page at a time. Instances
+    /// starting together reseal each row once: the rows are locked, and one resealed no longer
+    /// matches. Answers how many it sealed.
+    static func resealSecrets(_ pool: PGPool, keyring: SecretKeyring) async throws -> Int {
+        var total = 0
+        while true {
+            let sealed = try await pool.transaction { tx in
+                let rows = try tx.query("""
+                    SELECT id, secret, secret_key_id FROM grants.webhook_endpoints WHERE secret_key_id IS DISTINCT FROM $1 LIMIT 500 FOR UPDATE
+                    """, [keyring.current.id]).rows
+                for row in rows {
+                    let id: UUID = try row.decode("id")
+                    let plain = try openSecret(try row.decode("secret"), keyId: try row.decodeIfPresent("secret_key_id", as: String.self), endpoint: id, keyring: keyring)
+                    let again = seal(secret: plain, endpoint: id, keyring: keyring)
+                    try tx.query("UPDATE grants.webhook_endpoints SET secret = $2, secret_key_id = $3 WHERE id = $1", [id, again.text, again.keyId])
+                }
+                return rows.count
+            }
+            total += sealed
+            if sealed < 500 { return total }
+        }
+    }
+
     static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Due] {
         try c.query("""
             UPDATE grants.webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
@@ -188,9 +232,10 @@ enum Webhooks {
                 SELECT id FROM grants.webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= now()
                 ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
             )
-            RETURNING d.id, d.endpoint_id, e.url, e.secret, e.active, d.webhook_id, d.payload, d.attempts
+            RETURNING d.id, d.endpoint_id, e.url, e.secret, e.secret_key_id, e.active, d.webhook_id, d.payload, d.attempts
             """, [limit, lease]).rows.map {
             Due(id: try $0.decode("id"), endpoint: try $0.decode("endpoint_id"), url: try $0.decode("url"), secret: try $0.decode("secret"),
+                secretKeyId: try $0.decodeIfPresent("secret_key_id", as: String.self),
                 webhookId: try $0.decode("webhook_id"), payload: try $0.decode("payload"), attempts: try $0.decode("attempts"))
         }
     }
