@@ -12,7 +12,8 @@ struct AccountsConfig: Sendable {
     /// of revoking its session (`REDEEM_REFRESH_GRACE`, 0 turns it off): a phone whose refresh
     /// answer was lost retries with the same token.
     var refreshGrace: TimeInterval
-    /// A bootstrap admin key to create at start (`REDEEM_ADMIN_KEY`). Never logged.
+    /// A bootstrap admin key to create at start (`REDEEM_ADMIN_KEY`, or the file
+    /// `REDEEM_ADMIN_KEY_FILE` names: compose makes one). Never logged.
     var adminKey: String?
     var appleClientId: String?
     var appleJWKS: String?
@@ -24,10 +25,11 @@ struct AccountsConfig: Sendable {
         accessTokenTTL = TimeInterval(try env.int("REDEEM_ACCESS_TOKEN_TTL", default: 900, range: 5...900))
         refreshTokenTTL = TimeInterval(try env.int("REDEEM_REFRESH_TOKEN_TTL", default: 30 * 86400, range: 60...(365 * 86400)))
         refreshGrace = TimeInterval(try env.int("REDEEM_REFRESH_GRACE", default: 10, range: 0...60))
-        adminKey = env.raw("REDEEM_ADMIN_KEY")
+        let admin = try env.valueOrFile("REDEEM_ADMIN_KEY", file: "REDEEM_ADMIN_KEY_FILE")
+        adminKey = admin?.text
         if let key = adminKey {
             guard APIKeySecret.mode(of: key) != nil, key.count >= 24, key.count <= 200 else {
-                throw ConfigError(variable: "REDEEM_ADMIN_KEY", problem: "must be sk_live_… or sk_test_… with at least 16 characters after the prefix")
+                throw ConfigError(variable: admin!.variable, problem: "must be sk_live_… or sk_test_… with at least 16 characters after the prefix")
             }
         }
         appleClientId = env.raw("REDEEM_APPLE_CLIENT_ID")
