@@ -114,7 +114,7 @@ final class SecretsStackTests: StackTestCase {
                 XCTAssertTrue(gone, "\(service) stopped")
                 try stack.startService(service, overrides: settings)
             }
-            let ready = try await stack.eventually(30) { try await self.client.get("/readyz").status == 200 }
+            let ready = try await stack.eventually(30) { try await self.stack.ops.get("/readyz").status == 200 }
             XCTAssertTrue(ready, "accounts and grants start again: \(stack.logs().suffix(2000))")
         }
         try await restart(["REDEEM_SECRET_KEY_FILE": newFile.path, "REDEEM_SECRET_KEY_PREVIOUS_FILE": oldFile.path])
