@@ -77,7 +77,7 @@ final class AccountLinkTests: StackTestCase {
     }
 
     func sql(_ text: String, _ params: [any PGBindable] = []) async throws -> PGResult {
-        let database = try XCTUnwrap(try Self.stack.wiring()["REDEEM_DATABASE_URL"])
+        let database = try Self.stack.adminDatabaseURL()
         nonisolated(unsafe) let p = params
         return try await offThePool { try PGConnection(url: database).query(text, p) }
     }

@@ -95,7 +95,7 @@ final class RedeemKitStackTests: StackTestCase {
         input.maxRedemptions = 100
         input.expiresAt = Date().addingTimeInterval(30 * 86_400)
         let code = try await operatorClient.createCoupon(input).code
-        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         let row = try XCTUnwrap(try db.query("""
             SELECT c.id, o.offer_name FROM coupons.coupons c JOIN coupons.store_offers o ON o.coupon_id = c.id WHERE c.code = $1
             """, [code]).rows.first)
