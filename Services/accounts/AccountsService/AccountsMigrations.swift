@@ -112,7 +112,7 @@ enum AccountsMigrations {
         // appUserId changes refer to it), without email, password, identities or ids.
         Migration(5, "deleted accounts", """
             ALTER TABLE accounts ADD COLUMN deleted_at timestamptz;
-              """),
+            """),
         // Issue 25 §3: private keys are sealed under REDEEM_SECRET_KEY (SecretKeyring); the id of
         // the key that sealed one is kept beside it. NULL: a key stored before, still plain, which
         // the service seals at its next start.

@@ -164,7 +164,7 @@ enum GrantsMigrations {
             );
             CREATE INDEX transfers_due ON transfers (next_attempt_at) WHERE status = 'pending';
             DROP FUNCTION IF EXISTS store_round(json);
-              """),
+            """),
         // Issue 25 §3: webhook secrets are sealed under REDEEM_SECRET_KEY (SecretKeyring), stored
         // as base64, with the id of the key beside them. NULL: a secret stored before, still
         // plain, which the service seals at its next start.
