@@ -108,7 +108,9 @@ final class InFlight: Sendable {
         let endpoint = "tcp://127.0.0.1:\(try Project.freePort())"
         let client = try BusClient(bus: bus, service: "test", connect: [endpoint])
         defer { client.stop() }
-        async let reply = client.request(Echo(text: "early"), timeout: .seconds(3))
+        // The deadline is far past the server's start, so only a request that gave up early fails,
+        // not a slow machine.
+        async let reply = client.request(Echo(text: "early"), timeout: .seconds(15))
         try await Task.sleep(for: .milliseconds(200))
         let s = try server(endpoint)
         defer { s.stop() }
@@ -121,11 +123,12 @@ final class InFlight: Sendable {
         let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint])
         defer { client.stop() }
         func reply(_ payload: String, id: String) async throws -> ServiceError? {
-            let data = try await client.requestRaw(Data(payload.utf8), id: id)
+            // A generous deadline: this is about the error codes, and the whole suite shares two cores.
+            let data = try await client.requestRaw(Data(payload.utf8), id: id, timeout: .seconds(15))
             return try JSONDecoder().decode(ReplyEnvelope<Empty>.self, from: data).error
         }
         // Connected first: an undecodable frame that can't be sent yet is not retried.
-        #expect(try await client.request(Echo(text: "hello")).text == "hello!")
+        #expect(try await client.request(Echo(text: "hello"), timeout: .seconds(15)).text == "hello!")
         #expect(try await reply("garbage{", id: "")?.code == .malformedMessage)
         #expect(try await reply(#"{"v":1,"id":"a1","type":"no.such","body":{}}"#, id: "a1")?.code == .unknownMessageType)
         #expect(try await reply(#"{"v":9,"id":"a2","type":"test.echo","body":{"text":"x"}}"#, id: "a2")?.code == .unsupportedVersion)
