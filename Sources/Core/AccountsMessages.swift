@@ -246,6 +246,8 @@ public struct APIKeyView: Codable, Sendable, Equatable {
 public enum APIKeys {
     public struct Create: BusRequest {
         public static let type = "apiKeys.create"
+        /// Who asks, for the audit log (nil from a gateway of an earlier version).
+        public var actor: AuditActor? = nil
         public struct Response: Codable, Sendable {
             public var apiKey: APIKeyView
             /// The secret, shown this once.
@@ -288,6 +290,8 @@ public enum APIKeys {
     /// Revokes a key; `notFound` also for a key the caller's mode does not manage.
     public struct Revoke: BusRequest {
         public static let type = "apiKeys.revoke"
+        /// Who asks, for the audit log (nil from a gateway of an earlier version).
+        public var actor: AuditActor? = nil
         public typealias Response = Empty
         public var id: UUID
         /// The mode of the key asking (`Mode.of`).

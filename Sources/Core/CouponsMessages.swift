@@ -238,6 +238,8 @@ public enum Coupons {
 
     public struct Create: BusRequest {
         public static let type = "coupons.create"
+        /// Who asks, for the audit log (nil from a gateway of an earlier version).
+        public var actor: AuditActor? = nil
         public typealias Response = CouponView
         public var input: CouponInput
         public var mode: Mode
@@ -279,6 +281,8 @@ public enum Coupons {
 
     public struct Patch: BusRequest {
         public static let type = "coupons.patch"
+        /// Who asks, for the audit log (nil from a gateway of an earlier version).
+        public var actor: AuditActor? = nil
         public typealias Response = CouponView
         public var code: String
         public var active: Bool?
@@ -482,6 +486,8 @@ public enum Coupons {
     /// An operator confirms a purchase; `notFound` unless the redemption's coupon is of `mode` (`Mode.of`).
     public struct Purchase: BusRequest {
         public static let type = "coupons.purchase"
+        /// Who asks, for the audit log (nil from a gateway of an earlier version).
+        public var actor: AuditActor? = nil
         public typealias Response = RedemptionView
         public var id: UUID
         public var pricePaid: Money

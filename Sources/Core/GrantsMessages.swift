@@ -178,6 +178,8 @@ public enum Grants {
 
     public struct CreateWebhook: BusRequest {
         public static let type = "grants.createWebhook"
+        /// Who asks, for the audit log (nil from a gateway of an earlier version).
+        public var actor: AuditActor? = nil
         public struct Response: Codable, Sendable {
             public var endpoint: WebhookEndpointView
             public var secret: String
@@ -216,6 +218,8 @@ public enum Grants {
     /// Deletes an endpoint of `mode` (`Mode.of`); `notFound` for one of the other mode.
     public struct DeleteWebhook: BusRequest {
         public static let type = "grants.deleteWebhook"
+        /// Who asks, for the audit log (nil from a gateway of an earlier version).
+        public var actor: AuditActor? = nil
         public typealias Response = Empty
         public var id: UUID
         public var mode: Mode?

@@ -11,6 +11,8 @@ public struct JSONSchema: Sendable, Equatable, Encodable {
         case map(JSONSchema)
         /// A schema of `components/schemas`, by name.
         case reference(String)
+        /// Any JSON value (`JSONValue`): a record of another body, kept as it was.
+        case any
     }
 
     public struct Field: Sendable, Equatable {
@@ -79,6 +81,9 @@ public struct JSONSchema: Sendable, Equatable, Encodable {
         var c = encoder.container(keyedBy: Key.self)
         let type: String
         switch shape {
+        case .any:
+            try c.encodeIfPresent(description, forKey: .description)
+            return
         case .reference(let name):
             // A reference takes no siblings: a nullable one is "that, or null".
             if nullable {

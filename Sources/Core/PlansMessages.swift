@@ -87,6 +87,8 @@ public enum Plans {
     /// naming the field.
     public struct Create: BusRequest {
         public static let type = "coupons.createPlan"
+        /// Who asks, for the audit log (nil from a gateway of an earlier version).
+        public var actor: AuditActor? = nil
         public typealias Response = PlanView
         public var input: PlanInput
         public var mode: Mode
@@ -127,6 +129,8 @@ public enum Plans {
     /// coupons have offers on can't change (409 `invalidState`).
     public struct Patch: BusRequest {
         public static let type = "coupons.patchPlan"
+        /// Who asks, for the audit log (nil from a gateway of an earlier version).
+        public var actor: AuditActor? = nil
         public typealias Response = PlanView
         public var productId: String
         public var name: String?

@@ -109,6 +109,7 @@ public final class SchemaCatalog {
         case is Double.Type: found = (0.0, JSONSchema(.number))
         case is Date.Type: found = (Date(timeIntervalSince1970: 0), format("date-time"))
         case is UUID.Type: found = (UUID(), format("uuid"))
+        case is JSONValue.Type: found = (JSONValue.null, JSONSchema(.any))
         default: found = nil
         }
         return found.map { ($0.0 as! T, $0.1) }

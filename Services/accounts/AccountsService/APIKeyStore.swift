@@ -9,7 +9,7 @@ import Foundation
 /// would be a live key.
 enum APIKeyStore {
     /// A key of `mode` (nil: the caller's own), made by a key of mode `caller`.
-    static func create(_ pool: PGPool, name: String, role: Role, mode: Mode?, by caller: Mode) async throws -> APIKeys.Create.Response {
+    static func create(_ tx: PGConnection, name: String, role: Role, mode: Mode?, by caller: Mode) throws -> APIKeys.Create.Response {
         let mode = mode ?? caller
         guard caller.managesKeys(of: mode) else {
             throw ServiceError(.forbidden, "a \(caller.rawValue) key can't make \(mode.rawValue) keys", field: "mode")
@@ -17,17 +17,17 @@ enum APIKeyStore {
         let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
         guard (1...100).contains(trimmed.count) else { throw ServiceError(.invalid, "name must be 1 to 100 characters", field: "name") }
         let secret = APIKeySecret.generate(mode: mode)
-        let view = try await insert(pool, secret: secret, name: trimmed, role: role)
+        let view = try insert(tx, secret: secret, name: trimmed, role: role)
         return .init(apiKey: view, key: secret)
     }
 
     /// Inserts a key. The bootstrap admin key is inserted at every start: an existing row (even a
     /// revoked one) is kept as it is.
     @discardableResult
-    static func insert(_ pool: PGPool, secret: String, name: String, role: Role) async throws -> APIKeyView {
+    static func insert(_ c: PGConnection, secret: String, name: String, role: Role) throws -> APIKeyView {
         guard let mode = APIKeySecret.mode(of: secret) else { throw ServiceError(.invalid, "not a secret key", field: "key") }
         let id = UUID.random()
-        let row = try await pool.query("""
+        let row = try c.query("""
             INSERT INTO accounts.api_keys (id, key_hash, prefix, name, role, mode) VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT (key_hash) DO UPDATE SET key_hash = EXCLUDED.key_hash
             RETURNING id, prefix, name, role, mode, created_at, last_used_at
@@ -50,11 +50,14 @@ enum APIKeyStore {
     }
 
     /// Revokes a key the caller's mode manages; any other is `notFound`, as if it did not exist.
-    static func revoke(_ pool: PGPool, id: UUID, by caller: Mode) async throws {
-        let row = try await pool.query("""
-            UPDATE accounts.api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL AND ($2::text IS NULL OR mode = $2::text) RETURNING id
+    /// Answers the key as it was listed.
+    static func revoke(_ tx: PGConnection, id: UUID, by caller: Mode) throws -> APIKeyView {
+        let row = try tx.query("""
+            UPDATE accounts.api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL AND ($2::text IS NULL OR mode = $2::text)
+            RETURNING id, prefix, name, role, mode, created_at, last_used_at
             """, [id, managed(by: caller)]).first
-        guard row != nil else { throw ServiceError(.notFound, "no such API key") }
+        guard let row else { throw ServiceError(.notFound, "no such API key") }
+        return try view(row)
     }
 
     static func authenticate(_ pool: PGPool, keyHash: String) async throws -> APIKeys.Authenticate.Response {

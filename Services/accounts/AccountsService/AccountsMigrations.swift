@@ -119,5 +119,7 @@ enum AccountsMigrations {
         Migration(6, "sealed signing keys", """
             ALTER TABLE signing_keys ADD COLUMN secret_key_id text;
             """),
+        // Issue 23: every operator change is recorded in the transaction that makes it.
+        AuditTable.migration(7),
     ]
 }

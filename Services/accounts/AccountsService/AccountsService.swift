@@ -39,7 +39,7 @@ public final class AccountsService: BackendService {
         let resealed = try await sessions.loadSigningKey(pool)
         if resealed > 0 { runtime.logger.info("signing keys sealed under the current secret key", ["keys.resealed": resealed]) }
         if let key = config.adminKey {
-            try await APIKeyStore.insert(pool, secret: key, name: "bootstrap admin", role: .admin)
+            try await pool.withConnection { try APIKeyStore.insert($0, secret: key, name: "bootstrap admin", role: .admin) }
             runtime.logger.info("bootstrap admin key present", ["apiKey.prefix": APIKeySecret.prefix(of: key)])
         }
         let relay = Task { [self] in await relayMoves() }
@@ -76,17 +76,35 @@ public final class AccountsService: BackendService {
         }
         r.on(Accounts.SigningKeys.self) { [self] _, _ in try sessions.publicKeys() }
         r.on(Accounts.Revocations.self) { [self] req, _ in try await sessions.revocations(pool, since: req.since) }
-        r.on(APIKeys.Create.self) { [self] req, _ in
-            try await APIKeyStore.create(pool, name: req.name, role: req.role, mode: req.mode, by: Mode.of(req.callerMode))
+        r.on(APIKeys.Create.self) { [self] req, context in
+            let caller = Mode.of(req.callerMode)
+            return try await pool.transaction { tx in
+                let made = try APIKeyStore.create(tx, name: req.name, role: req.role, mode: req.mode, by: caller)
+                try Self.audit(tx, req.actor, "apiKey.create", made.apiKey.id.uppercasedString, before: nil, after: made.apiKey, context, caller)
+                return made
+            }
         }
         r.on(APIKeys.List.self) { [self] req, _ in try await APIKeyStore.list(pool, req) }
-        r.on(APIKeys.Revoke.self) { [self] req, _ in
-            try await APIKeyStore.revoke(pool, id: req.id, by: Mode.of(req.callerMode))
+        r.on(APIKeys.Revoke.self) { [self] req, context in
+            let caller = Mode.of(req.callerMode)
+            try await pool.transaction { tx in
+                let gone = try APIKeyStore.revoke(tx, id: req.id, by: caller)
+                try Self.audit(tx, req.actor, "apiKey.revoke", req.id.uppercasedString, before: gone, after: nil, context, caller)
+            }
             events.publish(APIKeyRevoked(id: req.id))
             return Empty()
         }
+        r.on(Audit.ReadAccounts.self) { [self] req, _ in try await pool.withConnection { try AuditTable.read($0, schema: "accounts", req.query) } }
         r.on(APIKeys.Authenticate.self) { [self] req, _ in try await APIKeyStore.authenticate(pool, keyHash: req.keyHash) }
         return r
+    }
+
+    /// Records an operator change in `accounts.audit_log`, in the change's transaction.
+    static func audit(_ tx: PGConnection, _ actor: AuditActor?, _ action: String, _ objectId: String, before: (any Encodable)?,
+                      after: (any Encodable)?, _ context: BusContext, _ mode: Mode) throws {
+        let objectType = String(action.prefix { $0 != "." })
+        try AuditTable.write(tx, schema: "accounts", AuditChange(actor: actor, action: action, objectType: objectType, objectId: objectId,
+                                                                  before: before, after: after, requestId: context.requestId, mode: mode))
     }
 
     // MARK: - Email and password

@@ -264,5 +264,7 @@ enum CouponsMigrations {
             ALTER TABLE store_offers ADD COLUMN switch_generation int NOT NULL DEFAULT 0 CHECK (switch_generation >= 0);
             CREATE INDEX store_offers_switched_off ON store_offers (coupon_id) WHERE switched_off_at IS NOT NULL;
             """),
+        // Issue 23: every operator change is recorded in the transaction that makes it.
+        AuditTable.migration(14),
     ]
 }

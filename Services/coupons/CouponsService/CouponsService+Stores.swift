@@ -7,12 +7,25 @@ import Foundation
 extension CouponsService {
     func addStoreRoutes(to r: inout BusRouter) {
         let stores = config.stores
-        r.on(Plans.Create.self) { [self] req, _ in try await pool.transaction { try PlanStore.create($0, req.input, mode: req.mode) } }
+        r.on(Plans.Create.self) { [self] req, context in
+            try await pool.transaction { tx in
+                let plan = try PlanStore.create(tx, req.input, mode: req.mode)
+                try Self.audit(tx, req.actor, "plan.create", plan.productId, before: nil, after: plan, context, req.mode)
+                return plan
+            }
+        }
         r.on(Plans.List.self) { [self] req, _ in try await pool.withConnection { try PlanStore.list($0, req) } }
         r.on(Plans.Get.self) { [self] req, _ in
             try await pool.withConnection { try PlanStore.get($0, productId: req.productId, mode: req.mode) }
         }
-        r.on(Plans.Patch.self) { [self] req, _ in try await pool.transaction { try PlanStore.patch($0, req) } }
+        r.on(Plans.Patch.self) { [self] req, context in
+            try await pool.transaction { tx in
+                let before = try PlanStore.get(tx, productId: req.productId, mode: req.mode, lock: true)
+                let after = try PlanStore.patch(tx, req)
+                try Self.audit(tx, req.actor, "plan.update", after.productId, before: before, after: after, context, req.mode)
+                return after
+            }
+        }
         r.on(Coupons.StoreOfferReport.self) { [self] req, _ in
             try await pool.transaction { try StoreOffers.report($0, req, now: Date(), settle: stores.offerSettle) }
         }

@@ -84,7 +84,7 @@ public final class CouponsService: BackendService {
 
     public func router() -> BusRouter {
         var r = BusRouter(logger: logger)
-        r.on(Coupons.Create.self) { [self] req, _ in try await create(req) }
+        r.on(Coupons.Create.self) { [self] req, context in try await create(req, context) }
         // A completed redemption needs no account (the constraint `redemptions_unattributed_completed`);
         // one still reserved or given back keeps the deleted account's id, which names nobody now.
         r.on(Coupons.ForgetAccount.self) { [self] req, _ in
@@ -102,12 +102,21 @@ public final class CouponsService: BackendService {
         r.on(Coupons.Get.self) { [self] req, _ in
             try await pool.withConnection { try CouponStore.get($0, code: req.code, mode: Mode.of(req.mode), stores: stores, now: Date()) }
         }
-        r.on(Coupons.Patch.self) { [self] req, _ in
-            let view = try await pool.transaction { try CouponStore.patch($0, req, stores: stores, now: Date()) }
+        r.on(Coupons.Patch.self) { [self] req, context in
+            let view = try await pool.transaction { tx in
+                let mode = Mode.of(req.mode)
+                guard try CouponStore.find(tx, code: req.code, mode: mode, lock: true) != nil else { throw CouponStore.notFound }
+                let before = try CouponStore.get(tx, code: req.code, mode: mode, stores: stores, now: Date())
+                let after = try CouponStore.patch(tx, req, stores: stores, now: Date())
+                let deactivating = req.active == false && req.maxRedemptions == nil && req.expiresAt == nil && (req.removing ?? []).isEmpty
+                try Self.audit(tx, req.actor, deactivating ? "coupon.deactivate" : "coupon.update", after.code, before: before, after: after, context, mode)
+                return after
+            }
             if view.storeOffers != nil { relay.nudge() }  // switch-off commands, if it wrote any
             return view
         }
         addStoreRoutes(to: &r)
+        r.on(Audit.ReadCoupons.self) { [self] req, _ in try await pool.withConnection { try AuditTable.read($0, schema: "coupons", req.query) } }
         r.on(Coupons.Redemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.page($0, req) } }
         // One way in for each: a single request is a batch of one.
         r.on(Coupons.ValidateMany.self) { [self] req, _ in .init(answers: try await validate(req.items).map { try $0.get() }) }
@@ -120,8 +129,16 @@ public final class CouponsService: BackendService {
             return try await pool.withConnection { try RedemptionStore.get($0, id: req.id, account: req.accountId, mode: mode) }
         }
         r.on(Coupons.MyRedemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.forAccount($0, req) } }
-        r.on(Coupons.Purchase.self) { [self] req, _ in
-            let done = try await pool.transaction { try RedemptionStore.purchase($0, req) }
+        r.on(Coupons.Purchase.self) { [self] req, context in
+            let done = try await pool.transaction { tx in
+                let mode = Mode.of(req.mode)
+                let before = try? RedemptionStore.get(tx, id: req.id, account: nil, mode: mode)
+                let after = try RedemptionStore.purchase(tx, req)
+                if before?.status != after.status {
+                    try Self.audit(tx, req.actor, "redemption.confirm", after.redemptionId.uppercasedString, before: before, after: after, context, mode)
+                }
+                return after
+            }
             relay.nudge()
             return done
         }
@@ -139,7 +156,15 @@ public final class CouponsService: BackendService {
         return r
     }
 
-    func create(_ req: Coupons.Create) async throws -> CouponView {
+    /// Records an operator change in `coupons.audit_log`, in the change's transaction.
+    static func audit(_ tx: PGConnection, _ actor: AuditActor?, _ action: String, _ objectId: String, before: (any Encodable)?,
+                      after: (any Encodable)?, _ context: BusContext, _ mode: Mode) throws {
+        let objectType = String(action.prefix { $0 != "." })
+        try AuditTable.write(tx, schema: "coupons", AuditChange(actor: actor, action: action, objectType: objectType, objectId: objectId,
+                                                                 before: before, after: after, requestId: context.requestId, mode: mode))
+    }
+
+    func create(_ req: Coupons.Create, _ context: BusContext) async throws -> CouponView {
         let now = Date()
         let d = try CouponRules.checked(req.input, defaultEntitlement: config.defaultEntitlement, stores: config.stores, now: now)
         let active = req.input.active ?? true
@@ -157,7 +182,9 @@ public final class CouponsService: BackendService {
         let stores = config.stores
         let view = try await pool.transaction { tx in
             _ = try CouponStore.create(tx, d, mode: req.mode, active: active, now: now)
-            return try CouponStore.get(tx, code: d.code, mode: req.mode, stores: stores, now: now)
+            let view = try CouponStore.get(tx, code: d.code, mode: req.mode, stores: stores, now: now)
+            try Self.audit(tx, req.actor, "coupon.create", view.code, before: nil, after: view, context, req.mode)
+            return view
         }
         if d.hasStoreOffers { relay.nudge() }  // its provision commands
         return view

@@ -164,8 +164,14 @@ final class Authenticator: Sendable {
 
     /// A signed-in user, as a route's handler gets it (`Access.user`).
     typealias User = (account: UUID, appUserId: String, session: UUID)
-    /// An API key, as a route's handler gets it (`Access.key`).
-    typealias Key = (id: UUID, role: Role, mode: Mode)
+    /// An operator, as a route's handler gets it (`Access.key`): an API key, the mode it works in,
+    /// and who it is for the audit log.
+    struct Key: Sendable {
+        let id: UUID
+        let role: Role
+        let mode: Mode
+        let actor: AuditActor
+    }
 
     /// The signed-in user, or 401 `notIdentified` / 403 `forbidden` for an operator key.
     func requireUser(_ request: HTTPRequest) async throws -> User {
@@ -180,7 +186,7 @@ final class Authenticator: Sendable {
     @discardableResult
     func requireRole(_ request: HTTPRequest, _ role: Role) async throws -> Key {
         switch try await principal(request) {
-        case .apiKey(let id, let r, let mode)? where r >= role: return (id, r, mode)
+        case .apiKey(let id, let r, let mode)? where r >= role: return Key(id: id, role: r, mode: mode, actor: AuditActor(type: .apiKey, id: id))
         case .apiKey?, .user?: throw Self.forbidden
         case nil: throw Self.notIdentified
         }

@@ -159,7 +159,7 @@ extension Gateway {
 
     func createAPIKey(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<APIKeyBody>) async throws -> HTTPResponse {
         let b = try body.read()
-        let made = try await accounts.request(APIKeys.Create(name: b.name, role: b.role, mode: b.mode, callerMode: key.mode))
+        let made = try await accounts.request(APIKeys.Create(name: b.name, role: b.role, mode: b.mode, callerMode: key.mode).by(key.actor))
         let k = made.apiKey
         return .json(201, CreatedKey(id: k.id, prefix: k.prefix, name: k.name, role: k.role, mode: k.mode,
                                      createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, key: made.key))
@@ -171,7 +171,7 @@ extension Gateway {
 
     func revokeAPIKey(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         let id = try req.id(or: "no such API key")
-        _ = try await accounts.request(APIKeys.Revoke(id: id, callerMode: key.mode))
+        _ = try await accounts.request(APIKeys.Revoke(id: id, callerMode: key.mode).by(key.actor))
         auth.apiKeyRevoked(id)
         return .noContent()
     }

@@ -96,7 +96,7 @@ extension Gateway {
     func createCoupon(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<CouponInput>) async throws -> HTTPResponse {
         let dryRun = try Query.bool(req, "dryRun") ?? false
         let input = try body.read()
-        let coupon = try await coupons.request(Coupons.Create(input: input, mode: key.mode, dryRun: dryRun))
+        let coupon = try await coupons.request(Coupons.Create(input: input, mode: key.mode, dryRun: dryRun).by(key.actor))
         return .json(dryRun ? 200 : 201, coupon)
     }
 
@@ -114,12 +114,12 @@ extension Gateway {
         let b = try body.read()
         return .json(200, try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", mode: key.mode, active: b.active,
                                                                   maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt,
-                                                                  removing: b.removing.isEmpty ? nil : b.removing)))
+                                                                  removing: b.removing.isEmpty ? nil : b.removing).by(key.actor)))
     }
 
     func deactivateCoupon(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         _ = try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", mode: key.mode, active: false,
-                                                    maxRedemptions: nil, expiresAt: nil))
+                                                    maxRedemptions: nil, expiresAt: nil).by(key.actor))
         return .noContent()
     }
 

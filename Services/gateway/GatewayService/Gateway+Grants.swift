@@ -36,7 +36,7 @@ extension Gateway {
 
     func createWebhook(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<WebhookBody>) async throws -> HTTPResponse {
         let b = try body.read()
-        let made = try await grants.request(Grants.CreateWebhook(url: b.url, events: b.events, mode: key.mode))
+        let made = try await grants.request(Grants.CreateWebhook(url: b.url, events: b.events, mode: key.mode).by(key.actor))
         let e = made.endpoint
         return .json(201, CreatedWebhook(id: e.id, url: e.url, events: e.events, active: e.active, mode: e.mode, createdAt: e.createdAt,
                                          secret: made.secret))
@@ -48,7 +48,7 @@ extension Gateway {
 
     func deleteWebhook(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         let id = try req.id(or: "no such webhook")
-        _ = try await grants.request(Grants.DeleteWebhook(id: id, mode: key.mode))
+        _ = try await grants.request(Grants.DeleteWebhook(id: id, mode: key.mode).by(key.actor))
         return .noContent()
     }
 

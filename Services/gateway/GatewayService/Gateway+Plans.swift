@@ -42,7 +42,7 @@ extension Gateway {
     ]
 
     func createPlan(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PlanInput>) async throws -> HTTPResponse {
-        .json(201, try await coupons.request(Plans.Create(input: try body.read(), mode: key.mode)))
+        .json(201, try await coupons.request(Plans.Create(input: try body.read(), mode: key.mode).by(key.actor)))
     }
 
     func listPlans(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
@@ -57,6 +57,6 @@ extension Gateway {
         let b = try body.read()
         return .json(200, try await coupons.request(Plans.Patch(productId: req.pathParameters["productId"] ?? "", mode: key.mode, name: b.name,
                                                                 appStore: b.appStore, playStore: b.playStore,
-                                                                removing: b.removing.isEmpty ? nil : b.removing)))
+                                                                removing: b.removing.isEmpty ? nil : b.removing).by(key.actor)))
     }
 }

@@ -64,13 +64,14 @@ extension Gateway {
         let id = try req.id(or: "no such redemption")
         let b = try body.read()
         switch caller {
-        case .apiKey(_, _, let mode):
+        case .apiKey(let keyId, _, let mode):
             guard b.signedTransaction == nil, b.transactionId == nil else {
                 throw HTTPError.invalid("signedTransaction", "an API key confirms by hand, with pricePaid and storeTransactionId")
             }
             guard let price = b.pricePaid else { throw HTTPError.invalid("pricePaid", "pricePaid is required") }
             guard let transaction = b.storeTransactionId else { throw HTTPError.invalid("storeTransactionId", "storeTransactionId is required") }
-            return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: mode, pricePaid: price, storeTransactionId: transaction)))
+            return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: mode, pricePaid: price, storeTransactionId: transaction)
+                .by(AuditActor(type: .apiKey, id: keyId))))
         case .user(let account, let appUserId, _):
             // A user's word on what was paid is not proof; only a support key may confirm by hand.
             guard b.pricePaid == nil, b.storeTransactionId == nil else { throw Authenticator.forbidden }

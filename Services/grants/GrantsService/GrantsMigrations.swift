@@ -171,5 +171,7 @@ enum GrantsMigrations {
         Migration(10, "sealed webhook secrets", """
             ALTER TABLE webhook_endpoints ADD COLUMN secret_key_id text;
             """),
+        // Issue 23: every operator change is recorded in the transaction that makes it.
+        AuditTable.migration(11),
     ]
 }

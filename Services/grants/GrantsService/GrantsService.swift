@@ -191,6 +191,14 @@ public final class GrantsService: BackendService {
         }
     }
 
+    /// Records an operator change in `grants.audit_log`, in the change's transaction.
+    static func audit(_ tx: PGConnection, _ actor: AuditActor?, _ action: String, _ objectId: String, before: (any Encodable)?,
+                      after: (any Encodable)?, _ context: BusContext, _ mode: Mode) throws {
+        let objectType = String(action.prefix { $0 != "." })
+        try AuditTable.write(tx, schema: "grants", AuditChange(actor: actor, action: action, objectType: objectType, objectId: objectId,
+                                                                before: before, after: after, requestId: context.requestId, mode: mode))
+    }
+
     public func router() -> BusRouter {
         var r = BusRouter(logger: logger)
         r.on(Grants.Entitlements.self) { [self] req, _ in try await entitlements(req.appUserId) }
@@ -211,27 +219,40 @@ public final class GrantsService: BackendService {
             transfers.nudge()
             return Empty()
         }
-        r.on(Grants.CreateWebhook.self) { [self] req, _ in
+        r.on(Grants.CreateWebhook.self) { [self] req, context in
             let url = try Webhooks.checkURL(req.url, allowPrivate: config.webhookAllowPrivate)
             let events = req.events.compactMap(WebhookEventType.init(rawValue:))
             guard !events.isEmpty, events.count == req.events.count else {
                 throw ServiceError(.invalid, "events must be a non-empty list of \(WebhookEventType.listed)", field: "events")
             }
             let secret = Webhooks.newSecret()
+            let mode = Mode.of(req.mode)
             let id = UUID.random()
             let sealed = Webhooks.seal(secret: secret, endpoint: id, keyring: keyring)
-            let row = try await pool.query("""
-                INSERT INTO grants.webhook_endpoints (id, url, events, secret, secret_key_id, mode) VALUES ($1, $2, $3::text[], $4, $5, $6)
-                RETURNING id, url, events, active, mode, created_at
-                """, [id, url.absoluteString, PGArray(Set(events).map(\.rawValue).sorted()), sealed.text, sealed.keyId, Mode.of(req.mode).rawValue]).first!
-            return .init(endpoint: try Webhooks.endpointView(row), secret: secret)
+            return try await pool.transaction { tx in
+                let row = try tx.query("""
+                    INSERT INTO grants.webhook_endpoints (id, url, events, secret, secret_key_id, mode) VALUES ($1, $2, $3::text[], $4, $5, $6)
+                    RETURNING id, url, events, active, mode, created_at
+                    """, [id, url.absoluteString, PGArray(Set(events).map(\.rawValue).sorted()), sealed.text, sealed.keyId, mode.rawValue]).first!
+                let endpoint = try Webhooks.endpointView(row)  // never the secret
+                try Self.audit(tx, req.actor, "webhook.create", endpoint.id.uppercasedString, before: nil, after: endpoint, context, mode)
+                return .init(endpoint: endpoint, secret: secret)
+            }
         }
         r.on(Grants.ListWebhooks.self) { [self] req, _ in try await Webhooks.list(pool, req) }
-        r.on(Grants.DeleteWebhook.self) { [self] req, _ in
-            let deleted = try await pool.withConnection { try Webhooks.delete($0, id: req.id, mode: Mode.of(req.mode)) }
-            guard deleted else { throw ServiceError(.notFound, "no such webhook") }
+        r.on(Grants.DeleteWebhook.self) { [self] req, context in
+            let mode = Mode.of(req.mode)
+            try await pool.transaction { tx in
+                let before = try tx.query("""
+                    SELECT id, url, events, active, mode, created_at FROM grants.webhook_endpoints
+                    WHERE id = $1 AND mode = $2 AND disabled_reason IS DISTINCT FROM 'deleted' FOR UPDATE
+                    """, [req.id, mode.rawValue]).first.map(Webhooks.endpointView)
+                guard let before, try Webhooks.delete(tx, id: req.id, mode: mode) else { throw ServiceError(.notFound, "no such webhook") }
+                try Self.audit(tx, req.actor, "webhook.delete", req.id.uppercasedString, before: before, after: nil, context, mode)
+            }
             return Empty()
         }
+        r.on(Audit.ReadGrants.self) { [self] req, _ in try await pool.withConnection { try AuditTable.read($0, schema: "grants", req.query) } }
         r.on(Grants.Deliveries.self) { [self] req, _ in try await Webhooks.deliveries(pool, req) }
         r.on(Grants.AppleTransaction.self) { [self] req, context in try await appleTransaction(req, deadline: context.deadline) }
         return r

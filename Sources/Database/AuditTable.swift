@@ -1,0 +1,66 @@
+import Core
+import Foundation
+
+/// The audit table every service that takes operator changes keeps in its own schema
+/// (`<schema>.audit_log`), written in the transaction of the change it records, so a change and
+/// its record commit or roll back together. The gateway reads the three and merges them
+/// (`Audit.merge`).
+public enum AuditTable {
+    /// The migration that makes the table, at `version` of the service's migrations.
+    public static func migration(_ version: Int) -> Migration {
+        Migration(version, "audit log", """
+            CREATE TABLE audit_log (
+                id uuid PRIMARY KEY,
+                created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+                actor_type text CHECK (actor_type IN ('apiKey', 'member')),
+                actor_id uuid,
+                action text NOT NULL,
+                object_type text NOT NULL,
+                object_id text NOT NULL,
+                before jsonb,
+                after jsonb,
+                request_id text,
+                mode text NOT NULL CHECK (mode IN ('live', 'test'))
+            );
+            CREATE INDEX audit_log_time ON audit_log (created_at DESC, id DESC);
+            CREATE INDEX audit_log_object ON audit_log (object_type, object_id, created_at DESC);
+            CREATE INDEX audit_log_actor ON audit_log (actor_id, created_at DESC);
+            """)
+    }
+
+    /// Records `change` in `schema`'s table, in the caller's transaction.
+    public static func write(_ tx: PGConnection, schema: String, _ change: AuditChange) throws {
+        try tx.query("""
+            INSERT INTO \(schema).audit_log (id, actor_type, actor_id, action, object_type, object_id, before, after, request_id, mode)
+            VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, $10)
+            """, [UUID.random(), change.actor?.type.rawValue, change.actor?.id, change.action, change.objectType, change.objectId,
+                  change.before?.text, change.after?.text, change.requestId, change.mode.rawValue])
+    }
+
+    /// The newest rows of `schema`'s table that `q` asks for.
+    public static func read(_ c: PGConnection, schema: String, _ q: AuditQuery) throws -> AuditRows {
+        let rows = try c.query("""
+            SELECT id, created_at, \(Keyset.micros("created_at")) AS created_us, actor_type, actor_id, action, object_type, object_id,
+                   before::text AS before, after::text AS after, request_id, mode
+            FROM \(schema).audit_log
+            WHERE \(Keyset.condition(time: "created_at", id: "id", parameter: 1))
+              AND ($3::text IS NULL OR mode = $3::text) AND ($4::text IS NULL OR object_type = $4::text)
+              AND ($5::text IS NULL OR object_id = $5::text) AND ($6::uuid IS NULL OR actor_id = $6::uuid)
+              AND ($7::text IS NULL OR action = $7::text)
+            ORDER BY created_at DESC, id DESC LIMIT $8
+            """, [q.beforeMicros, q.beforeId, q.mode?.rawValue, q.objectType, q.objectId, q.actorId, q.action, max(1, min(q.limit, 101))]).rows
+        return AuditRows(rows: try rows.map { row in
+            let actor: AuditActor? = try row.decodeIfPresent("actor_type", as: String.self).flatMap(AuditActor.Kind.init(rawValue:)).map {
+                AuditActor(type: $0, id: try row.decode("actor_id"))
+            }
+            func json(_ column: String) throws -> JSONValue? {
+                try row.decodeIfPresent(column, as: String.self).map { try JSONDecoder.wire().decode(JSONValue.self, from: Data($0.utf8)) }
+            }
+            let entry = AuditEntry(id: try row.decode("id"), createdAt: try row.decode("created_at"), actor: actor, action: try row.decode("action"),
+                                   objectType: try row.decode("object_type"), objectId: try row.decode("object_id"),
+                                   before: try json("before"), after: try json("after"), requestId: try row.decodeIfPresent("request_id"),
+                                   mode: Mode(rawValue: try row.decode("mode")) ?? .live)
+            return AuditRows.Row(entry: entry, micros: try row.decode("created_us"))
+        })
+    }
+}
