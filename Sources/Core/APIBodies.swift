@@ -173,3 +173,7 @@ extension AuditEntry: APIBody {
         "requestId": [.alwaysSent],
     ]
 }
+
+extension MemberView: APIBody {
+    public static let schemaName: String? = "Member"
+}

@@ -14,15 +14,21 @@ public struct AccessClaims: Codable, Sendable, Equatable {
     public var iat: Int64
     public var exp: Int64
     public var typ: String
+    /// The operator role of a member's session (`MemberView`); absent for everyone else.
+    public var rol: String?
 
-    public init(account: UUID, appUserId: String, session: UUID, issuedAt: Date, expiresAt: Date) {
+    public init(account: UUID, appUserId: String, session: UUID, issuedAt: Date, expiresAt: Date, role: Role? = nil) {
         sub = account.lowercasedString
         app = appUserId
         sid = session.lowercasedString
         iat = Int64(issuedAt.timeIntervalSince1970)
         exp = Int64(expiresAt.timeIntervalSince1970)
         typ = "access"
+        rol = role?.rawValue
     }
+
+    /// The member's role, if the session is a member's.
+    public var role: Role? { rol.flatMap(Role.init(rawValue:)) }
 
     public var accountId: UUID? { UUID(parsing: sub) }
     public var sessionId: UUID? { UUID(parsing: sid) }

@@ -55,16 +55,19 @@ final class SessionIssuer: Sendable {
         let refresh = "rt_" + Crypto.randomToken(bytes: 32)
         let row = try tx.query("""
             INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))
-            RETURNING (SELECT app_user_id FROM accounts.accounts WHERE id = $2) AS app_user_id
+            RETURNING (SELECT app_user_id FROM accounts.accounts WHERE id = $2) AS app_user_id,
+                      (SELECT role FROM accounts.members WHERE account_id = $2) AS role
             """, [session, account, Self.hash(refresh), config.refreshTokenTTL]).first!
-        return try tokens(account: account, appUserId: try row.decode("app_user_id"), session: session, refresh: refresh)
+        return try tokens(account: account, appUserId: try row.decode("app_user_id"), session: session, refresh: refresh,
+                          role: try row.decodeIfPresent("role", as: String.self).flatMap(Role.init(rawValue:)))
     }
 
-    private func tokens(account: UUID, appUserId: String, session: UUID, refresh: String) throws -> SessionTokens {
+    /// `role`: a member's, which its access tokens carry (a change of role ends its sessions).
+    private func tokens(account: UUID, appUserId: String, session: UUID, refresh: String, role: Role?) throws -> SessionTokens {
         guard let signing = keys.withLock({ $0?.signing }) else { throw ServiceError.unavailable }
         let now = Date()
         let expires = now.addingTimeInterval(config.accessTokenTTL)
-        let access = try JWT.sign(AccessClaims(account: account, appUserId: appUserId, session: session, issuedAt: now, expiresAt: expires), key: signing.key, kid: signing.kid)
+        let access = try JWT.sign(AccessClaims(account: account, appUserId: appUserId, session: session, issuedAt: now, expiresAt: expires, role: role), key: signing.key, kid: signing.kid)
         return SessionTokens(accessToken: access, refreshToken: refresh, expiresAt: Date(timeIntervalSince1970: expires.timeIntervalSince1970.rounded(.down)))
     }
 
@@ -89,13 +92,15 @@ final class SessionIssuer: Sendable {
         let rotated = try tx.query("""
             UPDATE accounts.sessions SET refresh_hash = $2, refreshed_at = now()
             WHERE refresh_hash = $1 AND revoked_at IS NULL AND expires_at > now()
-            RETURNING id, account_id, (SELECT app_user_id FROM accounts.accounts a WHERE a.id = account_id) AS app_user_id
+            RETURNING id, account_id, (SELECT app_user_id FROM accounts.accounts a WHERE a.id = account_id) AS app_user_id,
+                      (SELECT role FROM accounts.members m WHERE m.account_id = sessions.account_id) AS role
             """, [old, Self.hash(next)]).first
         if let rotated {
             let session = try rotated.decode("id", as: UUID.self)
             let account = try rotated.decode("account_id", as: UUID.self)
             let appUserId = try rotated.decode("app_user_id", as: String.self)
-            let tokens = try tokens(account: account, appUserId: appUserId, session: session, refresh: next)
+            let tokens = try tokens(account: account, appUserId: appUserId, session: session, refresh: next,
+                                    role: try rotated.decodeIfPresent("role", as: String.self).flatMap(Role.init(rawValue:)))
             // The previous token's pair is stale now (its successor, this token, is spent): one
             // sealed pair per session at most.
             try tx.query("UPDATE accounts.spent_refresh_tokens SET retry_pair = NULL WHERE session_id = $1 AND retry_pair IS NOT NULL", [session])
@@ -141,6 +146,12 @@ final class SessionIssuer: Sendable {
         guard let row else { return nil }
         try tx.query("UPDATE accounts.spent_refresh_tokens SET retry_pair = NULL WHERE session_id = $1 AND retry_pair IS NOT NULL", [session])
         return SessionRevoked(sessionId: session, until: try row.decode("revoked_at", as: Date.self).addingTimeInterval(config.accessTokenTTL + 1))
+    }
+
+    /// Revokes every live session of an account (its role changed or ended); answers the events to publish.
+    func revokeAll(_ tx: PGConnection, account: UUID, reason: String) throws -> [SessionRevoked] {
+        let ids = try tx.query("SELECT id FROM accounts.sessions WHERE account_id = $1 AND revoked_at IS NULL", [account]).rows
+        return try ids.compactMap { try revoke(tx, session: try $0.decode("id"), reason: reason) }
     }
 
     /// Revocations since `since` whose access tokens may still be unexpired.

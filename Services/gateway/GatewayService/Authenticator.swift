@@ -9,7 +9,9 @@ import Telemetry
 
 /// Who made a request.
 enum Principal: Sendable {
-    case user(account: UUID, appUserId: String, session: UUID)
+    /// `role`: a member's session (an operator account), which reaches the operator routes as a
+    /// key of that role.
+    case user(account: UUID, appUserId: String, session: UUID, role: Role?)
     case apiKey(id: UUID, role: Role, mode: Mode)
 }
 
@@ -102,7 +104,7 @@ final class Authenticator: Sendable {
     private let verifiedTokens = Mutex<[TokenDigest: Verified]>([:])
 
     struct Verified {
-        let account: UUID, session: UUID, appUserId: String, expiresAt: Date
+        let account: UUID, session: UUID, appUserId: String, expiresAt: Date, role: Role?
     }
 
     struct TokenDigest: Hashable {
@@ -120,7 +122,7 @@ final class Authenticator: Sendable {
         if let known = verifiedTokens.withLock({ $0[digest] }) {
             if known.expiresAt > Date() {
                 if let until = revoked.withLock({ $0[known.session] }), until > Date() { throw Self.invalidToken }
-                return .user(account: known.account, appUserId: known.appUserId, session: known.session)
+                return .user(account: known.account, appUserId: known.appUserId, session: known.session, role: known.role)
             }
             verifiedTokens.withLock { _ = $0.removeValue(forKey: digest) }
         }
@@ -147,9 +149,9 @@ final class Authenticator: Sendable {
                 cache = cache.filter { $0.value.expiresAt > now }
                 if cache.count >= Self.verifiedCacheLimit { cache.removeAll() }
             }
-            cache[digest] = Verified(account: account, session: session, appUserId: claims.app, expiresAt: claims.expiresAt)
+            cache[digest] = Verified(account: account, session: session, appUserId: claims.app, expiresAt: claims.expiresAt, role: claims.role)
         }
-        return .user(account: account, appUserId: claims.app, session: session)
+        return .user(account: account, appUserId: claims.app, session: session, role: claims.role)
     }
 
     private func apiKey(_ key: String) async throws -> Principal {
@@ -173,10 +175,18 @@ final class Authenticator: Sendable {
         let actor: AuditActor
     }
 
+    /// The mode a member works in: the `Redeem-Mode` header (`live`, the default, or `test`), the
+    /// dashboard's switch. A member reaches both, as a live key manages keys of both modes.
+    static func memberMode(_ request: HTTPRequest) throws -> Mode {
+        guard let text = request.header("redeem-mode") else { return .live }
+        guard let mode = Mode(rawValue: text.lowercased()) else { throw HTTPError.invalid("Redeem-Mode", "the Redeem-Mode header must be live or test") }
+        return mode
+    }
+
     /// The signed-in user, or 401 `notIdentified` / 403 `forbidden` for an operator key.
     func requireUser(_ request: HTTPRequest) async throws -> User {
         switch try await principal(request) {
-        case .user(let account, let appUserId, let session)?: return (account, appUserId, session)
+        case .user(let account, let appUserId, let session, _)?: return (account, appUserId, session)
         case .apiKey?: throw Self.forbidden
         case nil: throw Self.notIdentified
         }
@@ -187,6 +197,8 @@ final class Authenticator: Sendable {
     func requireRole(_ request: HTTPRequest, _ role: Role) async throws -> Key {
         switch try await principal(request) {
         case .apiKey(let id, let r, let mode)? where r >= role: return Key(id: id, role: r, mode: mode, actor: AuditActor(type: .apiKey, id: id))
+        case .user(let account, _, _, let r?)? where r >= role:
+            return Key(id: account, role: r, mode: try Self.memberMode(request), actor: AuditActor(type: .member, id: account))
         case .apiKey?, .user?: throw Self.forbidden
         case nil: throw Self.notIdentified
         }

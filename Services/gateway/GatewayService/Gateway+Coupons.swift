@@ -161,7 +161,7 @@ extension Gateway {
     func getRedemption(_ req: HTTPRequest, _ caller: Principal) async throws -> HTTPResponse {
         let reader: RedemptionReader
         switch caller {
-        case .user(let account, _, _): reader = .owner(account)
+        case .user(let account, _, _, _): reader = .owner(account)
         case .apiKey(_, _, let mode): reader = .apiKey(mode)
         }
         let wait = try Query.wait(req)

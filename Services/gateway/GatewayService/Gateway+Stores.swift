@@ -72,7 +72,7 @@ extension Gateway {
             guard let transaction = b.storeTransactionId else { throw HTTPError.invalid("storeTransactionId", "storeTransactionId is required") }
             return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: mode, pricePaid: price, storeTransactionId: transaction)
                 .by(AuditActor(type: .apiKey, id: keyId))))
-        case .user(let account, let appUserId, _):
+        case .user(let account, let appUserId, _, _):
             // A user's word on what was paid is not proof; only a support key may confirm by hand.
             guard b.pricePaid == nil, b.storeTransactionId == nil else { throw Authenticator.forbidden }
             let signed: String

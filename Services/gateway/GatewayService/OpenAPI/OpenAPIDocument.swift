@@ -88,7 +88,7 @@ extension Requirement {
         case .user: "Needs a signed-in user's access token."
         case .userOrKey(.readonly): "Needs a signed-in user's access token, or an API key."
         case .userOrKey(let role): "Needs a signed-in user's access token, or an API key with the \(role.rawValue) role or above."
-        case .key(let role): "Needs an API key with the \(role.rawValue) role or above."
+        case .key(let role): "Needs an API key, or a member's session, with the \(role.rawValue) role or above."
         }
     }
 }

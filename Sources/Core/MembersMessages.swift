@@ -1,0 +1,110 @@
+import Foundation
+
+/// A member: an operator account with a role (`admin`, `support`, `readonly`, as keys have), which
+/// signs in with its email and password and reaches the operator routes as a key of its role.
+public struct MemberView: Codable, Sendable, Equatable {
+    /// The member's account id.
+    public var id: UUID
+    public var email: String
+    public var role: Role
+    public var createdAt: Date
+    public init(id: UUID, email: String, role: Role, createdAt: Date) {
+        self.id = id
+        self.email = email
+        self.role = role
+        self.createdAt = createdAt
+    }
+}
+
+/// An invitation to become a member, as made: never its token (the answer to the invite carries
+/// that, once).
+public struct MemberInviteView: Codable, Sendable, Equatable {
+    public var id: UUID
+    public var email: String
+    public var role: Role
+    public var createdAt: Date
+    public var expiresAt: Date
+    public init(id: UUID, email: String, role: Role, createdAt: Date, expiresAt: Date) {
+        self.id = id
+        self.email = email
+        self.role = role
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+public enum Members {
+    /// An invitation for `email` with `role`: its one-time token, shown once.
+    public struct Invite: AuditedRequest {
+        public static let type = "members.invite"
+        public struct Response: Codable, Sendable {
+            public var invite: MemberInviteView
+            public var token: String
+            public init(invite: MemberInviteView, token: String) {
+                self.invite = invite
+                self.token = token
+            }
+        }
+        public var email: String
+        public var role: Role
+        public var mode: Mode
+        public var actor: AuditActor?
+        public init(email: String, role: Role, mode: Mode) {
+            self.email = email
+            self.role = role
+            self.mode = mode
+        }
+    }
+
+    /// Accepts an invitation: a new account with `password`, or the existing account of the
+    /// invited email when `password` is its password. Signs the member in.
+    public struct Accept: BusRequest {
+        public static let type = "members.accept"
+        public typealias Response = AuthResult
+        public var token: String
+        public var password: String
+        public init(token: String, password: String) {
+            self.token = token
+            self.password = password
+        }
+    }
+
+    public struct List: BusRequest {
+        public static let type = "members.list"
+        public typealias Response = Page<MemberView>
+        public var limit: Int
+        public var cursor: String?
+        public init(limit: Int, cursor: String?) {
+            self.limit = limit
+            self.cursor = cursor
+        }
+    }
+
+    /// A new role; the member's sessions end, so the next sign-in carries it.
+    public struct Update: AuditedRequest {
+        public static let type = "members.update"
+        public typealias Response = MemberView
+        public var id: UUID
+        public var role: Role
+        public var mode: Mode
+        public var actor: AuditActor?
+        public init(id: UUID, role: Role, mode: Mode) {
+            self.id = id
+            self.role = role
+            self.mode = mode
+        }
+    }
+
+    /// The account stays (as an end user's); its operator role and its sessions end.
+    public struct Remove: AuditedRequest {
+        public static let type = "members.remove"
+        public typealias Response = Empty
+        public var id: UUID
+        public var mode: Mode
+        public var actor: AuditActor?
+        public init(id: UUID, mode: Mode) {
+            self.id = id
+            self.mode = mode
+        }
+    }
+}
