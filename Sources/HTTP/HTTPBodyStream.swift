@@ -45,6 +45,21 @@ public final class HTTPBodyStream: Sendable {
         return state.withLock { !$0.cancelled }
     }
 
+    /// Everything written and not yet read, taken out: for a caller inside the process that wants
+    /// a streamed body whole (the MCP server's CSV export), with a stream whose `limit` never
+    /// makes the producer wait.
+    public func drain() -> Data {
+        state.withLock { s in
+            var out = Data()
+            for chunk in s.chunks { out.append(chunk) }
+            if s.offset > 0, !out.isEmpty { out.removeFirst(min(s.offset, out.count)) }
+            s.chunks = []
+            s.offset = 0
+            s.buffered = 0
+            return out
+        }
+    }
+
     public func finish() {
         state.withLock { $0.finished = true }
         available.signal()
