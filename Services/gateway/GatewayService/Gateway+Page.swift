@@ -30,3 +30,16 @@ extension Gateway {
     func redeemScript(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.script, contentType: "text/javascript; charset=utf-8") }
     func redeemStyle(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.css, contentType: "text/css; charset=utf-8") }
 }
+
+/// `GET /dashboard` and its two assets (issue 23): the operator dashboard.
+extension Gateway {
+    static let dashboardRoutes: [APIRoute] = [
+        .route(.get, "/dashboard", "The operator dashboard", answers: [200: .text("text/html")], handle: Gateway.dashboardPage),
+        .route(.get, "/dashboard/app.js", "The dashboard's script", answers: [200: .text("text/javascript")], handle: Gateway.dashboardScript),
+        .route(.get, "/dashboard/app.css", "The dashboard's style", answers: [200: .text("text/css")], handle: Gateway.dashboardStyle),
+    ]
+
+    func dashboardPage(_ req: HTTPRequest) -> HTTPResponse { .text(200, DashboardPage.html, contentType: "text/html; charset=utf-8") }
+    func dashboardScript(_ req: HTTPRequest) -> HTTPResponse { .text(200, DashboardPage.script, contentType: "text/javascript; charset=utf-8") }
+    func dashboardStyle(_ req: HTTPRequest) -> HTTPResponse { .text(200, DashboardPage.css, contentType: "text/css; charset=utf-8") }
+}

@@ -70,7 +70,7 @@ public final class Gateway: Sendable {
 
     /// Every route of the public API: the router answers these, and `/openapi.json` describes them.
     static let routes: [APIRoute] = operationsRoutes + pageRoutes + accountRoutes + couponRoutes + planRoutes + storeRoutes + grantRoutes
-        + auditRoutes + memberRoutes + mcpRoutes
+        + auditRoutes + memberRoutes + mcpRoutes + dashboardRoutes
 
     /// The router of `routes`.
     public func router() -> Router {

@@ -1,0 +1,90 @@
+import Core
+import Foundation
+import TestSupport
+import XCTest
+
+/// The operator dashboard in a real browser (headless Chromium over the DevTools protocol,
+/// Tests/Browser/dashboard_flow.py): a member signs in, gets a store-limit error next to its field,
+/// creates a valid coupon, a user redeems it through /redeem, and the redemption shows on the coupon
+/// page and in the CSV download. Screenshots of each page go to test-output/.
+final class DashboardTests: StackTestCase {
+    nonisolated(unsafe) static var stack: Stack!
+
+    override class func startSuite() throws { stack = try Stack() }
+    override class func stopSuite() { stack?.stop() }
+
+    var output: URL {
+        let dir = Project.root.appendingPathComponent("test-output")
+        try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    func testAMemberCreatesACouponSeesItRedeemedAndDownloadsTheCSV() async throws {
+        let client = Self.stack.client
+        // The member joins through an invitation, as the dashboard's invite link does.
+        let email = "dash-\(UUID().uuidString.prefix(8).lowercased())@example.com", password = "a long dashboard passphrase"
+        let invited = try await client.json("POST", "/v1/members", ["email": email, "role": "admin"], token: Self.stack.adminKey)
+        XCTAssertEqual(invited.status, 201, invited.text)
+        let token = try XCTUnwrap(try invited.json()["token"] as? String)
+        let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
+        XCTAssertEqual(joined.status, 201, joined.text)
+        let memberId = try XCTUnwrap((try joined.json()["account"] as? [String: Any])?["id"] as? String)
+        // Something on every page: an older coupon, a webhook endpoint.
+        _ = try await client.json("POST", "/v1/coupons", ["code": "OLD-" + UUID().uuidString.prefix(6), "kind": "freePeriod",
+                                                          "duration": ["unit": "week", "count": 1]], token: Self.stack.adminKey)
+        _ = try await client.json("POST", "/v1/webhooks", ["url": "https://hooks.example.com/redeem", "events": ["coupon.redeemed"]], token: Self.stack.adminKey)
+
+        let code = "DASH-" + UUID().uuidString.prefix(6)
+        let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/dashboard_flow.py").path,
+                                                          Self.stack.gateway.absoluteString, email, password, code, output.path])
+        let r = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8)) as? [String: Any], out)
+        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
+        XCTAssertEqual(r["labelled"] as? Bool, true, "every input and select has a label")
+        XCTAssertEqual(r["who"] as? String, email)
+        XCTAssertEqual(r["exceptions"] as? [String], [], "no script error")
+        XCTAssertEqual(r["violations"] as? [String], [], "nothing the CSP refused")
+        // The store-limit error is the server's, next to the field it names.
+        XCTAssertTrue((r["storeLimitError"] as? String ?? "").contains("25000"), "\(r["storeLimitError"] ?? "")")
+        XCTAssertTrue((r["storeLimitState"] as? String ?? "").hasPrefix("Over a store limit"))
+        XCTAssertEqual(r["errorsCleared"] as? Bool, true)
+        let row = r["redemptionRow"] as? [String] ?? []
+        XCTAssertEqual(row.count, 7)
+        XCTAssertEqual(row[safe: 1], "web")
+        XCTAssertEqual(row[safe: 4], "completed")
+        XCTAssertEqual(row[safe: 6], "no")
+        XCTAssertEqual(r["narrowOverflow"] as? Bool, false, "the page fits 390 px (wide tables scroll inside it)")
+        let csv = r["csv"] as? String ?? ""
+        let lines = csv.split(whereSeparator: \.isNewline)
+        XCTAssertEqual(lines.count, 2, csv)
+        XCTAssertTrue(lines.last?.contains(code.uppercased()) == true, csv)
+        XCTAssertTrue(lines.last?.contains("completed") == true, csv)
+        XCTAssertEqual(r["testModeHasCoupon"] as? Bool, false, "test mode does not show live coupons")
+        let audit = r["auditFirst"] as? [String] ?? []
+        XCTAssertEqual(audit[safe: 1], "coupon.create")
+        XCTAssertEqual(audit[safe: 0], "member " + memberId, "the dashboard's change is audited with the member as actor")
+        for page in ["signin", "coupons", "new-store-limit", "new-valid", "coupon-new", "coupon-redeemed", "coupon-390", "webhooks", "keys",
+                     "members", "audit", "test-mode"] {
+            XCTAssertTrue(FileManager.default.fileExists(atPath: output.appendingPathComponent("dashboard-\(page).png").path), page)
+        }
+    }
+
+    func testThePageAndItsAssetsCarryTheStrictPolicy() async throws {
+        for path in ["/dashboard", "/dashboard/app.js", "/dashboard/app.css"] {
+            let r = try await Self.stack.client.get(path)
+            XCTAssertEqual(r.status, 200, path)
+            let csp = r.headers["Content-Security-Policy"] ?? ""
+            XCTAssertTrue(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"), csp)
+        }
+        let html = try await Self.stack.client.get("/dashboard")
+        XCTAssertFalse(html.text.contains("<script>"), "no inline script")
+        XCTAssertFalse(html.text.lowercased().contains(" on") && html.text.range(of: #"\son[a-z]+="#, options: .regularExpression) != nil, "no inline handlers")
+        let script = try await Self.stack.client.get("/dashboard/app.js")
+        XCTAssertFalse(script.text.contains("innerHTML"), "markup is never built from strings")
+        XCTAssertFalse(script.text.contains("localStorage") || script.text.contains("sessionStorage") || script.text.contains("document.cookie"),
+                       "tokens stay in memory")
+    }
+}
+
+private extension Array {
+    subscript(safe i: Int) -> Element? { indices.contains(i) ? self[i] : nil }
+}
