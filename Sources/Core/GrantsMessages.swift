@@ -215,6 +215,19 @@ public enum Grants {
         }
     }
 
+    /// Queues a `webhook.test` event to one active endpoint of `mode`: its delivery, signed and
+    /// retried like any other.
+    public struct TestWebhook: BusRequest {
+        public static let type = "grants.testWebhook"
+        public typealias Response = WebhookDeliveryView
+        public var id: UUID
+        public var mode: Mode?
+        public init(id: UUID, mode: Mode) {
+            self.id = id
+            self.mode = mode
+        }
+    }
+
     /// Deletes an endpoint of `mode` (`Mode.of`); `notFound` for one of the other mode.
     public struct DeleteWebhook: BusRequest {
         public static let type = "grants.deleteWebhook"

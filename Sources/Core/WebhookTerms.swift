@@ -9,9 +9,15 @@ public enum WebhookEventType: String, Codable, Sendable, CaseIterable {
     /// apps log in to the provider again with the new id. `data` is `{accountId, appUserId,
     /// previousAppUserId}`.
     case appUserIdChanged = "account.appUserIdChanged"
+    /// A test event an operator asked for (`POST /v1/webhooks/{id}/test`), to one endpoint; no
+    /// endpoint subscribes to it.
+    case webhookTest = "webhook.test"
+
+    /// The events an endpoint may subscribe to.
+    public static let subscribable: [WebhookEventType] = [.couponRedeemed, .redemptionFailed, .appUserIdChanged]
 
     /// `coupon.redeemed, redemption.failed, …`, for messages about a list that is not made of them.
-    public static let listed = allCases.map(\.rawValue).joined(separator: ", ")
+    public static let listed = subscribable.map(\.rawValue).joined(separator: ", ")
 }
 
 /// Where one delivery of an event to one endpoint is (SPEC §4.4): waiting for its next attempt,

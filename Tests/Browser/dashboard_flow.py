@@ -192,6 +192,15 @@ try:
         js(f"location.hash = '#{page}'")
         must(f"!document.getElementById('view-{page}').hidden && document.querySelectorAll('#{page}-table tbody tr').length > 0", f"the {page} page did not load")
         shot(f"dashboard-{page}.png")
+    # A test event to the endpoint: its delivery shows in the endpoint's log.
+    js("location.hash = '#webhooks'")
+    must("document.querySelectorAll('#webhooks-table tbody button').length > 1", "no endpoint to test")
+    js("Array.from(document.querySelectorAll('#webhooks-table tbody button')).find(function (b) { return b.textContent === 'Send test event'; }).click()")
+    must("!document.getElementById('deliveries-table').hidden && document.querySelector('#deliveries-table tbody tr').cells[0].textContent === 'webhook.test'", "the test event is not in the deliveries")
+    seen["testEvent"] = text("status")
+    shot("dashboard-webhook-test.png")
+    js("location.hash = '#audit'")
+    must("!document.getElementById('view-audit').hidden && document.querySelectorAll('#audit-table tbody tr').length > 0", "the audit page did not load again")
     seen["auditFirst"] = js("Array.from(document.querySelector('#audit-table tbody tr').cells).slice(1, 4).map(function (c) { return c.textContent; })")
 
     # Test mode: the new live coupon is not in the test world.

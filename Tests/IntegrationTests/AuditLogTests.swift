@@ -1,4 +1,5 @@
 import Core
+import Cryptography
 import Foundation
 import TestSupport
 import XCTest
@@ -157,6 +158,35 @@ final class AuditLogTests: StackTestCase {
             let r = try await call("GET", "/v1/audit?" + bad)
             XCTAssertEqual(r.status, 422, bad + " " + r.text)
         }
+    }
+
+    func test5_aTestEventReachesOneEndpointSigned() async throws {
+        let receiver = try WebhookReceiver()
+        defer { let done = DispatchSemaphore(value: 0); Task { await receiver.stop(); done.signal() }; done.wait() }
+        let hook = try await call("POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["coupon.redeemed"]])
+        expect(201, hook)
+        let id = try XCTUnwrap(try hook.json()["id"] as? String)
+        let secret = try XCTUnwrap(try hook.json()["secret"] as? String)
+        let refused = try await call("POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["webhook.test"]])
+        expect(422, refused)
+        let sent = try await call("POST", "/v1/webhooks/\(id)/test")
+        expect(201, sent)
+        XCTAssertEqual(try sent.json()["type"] as? String, "webhook.test")
+        let webhookId = try XCTUnwrap(try sent.json()["webhookId"] as? String)
+        var got: WebhookReceiver.Delivery?
+        for _ in 0..<100 where got == nil {
+            got = receiver.received.first { $0.id == webhookId }
+            if got == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        let delivery = try XCTUnwrap(got, "the test event did not arrive")
+        let body = try XCTUnwrap(try JSONSerialization.jsonObject(with: delivery.body) as? [String: Any])
+        XCTAssertEqual(body["type"] as? String, "webhook.test")
+        XCTAssertEqual((body["data"] as? [String: Any])?["endpointId"] as? String, id)
+        // Signed per Standard Webhooks with the endpoint's secret.
+        let key = try XCTUnwrap(Data(base64Encoded: String(secret.dropFirst("whsec_".count))))
+        let signed = Data("\(delivery.id).\(delivery.timestamp).".utf8) + delivery.body
+        XCTAssertTrue(delivery.signature.contains("v1," + Data(Crypto.hmacSHA256(key: Array(key), signed)).base64EncodedString()))
+        expect(404, try await call("POST", "/v1/webhooks/\(UUID().uuidString)/test"))
     }
 
     func test4_pagesWalkTheWholeLogOnceAcrossServices() async throws {

@@ -10,7 +10,7 @@ import XCTest
 final class DashboardTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
 
-    override class func startSuite() throws { stack = try Stack() }
+    override class func startSuite() throws { stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"]) }
     override class func stopSuite() { stack?.stop() }
 
     var output: URL {
@@ -32,7 +32,7 @@ final class DashboardTests: StackTestCase {
         // Something on every page: an older coupon, a webhook endpoint.
         _ = try await client.json("POST", "/v1/coupons", ["code": "OLD-" + UUID().uuidString.prefix(6), "kind": "freePeriod",
                                                           "duration": ["unit": "week", "count": 1]], token: Self.stack.adminKey)
-        _ = try await client.json("POST", "/v1/webhooks", ["url": "https://hooks.example.com/redeem", "events": ["coupon.redeemed"]], token: Self.stack.adminKey)
+        _ = try await client.json("POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/redeem-hooks", "events": ["coupon.redeemed"]], token: Self.stack.adminKey)
 
         let code = "DASH-" + UUID().uuidString.prefix(6)
         let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/dashboard_flow.py").path,
@@ -59,6 +59,7 @@ final class DashboardTests: StackTestCase {
         XCTAssertTrue(lines.last?.contains(code.uppercased()) == true, csv)
         XCTAssertTrue(lines.last?.contains("completed") == true, csv)
         XCTAssertEqual(r["testModeHasCoupon"] as? Bool, false, "test mode does not show live coupons")
+        XCTAssertEqual(r["testEvent"] as? String, "Test event queued.")
         let audit = r["auditFirst"] as? [String] ?? []
         XCTAssertEqual(audit[safe: 1], "coupon.create")
         XCTAssertEqual(audit[safe: 0], "member " + memberId, "the dashboard's change is audited with the member as actor")

@@ -9,7 +9,8 @@ import Database
 @Suite struct StatusTermsTests {
     @Test func theWireStringsAreTheContracts() {
         #expect(RedemptionStatus.allCases.map(\.rawValue) == ["reserved", "granting", "completed", "failed", "released"])
-        #expect(WebhookEventType.allCases.map(\.rawValue) == ["coupon.redeemed", "redemption.failed", "account.appUserIdChanged"])
+        #expect(WebhookEventType.allCases.map(\.rawValue) == ["coupon.redeemed", "redemption.failed", "account.appUserIdChanged", "webhook.test"])
+        #expect(WebhookEventType.subscribable.map(\.rawValue) == ["coupon.redeemed", "redemption.failed", "account.appUserIdChanged"])
         #expect(WebhookEventType.listed == "coupon.redeemed, redemption.failed, account.appUserIdChanged")
         #expect(WebhookDeliveryStatus.allCases.map(\.rawValue) == ["pending", "delivered", "failed"])
     }

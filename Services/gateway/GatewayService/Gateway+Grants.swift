@@ -7,7 +7,7 @@ extension Gateway {
     /// `events` is read as text, so that grants answers a wrong one naming the events there are.
     struct WebhookBody: APIBody {
         static let schemaName: String? = "WebhookInput"
-        static let fieldRules: [String: [JSONSchema.Rule]] = ["url": [.format("uri")], "events": [.items([.oneOf(WebhookEventType.self)])]]
+        static let fieldRules: [String: [JSONSchema.Rule]] = ["url": [.format("uri")], "events": [.items([.oneOf(WebhookEventType.subscribable.map(\.rawValue))])]]
         var url: String
         var events: [String]
     }
@@ -26,6 +26,8 @@ extension Gateway {
                answers: [200: .json(Page<WebhookEndpointView>.self)], errors: [422], handle: Gateway.listWebhooks),
         .route(.delete, "/v1/webhooks/{id}", "Remove a webhook endpoint", access: .key(.admin),
                answers: [204: .empty], errors: [404], handle: Gateway.deleteWebhook),
+        .route(.post, "/v1/webhooks/{id}/test", "Send a test event (webhook.test) to an endpoint", access: .key(.admin),
+               answers: [201: .json(WebhookDeliveryView.self)], errors: [404], handle: Gateway.testWebhook),
         .route(.get, "/v1/webhooks/{id}/deliveries", "An endpoint's delivery log, newest first", access: .key(.admin), query: QueryParameter.page,
                answers: [200: .json(Page<WebhookDeliveryView>.self)], errors: [404, 422], handle: Gateway.deliveries),
     ]
@@ -50,6 +52,11 @@ extension Gateway {
         let id = try req.id(or: "no such webhook")
         _ = try await grants.request(Grants.DeleteWebhook(id: id, mode: key.mode).by(key.actor))
         return .noContent()
+    }
+
+    func testWebhook(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        let id = try req.id(or: "no such webhook")
+        return .json(201, try await grants.request(Grants.TestWebhook(id: id, mode: key.mode)))
     }
 
     func deliveries(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {

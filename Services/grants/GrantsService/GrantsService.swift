@@ -221,7 +221,7 @@ public final class GrantsService: BackendService {
         }
         r.on(Grants.CreateWebhook.self) { [self] req, context in
             let url = try Webhooks.checkURL(req.url, allowPrivate: config.webhookAllowPrivate)
-            let events = req.events.compactMap(WebhookEventType.init(rawValue:))
+            let events = req.events.compactMap(WebhookEventType.init(rawValue:)).filter(WebhookEventType.subscribable.contains)
             guard !events.isEmpty, events.count == req.events.count else {
                 throw ServiceError(.invalid, "events must be a non-empty list of \(WebhookEventType.listed)", field: "events")
             }
@@ -251,6 +251,9 @@ public final class GrantsService: BackendService {
                 try Self.audit(tx, req.actor, "webhook.delete", req.id.uppercasedString, before: before, after: nil, context, mode)
             }
             return Empty()
+        }
+        r.on(Grants.TestWebhook.self) { [self] req, _ in
+            try await pool.withConnection { try Webhooks.enqueueTest($0, endpoint: req.id, mode: Mode.of(req.mode)) }
         }
         r.on(Audit.ReadGrants.self) { [self] req, _ in try await pool.withConnection { try AuditTable.read($0, schema: "grants", req.query) } }
         r.on(Grants.Deliveries.self) { [self] req, _ in try await Webhooks.deliveries(pool, req) }

@@ -149,6 +149,22 @@ enum Webhooks {
             """, [eventId(type: type, redemption: redemption), type, payload, mode.rawValue])
     }
 
+    /// Queues a `webhook.test` event to the active endpoint `endpoint` of `mode`: `data` names the
+    /// endpoint. Its `webhook-id` is new each time (each test is its own event).
+    static func enqueueTest(_ c: PGConnection, endpoint: UUID, mode: Mode) throws -> WebhookDeliveryView {
+        struct TestData: Encodable { var endpointId: UUID; var message: String }
+        let body = WebhookBody(type: .webhookTest, timestamp: Date(),
+                               data: TestData(endpointId: endpoint, message: "A test event from Redeem: this endpoint is reached."))
+        let payload = String(decoding: try JSONEncoder.wire().encode(body), as: UTF8.self)
+        guard let row = try c.query("""
+            INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
+            SELECT gen_random_uuid(), e.id, $2, $3, $4 FROM grants.webhook_endpoints e WHERE e.id = $1 AND e.mode = $5 AND e.active
+            RETURNING id, webhook_id, type, status, attempts, last_status_code, last_error, last_response, created_at, delivered_at, next_attempt_at
+            """, [endpoint, "msg_test_" + UUID.random().lowercasedString.replacingOccurrences(of: "-", with: ""), WebhookEventType.webhookTest,
+                  payload, mode.rawValue]).first else { throw ServiceError(.notFound, "no such active webhook") }
+        return try deliveryView(row)
+    }
+
     /// Whether any active endpoint takes `type` (so a batch with none skips the inserts).
     static func anyEndpoint(_ c: PGConnection, type: WebhookEventType) throws -> Bool {
         try c.prepared("any_endpoint", "SELECT EXISTS (SELECT 1 FROM grants.webhook_endpoints WHERE active AND $1 = ANY(events)) AS yes",

@@ -462,6 +462,9 @@ extension DashboardPage {
           page.data.forEach((w) => {
             const actions = el("div", null, "buttons");
             actions.appendChild(button("Deliveries", () => loadDeliveries(w)));
+            actions.appendChild(button("Send test event", async () => {
+              try { await api("POST", "/v1/webhooks/" + w.id + "/test"); say("Test event queued."); loadDeliveries(w); } catch (e) { fail(e); }
+            }));
             actions.appendChild(button("Remove", async () => {
               if (!window.confirm("Remove the endpoint " + w.url + "?")) return;
               try { await api("DELETE", "/v1/webhooks/" + w.id); say("Endpoint removed."); loadWebhooks(); } catch (e) { fail(e); }
