@@ -10,7 +10,12 @@ import XCTest
 final class MembersTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
 
-    override class func startSuite() throws { stack = try Stack() }
+    nonisolated(unsafe) static var minter: TokenMinter!
+
+    override class func startSuite() throws {
+        stack = try Stack()
+        minter = try stack.minter()
+    }
     override class func stopSuite() { stack?.stop() }
 
     var client: HTTPClient { Self.stack.client }
@@ -150,6 +155,33 @@ final class MembersTests: StackTestCase {
         expect(401, try await call("GET", "/v1/members", token: nil))
         expect(422, try await call("POST", "/v1/members", ["email": "not an email", "role": "admin"], token: admin))
         expect(422, try await call("POST", "/v1/members", ["email": Self.email(), "role": "owner"], token: admin))
+    }
+
+    func test6_aMemberReadsAnyRedemptionOfItsModeAndConfirmsByHandAsSupport() async throws {
+        let code = "MRD-" + UUID().uuidString.prefix(6)
+        expect(201, try await call("POST", "/v1/coupons", ["code": code, "kind": "percentOff", "percentOff": 50, "productIds": ["pro.monthly"],
+                                                           "duration": ["unit": "month", "count": 1], "periodCount": 1, "platforms": ["web"]],
+                                   token: admin))
+        let user = try Self.minter.user()
+        let made = try await call("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: user.token)
+        expect(201, made)
+        let id = try XCTUnwrap(try made.json()["redemptionId"] as? String)
+        let readonly = try await member("readonly")
+        expect(200, try await call("GET", "/v1/redemptions/\(id)", token: readonly.token))
+        expect(404, try await call("GET", "/v1/redemptions/\(id)", token: readonly.token, mode: "test"))
+        let refused = try await call("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "4.99", "currency": "EUR"],
+                                                                                 "storeTransactionId": "tx-" + code], token: readonly.token)
+        expect(403, refused)
+        let support = try await member("support")
+        let confirmed = try await call("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "4.99", "currency": "EUR"],
+                                                                                   "storeTransactionId": "tx-" + code], token: support.token)
+        expect(200, confirmed)
+        XCTAssertEqual(try confirmed.json()["status"] as? String, "completed")
+        let audit = try await call("GET", "/v1/audit?objectType=redemption&objectId=\(id)", token: admin)
+        let row = try XCTUnwrap((try audit.json()["data"] as? [[String: Any]])?.first)
+        XCTAssertEqual(row["action"] as? String, "redemption.confirm")
+        XCTAssertEqual((row["actor"] as? [String: Any])?["id"] as? String, support.id)
+        XCTAssertEqual((row["before"] as? [String: Any])?["status"] as? String, "reserved")
     }
 
     func test5_anExistingAccountJoinsWithItsOwnPassword() async throws {

@@ -157,16 +157,24 @@ extension Gateway {
         return .json(answer.created ? 201 : 200, redemption)
     }
 
-    /// The owner, or an operator key of the redemption's coupon's mode.
+    /// The owner, or an operator key of the redemption's coupon's mode; a member reads its own, or
+    /// as an operator those of its `Redeem-Mode`.
     func getRedemption(_ req: HTTPRequest, _ caller: Principal) async throws -> HTTPResponse {
         let reader: RedemptionReader
+        var operatorReader: RedemptionReader?
         switch caller {
-        case .user(let account, _, _, _): reader = .owner(account)
+        case .user(let account, _, _, let role):
+            reader = .owner(account)
+            if role != nil { operatorReader = .apiKey(try Authenticator.memberMode(req)) }
         case .apiKey(_, _, let mode): reader = .apiKey(mode)
         }
         let wait = try Query.wait(req)
         let id = try req.id(or: "no such redemption")
-        return .json(200, try await redemption(id, for: reader, wait: wait))
+        do {
+            return .json(200, try await redemption(id, for: reader, wait: wait))
+        } catch let e as ServiceError where e.code == .notFound && operatorReader != nil {
+            return .json(200, try await redemption(id, for: operatorReader!, wait: wait))
+        }
     }
 
     func myRedemptions(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {

@@ -63,6 +63,13 @@ extension Gateway {
     func purchase(_ req: HTTPRequest, _ caller: Principal, _ body: Incoming<PurchaseBody>) async throws -> HTTPResponse {
         let id = try req.id(or: "no such redemption")
         let b = try body.read()
+        // A support member confirms by hand as a support key does.
+        var caller = caller
+        var member: AuditActor?
+        if case .user(let account, _, _, let role?) = caller, role >= .support, b.pricePaid != nil || b.storeTransactionId != nil {
+            caller = .apiKey(id: account, role: role, mode: try Authenticator.memberMode(req))
+            member = AuditActor(type: .member, id: account)
+        }
         switch caller {
         case .apiKey(let keyId, _, let mode):
             guard b.signedTransaction == nil, b.transactionId == nil else {
@@ -71,7 +78,7 @@ extension Gateway {
             guard let price = b.pricePaid else { throw HTTPError.invalid("pricePaid", "pricePaid is required") }
             guard let transaction = b.storeTransactionId else { throw HTTPError.invalid("storeTransactionId", "storeTransactionId is required") }
             return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: mode, pricePaid: price, storeTransactionId: transaction)
-                .by(AuditActor(type: .apiKey, id: keyId))))
+                .by(member ?? AuditActor(type: .apiKey, id: keyId))))
         case .user(let account, let appUserId, _, _):
             // A user's word on what was paid is not proof; only a support key may confirm by hand.
             guard b.pricePaid == nil, b.storeTransactionId == nil else { throw Authenticator.forbidden }
