@@ -43,31 +43,16 @@ public final class ES256Key: @unchecked Sendable {
 
     /// A private key from PEM: PKCS#8 (`BEGIN PRIVATE KEY`, what Apple's .p8 files hold) or SEC1
     /// (`BEGIN EC PRIVATE KEY`). An encrypted key is refused, never prompted for.
-    public static func privateKey(pem: String) -> ES256Key? {
-        readPEM(pem) { PEM_read_bio_PrivateKey($0, nil, { _, _, _, _ in -1 }, nil) }
-    }
+    public static func privateKey(pem: String) -> ES256Key? { ES256Key(adopting: pemKey(pem, publicHalf: false)) }
 
     /// A public key from PEM (`BEGIN PUBLIC KEY`).
-    public static func publicKey(pem: String) -> ES256Key? {
-        readPEM(pem) { PEM_read_bio_PUBKEY($0, nil, { _, _, _, _ in -1 }, nil) }
-    }
+    public static func publicKey(pem: String) -> ES256Key? { ES256Key(adopting: pemKey(pem, publicHalf: true)) }
 
     /// A private key from DER (PKCS#8 or SEC1).
     public static func privateKey(der: [UInt8]) -> ES256Key? { ES256Key(adopting: ccrypto_key_from_der(der, der.count, 0)) }
 
     /// A public key from DER (SubjectPublicKeyInfo).
     public static func publicKey(der: [UInt8]) -> ES256Key? { ES256Key(adopting: ccrypto_key_from_der(der, der.count, 1)) }
-
-    private static func readPEM(_ pem: String, _ read: (OpaquePointer) -> OpaquePointer?) -> ES256Key? {
-        let bytes = Array(pem.utf8)
-        let key = bytes.withUnsafeBytes { buffer -> ES256Key? in
-            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
-            defer { BIO_free(bio) }
-            return ES256Key(adopting: read(bio))
-        }
-        if key == nil { ERR_clear_error() }
-        return key
-    }
 
     /// The public half as DER (SubjectPublicKeyInfo).
     public var publicKeyDER: [UInt8] {
@@ -78,14 +63,7 @@ public final class ES256Key: @unchecked Sendable {
     }
 
     /// The private key as PKCS#8 DER, the body of a .p8 file; nil for a public key.
-    public var privateKeyPKCS8: [UInt8]? {
-        guard let info = EVP_PKEY2PKCS8(raw) else {
-            ERR_clear_error()
-            return nil
-        }
-        defer { PKCS8_PRIV_KEY_INFO_free(info) }
-        return encodedDER { i2d_PKCS8_PRIV_KEY_INFO(info, $0) }
-    }
+    public var privateKeyPKCS8: [UInt8]? { pkcs8DER(raw) }
 
     /// A JOSE ES256 signature of `message` (SHA-256): `r` then `s`, 32 bytes each.
     public func sign(_ message: [UInt8]) -> [UInt8]? {
@@ -125,6 +103,30 @@ public final class ES256Key: @unchecked Sendable {
         }
         return encodedDER { i2d_ECDSA_SIG(sig, $0) }
     }
+}
+
+/// The first key of a PEM text, private (PKCS#8, SEC1 or PKCS#1) or public (`BEGIN PUBLIC KEY`),
+/// owned by the caller; nil (the error queue cleared) when there is none. An encrypted key is
+/// refused, never prompted for.
+func pemKey(_ pem: String, publicHalf: Bool) -> OpaquePointer? {
+    let bytes = Array(pem.utf8)
+    let key = bytes.withUnsafeBytes { buffer -> OpaquePointer? in
+        guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
+        defer { BIO_free(bio) }
+        return publicHalf ? PEM_read_bio_PUBKEY(bio, nil, { _, _, _, _ in -1 }, nil) : PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in -1 }, nil)
+    }
+    if key == nil { ERR_clear_error() }
+    return key
+}
+
+/// A private key as PKCS#8 DER; nil for a public key.
+func pkcs8DER(_ key: OpaquePointer) -> [UInt8]? {
+    guard let info = EVP_PKEY2PKCS8(key) else {
+        ERR_clear_error()
+        return nil
+    }
+    defer { PKCS8_PRIV_KEY_INFO_free(info) }
+    return encodedDER { i2d_PKCS8_PRIV_KEY_INFO(info, $0) }
 }
 
 /// Runs one of libcrypto's `i2d_…` encoders twice: once for the length, once to write.

@@ -81,6 +81,14 @@ public final class AsymmetricKey: @unchecked Sendable {
 
     public static func publicKey(der: [UInt8]) -> AsymmetricKey? { adopt(ccrypto_key_from_der(der, der.count, 1)) }
 
+    /// A private key from PEM: PKCS#8 (`BEGIN PRIVATE KEY`, what a Google service account's key
+    /// file holds) or PKCS#1 (`BEGIN RSA PRIVATE KEY`). An encrypted key is refused, never
+    /// prompted for.
+    public static func privateKey(pem: String) -> AsymmetricKey? { adopt(pemKey(pem, publicHalf: false)) }
+
+    /// The private key as PKCS#8 DER (the body of a `BEGIN PRIVATE KEY` PEM); nil for a public key.
+    public var privateKeyPKCS8: [UInt8]? { pkcs8DER(raw) }
+
     private func der(publicHalf: Bool) -> [UInt8]? {
         var out = [UInt8](repeating: 0, count: 8192)
         let len = ccrypto_key_to_der(raw, publicHalf ? 1 : 0, &out, out.count)

@@ -21,6 +21,9 @@ struct GrantsConfig: Sendable {
     var appStoreConnect: AppStoreConnectSettings?
     /// Set when `REDEEM_APPSTORE_KEY_ID` is: purchases fetched from the App Store Server API.
     var appStoreServer: AppStoreServerSettings?
+    /// Set when Google Play is connected (`REDEEM_PLAY_SERVICE_ACCOUNT`): offers on base plans,
+    /// purchases read and acknowledged.
+    var play: PlaySettings?
 
     init(env: Environment) throws {
         provider = try env.choice("REDEEM_ENTITLEMENT_PROVIDER", default: "local", allowed: ["local", "revenuecat"])
@@ -46,5 +49,6 @@ struct GrantsConfig: Sendable {
         providerTimeout = TimeInterval(try env.int("REDEEM_PROVIDER_TIMEOUT_SECONDS", default: 10, range: 1...120))
         appStoreConnect = try AppStoreConnectSettings(env: env)
         appStoreServer = try AppStoreServerSettings(env: env)
+        play = try PlaySettings(env: env)
     }
 }

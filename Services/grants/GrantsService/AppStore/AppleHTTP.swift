@@ -19,23 +19,23 @@ enum AppleAnswer: Sendable, Equatable {
     }
 }
 
-/// What an answer means, the one rule for both Apple APIs: a 2xx is the answer; a 429 (after its
-/// `Retry-After`), a 5xx or no answer is worth another try; any other 4xx is Apple's refusal,
-/// never different the next time.
+/// What an answer means, the one rule for both Apple APIs and Google's (`api` names which in the
+/// reasons): a 2xx is the answer; a 429 (after its `Retry-After`), a 5xx or no answer is worth
+/// another try; any other 4xx is the store's refusal, never different the next time.
 enum AppleOutcome: Sendable, Equatable {
     case success(Data)
     case retry(after: TimeInterval?, reason: String)
     case refused(status: Int, body: Data)
 
-    init(_ answer: AppleAnswer, now: Date) {
+    init(_ answer: AppleAnswer, now: Date, api: String = "Apple") {
         switch answer {
         case .unreachable:
-            self = .retry(after: nil, reason: "Apple could not be reached or did not answer in time")
+            self = .retry(after: nil, reason: "\(api) could not be reached or did not answer in time")
         case .http(let status, let retryAfter, let body):
             switch status {
             case 200..<300: self = .success(body)
-            case 429: self = .retry(after: Self.seconds(retryAfter: retryAfter, now: now), reason: "Apple is limiting the request rate (429)")
-            case 500...: self = .retry(after: nil, reason: "Apple answered \(status)")
+            case 429: self = .retry(after: Self.seconds(retryAfter: retryAfter, now: now), reason: "\(api) is limiting the request rate (429)")
+            case 500...: self = .retry(after: nil, reason: "\(api) answered \(status)")
             default: self = .refused(status: status, body: body)
             }
         }
@@ -75,6 +75,8 @@ struct AppleRetry: Sendable {
     var maxAttempts: Int
     var sleep: Background.Sleep
     var random: @Sendable () -> Double
+    /// Whose API it is, as the reasons name it ("Apple", "Google").
+    var api = "Apple"
 
     init(policy: RetryPolicy, maxAttempts: Int = 5, sleep: @escaping Background.Sleep = Background.sleep,
          random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
@@ -89,7 +91,7 @@ struct AppleRetry: Sendable {
         while true {
             attempt += 1
             let answer = await send()
-            let outcome = AppleOutcome(answer, now: now())
+            let outcome = AppleOutcome(answer, now: now(), api: api)
             guard case .retry(let after, _) = outcome, attempt < maxAttempts, !Task.isCancelled else { return outcome }
             if !idempotent && !answer.isThrottled { return outcome }
             let pause = policy.delay(afterAttempt: attempt, retryAfter: after, random: random())
@@ -99,8 +101,8 @@ struct AppleRetry: Sendable {
     }
 }
 
-/// HTTPS to one of Apple's API hosts (FoundationNetworking, as the RevenueCat client): a bearer
-/// token, JSON both ways, and the answer as `AppleAnswer`. Paths and queries are Redeem's own;
+/// HTTPS to one of Apple's API hosts, or Google's (FoundationNetworking, as the RevenueCat
+/// client): a bearer token, JSON both ways, and the answer as `AppleAnswer`. Paths and queries are Redeem's own;
 /// a next-page link Apple gives is followed on this host only (`pathAndQuery`).
 struct AppleHTTP: Sendable {
     let base: URL
@@ -113,8 +115,10 @@ struct AppleHTTP: Sendable {
         session = .outbound(timeout: timeout, connectionsPerHost: 8)
     }
 
-    /// `path` starts with `/` and may carry a query already encoded.
-    func send(_ method: String, _ path: String, query: [(String, String)] = [], body: Data? = nil, token: String) async -> AppleAnswer {
+    /// `path` starts with `/` (or is empty, for the base URL itself) and may carry a query
+    /// already encoded. Without a `token`, no `Authorization` is sent (an OAuth token request).
+    func send(_ method: String, _ path: String, query: [(String, String)] = [], body: Data? = nil, contentType: String = "application/json",
+              token: String?) async -> AppleAnswer {
         var text = base.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path
         if !query.isEmpty {
             text += (path.contains("?") ? "&" : "?") + query.map { "\(Self.encode($0.0))=\(Self.encode($0.1))" }.joined(separator: "&")
@@ -122,10 +126,10 @@ struct AppleHTTP: Sendable {
         guard let url = URL(string: text) else { return .http(status: 400, retryAfter: nil, body: Data()) }
         var req = URLRequest(url: url, timeoutInterval: timeout)
         req.httpMethod = method
-        req.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        if let token { req.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         req.setValue("application/json", forHTTPHeaderField: "Accept")
         if let body {
-            req.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            req.setValue(contentType, forHTTPHeaderField: "Content-Type")
             req.httpBody = body
         }
         do {
