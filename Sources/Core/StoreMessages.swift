@@ -92,19 +92,23 @@ extension Coupons {
         public var couponId: UUID
         public var store: Store
         public var productId: String
-        /// `waitingForApple` or `failed`.
+        /// Google Play: the base plan of the offer.
+        public var basePlanId: String?
+        /// The store's waiting state (`waitingForApple`, `waitingForGoogle`) or `failed`.
         public var state: StoreOfferState
         public var offerId: String?
         public var customCodeId: String?
-        /// When the store made the code (the settle time counts from here).
+        /// When the store made the code, or activated the offer (the settle time counts from here).
         public var codeCreatedAt: Date?
+        /// The store's message when `failed`; for an offer made, what it leaves out (regions).
         public var message: String?
 
-        public init(couponId: UUID, store: Store, productId: String, state: StoreOfferState, offerId: String? = nil,
+        public init(couponId: UUID, store: Store, productId: String, basePlanId: String? = nil, state: StoreOfferState, offerId: String? = nil,
                     customCodeId: String? = nil, codeCreatedAt: Date? = nil, message: String? = nil) {
             self.couponId = couponId
             self.store = store
             self.productId = productId
+            self.basePlanId = basePlanId
             self.state = state
             self.offerId = offerId
             self.customCodeId = customCodeId
@@ -129,10 +133,13 @@ public struct StoreProvisionCommand: BusRequest, Equatable {
     public var mode: Mode
     public var store: Store
     public var productId: String
-    /// The plan's App Store Connect subscription id.
+    /// The plan's id in the store: its App Store Connect subscription id, or its Google Play
+    /// subscription product id.
     public var subscriptionId: String
-    /// The offer's reference name: unique, stable for (coupon, store, plan); a transaction's
-    /// `offerIdentifier` carries it back.
+    /// Google Play: the base plan the offer is made on (one command per base plan).
+    public var basePlanId: String?
+    /// The offer's reference name (Apple) or offer id (Google): unique, stable for (coupon, store,
+    /// plan, base plan); a purchase carries it back.
     public var offerName: String
     public var offer: StoreOfferTerms
     /// `NEW` customers only at Apple, else also `EXISTING` and `EXPIRED`.
@@ -141,7 +148,8 @@ public struct StoreProvisionCommand: BusRequest, Equatable {
     public var expiresAt: Date?
 
     public init(commandId: UUID, couponId: UUID, code: String, mode: Mode, store: Store, productId: String, subscriptionId: String,
-                offerName: String, offer: StoreOfferTerms, newCustomersOnly: Bool, maxRedemptions: Int?, expiresAt: Date?) {
+                basePlanId: String? = nil, offerName: String, offer: StoreOfferTerms, newCustomersOnly: Bool, maxRedemptions: Int?,
+                expiresAt: Date?) {
         self.commandId = commandId
         self.couponId = couponId
         self.code = code
@@ -149,6 +157,7 @@ public struct StoreProvisionCommand: BusRequest, Equatable {
         self.store = store
         self.productId = productId
         self.subscriptionId = subscriptionId
+        self.basePlanId = basePlanId
         self.offerName = offerName
         self.offer = offer
         self.newCustomersOnly = newCustomersOnly
@@ -178,6 +187,8 @@ public struct StoreSwitchCommand: BusRequest, Equatable {
     public var mode: Mode
     public var store: Store
     public var productId: String
+    /// Google Play: the base plan of the offer.
+    public var basePlanId: String?
     public var offerName: String
     /// The store's ids, when coupons has them already (grants may know them first).
     public var offerId: String?
@@ -189,14 +200,15 @@ public struct StoreSwitchCommand: BusRequest, Equatable {
     public var generation: Int
     public var reason: Reason
 
-    public init(commandId: UUID, couponId: UUID, code: String, mode: Mode, store: Store, productId: String, offerName: String,
-                offerId: String?, customCodeId: String?, active: Bool, generation: Int, reason: Reason) {
+    public init(commandId: UUID, couponId: UUID, code: String, mode: Mode, store: Store, productId: String, basePlanId: String? = nil,
+                offerName: String, offerId: String?, customCodeId: String?, active: Bool, generation: Int, reason: Reason) {
         self.commandId = commandId
         self.couponId = couponId
         self.code = code
         self.mode = mode
         self.store = store
         self.productId = productId
+        self.basePlanId = basePlanId
         self.offerName = offerName
         self.offerId = offerId
         self.customCodeId = customCodeId

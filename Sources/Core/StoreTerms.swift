@@ -3,10 +3,18 @@ import Foundation
 // The stores a coupon can become an offer in, and what coupons knows of each offer
 // (docs/stores.md).
 
-/// A store that applies discounts itself. A closed set: Google Play joins it when its offers are
-/// built.
+/// A store that applies discounts itself.
 public enum Store: String, Codable, Sendable, CaseIterable {
-    case appStore
+    case appStore, playStore
+
+    /// The stored state of an offer the store has made and that is settling
+    /// (`StoreOfferReadiness`): Apple's custom code exists, or Google's offer is active.
+    public var waiting: StoreOfferState {
+        switch self {
+        case .appStore: .waitingForApple
+        case .playStore: .waitingForGoogle
+        }
+    }
 }
 
 extension Platform {
@@ -16,22 +24,25 @@ extension Platform {
     public var store: Store? {
         switch self {
         case .ios: .appStore
-        case .android: nil  // Google Play offers: issue 21
+        case .android: .playStore
         case .web: nil
         }
     }
 }
 
 /// Where a coupon's offer for one plan stands in a store (docs/stores.md, "Data"): `creating` until
-/// grants has made the offer and its code, then `waitingForApple`, or `failed` with the store's
-/// message. `ready` is never stored: it is worked out when read (`StoreOfferReadiness`), once the
+/// grants has made the offer and its code (Apple) or made and activated the offer (Google), then
+/// `waitingForApple` or `waitingForGoogle` (`Store.waiting`), or `failed` with the store's message. `ready` is never stored: it is worked out when read (`StoreOfferReadiness`), once the
 /// code exists and is active and either the settle time has passed since the store made it or the
 /// first verified purchase of the offer has arrived.
 public enum StoreOfferState: String, Codable, Sendable, CaseIterable {
-    case creating, waitingForApple, ready, failed
+    case creating, waitingForApple, waitingForGoogle, ready, failed
 
     /// The states a row holds (its CHECK constraint allows exactly these).
-    public static let stored: [StoreOfferState] = [.creating, .waitingForApple, .failed]
+    public static let stored: [StoreOfferState] = [.creating, .waitingForApple, .waitingForGoogle, .failed]
+
+    /// The store has made the offer, and it settles before it is `ready`.
+    public var isWaiting: Bool { self == .waitingForApple || self == .waitingForGoogle }
 
     /// How far a stored state is along: a report never moves an offer back. `failed` comes
     /// before `waitingForApple`, so a provisioning that failed and was later retried to the end
@@ -40,7 +51,7 @@ public enum StoreOfferState: String, Codable, Sendable, CaseIterable {
         switch self {
         case .creating: 0
         case .failed: 1
-        case .waitingForApple: 2
+        case .waitingForApple, .waitingForGoogle: 2
         case .ready: 3
         }
     }
@@ -51,7 +62,7 @@ public enum StoreOfferState: String, Codable, Sendable, CaseIterable {
 public enum StoreOfferReadiness {
     public static func state(stored: StoreOfferState, codeCreatedAt: Date?, firstPurchaseAt: Date?, switchedOff: Bool,
                              now: Date, settle: TimeInterval) -> StoreOfferState {
-        guard stored == .waitingForApple, !switchedOff, let created = codeCreatedAt else { return stored }
+        guard stored.isWaiting, !switchedOff, let created = codeCreatedAt else { return stored }
         if firstPurchaseAt != nil || created.addingTimeInterval(settle) <= now { return .ready }
         return stored
     }
@@ -61,6 +72,8 @@ public enum StoreOfferReadiness {
 public struct StoreOfferView: Codable, Sendable, Equatable {
     public var store: Store
     public var productId: String
+    /// Google Play only: the base plan the offer is on (one offer per base plan of the plan).
+    public var basePlanId: String?
     public var state: StoreOfferState
     /// The store's id of the offer, once made.
     public var offerId: String?
@@ -69,9 +82,11 @@ public struct StoreOfferView: Codable, Sendable, Equatable {
     /// When coupons asked for the offer to be switched off (cap reached, deactivated, expired).
     public var switchedOffAt: Date?
 
-    public init(store: Store, productId: String, state: StoreOfferState, offerId: String?, message: String?, switchedOffAt: Date?) {
+    public init(store: Store, productId: String, basePlanId: String? = nil, state: StoreOfferState, offerId: String?, message: String?,
+                switchedOffAt: Date?) {
         self.store = store
         self.productId = productId
+        self.basePlanId = basePlanId
         self.state = state
         self.offerId = offerId
         self.message = message

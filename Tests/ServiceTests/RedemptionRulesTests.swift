@@ -112,11 +112,11 @@ import Testing
 
     /// Which coupons become App Store offers, and which requests go through the App Store.
     @Test func discountsAndFreePeriodsWithPlansCoveringIOSBecomeOffersWhileConnected() {
-        #expect(Self.discount.needsAppStoreOffers(connected: true))
-        #expect(!Self.discount.needsAppStoreOffers(connected: false))
-        #expect(!coupon(Self.discount) { $0.platforms = [.web, .android] }.needsAppStoreOffers(connected: true))
-        #expect(!Self.freeWeek.needsAppStoreOffers(connected: true), "a free period without plans stays Redeem's grant")
-        #expect(coupon { $0.productIds = ["pro.monthly"] }.needsAppStoreOffers(connected: true))
+        #expect(Self.discount.needsOffers(in: .appStore, connected: true))
+        #expect(!Self.discount.needsOffers(in: .appStore, connected: false))
+        #expect(!coupon(Self.discount) { $0.platforms = [.web, .android] }.needsOffers(in: .appStore, connected: true))
+        #expect(!Self.freeWeek.needsOffers(in: .appStore, connected: true), "a free period without plans stays Redeem's grant")
+        #expect(coupon { $0.productIds = ["pro.monthly"] }.needsOffers(in: .appStore, connected: true))
         let store = coupon(Self.discount) { $0.hasStoreOffers = true }
         #expect(store.goesThroughAppStore(.ios) && !store.goesThroughAppStore(.web) && !store.goesThroughAppStore(nil))
         #expect(!Self.discount.goesThroughAppStore(.ios))

@@ -48,24 +48,11 @@ import Telemetry
 
         /// Stores every store command of coupons' outbox as grants does; the number stored.
         @discardableResult
-        func deliverCommands() async throws -> Int {
-            let provisions = try await coupons.outbox(StoreProvisionCommand.self)
-            let switchOffs = try await coupons.outbox(StoreSwitchCommand.self)
-            return try await pool.transaction { tx in
-                try provisions.filter { try StoreTasks.store(tx, $0) }.count + switchOffs.filter { try StoreTasks.store(tx, $0) }.count
-            }
-        }
+        func deliverCommands() async throws -> Int { try await coupons.deliverStoreCommands() }
 
         /// Runs the worker until `done` holds (at most 10 s).
         func run(_ worker: StoreTaskWorker, until done: @escaping @Sendable () async throws -> Bool) async throws {
-            let task = Task { await worker.run() }
-            defer { task.cancel() }
-            let deadline = Date().addingTimeInterval(10)
-            while Date() < deadline {
-                if try await done() { return }
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            Issue.record("the store tasks did not finish within 10 s")
+            try await coupons.run(worker, until: done)
         }
 
         func states(_ code: String) async throws -> [StoreOfferState] {

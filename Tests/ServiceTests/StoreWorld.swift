@@ -3,6 +3,8 @@ import TestSupport
 @testable import CouponsService
 @testable import Core
 @testable import Database
+@testable import GrantsService
+import Testing
 
 /// A coupons schema of its own, with the App Store connected (or not), for the store suites: plans,
 /// coupons and the requests of validate, redeem and store purchases, through the same store
@@ -12,19 +14,23 @@ struct StoreWorld: Sendable {
     let stores: StoreSettings
     static let appId = "1234567890"
 
-    static func make(connected: Bool = true, settle: TimeInterval = 3600, connections: Int = 4) async throws -> StoreWorld {
+    static func make(connected: Bool = true, settle: TimeInterval = 3600, play: Bool = false, playSettle: TimeInterval = 900,
+                     connections: Int = 4) async throws -> StoreWorld {
         let pool = PGPool(url: try await TestPostgres.shared().freshDatabase(), maxConnections: connections)
         try await CouponsService.migrator.apply(on: pool)
-        return StoreWorld(pool: pool, stores: StoreSettings(appStoreConnected: connected, appleAppId: connected ? appId : nil, offerSettle: settle))
+        return StoreWorld(pool: pool, stores: StoreSettings(appStoreConnected: connected, appleAppId: connected ? appId : nil, offerSettle: settle,
+                                                            playConnected: play, playOfferSettle: playSettle))
     }
 
     func close() { pool.close() }
 
     @discardableResult
-    func plan(_ productId: String, subscription: String? = "6447000001", mode: Mode = .live) async throws -> PlanView {
+    func plan(_ productId: String, subscription: String? = "6447000001", play: (product: String, basePlans: [String])? = nil,
+              mode: Mode = .live) async throws -> PlanView {
         try await pool.transaction {
             try PlanStore.create($0, PlanInput(productId: productId, name: "Plan \(productId)",
-                                               appStore: subscription.map { .init(subscriptionId: $0) }), mode: mode)
+                                               appStore: subscription.map { .init(subscriptionId: $0) },
+                                               playStore: play.map { .init(productId: $0.product, basePlanIds: $0.basePlans) }), mode: mode)
         }
     }
 
@@ -119,5 +125,28 @@ struct StoreWorld: Sendable {
         try await pool.query("SELECT payload FROM coupons.outbox WHERE type = $1 ORDER BY created_at", [M.type]).rows.map {
             try JSONDecoder.bus.decode(Envelope<M>.self, from: Data(try $0.decode("payload", as: String.self).utf8)).body
         }
+    }
+
+    /// Stores every store command of the outbox as grants does (a repeat changes nothing); the
+    /// number stored. Needs grants' schema in the same database.
+    @discardableResult
+    func deliverStoreCommands() async throws -> Int {
+        let provisions = try await outbox(StoreProvisionCommand.self)
+        let switchOffs = try await outbox(StoreSwitchCommand.self)
+        return try await pool.transaction { tx in
+            try provisions.filter { try StoreTasks.store(tx, $0) }.count + switchOffs.filter { try StoreTasks.store(tx, $0) }.count
+        }
+    }
+
+    /// Runs a store task worker until `done` holds (at most 10 s).
+    func run(_ worker: StoreTaskWorker, until done: @escaping @Sendable () async throws -> Bool) async throws {
+        let task = Task { await worker.run() }
+        defer { task.cancel() }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if try await done() { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("the store tasks did not finish within 10 s")
     }
 }

@@ -18,8 +18,13 @@ struct CouponDefinition: Sendable {
     var maxRedemptions: Int?
     var newCustomersOnly: Bool
     /// Whether the coupon has App Store offers (`store_offers` rows): decided when it is made
-    /// (`needsAppStoreOffers`) and stored, so validate and redeem read offers only for these.
+    /// (`needsOffers(in: .appStore)`) and stored, so validate and redeem read offers only for these.
     var hasStoreOffers = false
+    /// Whether the coupon has Google Play offers, one per base plan of each plan (`has_play_offers`).
+    var hasPlayOffers = false
+    /// Whether any store has offers of the coupon: a full cap, a deactivation or the expiry
+    /// switches them off.
+    var hasAnyStoreOffers: Bool { hasStoreOffers || hasPlayOffers }
 
     var isDiscount: Bool { kind.isDiscount }
     /// Discounts that cover iOS go through App Store offer codes, which have limits; so does a
@@ -29,8 +34,9 @@ struct CouponDefinition: Sendable {
     /// A coupon becomes App Store offers, one per plan, when it covers iOS while the App Store is
     /// connected and the store applies it: a discount, or a free period with plans (`FREE_TRIAL`
     /// at Apple). A free period without plans stays Redeem's own grant.
-    func needsAppStoreOffers(connected: Bool) -> Bool {
-        connected && sellsOn(.appStore) && (isDiscount || (kind == .freePeriod && !productIds.isEmpty))
+    /// The same for Google Play, one offer per base plan of each plan (`needsOffers(in: .playStore)`).
+    func needsOffers(in store: Store, connected: Bool) -> Bool {
+        connected && sellsOn(store) && (isDiscount || (kind == .freePeriod && !productIds.isEmpty))
     }
 
     /// Whether a redemption on `platform` goes through the App Store (reserved, then completed by
@@ -151,10 +157,11 @@ enum CouponRules {
     }
 
     /// A new coupon's definition as it will be stored: its fields checked, whether it becomes App
-    /// Store offers (`needsAppStoreOffers`), and the store limits that then apply.
+    /// Store or Google Play offers (`needsOffers`), and the store limits that then apply.
     static func checked(_ input: CouponInput, defaultEntitlement: String, stores: StoreSettings, now: Date) throws -> CouponDefinition {
         var d = try definition(input, defaultEntitlement: defaultEntitlement, now: now)
-        d.hasStoreOffers = d.needsAppStoreOffers(connected: stores.appStoreConnected)
+        d.hasStoreOffers = d.needsOffers(in: .appStore, connected: stores.appStoreConnected)
+        d.hasPlayOffers = d.needsOffers(in: .playStore, connected: stores.playConnected)
         try checkStoreLimits(d, now: now)
         return d
     }

@@ -9,7 +9,7 @@ enum CouponStore {
     static let columns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
         c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only,
-        c.active, c.mode, c.used_count, c.has_store_offers, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
+        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status = 'completed') AS redeemed_count,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status IN ('reserved', 'granting')) AS reserved_count,
         (SELECT count(*) FROM coupons.store_purchases p WHERE p.coupon_id = c.id AND p.over_cap) AS over_cap_count
@@ -20,7 +20,7 @@ enum CouponStore {
     static let definitionColumns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
         c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only,
-        c.active, c.mode, c.used_count, c.has_store_offers
+        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers
         """
 
     /// The coupon of `code` in `mode`.
@@ -46,8 +46,10 @@ enum CouponStore {
     /// subscription, else 422 on `productIds`). One transaction: the caller's.
     static func create(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, active: Bool, now: Date) throws -> UUID {
         let subscriptions = d.hasStoreOffers ? try PlanStore.appStoreSubscriptions(tx, productIds: d.productIds, mode: mode) : [:]
+        let basePlans = d.hasPlayOffers ? try PlanStore.playBasePlans(tx, productIds: d.productIds, mode: mode) : [:]
         let id = try insert(tx, d, mode: mode, active: active, now: now)
         if d.hasStoreOffers { try StoreOffers.provision(tx, couponId: id, d, mode: mode, subscriptions: subscriptions) }
+        if d.hasPlayOffers { try StoreOffers.provisionPlay(tx, couponId: id, d, mode: mode, basePlans: basePlans) }
         return id
     }
 
@@ -58,11 +60,11 @@ enum CouponStore {
             try tx.query("""
                 INSERT INTO coupons.coupons (id, code, kind, percent_off, amount_off, currency, duration_unit, duration_count, period_count,
                     entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode, active,
-                    has_store_offers)
-                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18, $19)
+                    has_store_offers, has_play_offers)
+                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18, $19, $20)
                 """, [id, d.code, d.kind, d.percentOff, d.amountOff, d.currency, d.duration.unit, d.duration.count, d.periodCount,
                       d.entitlementId, PGArray(d.productIds), PGArray(d.platforms.map(\.rawValue)), d.startsAt, d.expiresAt, d.maxRedemptions,
-                      d.newCustomersOnly, mode.rawValue, active, d.hasStoreOffers])
+                      d.newCustomersOnly, mode.rawValue, active, d.hasStoreOffers, d.hasPlayOffers])
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError(.codeInUse, "a coupon with this code exists in \(mode.rawValue) mode", field: "code")
         }
@@ -102,12 +104,13 @@ enum CouponStore {
     /// The views of `rows`, each with its store offers (one query for those of the coupons that have any).
     static func withStoreOffers(_ c: PGConnection, _ rows: [PGRow], stores: StoreSettings, now: Date) throws -> [CouponView] {
         var views = try rows.map(view)
-        let withOffers = try rows.filter { try $0.decode("has_store_offers", as: Bool.self) }.map { try $0.decode("id", as: UUID.self) }
+        let withOffers = try rows.filter { try $0.decode("has_store_offers", as: Bool.self) || $0.decode("has_play_offers", as: Bool.self) }
+            .map { try $0.decode("id", as: UUID.self) }
         guard !withOffers.isEmpty else { return views }
         let offers = try StoreOffers.rows(c, coupons: withOffers)
         for (i, row) in rows.enumerated() {
             guard let mine = offers[try row.decode("id", as: UUID.self)] else { continue }
-            views[i].storeOffers = mine.map { $0.view(now: now, settle: stores.offerSettle) }
+            views[i].storeOffers = mine.map { $0.view(now: now, settle: stores.settle($0.store)) }
         }
         return views
     }
@@ -160,7 +163,7 @@ enum CouponStore {
         }
         try tx.query("UPDATE coupons.coupons SET max_redemptions = $2, expires_at = $3, active = $4 WHERE id = $1",
                      [id, d.maxRedemptions, d.expiresAt, active])
-        if d.hasStoreOffers {
+        if d.hasAnyStoreOffers {
             if p.active == false {
                 try StoreOffers.switchOff(tx, coupon: id, reason: .deactivated)
             } else {
@@ -185,7 +188,7 @@ enum CouponStore {
                          productIds: PGArray.parse(try row.decode("product_ids")), platforms: try PGArray.parse(try row.decode("platforms")).map(platform),
                          startsAt: try row.decodeIfPresent("starts_at"), expiresAt: try row.decodeIfPresent("expires_at"),
                          maxRedemptions: try row.decodeIfPresent("max_redemptions"), newCustomersOnly: try row.decode("new_customers_only"),
-                         hasStoreOffers: try row.decode("has_store_offers"))
+                         hasStoreOffers: try row.decode("has_store_offers"), hasPlayOffers: try row.decode("has_play_offers"))
     }
 
     static func view(_ row: PGRow) throws -> CouponView {

@@ -33,14 +33,30 @@ struct StoreSettings: Sendable {
     /// Seconds after Apple made a custom code before its offer counts as `ready` (a first verified
     /// purchase makes it ready sooner).
     var offerSettle: TimeInterval
+    /// `REDEEM_PLAY_SERVICE_ACCOUNT` is set: coupons that cover Android with plans become Google
+    /// Play offers, one per base plan.
+    var playConnected = false
+    /// Seconds after Google activated an offer before it counts as `ready` (a first verified
+    /// purchase makes it ready sooner).
+    var playOfferSettle: TimeInterval = 900
 
     /// No store connected: coupons behave as before stores (no offers, never `notReady`).
     static let none = StoreSettings(appStoreConnected: false, appleAppId: nil, offerSettle: 3600)
 
-    init(appStoreConnected: Bool, appleAppId: String?, offerSettle: TimeInterval) {
+    init(appStoreConnected: Bool, appleAppId: String?, offerSettle: TimeInterval, playConnected: Bool = false, playOfferSettle: TimeInterval = 900) {
         self.appStoreConnected = appStoreConnected
         self.appleAppId = appleAppId
         self.offerSettle = offerSettle
+        self.playConnected = playConnected
+        self.playOfferSettle = playOfferSettle
+    }
+
+    /// How long a new offer of `store` settles before it is `ready`.
+    func settle(_ store: Store) -> TimeInterval {
+        switch store {
+        case .appStore: offerSettle
+        case .playStore: playOfferSettle
+        }
     }
 
     init(env: Environment) throws {
@@ -53,6 +69,8 @@ struct StoreSettings: Sendable {
             throw ConfigError(variable: "REDEEM_APPLE_APP_ID", problem: "required once the App Store is connected (REDEEM_ASC_KEY_ID is set)")
         }
         offerSettle = TimeInterval(try env.int("REDEEM_APPLE_OFFER_SETTLE", default: 3600, range: 0...(7 * 86_400)))
+        playConnected = env.raw("REDEEM_PLAY_SERVICE_ACCOUNT") != nil
+        playOfferSettle = TimeInterval(try env.int("REDEEM_PLAY_OFFER_SETTLE", default: 900, range: 0...(7 * 86_400)))
     }
 
     /// Apple's offer-code page with `code` filled in, when the app's id is known.

@@ -27,7 +27,7 @@ extension CouponsService {
             }
         }
         r.on(Coupons.StoreOfferReport.self) { [self] req, _ in
-            try await pool.transaction { try StoreOffers.report($0, req, now: Date(), settle: stores.offerSettle) }
+            try await pool.transaction { try StoreOffers.report($0, req, now: Date(), settle: stores.settle(req.store)) }
         }
         r.on(Coupons.StorePurchase.self) { [self] req, _ in
             let answer = try await Self.retryingConflicts { [pool] in

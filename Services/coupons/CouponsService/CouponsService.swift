@@ -186,7 +186,7 @@ public final class CouponsService: BackendService {
             try Self.audit(tx, req.actor, "coupon.create", view.code, before: nil, after: view, context, req.mode)
             return view
         }
-        if d.hasStoreOffers { relay.nudge() }  // its provision commands
+        if d.hasAnyStoreOffers { relay.nudge() }  // its provision commands
         return view
     }
 

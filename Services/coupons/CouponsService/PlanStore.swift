@@ -90,6 +90,33 @@ enum PlanStore {
         return subscriptions
     }
 
+    /// The Google Play subscription and base plans of each of `productIds` (plans of `mode`),
+    /// locked against a change while the coupon that offers them is made; 422 on `productIds` when
+    /// one is not a plan or has no Play product.
+    static func playBasePlans(_ tx: PGConnection, productIds: [String], mode: Mode) throws -> [String: (product: String, basePlans: [String])] {
+        let rows = try tx.query("""
+            SELECT p.product_id, p.play_product_id, p.play_base_plan_ids FROM coupons.plans p
+            WHERE p.mode = $1 AND p.product_id = ANY($2::text[]) FOR SHARE
+            """, [mode.rawValue, PGArray(productIds)]).rows
+        var found: [String: (product: String, basePlans: [String])?] = [:]
+        for row in rows {
+            let product: String? = try row.decodeIfPresent("play_product_id")
+            let basePlans: String? = try row.decodeIfPresent("play_base_plan_ids")
+            found[try row.decode("product_id")] = product.flatMap { p in basePlans.map { (p, PGArray.parse($0)) } }
+        }
+        var plans: [String: (product: String, basePlans: [String])] = [:]
+        for product in productIds {
+            guard let plan = found[product] else {
+                throw ServiceError(.invalid, "productIds must name plans (POST /v1/plans): \(product.prefix(60)) is not one", field: "productIds")
+            }
+            guard let play = plan, !play.basePlans.isEmpty else {
+                throw ServiceError(.invalid, "the plan \(product.prefix(60)) has no Google Play product (playStore.productId, basePlanIds)", field: "productIds")
+            }
+            plans[product] = play
+        }
+        return plans
+    }
+
     static func view(_ row: PGRow) throws -> PlanView {
         let subscription = try row.decodeIfPresent("app_store_subscription_id", as: String.self)
         let play = try row.decodeIfPresent("play_product_id", as: String.self)

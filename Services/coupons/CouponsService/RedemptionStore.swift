@@ -308,7 +308,9 @@ enum RedemptionStore {
         // The definition only: counting the coupon's redemptions would cost a scan of them all.
         guard let coupon = try CouponStore.findDefinition(tx, id: try row.decode("coupon_id")) else { throw ServiceError.internal }
         try Outbox.add(tx, key: req.id, RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.publicView(coupon), mode: mode))
-        if try coupon.decode("has_store_offers", as: Bool.self) { try StoreOffers.switchOffIfCapFull(tx, coupon: try row.decode("coupon_id")) }
+        if try coupon.decode("has_store_offers", as: Bool.self) || coupon.decode("has_play_offers", as: Bool.self) {
+            try StoreOffers.switchOffIfCapFull(tx, coupon: try row.decode("coupon_id"))
+        }
         return done
     }
 }
@@ -440,7 +442,7 @@ extension RedemptionStore {
         // The cap fills with this batch, and none of its uses waits for the App Store (those keep
         // the offers on until they end): the offers may go off, in this transaction. Rare, so the
         // commit travels with the statement otherwise.
-        let mayFillCap = d.hasStoreOffers && !live.isEmpty && d.maxRedemptions.map { used >= $0 } == true
+        let mayFillCap = d.hasAnyStoreOffers && !live.isEmpty && d.maxRedemptions.map { used >= $0 } == true
             && !live.contains { d.goesThroughAppStore($0.req.platform) }
         let rows: [PGRow]
         if mayFillCap {

@@ -14,12 +14,24 @@ enum StoreIds {
         return "redeem-" + digest.hex.prefix(24)
     }
 
+    /// A Google Play offer's id for (coupon, plan, base plan): Google's form, lower-case letters,
+    /// digits and `-` starting with a letter, at most 63 characters. `c-`, the coupon's code (lower
+    /// case, `_` as `-`, at most 40 characters), `-`, and 8 hex digits of a SHA-256 of the coupon
+    /// id, plan and base plan: readable in the Play Console, unique per base plan (the same code in
+    /// test and live mode, or on another plan, differs in the digits), and stable.
+    static func playOfferId(coupon: UUID, code: String, productId: String, basePlanId: String) -> String {
+        let readable = String(code.lowercased().map { $0 == "_" ? "-" : $0 }.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(40))
+        let digest = Crypto.sha256(Array("redeem.playOfferId|\(coupon.lowercasedString)|\(productId)|\(basePlanId)".utf8))
+        return "c-" + readable + "-" + digest.hex.prefix(8)
+    }
+
     /// The outbox key of a store command (`StoreProvisionCommand.commandId`): one per (command type,
-    /// coupon, store, plan), and per switch of the offer (`generation`, above 0 for a switch), so
-    /// writing the same command twice leaves one row.
-    static func command(_ type: String, coupon: UUID, store: Store, productId: String, generation: Int = 0) -> UUID {
+    /// coupon, store, plan, Google Play base plan), and per switch of the offer (`generation`,
+    /// above 0 for a switch), so writing the same command twice leaves one row.
+    static func command(_ type: String, coupon: UUID, store: Store, productId: String, basePlanId: String? = nil, generation: Int = 0) -> UUID {
+        let plan = basePlanId.map { "|\($0)" } ?? ""  // App Store keys stay as they were
         let switched = generation > 0 ? "|\(generation)" : ""
-        return version8(Crypto.sha256(Array("redeem.storeCommand|\(type)|\(coupon.lowercasedString)|\(store.rawValue)|\(productId)\(switched)".utf8)))
+        return version8(Crypto.sha256(Array("redeem.storeCommand|\(type)|\(coupon.lowercasedString)|\(store.rawValue)|\(productId)\(plan)\(switched)".utf8)))
     }
 
     /// The `appAccountToken` of an account: `UUID(SHA-256("redeem.appAccountToken" ‖ the account

@@ -12,6 +12,8 @@ enum StoreOffers {
         var couponId: UUID
         var store: Store
         var productId: String
+        /// Google Play's base plan; empty for the App Store.
+        var basePlanId = ""
         var stored: StoreOfferState
         var offerName: String
         var offerId: String?
@@ -27,21 +29,22 @@ enum StoreOffers {
         }
 
         func view(now: Date, settle: TimeInterval) -> StoreOfferView {
-            StoreOfferView(store: store, productId: productId, state: state(now: now, settle: settle), offerId: offerId,
-                           message: message, switchedOffAt: switchedOffAt)
+            StoreOfferView(store: store, productId: productId, basePlanId: basePlanId.isEmpty ? nil : basePlanId,
+                           state: state(now: now, settle: settle), offerId: offerId, message: message, switchedOffAt: switchedOffAt)
         }
     }
 
     static let columns = """
         o.coupon_id, o.store, o.product_id, o.state, o.offer_name, o.offer_id, o.custom_code_id, o.message, o.code_created_at,
-        o.first_purchase_at, o.switched_off_at
+        o.first_purchase_at, o.switched_off_at, o.base_plan_id
         """
 
     static func row(_ r: PGRow) throws -> Row {
         guard let store = Store(rawValue: try r.decode("store")), let state = StoreOfferState(rawValue: try r.decode("state")) else {
             throw ServiceError(.internal, "a store offer row holds an unknown store or state")
         }
-        return Row(couponId: try r.decode("coupon_id"), store: store, productId: try r.decode("product_id"), stored: state,
+        return Row(couponId: try r.decode("coupon_id"), store: store, productId: try r.decode("product_id"),
+                   basePlanId: try r.decode("base_plan_id"), stored: state,
                    offerName: try r.decode("offer_name"), offerId: try r.decodeIfPresent("offer_id"),
                    customCodeId: try r.decodeIfPresent("custom_code_id"), message: try r.decodeIfPresent("message"),
                    codeCreatedAt: try r.decodeIfPresent("code_created_at"), firstPurchaseAt: try r.decodeIfPresent("first_purchase_at"),
@@ -71,13 +74,37 @@ enum StoreOffers {
         }
     }
 
+    /// The Google Play offers of a new coupon that needs them, one per base plan of each plan
+    /// (`basePlans`: each plan's Play product and base plans), and a provision command per offer in
+    /// the outbox, in the coupon's own transaction. The offer's id (`StoreIds.playOfferId`) is its
+    /// `offer_name`: Google's purchases carry it back.
+    static func provisionPlay(_ tx: PGConnection, couponId: UUID, _ d: CouponDefinition, mode: Mode,
+                              basePlans: [String: (product: String, basePlans: [String])]) throws {
+        for product in d.productIds {
+            guard let play = basePlans[product] else { throw ServiceError.internal }
+            for basePlan in play.basePlans {
+                let offerId = StoreIds.playOfferId(coupon: couponId, code: d.code, productId: product, basePlanId: basePlan)
+                try tx.query("""
+                    INSERT INTO coupons.store_offers (coupon_id, store, product_id, base_plan_id, offer_name) VALUES ($1, 'playStore', $2, $3, $4)
+                    """, [couponId, product, basePlan, offerId])
+                let command = StoreProvisionCommand(
+                    commandId: StoreIds.command(StoreProvisionCommand.type, coupon: couponId, store: .playStore, productId: product, basePlanId: basePlan),
+                    couponId: couponId, code: d.code, mode: mode, store: .playStore, productId: product, subscriptionId: play.product,
+                    basePlanId: basePlan, offerName: offerId, offer: d.offerTerms, newCustomersOnly: d.newCustomersOnly,
+                    maxRedemptions: d.maxRedemptions, expiresAt: d.expiresAt)
+                try Outbox.add(tx, key: command.commandId, command)
+            }
+        }
+    }
+
     // MARK: - Read
 
     /// The offers of `coupons`, by coupon, each list in the order of its plans' product ids.
     static func rows(_ c: PGConnection, coupons: [UUID]) throws -> [UUID: [Row]] {
         guard !coupons.isEmpty else { return [:] }
         let all = try c.query("""
-            SELECT \(columns) FROM coupons.store_offers o WHERE o.coupon_id = ANY($1::uuid[]) ORDER BY o.coupon_id, o.store, o.product_id
+            SELECT \(columns) FROM coupons.store_offers o WHERE o.coupon_id = ANY($1::uuid[])
+            ORDER BY o.coupon_id, o.store, o.product_id, o.base_plan_id
             """, [PGArray(coupons.map { $0.lowercasedString })]).rows.map(row)
         return Dictionary(grouping: all, by: \.couponId)
     }
@@ -99,30 +126,34 @@ enum StoreOffers {
             next.stored = r.state
             next.message = r.state == .failed ? r.message.map { String($0.prefix(1000)) } : nil
         }
-        if next.stored == .waitingForApple {
+        if next.stored.isWaiting {
             next.offerId = row.offerId ?? r.offerId
             next.customCodeId = row.customCodeId ?? r.customCodeId
             next.codeCreatedAt = row.codeCreatedAt ?? r.codeCreatedAt ?? now
+            // What the store left out of the offer (Google: regions in another currency).
+            if row.stored != next.stored, let note = r.message { next.message = String(note.prefix(1000)) }
         }
         return next == row ? nil : next
     }
 
     /// Records grants' report on one offer, and answers the offer as it is now.
     static func report(_ tx: PGConnection, _ r: Coupons.StoreOfferReport, now: Date, settle: TimeInterval) throws -> StoreOfferView {
-        guard r.state == .waitingForApple || r.state == .failed else {
-            throw ServiceError(.invalid, "a report's state is waitingForApple or failed", field: "state")
+        guard r.state == r.store.waiting || r.state == .failed else {
+            throw ServiceError(.invalid, "a report's state is \(r.store.waiting.rawValue) or failed", field: "state")
         }
         guard let found = try tx.query("""
-            SELECT \(columns) FROM coupons.store_offers o WHERE o.coupon_id = $1 AND o.store = $2 AND o.product_id = $3 FOR UPDATE
-            """, [r.couponId, r.store.rawValue, r.productId]).first else {
+            SELECT \(columns) FROM coupons.store_offers o
+            WHERE o.coupon_id = $1 AND o.store = $2 AND o.product_id = $3 AND o.base_plan_id = $4 FOR UPDATE
+            """, [r.couponId, r.store.rawValue, r.productId, r.basePlanId ?? ""]).first else {
             throw ServiceError(.notFound, "no store offer of this coupon, store and plan")
         }
         let current = try row(found)
         guard let next = applying(r, to: current, now: now) else { return current.view(now: now, settle: settle) }
         try tx.query("""
             UPDATE coupons.store_offers SET state = $4, offer_id = $5, custom_code_id = $6, code_created_at = $7, message = $8, updated_at = now()
-            WHERE coupon_id = $1 AND store = $2 AND product_id = $3
-            """, [r.couponId, r.store.rawValue, r.productId, next.stored.rawValue, next.offerId, next.customCodeId, next.codeCreatedAt, next.message])
+            WHERE coupon_id = $1 AND store = $2 AND product_id = $3 AND base_plan_id = $9
+            """, [r.couponId, r.store.rawValue, r.productId, next.stored.rawValue, next.offerId, next.customCodeId, next.codeCreatedAt, next.message,
+                  r.basePlanId ?? ""])
         return next.view(now: now, settle: settle)
     }
 
@@ -182,10 +213,12 @@ enum StoreOffers {
     private static func command(_ r: PGRow, coupon: UUID, active: Bool, reason: StoreSwitchCommand.Reason, _ tx: PGConnection) throws {
         let offer = try row(r)
         let generation = try r.decode("switch_generation", as: Int.self)
+        let basePlan = offer.basePlanId.isEmpty ? nil : offer.basePlanId
         let command = StoreSwitchCommand(
-            commandId: StoreIds.command(StoreSwitchCommand.type, coupon: coupon, store: offer.store, productId: offer.productId, generation: generation),
+            commandId: StoreIds.command(StoreSwitchCommand.type, coupon: coupon, store: offer.store, productId: offer.productId, basePlanId: basePlan,
+                                        generation: generation),
             couponId: coupon, code: try r.decode("code"), mode: Mode(rawValue: try r.decode("mode")) ?? .live, store: offer.store,
-            productId: offer.productId, offerName: offer.offerName, offerId: offer.offerId, customCodeId: offer.customCodeId,
+            productId: offer.productId, basePlanId: basePlan, offerName: offer.offerName, offerId: offer.offerId, customCodeId: offer.customCodeId,
             active: active, generation: generation, reason: reason)
         try Outbox.add(tx, key: command.commandId, command)
     }

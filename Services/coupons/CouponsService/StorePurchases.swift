@@ -234,7 +234,7 @@ enum StorePurchases {
             """, [couponId, t.store.rawValue, productId])
         let done = try RedemptionStore.get(tx, id: redemption, account: nil, mode: nil)
         try Outbox.add(tx, key: redemption, RedemptionCompletedNotice(redemption: done, coupon: CouponStore.publicView(d), mode: mode))
-        if !sandbox && d.hasStoreOffers { try StoreOffers.switchOffIfCapFull(tx, coupon: couponId) }
+        if !sandbox && d.hasAnyStoreOffers { try StoreOffers.switchOffIfCapFull(tx, coupon: couponId) }
         return Response(redemption: done, created: true)
     }
 }

@@ -29,7 +29,7 @@ public final class GrantsService: BackendService {
     let appStoreConnect: AppStoreConnectClient?
     /// The App Store Server API, when configured (`grants.appleTransaction`).
     let appStoreServer: AppStoreServerClient?
-    /// Makes and switches off App Store offers, when the App Store is connected.
+    /// Makes and switches off store offers, when the App Store or Google Play is connected.
     let storeWorker: StoreTaskWorker?
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
@@ -79,11 +79,12 @@ public final class GrantsService: BackendService {
         appStoreServer = config.appStoreServer.map { AppStoreServerClient(settings: $0, timeout: timeout, retry: appleRetry) }
         // One try per call: a task Apple throttles is due again after its wait, holding up no other.
         let couponsBus = coupons, storeRetry = RetryPolicy(initial: 1, max: config.maxRetryDelay)
-        storeWorker = config.appStoreConnect.map { settings in
-            StoreTaskWorker(pool: runtime.pool, logger: runtime.logger, report: { report in _ = try await couponsBus.request(report) },
-                            client: AppStoreConnectClient(settings: settings, timeout: timeout, retry: AppleRetry(policy: appleRetry.policy, maxAttempts: 1)),
-                            retry: storeRetry, lease: timeout * 8 + 30)
-        }
+        let once = AppleRetry(policy: appleRetry.policy, maxAttempts: 1)
+        let storeClient = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: once) }
+        let playClient = config.play.map { PlayDeveloperClient(settings: $0, timeout: timeout, retry: once) }
+        storeWorker = storeClient == nil && playClient == nil ? nil
+            : StoreTaskWorker(pool: runtime.pool, logger: runtime.logger, report: { report in _ = try await couponsBus.request(report) },
+                              client: storeClient, play: playClient, retry: storeRetry, lease: timeout * 8 + 30)
     }
 
     /// Commands are taken only once the schema exists; until then they stay in the coupons

@@ -6,10 +6,11 @@ import Runtime
 import Synchronization
 import Telemetry
 
-/// Runs the store tasks (`grants.store_tasks`) against App Store Connect (docs/stores.md, "Grants
-/// and Apple's APIs"): claims due tasks under a lease (`FOR UPDATE SKIP LOCKED`, so several grants
-/// instances share them), runs each on its own with `OfferProvisioner`, recording every id Apple
-/// gives before the next call, and reports a provisioning's end to coupons
+/// Runs the store tasks (`grants.store_tasks`) against App Store Connect and the Google Play
+/// Developer API (docs/stores.md, "Grants and Apple's APIs"): claims due tasks of the stores it is
+/// connected to under a lease (`FOR UPDATE SKIP LOCKED`, so several grants instances share them),
+/// runs each on its own with `OfferProvisioner` or `PlayOfferProvisioner`, recording every id the
+/// store gives before the next call, and reports a provisioning's end to coupons
 /// (`coupons.storeOfferReport`) until coupons answers.
 ///
 /// Its client tries each call once: a 429 (its `Retry-After`), a 5xx or no answer ends the run and
@@ -21,7 +22,8 @@ final class StoreTaskWorker: Sendable {
     /// did not answer.
     let report: Report
     typealias Report = @Sendable (Coupons.StoreOfferReport) async throws -> Void
-    let provisioner: OfferProvisioner
+    let provisioner: OfferProvisioner?
+    let play: PlayOfferProvisioner?
     let retry: RetryPolicy
     /// Seconds a claimed task is held; a run makes at most six calls of at most `timeout` each.
     let lease: TimeInterval
@@ -30,12 +32,14 @@ final class StoreTaskWorker: Sendable {
     private let inFlight = Atomic<Int>(0)
     static let maxInFlight = 8
 
-    init(pool: PGPool, logger: Logger, report: @escaping Report, client: AppStoreConnectClient, retry: RetryPolicy, lease: TimeInterval,
+    init(pool: PGPool, logger: Logger, report: @escaping Report, client: AppStoreConnectClient?, play: PlayDeveloperClient? = nil,
+         retry: RetryPolicy, lease: TimeInterval,
          interval: Duration = .seconds(1)) {
         self.pool = pool
         self.logger = logger
         self.report = report
-        self.provisioner = OfferProvisioner(client: client)
+        self.provisioner = client.map(OfferProvisioner.init(client:))
+        self.play = play.map(PlayOfferProvisioner.init(client:))
         self.retry = retry
         self.lease = lease
         self.interval = interval
@@ -62,9 +66,12 @@ final class StoreTaskWorker: Sendable {
         }
     }
 
+    /// The stores this worker can call; tasks of the others wait for an instance that can.
+    var stores: [Store] { (provisioner == nil ? [] : [.appStore]) + (play == nil ? [] : [.playStore]) }
+
     private func claim(limit: Int) async -> [StoreTasks.Claimed] {
-        let lease = self.lease
-        do { return try await pool.withConnection { try StoreTasks.claimDue($0, limit: limit, lease: lease) } } catch {
+        let lease = self.lease, stores = self.stores
+        do { return try await pool.withConnection { try StoreTasks.claimDue($0, limit: limit, lease: lease, stores: stores) } } catch {
             logger.warning("store task claim failed", ["error": String(describing: error)])
             return []
         }
@@ -102,29 +109,26 @@ final class StoreTaskWorker: Sendable {
         var task = claimed
         let command = try JSONDecoder.bus.decode(StoreProvisionCommand.self, from: Data(task.command.utf8))
         if task.status == .pending {
-            let spec = AppStoreOfferSpec(command)
-            let (own, holder) = try await pool.withConnection { c in
-                (try StoreTasks.ownActiveOffers(c, subscriptionId: command.subscriptionId, besides: claimed.id),
-                 try claimed.progress.offerId == nil ? StoreTasks.codeHolder(c, id: claimed.id) : nil)
-            }
+            var note: String?
             let outcome: AppStoreTaskOutcome
-            if let holder {
-                // Refused before any call: Apple would make the offer, then refuse its code.
-                outcome = .failed("the App Store takes a custom code once per app: \(command.code) is the code of \(holder)'s offer; "
-                                  + "make one coupon per App Store plan", task.progress)
-            } else {
-                outcome = await provisioner.provision(spec, from: task.progress, ownActiveOffers: own, record: record(task))
+            switch command.store {
+            case .appStore: outcome = try await appStoreOutcome(claimed, command)
+            case .playStore:
+                guard let play else { throw StoreTasks.LeaseLost() }  // never claimed without the client
+                let result = await play.provision(command, from: task.progress, record: record(task))
+                (outcome, note) = (result.outcome, result.note)
             }
             switch outcome {
             case .done(let progress):
                 task.progress = progress
-                task.report = .waitingForApple
-                task.lastError = nil
+                task.report = command.store.waiting
+                task.lastError = note
             case .failed(let message, let progress):
                 task.progress = progress
                 task.report = .failed
                 task.lastError = message
-                logger.warning("App Store offer not made", ["coupon": command.couponId.lowercasedString, "product": command.productId, "error": message])
+                logger.warning("store offer not made", ["store": command.store.rawValue, "coupon": command.couponId.lowercasedString,
+                                                        "product": command.productId, "error": message])
             case .retryLater(let after, let reason, _):
                 try await settle(task, .pending, error: reason, after: pause(task, after: after))
                 return
@@ -133,16 +137,32 @@ final class StoreTaskWorker: Sendable {
             try await settle(task, .reporting, report: task.report, error: task.lastError, after: lease)
             doorbell.ring()  // a switch may have waited for this provisioning
         }
-        try await sendReport(task, couponId: command.couponId, store: command.store, productId: command.productId)
+        try await sendReport(task, couponId: command.couponId, store: command.store, productId: command.productId, basePlanId: command.basePlanId)
+    }
+
+    /// An App Store provisioning's outcome: refused before any call when another plan holds the
+    /// code, else `OfferProvisioner`'s.
+    private func appStoreOutcome(_ claimed: StoreTasks.Claimed, _ command: StoreProvisionCommand) async throws -> AppStoreTaskOutcome {
+        guard let provisioner else { throw StoreTasks.LeaseLost() }  // never claimed without the client
+        let (own, holder) = try await pool.withConnection { c in
+            (try StoreTasks.ownActiveOffers(c, subscriptionId: command.subscriptionId, besides: claimed.id),
+             try claimed.progress.offerId == nil ? StoreTasks.codeHolder(c, id: claimed.id) : nil)
+        }
+        if let holder {
+            // Refused before any call: Apple would make the offer, then refuse its code.
+            return .failed("the App Store takes a custom code once per app: \(command.code) is the code of \(holder)'s offer; "
+                           + "make one coupon per App Store plan", claimed.progress)
+        }
+        return await provisioner.provision(AppStoreOfferSpec(command), from: claimed.progress, ownActiveOffers: own, record: record(claimed))
     }
 
     /// Reports the end of a task that has one (`report`) to coupons, then ends it; a report coupons
     /// did not answer is sent again after the backoff.
-    private func sendReport(_ task: StoreTasks.Claimed, couponId: UUID, store: Store, productId: String) async throws {
+    private func sendReport(_ task: StoreTasks.Claimed, couponId: UUID, store: Store, productId: String, basePlanId: String?) async throws {
         guard let state = task.report else { return try await settle(task, .done, error: task.lastError) }
-        let message = Coupons.StoreOfferReport(couponId: couponId, store: store, productId: productId, state: state,
+        let message = Coupons.StoreOfferReport(couponId: couponId, store: store, productId: productId, basePlanId: basePlanId, state: state,
                                               offerId: task.progress.offerId, customCodeId: task.progress.customCodeId,
-                                              codeCreatedAt: task.progress.codeCreatedAt, message: state == .failed ? task.lastError : nil)
+                                              codeCreatedAt: task.progress.codeCreatedAt, message: task.lastError)
         do {
             try await report(message)
         } catch {
@@ -163,16 +183,26 @@ final class StoreTaskWorker: Sendable {
             var start = task.progress
             if start.offerId == nil { start.offerId = command.offerId }
             if start.customCodeId == nil { start.customCodeId = command.customCodeId }
-            switch await provisioner.switchTo(active: command.active, subscriptionId: task.subscriptionId, offerName: command.offerName,
-                                              code: command.code, from: start, record: record(task)) {
+            let outcome: AppStoreTaskOutcome
+            switch (command.store, provisioner, play) {
+            case (.appStore, let provisioner?, _):
+                outcome = await provisioner.switchTo(active: command.active, subscriptionId: task.subscriptionId, offerName: command.offerName,
+                                                     code: command.code, from: start, record: record(task))
+            case (.playStore, _, let play?):
+                outcome = await play.switchTo(active: command.active, command, product: task.subscriptionId, from: start, record: record(task))
+            default:
+                throw StoreTasks.LeaseLost()  // never claimed without the client
+            }
+            switch outcome {
             case .done(let progress):
                 guard command.active else { return try await settle(task, .done, error: nil) }
                 task.progress = progress
-                task.report = .waitingForApple
+                task.report = command.store.waiting
                 task.lastError = nil
             case .failed(let message, let progress):
-                logger.warning(command.active ? "App Store offer not switched back on" : "App Store offer not switched off",
-                               ["coupon": command.couponId.lowercasedString, "product": command.productId, "error": message])
+                logger.warning(command.active ? "store offer not switched back on" : "store offer not switched off",
+                               ["store": command.store.rawValue, "coupon": command.couponId.lowercasedString, "product": command.productId,
+                                "error": message])
                 guard command.active else { return try await settle(task, .failed, error: message) }
                 task.progress = progress
                 task.report = .failed
@@ -183,7 +213,7 @@ final class StoreTaskWorker: Sendable {
             try await settle(task, .reporting, report: task.report, error: task.lastError, after: lease)
             doorbell.ring()  // the offer's next switch may have waited for this one
         }
-        try await sendReport(task, couponId: command.couponId, store: command.store, productId: command.productId)
+        try await sendReport(task, couponId: command.couponId, store: command.store, productId: command.productId, basePlanId: command.basePlanId)
     }
 }
 

@@ -42,10 +42,10 @@ enum StoreTasks {
     @discardableResult
     static func store(_ c: PGConnection, _ command: StoreProvisionCommand) throws -> Bool {
         try c.query("""
-            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, command, subscription_id, offer_name, code)
-            VALUES ($1, $2, $3, $4, 'provision', $5, $6, $7, upper($8)) ON CONFLICT DO NOTHING RETURNING id
+            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, command, subscription_id, offer_name, code, base_plan_id)
+            VALUES ($1, $2, $3, $4, 'provision', $5, $6, $7, upper($8), $9) ON CONFLICT DO NOTHING RETURNING id
             """, [command.commandId, command.couponId, command.store.rawValue, command.productId, try json(command),
-                  command.subscriptionId, command.offerName, command.code]).rows.count == 1
+                  command.subscriptionId, command.offerName, command.code, command.basePlanId ?? ""]).rows.count == 1
     }
 
     /// Stores a switch command (off or on), with the ids coupons knew; a repeat changes nothing.
@@ -53,10 +53,11 @@ enum StoreTasks {
     static func store(_ c: PGConnection, _ command: StoreSwitchCommand) throws -> Bool {
         let action: StoreTaskAction = command.active ? .switchOn : .switchOff
         return try c.query("""
-            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, generation, command, offer_name, code, offer_id, custom_code_id)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, upper($9), $10, $11) ON CONFLICT DO NOTHING RETURNING id
+            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, generation, command, offer_name, code, offer_id, custom_code_id,
+                base_plan_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, upper($9), $10, $11, $12) ON CONFLICT DO NOTHING RETURNING id
             """, [command.commandId, command.couponId, command.store.rawValue, command.productId, action.rawValue, command.generation,
-                  try json(command), command.offerName, command.code, command.offerId, command.customCodeId]).rows.count == 1
+                  try json(command), command.offerName, command.code, command.offerId, command.customCodeId, command.basePlanId ?? ""]).rows.count == 1
     }
 
     static func json<T: Encodable>(_ value: T) throws -> String {
@@ -68,19 +69,22 @@ enum StoreTasks {
     /// still has calls to make, and, when no provisioning was stored (the two commands crossed),
     /// for a minute; and while a switch of an earlier generation is unfinished, so the last one
     /// coupons asked for is the one Apple is left with. A switch starts from the ids its
-    /// provisioning recorded.
-    static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Claimed] {
+    /// provisioning recorded. Only tasks of `stores` (those this instance is connected to) are
+    /// claimed; the others wait. An offer is (coupon, store, plan, base plan).
+    static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval, stores: [Store] = Store.allCases) throws -> [Claimed] {
         try c.query("""
             UPDATE grants.store_tasks t SET attempts = t.attempts + 1, next_attempt_at = now() + make_interval(secs => $2), lease_token = gen_random_uuid()
             WHERE t.id IN (
                 SELECT s.id FROM grants.store_tasks s
-                WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now()
+                WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now() AND s.store = ANY($3::text[])
                   AND (s.action = 'provision' OR (COALESCE(
                         (SELECT p.status <> 'pending' FROM grants.store_tasks p
-                         WHERE p.coupon_id = s.coupon_id AND p.store = s.store AND p.product_id = s.product_id AND p.action = 'provision'),
+                         WHERE p.coupon_id = s.coupon_id AND p.store = s.store AND p.product_id = s.product_id
+                           AND p.base_plan_id = s.base_plan_id AND p.action = 'provision'),
                         s.created_at < now() - interval '1 minute')
                     AND NOT EXISTS (SELECT 1 FROM grants.store_tasks e
-                        WHERE e.coupon_id = s.coupon_id AND e.store = s.store AND e.product_id = s.product_id AND e.action <> 'provision'
+                        WHERE e.coupon_id = s.coupon_id AND e.store = s.store AND e.product_id = s.product_id
+                          AND e.base_plan_id = s.base_plan_id AND e.action <> 'provision'
                           AND e.generation < s.generation AND e.status IN ('pending', 'reporting'))))
                 ORDER BY s.next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
             )
@@ -89,7 +93,7 @@ enum StoreTasks {
                 COALESCE(t.subscription_id, (SELECT p.subscription_id FROM grants.store_tasks p WHERE \(provisionOf))) AS subscription_id,
                 COALESCE(t.offer_id, (SELECT p.offer_id FROM grants.store_tasks p WHERE \(provisionOf))) AS offer_id,
                 COALESCE(t.custom_code_id, (SELECT p.custom_code_id FROM grants.store_tasks p WHERE \(provisionOf))) AS custom_code_id
-            """, [limit, lease]).rows.map { row in
+            """, [limit, lease, PGArray(stores.map(\.rawValue))]).rows.map { row in
             Claimed(id: try row.decode("id"), action: StoreTaskAction(rawValue: try row.decode("action")) ?? .provision,
                     status: StoreTaskStatus(rawValue: try row.decode("status")) ?? .pending, command: try row.decode("command"),
                     subscriptionId: try row.decodeIfPresent("subscription_id"),
@@ -101,8 +105,10 @@ enum StoreTasks {
         }
     }
 
-    /// The provisioning row of the task `t`'s (coupon, store, plan).
-    static let provisionOf = "p.coupon_id = t.coupon_id AND p.store = t.store AND p.product_id = t.product_id AND p.action = 'provision'"
+    /// The provisioning row of the task `t`'s (coupon, store, plan, base plan).
+    static let provisionOf = """
+        p.coupon_id = t.coupon_id AND p.store = t.store AND p.product_id = t.product_id AND p.base_plan_id = t.base_plan_id AND p.action = 'provision'
+        """
 
     /// The task's lease was taken over (or the task is gone): nothing of this run may be recorded.
     struct LeaseLost: Error {}
@@ -134,7 +140,7 @@ enum StoreTasks {
     static func ownActiveOffers(_ c: PGConnection, subscriptionId: String, besides id: UUID) throws -> Int {
         try c.query("""
             SELECT count(*)::int AS n FROM grants.store_tasks t
-            WHERE t.action = 'provision' AND t.subscription_id = $1 AND t.id <> $2 AND t.offer_id IS NOT NULL
+            WHERE t.action = 'provision' AND t.store = 'appStore' AND t.subscription_id = $1 AND t.id <> $2 AND t.offer_id IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM grants.store_tasks s WHERE s.coupon_id = t.coupon_id AND s.store = t.store
                               AND s.product_id = t.product_id AND s.action = 'switchOff' AND s.offer_switched
                               AND NOT EXISTS (SELECT 1 FROM grants.store_tasks n WHERE n.coupon_id = t.coupon_id AND n.store = t.store
@@ -151,7 +157,8 @@ enum StoreTasks {
     static func codeHolder(_ c: PGConnection, id: UUID) throws -> String? {
         try c.query("""
             SELECT o.product_id, o.coupon_id = t.coupon_id AS same_coupon FROM grants.store_tasks t
-            JOIN grants.store_tasks o ON o.code = t.code AND o.action = 'provision' AND o.id <> t.id AND o.report IS DISTINCT FROM 'failed'
+            JOIN grants.store_tasks o ON o.code = t.code AND o.store = t.store AND o.action = 'provision' AND o.id <> t.id
+                AND o.report IS DISTINCT FROM 'failed'
             WHERE t.id = $1 AND (o.custom_code_id IS NOT NULL
                 OR (o.coupon_id = t.coupon_id AND o.product_id < t.product_id)
                 OR (o.coupon_id <> t.coupon_id AND (o.created_at, o.id) < (t.created_at, t.id)))
