@@ -78,6 +78,10 @@ extension AppStoreHandoff: APIBody {
     public static let fieldRules: [String: [JSONSchema.Rule]] = ["redemptionUrl": [.format("uri")]]
 }
 
+extension PlayStoreHandoff: APIBody {
+    public static let schemaName: String? = "PlayStoreHandoff"
+}
+
 extension AccountView: APIBody {
     public static let schemaName: String? = "Account"
 }

@@ -176,6 +176,9 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     public var appUserId: String?
     /// Redeem's answer on iOS for a coupon with App Store offers: where the app sends its user.
     public var appStore: AppStoreHandoff?
+    /// Redeem's answer on Android for a coupon with Google Play offers: the offer and the account's
+    /// obfuscated id for the billing flow.
+    public var playStore: PlayStoreHandoff?
 
     public init(redemptionId: UUID, code: String, status: RedemptionStatus, platform: Platform, productId: String?, pricePaid: Money?,
                 sandbox: Bool, reservedAt: Date, completedAt: Date?, failureReason: String?, entitlement: Entitlement?,
@@ -188,7 +191,7 @@ public struct RedemptionView: Codable, Sendable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case redemptionId, code, status, platform, productId, pricePaid, sandbox, reservedAt, completedAt, failureReason, entitlement
-        case accountId, appUserId, appStore
+        case accountId, appUserId, appStore, playStore
     }
 
     /// The shape of SPEC §4.3: `productId` and `pricePaid` are always there (null when there is
@@ -211,6 +214,7 @@ public struct RedemptionView: Codable, Sendable, Equatable {
         try c.encodeIfPresent(accountId, forKey: .accountId)
         try c.encodeIfPresent(appUserId, forKey: .appUserId)
         try c.encodeIfPresent(appStore, forKey: .appStore)
+        try c.encodeIfPresent(playStore, forKey: .playStore)
     }
 }
 
@@ -336,14 +340,21 @@ public enum Coupons {
             /// is ready).
             public var offer: StoreOfferTerms?
             public var appStore: AppStoreHandoff?
+            /// On Android, for a coupon with Google Play offers, once valid: per eligible plan, the
+            /// base plans whose offer is ready, and the offer to find in `ProductDetails`.
+            public var basePlanIds: [String: [String]]?
+            public var playStore: PlayStoreHandoff?
             public init(valid: Bool, reason: RefusalReason?, coupon: PublicCoupon?, eligibleProductIds: [String],
-                        offer: StoreOfferTerms? = nil, appStore: AppStoreHandoff? = nil) {
+                        offer: StoreOfferTerms? = nil, appStore: AppStoreHandoff? = nil, basePlanIds: [String: [String]]? = nil,
+                        playStore: PlayStoreHandoff? = nil) {
                 self.valid = valid
                 self.reason = reason
                 self.coupon = coupon
                 self.eligibleProductIds = eligibleProductIds
                 self.offer = offer
                 self.appStore = appStore
+                self.basePlanIds = basePlanIds
+                self.playStore = playStore
             }
         }
         /// The answer as the gateway sends it, and its reason (which the gateway's abuse limits read).

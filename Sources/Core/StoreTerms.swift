@@ -133,3 +133,25 @@ public struct AppStoreHandoff: Codable, Sendable, Equatable {
         "https://apps.apple.com/redeem?ctx=offercodes&id=\(appId)&code=\(code)"
     }
 }
+
+/// What an Android client is handed for a coupon with Google Play offers (docs/stores.md):
+/// validate names the offer, so the app finds its token among the `ProductDetails` of the plan's
+/// base plans; redeem adds the value the app passes to `BillingFlowParams.setObfuscatedAccountId`,
+/// so Google's purchase names the account.
+public struct PlayStoreHandoff: Codable, Sendable, Equatable {
+    /// The offer's id, the same on every base plan of the coupon.
+    public var offerId: String?
+    public var offerTags: [String]?
+    /// Derived from the account: 64 hex digits, no personal data (Google blocks purchases that
+    /// carry any).
+    public var obfuscatedAccountId: String?
+
+    public init(offerId: String?, offerTags: [String]?, obfuscatedAccountId: String? = nil) {
+        self.offerId = offerId
+        self.offerTags = offerTags
+        self.obfuscatedAccountId = obfuscatedAccountId
+    }
+
+    /// The tag every coupon offer carries at Google Play.
+    public static let couponTag = "redeem-coupon"
+}

@@ -98,7 +98,7 @@ import Telemetry
             // Google's form: lower case, digits and `-`, a letter first; the code is readable in it.
             #expect(c.offerName.range(of: "^c-play-30-[0-9a-f]{8}$", options: .regularExpression) != nil)
         }
-        #expect(Set(commands.map(\.offerName)).count == 2, "unique per base plan")
+        #expect(Set(commands.map(\.offerName)).count == 1, "one offer id on every base plan, so validate names one")
         // Shown as the API shows it.
         let json = try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(offers[0])) as? [String: Any]
         #expect(json?["store"] as? String == "playStore" && json?["basePlanId"] as? String == "annual" && json?["state"] as? String == "creating")
@@ -181,6 +181,51 @@ import Telemetry
         #expect(w.play.offers.allSatisfy { $0.regionalConfigs.keys.sorted() == ["US"] })
         let gone = try #require(offers.first { $0.productId == "pro.gone" })
         #expect(gone.state == .failed && gone.message == "Google Play has no base plan gone in subscription other_sub")
+    }
+
+    // MARK: Validate and redeem on Android
+
+    /// Grants' report that Google activated the offer on `basePlan`, `ago` seconds before now.
+    func activated(_ w: World, _ code: String, basePlan: String, ago: TimeInterval) async throws {
+        let coupon = try await w.coupons.couponId(code)
+        let settle = w.coupons.stores.playOfferSettle
+        _ = try await w.pool.transaction {
+            try StoreOffers.report($0, Coupons.StoreOfferReport(couponId: coupon, store: .playStore, productId: "pro.monthly", basePlanId: basePlan,
+                                                                state: .waitingForGoogle, offerId: "x", codeCreatedAt: Date().addingTimeInterval(-ago)),
+                                   now: Date(), settle: settle)
+        }
+    }
+
+    @Test func androidWaitsForAReadyOfferThenIsHandedTheOfferAndTheAccountsId() async throws {
+        let w = try await world(appStore: true, playSettle: 900)
+        defer { Task { await w.stop() } }
+        try await w.coupons.coupon(Self.input("HANDOFF_30", platforms: ["android", "ios", "web"]))
+        let account = UUID.random()
+        #expect(try await w.coupons.validate("HANDOFF_30", account: account, platform: .android).reason == .notReady)
+        #expect(try await w.coupons.redeem("HANDOFF_30", account: account, platform: .android).refusal == .notReady)
+        // The web never waits for a store; iOS waits for Apple's own offer, not Google's.
+        #expect(try await w.coupons.validate("HANDOFF_30", account: account, platform: .web).valid)
+        try await activated(w, "HANDOFF_30", basePlan: "monthly", ago: 60)
+        #expect(try await w.coupons.validate("HANDOFF_30", account: account, platform: .android).reason == .notReady, "still settling")
+        #expect(try await w.coupons.validate("HANDOFF_30", account: account, platform: .ios).reason == .notReady)
+
+        try await activated(w, "HANDOFF_30", basePlan: "annual", ago: 901)
+        let valid = try await w.coupons.validate("HANDOFF_30", account: account, platform: .android)
+        let offerId = StoreIds.playOfferId(coupon: try await w.coupons.couponId("HANDOFF_30"), code: "HANDOFF_30")
+        #expect(valid.valid && valid.eligibleProductIds == ["pro.monthly"] && valid.basePlanIds == ["pro.monthly": ["annual"]])
+        #expect(valid.playStore == PlayStoreHandoff(offerId: offerId, offerTags: ["redeem-coupon"]) && valid.appStore == nil)
+        #expect(valid.offer?.percentOff == 30)
+
+        let redeemed = try await w.coupons.redeem("HANDOFF_30", account: account, platform: .android)
+        let redemption = try #require(redeemed.redemption)
+        #expect(redemption.status == .reserved && redemption.appStore == nil)
+        let handoff = try #require(redemption.playStore)
+        #expect(handoff.offerId == offerId && handoff.obfuscatedAccountId == StoreIds.obfuscatedAccountId(account: account))
+        #expect(handoff.obfuscatedAccountId?.count == 64 && handoff.obfuscatedAccountId?.allSatisfy(\.isHexDigit) == true)
+        #expect(StoreIds.obfuscatedAccountId(account: UUID.random()) != handoff.obfuscatedAccountId)
+        // Asked again, the account's reservation is answered with the same hand-off.
+        let again = try await w.coupons.redeem("HANDOFF_30", account: account, platform: .android)
+        #expect(!again.created && again.redemption?.playStore == handoff)
     }
 
     // MARK: Switching off

@@ -42,6 +42,12 @@ struct CouponDefinition: Sendable {
     /// Whether a redemption on `platform` goes through the App Store (reserved, then completed by
     /// a verified purchase) rather than through Redeem's own grant or a hand confirmation.
     func goesThroughAppStore(_ platform: Platform?) -> Bool { hasStoreOffers && platform?.store == .appStore }
+    /// The same through Google Play, on Android for a coupon with Play offers.
+    func goesThroughPlay(_ platform: Platform?) -> Bool { hasPlayOffers && platform?.store == .playStore }
+    /// The store a redemption on `platform` goes through, if any.
+    func store(through platform: Platform?) -> Store? {
+        goesThroughAppStore(platform) ? .appStore : goesThroughPlay(platform) ? .playStore : nil
+    }
     /// Whether the coupon covers a platform that `store` sells on.
     func sellsOn(_ store: Store) -> Bool { platforms.contains { $0.store == store } }
 

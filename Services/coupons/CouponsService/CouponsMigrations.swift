@@ -281,6 +281,11 @@ enum CouponsMigrations {
             ALTER TABLE store_offers DROP CONSTRAINT store_offers_state_check;
             ALTER TABLE store_offers ADD CONSTRAINT store_offers_state_check
                 CHECK (state IN ('creating', 'waitingForApple', 'waitingForGoogle', 'failed'));
+            -- A coupon's Play offer has one id on each of its base plans (Google wants it unique per base
+            -- plan); an App Store offer's name stays unique, as Apple's transactions find it by name.
+            ALTER TABLE store_offers DROP CONSTRAINT store_offers_offer_name_key;
+            CREATE UNIQUE INDEX store_offers_offer_name ON store_offers (offer_name) WHERE store = 'appStore';
+            CREATE UNIQUE INDEX store_offers_play_offer ON store_offers (offer_name, product_id, base_plan_id) WHERE store = 'playStore';
             -- code_created_at is when Google activated the offer: the settle time counts from there.
             ALTER TABLE store_offers ADD CONSTRAINT store_offers_google_activated CHECK (state <> 'waitingForGoogle' OR code_created_at IS NOT NULL);
             """),

@@ -164,32 +164,39 @@ enum RedemptionStore {
             if try row.decode("already", as: Bool.self) { already.insert(account) }
             if try row.decode("not_new", as: Bool.self) { notNew.insert(account) }
         }
-        let ready: Set<String>? = try reqs.contains(where: { d.goesThroughAppStore($0.platform) })
-            ? StoreOffers.readyProducts(c, coupon: try coupon.decode("id"), now: now, settle: stores.offerSettle) : nil
-        // Answers differ only by reason (and, valid, by whether they hand off to the App Store), so
-        // each is encoded once per batch.
-        struct Key: Hashable { let reason: RefusalReason?; let appStore: Bool }
+        let couponId = try coupon.decode("id", as: UUID.self)
+        let ready = try reqs.contains(where: { d.store(through: $0.platform) != nil })
+            ? StoreOffers.ready(c, coupon: couponId, now: now, settle: stores.settle) : [:]
+        // Answers differ only by reason (and, valid, by the store they hand off to), so each is
+        // encoded once per batch.
+        struct Key: Hashable { let reason: RefusalReason?; let store: Store? }
         var answers: [Key: Coupons.Validate.Response] = [:]
-        func answer(_ reason: RefusalReason?, appStore: Bool) throws -> Coupons.Validate.Response {
-            let key = Key(reason: reason, appStore: appStore && reason == nil)
+        func answer(_ reason: RefusalReason?, store: Store?) throws -> Coupons.Validate.Response {
+            let key = Key(reason: reason, store: reason == nil ? store : nil)
             if let known = answers[key] { return known }
             var a = Coupons.Validate.Answer(valid: reason == nil, reason: reason, coupon: publicView, eligibleProductIds: d.productIds)
-            if key.appStore, let ready {
-                a.eligibleProductIds = d.productIds.filter(ready.contains)
+            if let store = key.store {
+                let plans = ready[store] ?? [:]
+                a.eligibleProductIds = d.productIds.filter { plans[$0] != nil }
                 a.offer = d.offerTerms
-                a.appStore = stores.redemptionURL(code: d.code).map { AppStoreHandoff(redemptionUrl: $0, appAccountToken: nil) }
+                switch store {
+                case .appStore: a.appStore = stores.redemptionURL(code: d.code).map { AppStoreHandoff(redemptionUrl: $0, appAccountToken: nil) }
+                case .playStore:
+                    a.basePlanIds = plans
+                    a.playStore = PlayStoreHandoff(offerId: StoreIds.playOfferId(coupon: couponId, code: d.code), offerTags: [PlayStoreHandoff.couponTag])
+                }
             }
             let new = try Coupons.Validate.Response(a)
             answers[key] = new
             return new
         }
         return try reqs.map { req in
-            let appStore = d.goesThroughAppStore(req.platform)
+            let store = d.store(through: req.platform)
             switch try decide(d, active: active, platform: req.platform, productId: nil, resolveProduct: false,
                               holdsUse: !sandbox && already.contains(req.accountId), veteran: notNew.contains(req.accountId),
-                              usesTaken: sandbox ? nil : used, readyProducts: appStore ? ready : nil, now: now) {
-            case .refuse(let reason): return try answer(reason, appStore: appStore)
-            case .reserve: return try answer(nil, appStore: appStore)
+                              usesTaken: sandbox ? nil : used, readyProducts: store.map { Set((ready[$0] ?? [:]).keys) }, now: now) {
+            case .refuse(let reason): return try answer(reason, store: store)
+            case .reserve: return try answer(nil, store: store)
             }
         }
     }
@@ -372,13 +379,23 @@ extension RedemptionStore {
             guard let account = v.accountId else { continue }
             existing[Key(account: account, sandbox: v.sandbox)] = v
         }
-        let ready: Set<String>? = reqs.contains(where: { d.goesThroughAppStore($0.platform) })
-            ? try StoreOffers.readyProducts(tx, coupon: couponId, now: now, settle: stores.offerSettle) : nil
-        /// What an iOS client of a coupon with App Store offers is handed with its redemption.
+        let ready = reqs.contains(where: { d.store(through: $0.platform) != nil })
+            ? try StoreOffers.ready(tx, coupon: couponId, now: now, settle: stores.settle) : [:]
+        /// What a client of a coupon with store offers is handed with its redemption: on iOS Apple's
+        /// offer-code page and the account's token, on Android the offer and the account's
+        /// obfuscated id.
         func handingOff(_ v: RedemptionView) -> RedemptionView {
-            guard d.goesThroughAppStore(v.platform), let account = v.accountId, let url = stores.redemptionURL(code: d.code) else { return v }
+            guard let account = v.accountId else { return v }
             var v = v
-            v.appStore = AppStoreHandoff(redemptionUrl: url, appAccountToken: StoreIds.appAccountToken(account: account))
+            switch d.store(through: v.platform) {
+            case .appStore?:
+                guard let url = stores.redemptionURL(code: d.code) else { return v }
+                v.appStore = AppStoreHandoff(redemptionUrl: url, appAccountToken: StoreIds.appAccountToken(account: account))
+            case .playStore?:
+                v.playStore = PlayStoreHandoff(offerId: StoreIds.playOfferId(coupon: couponId, code: d.code), offerTags: [PlayStoreHandoff.couponTag],
+                                               obfuscatedAccountId: StoreIds.obfuscatedAccountId(account: account))
+            case nil: break
+            }
             return v
         }
         var notNew = Set<UUID>()
@@ -401,7 +418,7 @@ extension RedemptionStore {
             do {
                 switch try decide(d, active: active, platform: req.platform, productId: req.productId, resolveProduct: true,
                                   holdsUse: false, veteran: notNew.contains(req.accountId), usesTaken: sandbox ? nil : used,
-                                  readyProducts: d.goesThroughAppStore(req.platform) ? ready : nil, now: now) {
+                                  readyProducts: d.store(through: req.platform).map { Set((ready[$0] ?? [:]).keys) }, now: now) {
                 case .refuse(let reason):
                     results[i] = refused(reason)
                 case .reserve(let productId):
@@ -415,9 +432,9 @@ extension RedemptionStore {
         }
         guard !fresh.isEmpty else { return (results.map { $0! }, []) }
 
-        // A discount, or a use that goes through the App Store, waits for its purchase; a free
-        // period is granted by Redeem.
-        let statuses = fresh.map { n -> RedemptionStatus in d.isDiscount || d.goesThroughAppStore(n.req.platform) ? .reserved : .granting }
+        // A discount, or a use that goes through a store, waits for its purchase; a free period is
+        // granted by Redeem.
+        let statuses = fresh.map { n -> RedemptionStatus in d.isDiscount || d.store(through: n.req.platform) != nil ? .reserved : .granting }
         var ids: [String] = [], payloads: [String] = []
         if let entitlement = d.entitlementId {
             let publicCoupon = CouponStore.publicView(d)
@@ -431,7 +448,9 @@ extension RedemptionStore {
             }
         }
         let live = fresh.filter { !$0.sandbox }
-        let tokens = fresh.map { d.goesThroughAppStore($0.req.platform) ? StoreIds.appAccountToken(account: $0.req.accountId).lowercasedString : nil }
+        // Every use that goes through a store carries the account's token: Apple's notification
+        // finds its reservation by it, and a full cap waits for every reservation that has one.
+        let tokens = fresh.map { d.store(through: $0.req.platform) != nil ? StoreIds.appAccountToken(account: $0.req.accountId).lowercasedString : nil }
         let statement: PGConnection.PreparedStatement = ("reserve_batch", BatchSQL.reserve, [
             PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
             PGArray(fresh.map { $0.req.accountId.lowercasedString }), PGArray(fresh.map { $0.req.appUserId }),
@@ -443,7 +462,7 @@ extension RedemptionStore {
         // the offers on until they end): the offers may go off, in this transaction. Rare, so the
         // commit travels with the statement otherwise.
         let mayFillCap = d.hasAnyStoreOffers && !live.isEmpty && d.maxRedemptions.map { used >= $0 } == true
-            && !live.contains { d.goesThroughAppStore($0.req.platform) }
+            && !live.contains { d.store(through: $0.req.platform) != nil }
         let rows: [PGRow]
         if mayFillCap {
             rows = try tx.prepared([statement])[0].rows

@@ -14,15 +14,25 @@ enum StoreIds {
         return "redeem-" + digest.hex.prefix(24)
     }
 
-    /// A Google Play offer's id for (coupon, plan, base plan): Google's form, lower-case letters,
-    /// digits and `-` starting with a letter, at most 63 characters. `c-`, the coupon's code (lower
-    /// case, `_` as `-`, at most 40 characters), `-`, and 8 hex digits of a SHA-256 of the coupon
-    /// id, plan and base plan: readable in the Play Console, unique per base plan (the same code in
-    /// test and live mode, or on another plan, differs in the digits), and stable.
-    static func playOfferId(coupon: UUID, code: String, productId: String, basePlanId: String) -> String {
+    /// A coupon's Google Play offer id, the same on each of its base plans (Google wants it unique
+    /// per base plan), so validate names one offer for the app to find: Google's form, lower-case
+    /// letters, digits and `-` starting with a letter, at most 63 characters. `c-`, the coupon's
+    /// code (lower case, `_` as `-`, at most 40 characters), `-`, and 8 hex digits of a SHA-256 of
+    /// the coupon id: readable in the Play Console, stable, and different for the same code in test
+    /// and live mode.
+    static func playOfferId(coupon: UUID, code: String) -> String {
         let readable = String(code.lowercased().map { $0 == "_" ? "-" : $0 }.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(40))
-        let digest = Crypto.sha256(Array("redeem.playOfferId|\(coupon.lowercasedString)|\(productId)|\(basePlanId)".utf8))
+        let digest = Crypto.sha256(Array("redeem.playOfferId|\(coupon.lowercasedString)".utf8))
         return "c-" + readable + "-" + digest.hex.prefix(8)
+    }
+
+    /// The `obfuscatedAccountId` of an account for Google Play's billing flow: 64 hex digits of
+    /// SHA-256("redeem.obfuscatedAccountId" ‖ the account id's 16 bytes), at Google's limit of 64
+    /// characters and no personal data. Derived, so the purchase Google reports names the account.
+    static func obfuscatedAccountId(account: UUID) -> String {
+        var bytes = Array("redeem.obfuscatedAccountId".utf8)
+        withUnsafeBytes(of: account.uuid) { bytes.append(contentsOf: $0) }
+        return Crypto.sha256(bytes).hex
     }
 
     /// The outbox key of a store command (`StoreProvisionCommand.commandId`): one per (command type,

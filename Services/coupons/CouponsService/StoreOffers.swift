@@ -76,14 +76,14 @@ enum StoreOffers {
 
     /// The Google Play offers of a new coupon that needs them, one per base plan of each plan
     /// (`basePlans`: each plan's Play product and base plans), and a provision command per offer in
-    /// the outbox, in the coupon's own transaction. The offer's id (`StoreIds.playOfferId`) is its
-    /// `offer_name`: Google's purchases carry it back.
+    /// the outbox, in the coupon's own transaction. The offer's id (`StoreIds.playOfferId`, one per
+    /// coupon) is its `offer_name`: Google's purchases carry it back with the base plan.
     static func provisionPlay(_ tx: PGConnection, couponId: UUID, _ d: CouponDefinition, mode: Mode,
                               basePlans: [String: (product: String, basePlans: [String])]) throws {
         for product in d.productIds {
             guard let play = basePlans[product] else { throw ServiceError.internal }
+            let offerId = StoreIds.playOfferId(coupon: couponId, code: d.code)
             for basePlan in play.basePlans {
-                let offerId = StoreIds.playOfferId(coupon: couponId, code: d.code, productId: product, basePlanId: basePlan)
                 try tx.query("""
                     INSERT INTO coupons.store_offers (coupon_id, store, product_id, base_plan_id, offer_name) VALUES ($1, 'playStore', $2, $3, $4)
                     """, [couponId, product, basePlan, offerId])
@@ -112,8 +112,18 @@ enum StoreOffers {
     /// The plans of a coupon whose App Store offer is `ready` now: what validate and redeem on iOS
     /// ask, for a coupon with offers only (`has_store_offers`), through `store_offers_of`.
     static func readyProducts(_ c: PGConnection, coupon: UUID, now: Date, settle: TimeInterval) throws -> Set<String> {
+        Set(try ready(c, coupon: coupon, now: now, settle: { _ in settle })[.appStore]?.keys ?? [:].keys)
+    }
+
+    /// A coupon's offers that are `ready` now, per store: plan → its base plans with a ready offer
+    /// (Google Play; `[""]` for the App Store). One query, through `store_offers_of`.
+    static func ready(_ c: PGConnection, coupon: UUID, now: Date, settle: (Store) -> TimeInterval) throws -> [Store: [String: [String]]] {
         let rows = try c.prepared("store_offers_of", "SELECT \(columns) FROM coupons.store_offers_of($1) o", [coupon]).rows.map(row)
-        return Set(rows.filter { $0.store == .appStore && $0.state(now: now, settle: settle) == .ready }.map(\.productId))
+        var ready: [Store: [String: [String]]] = [:]
+        for r in rows where r.state(now: now, settle: settle(r.store)) == .ready {
+            ready[r.store, default: [:]][r.productId, default: []].append(r.basePlanId)
+        }
+        return ready.mapValues { $0.mapValues { $0.sorted() } }
     }
 
     // MARK: - Grants' reports
