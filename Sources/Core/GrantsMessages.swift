@@ -266,6 +266,22 @@ extension Grants {
     /// like any signed transaction. `notFound` when neither environment knows the id, `invalid`
     /// for an id that is not Apple's, `unavailable` when the App Store Server API is not
     /// configured or did not answer in time.
+    /// A Google Play subscription purchase read from the Play Developer API
+    /// (`purchases.subscriptionsv2.get`) and acknowledged there before the answer (Google refunds
+    /// one left unacknowledged for three days; a caller that gets no answer sends it again, and an
+    /// acknowledged purchase is not acknowledged twice). The answer holds only what Google said.
+    /// `notFound` for a token Google does not know, `unavailable` when Google Play is not connected
+    /// or did not answer in time.
+    public struct PlayPurchase: BusRequest {
+        public static let type = "grants.playPurchase"
+        public struct Response: Codable, Sendable, Equatable {
+            public var transaction: VerifiedStoreTransaction
+            public init(transaction: VerifiedStoreTransaction) { self.transaction = transaction }
+        }
+        public var purchaseToken: String
+        public init(purchaseToken: String) { self.purchaseToken = purchaseToken }
+    }
+
     public struct AppleTransaction: BusRequest {
         public static let type = "grants.appleTransaction"
         public struct Response: Codable, Sendable, Equatable {

@@ -23,10 +23,21 @@ public struct VerifiedStoreTransaction: Codable, Sendable, Equatable {
     /// From the store's `environment` (Sandbox, Xcode and LocalTesting are sandbox), never from a client.
     public var sandbox: Bool
     public var purchaseDate: Date
+    /// Google Play: the base plan the offer was bought on.
+    public var basePlanId: String?
+    /// Google Play: `externalAccountIdentifiers.obfuscatedExternalAccountId`, the value the app set
+    /// from redeem's answer (`StoreIds.obfuscatedAccountId` of the account).
+    public var obfuscatedAccountId: String?
+    /// Google Play: the purchase this one replaces (a re-subscription, an upgrade): the same
+    /// purchase chain when that one is recorded.
+    public var linkedPurchaseToken: String?
 
     public init(store: Store, transactionId: String, originalTransactionId: String, productId: String, offerType: Int?,
                 offerIdentifier: String?, appAccountToken: UUID?, priceMilliunits: Int64?, currency: String?, sandbox: Bool,
-                purchaseDate: Date) {
+                purchaseDate: Date, basePlanId: String? = nil, obfuscatedAccountId: String? = nil, linkedPurchaseToken: String? = nil) {
+        self.basePlanId = basePlanId
+        self.obfuscatedAccountId = obfuscatedAccountId
+        self.linkedPurchaseToken = linkedPurchaseToken
         self.store = store
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId

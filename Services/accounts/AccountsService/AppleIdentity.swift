@@ -37,21 +37,19 @@ final class AppleIdentity: Sendable {
     static let issuer = "https://appleid.apple.com"
 
     private let clientId: String?
-    private let source: String?
-    private let keys = Mutex<(keys: [String: AsymmetricKey], fetchedAt: Date?)>(([:], nil))
+    private let source: JWKSource?
 
     init(clientId: String?, jwks source: String?) {
         self.clientId = clientId
-        self.source = source
+        self.source = source.map(JWKSource.init)
     }
 
     private static func refused(_ why: String) -> ServiceError { ServiceError(.invalidIdentityToken, why) }
 
     func verify(_ token: String, now: Date = Date()) async throws -> AppleClaims {
-        guard let clientId, source != nil else { throw Self.refused("Sign in with Apple is not configured on this server") }
-        var loaded = try await currentKeys(refresh: false)
-        let kid = Self.kid(of: token)
-        if let kid, loaded[kid] == nil { loaded = try await currentKeys(refresh: true) }  // Apple rotated its keys
+        guard let clientId, let source else { throw Self.refused("Sign in with Apple is not configured on this server") }
+        let loaded: [String: AsymmetricKey]
+        do { loaded = try await source.keys(for: JWKSource.kid(of: token)) } catch { throw Self.refused("Apple's keys could not be loaded") }
         let claims: AppleClaims
         do {
             (_, claims) = try JWT.verify(token, as: AppleClaims.self, algorithm: .rs256) { kid in kid.flatMap { loaded[$0] } }
@@ -65,49 +63,6 @@ final class AppleIdentity: Sendable {
         return claims
     }
 
-    private static func kid(of token: String) -> String? {
-        guard let first = token.split(separator: ".").first, let bytes = Base64URL.decode(first),
-              let header = try? JSONDecoder().decode(JWT.Header.self, from: Data(bytes)) else { return nil }
-        return header.kid
-    }
-
-    /// Keys from the JWKS, read again at most once a minute (and hourly without a reason).
-    private func currentKeys(refresh: Bool) async throws -> [String: AsymmetricKey] {
-        let (cached, fetchedAt) = keys.withLock { $0 }
-        if let fetchedAt {
-            let age = Date().timeIntervalSince(fetchedAt)
-            if (!refresh && age < 3600) || age < 60 { return cached }
-        }
-        guard let source else { return [:] }
-        let data: Data
-        do {
-            if source.hasPrefix("http://") || source.hasPrefix("https://"), let url = URL(string: source) {
-                data = try await URLSession.shared.data(from: url).0
-            } else {
-                data = try Data(contentsOf: URL(fileURLWithPath: source))
-            }
-        } catch {
-            if !cached.isEmpty { return cached }
-            throw Self.refused("Apple's keys could not be loaded")
-        }
-        let parsed = Self.parse(data)
-        keys.withLock { $0 = (parsed, Date()) }
-        return parsed
-    }
-
     /// RSA keys of a JWKS document, by key id.
-    static func parse(_ data: Data) -> [String: AsymmetricKey] {
-        struct JWKS: Decodable {
-            struct Key: Decodable { var kty: String; var kid: String?; var n: String?; var e: String? }
-            var keys: [Key]
-        }
-        guard let jwks = try? JSONDecoder().decode(JWKS.self, from: data) else { return [:] }
-        var out: [String: AsymmetricKey] = [:]
-        for k in jwks.keys where k.kty == "RSA" {
-            guard let kid = k.kid, let n = k.n.flatMap(Base64URL.decode), let e = k.e.flatMap(Base64URL.decode),
-                  let key = AsymmetricKey.rsa(n: n, e: e) else { continue }
-            out[kid] = key
-        }
-        return out
-    }
+    static func parse(_ data: Data) -> [String: AsymmetricKey] { JWKSet.rsaKeys(data) }
 }

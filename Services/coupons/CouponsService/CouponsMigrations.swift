@@ -286,6 +286,8 @@ enum CouponsMigrations {
             ALTER TABLE store_offers DROP CONSTRAINT store_offers_offer_name_key;
             CREATE UNIQUE INDEX store_offers_offer_name ON store_offers (offer_name) WHERE store = 'appStore';
             CREATE UNIQUE INDEX store_offers_play_offer ON store_offers (offer_name, product_id, base_plan_id) WHERE store = 'playStore';
+            ALTER TABLE store_purchases DROP CONSTRAINT store_purchases_store_check;
+            ALTER TABLE store_purchases ADD CONSTRAINT store_purchases_store_check CHECK (store IN ('appStore', 'playStore'));
             -- code_created_at is when Google activated the offer: the settle time counts from there.
             ALTER TABLE store_offers ADD CONSTRAINT store_offers_google_activated CHECK (state <> 'waitingForGoogle' OR code_created_at IS NOT NULL);
             """),

@@ -46,8 +46,9 @@ enum StorePurchases {
         return (Decimal(milli) / 1000, currency)
     }
 
-    static func record(_ tx: PGConnection, _ req: Coupons.StorePurchase, now: Date) throws -> Response {
-        try check(req)
+    static func record(_ tx: PGConnection, _ request: Coupons.StorePurchase, now: Date) throws -> Response {
+        try check(request)
+        let req = try PlayPurchases.joiningItsChain(tx, request)
         let t = req.transaction
         if let uuid = req.notificationUUID {
             let fresh = try tx.query("INSERT INTO coupons.store_notifications (notification_uuid) VALUES ($1) ON CONFLICT DO NOTHING", [uuid])
@@ -66,8 +67,9 @@ enum StorePurchases {
                 throw ServiceError(.invalid, "this purchase used no offer code (offerType \(type))", field: "offerType")
             }
             guard let name = t.offerIdentifier,
-                  let offer = try tx.query("SELECT coupon_id, product_id FROM coupons.store_offers WHERE offer_name = $1 AND store = $2",
-                                           [name, t.store.rawValue]).first else {
+                  let offer = try tx.query("""
+                      SELECT coupon_id, product_id FROM coupons.store_offers WHERE offer_name = $1 AND store = $2 AND base_plan_id = $3 LIMIT 1
+                      """, [name, t.store.rawValue, t.basePlanId ?? ""]).first else {
                 throw ServiceError(.invalid, "this purchase used no offer of Redeem's", field: "offerIdentifier")
             }
             (couponId, productId) = (try offer.decode("coupon_id"), try offer.decode("product_id"))
@@ -76,6 +78,7 @@ enum StorePurchases {
             SELECT \(CouponStore.definitionColumns) FROM coupons.coupons c WHERE c.id = $1 FOR UPDATE
             """, [couponId]).first else { throw ServiceError.internal }
         let account = try self.account(tx, req, coupon: couponId)
+        try PlayPurchases.checkAccount(t, posted: req.accountId != nil ? account : nil)
         if let chain = try tx.query("""
             SELECT redemption_id, over_cap FROM coupons.store_purchases WHERE store = $1 AND original_transaction_id = $2 FOR UPDATE
             """, [t.store.rawValue, t.originalTransactionId]).first {
@@ -113,6 +116,7 @@ enum StorePurchases {
             return Account(id: account, appUserId: try row.decode("app_user_id"))
         }
         if let id = req.accountId, let app = req.appUserId { return Account(id: id, appUserId: app) }
+        if req.transaction.store == .playStore { return try PlayPurchases.account(tx, req.transaction, coupon: coupon) }
         guard let token = req.transaction.appAccountToken,
               let row = try tx.query("""
                   SELECT account_id, app_user_id FROM coupons.redemptions WHERE app_account_token = $1 AND account_id IS NOT NULL LIMIT 1
@@ -214,9 +218,10 @@ enum StorePurchases {
                 try tx.query("""
                     INSERT INTO coupons.redemptions (id, coupon_id, code, account_id, app_user_id, platform, product_id, price_amount,
                         price_currency, store_transaction_id, sandbox, status, completed_at, app_account_token)
-                    VALUES ($1, $2, $3, $4, $5, 'ios', $6, $7::numeric, $8, $9, $10, 'completed', date_trunc('milliseconds', now()), $11)
+                    VALUES ($1, $2, $3, $4, $5, $12, $6, $7::numeric, $8, $9, $10, 'completed', date_trunc('milliseconds', now()), $11)
                     """, [redemption, couponId, d.code, holder?.id, holder?.appUserId, productId, paid?.amount, paid?.currency,
-                          t.originalTransactionId, sandbox, t.appAccountToken ?? holder.map { StoreIds.appAccountToken(account: $0.id) }])
+                          t.originalTransactionId, sandbox, t.appAccountToken ?? holder.map { StoreIds.appAccountToken(account: $0.id) },
+                          t.store == .playStore ? Platform.android.rawValue : Platform.ios.rawValue])
             }
         } catch let e as PGError where e.isUniqueViolation && e.constraint == "redemptions_store_transaction_id_key" {
             // A support key confirmed another redemption by hand with this transaction id.

@@ -17,11 +17,13 @@ extension Gateway {
             "signedTransaction": [.maxLength(Gateway.maxSignedDocument),
                                   .note("the owner's app: the JWS StoreKit gave it (Transaction.jwsRepresentation); verified against Apple's roots")],
             "transactionId": [.note("the owner's app, instead of signedTransaction: fetched from the App Store Server API and verified")],
+            "purchaseToken": [.maxLength(500), .note("the owner's Android app: Google Play's purchase token, read from Google and acknowledged there")],
             "pricePaid": [.note("support keys only, with storeTransactionId: confirmed by hand, unverified")],
             "storeTransactionId": [.note("support keys only, with pricePaid")],
         ]
         var signedTransaction: String?
         var transactionId: String?
+        var purchaseToken: String?
         var pricePaid: Money?
         var storeTransactionId: String?
     }
@@ -72,7 +74,7 @@ extension Gateway {
         }
         switch caller {
         case .apiKey(let keyId, _, let mode):
-            guard b.signedTransaction == nil, b.transactionId == nil else {
+            guard b.signedTransaction == nil, b.transactionId == nil, b.purchaseToken == nil else {
                 throw HTTPError.invalid("signedTransaction", "an API key confirms by hand, with pricePaid and storeTransactionId")
             }
             guard let price = b.pricePaid else { throw HTTPError.invalid("pricePaid", "pricePaid is required") }
@@ -82,6 +84,12 @@ extension Gateway {
         case .user(let account, let appUserId, _, _):
             // A user's word on what was paid is not proof; only a support key may confirm by hand.
             guard b.pricePaid == nil, b.storeTransactionId == nil else { throw Authenticator.forbidden }
+            if let token = b.purchaseToken {
+                guard b.signedTransaction == nil, b.transactionId == nil else {
+                    throw HTTPError.invalid("purchaseToken", "send purchaseToken (Google Play) or signedTransaction (the App Store), not both")
+                }
+                return try await playPurchase(redemption: id, token: token, account: account, appUserId: appUserId)
+            }
             let signed: String
             switch (b.signedTransaction, b.transactionId) {
             case (let s?, nil):

@@ -26,6 +26,7 @@ public final class Gateway: Sendable {
     /// Verifies Apple's signed transactions and notifications; nil when `REDEEM_APPLE_ROOT_CERTS`
     /// and its companions are not set (then every signed document is refused).
     let appleSignedData: AppleSignedData?
+    let googlePush: GooglePushVerifier?
     /// Concurrent validations, and reservations, of a code go to coupons together, one message
     /// per batch. Reservations have two messages away at a time, so coupons has the next batch
     /// when a transaction commits (see `ReservationBatcher`).
@@ -42,6 +43,7 @@ public final class Gateway: Sendable {
         grants = try BusClient(bus: bus, service: "grants", connect: config.grantsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         abuse = AbuseGuard(limits: config.limits)
         appleSignedData = try config.appleSignedData?.verifier()
+        googlePush = config.googlePush.map(GooglePushVerifier.init)
         let coupons = self.coupons
         let limit = config.busTimeout
         validations = Coalescer(maxBatch: 256) { await Self.send($0, as: Coupons.ValidateMany.self, via: coupons, within: limit) }
@@ -69,7 +71,7 @@ public final class Gateway: Sendable {
     }
 
     /// Every route of the public API: the router answers these, and `/openapi.json` describes them.
-    static let routes: [APIRoute] = operationsRoutes + pageRoutes + accountRoutes + couponRoutes + planRoutes + storeRoutes + grantRoutes
+    static let routes: [APIRoute] = operationsRoutes + pageRoutes + accountRoutes + couponRoutes + planRoutes + storeRoutes + googleRoutes + grantRoutes
         + auditRoutes + memberRoutes + mcpRoutes + dashboardRoutes
 
     /// The router of `routes`.

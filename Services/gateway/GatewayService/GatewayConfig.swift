@@ -35,6 +35,9 @@ public struct GatewayConfig: Sendable {
     /// on when the roots are set, which then need both ids; without them nothing signed by Apple is
     /// accepted (401 `invalidSignedData`).
     public var appleSignedData: AppleSignedDataSettings?
+    /// Google's pushes of Play notifications (`REDEEM_PLAY_PUSH_AUDIENCE` and its companions): on
+    /// when the audience is set; without it every push is refused (401).
+    public var googlePush: GooglePushSettings?
 
     public init(env: Environment) throws {
         httpHost = env.string("REDEEM_HTTP_HOST", default: "127.0.0.1")
@@ -62,6 +65,7 @@ public struct GatewayConfig: Sendable {
         busTimeout = .milliseconds(try env.int("REDEEM_BUS_TIMEOUT_MS", default: 5000, range: 50...60000))
         appleSignedData = try AppleSignedDataSettings(env: env)
         bus = try BusOptions(env: env)
+        googlePush = try GooglePushSettings(env: env)
     }
 }
 

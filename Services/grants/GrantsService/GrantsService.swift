@@ -29,6 +29,8 @@ public final class GrantsService: BackendService {
     let appStoreConnect: AppStoreConnectClient?
     /// The App Store Server API, when configured (`grants.appleTransaction`).
     let appStoreServer: AppStoreServerClient?
+    /// The Google Play Developer API, when Google Play is connected (`grants.playPurchase`).
+    let play: PlayDeveloperClient?
     /// Makes and switches off store offers, when the App Store or Google Play is connected.
     let storeWorker: StoreTaskWorker?
     private let intake = Mutex<Puller?>(nil)
@@ -77,6 +79,7 @@ public final class GrantsService: BackendService {
         let appleRetry = AppleRetry(policy: RetryPolicy(initial: 1, max: config.maxRetryDelay)), timeout = config.providerTimeout
         appStoreConnect = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: appleRetry) }
         appStoreServer = config.appStoreServer.map { AppStoreServerClient(settings: $0, timeout: timeout, retry: appleRetry) }
+        play = config.play.map { PlayDeveloperClient(settings: $0, timeout: timeout, retry: appleRetry) }
         // One try per call: a task Apple throttles is due again after its wait, holding up no other.
         let couponsBus = coupons, storeRetry = RetryPolicy(initial: 1, max: config.maxRetryDelay)
         let once = AppleRetry(policy: appleRetry.policy, maxAttempts: 1)
@@ -259,6 +262,7 @@ public final class GrantsService: BackendService {
         r.on(Audit.ReadGrants.self) { [self] req, _ in try await pool.withConnection { try AuditTable.read($0, schema: "grants", req.query) } }
         r.on(Grants.Deliveries.self) { [self] req, _ in try await Webhooks.deliveries(pool, req) }
         r.on(Grants.AppleTransaction.self) { [self] req, context in try await appleTransaction(req, deadline: context.deadline) }
+        r.on(Grants.PlayPurchase.self) { [self] req, context in try await playPurchase(req, deadline: context.deadline) }
         return r
     }
 

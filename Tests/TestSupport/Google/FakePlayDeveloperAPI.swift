@@ -97,6 +97,7 @@ public final class FakePlayDeveloperAPI: Sendable {
         var throttled = 0
         var failing = 0
         var failStatus = 500
+        var failingAcknowledgements = 0
     }
 
     let state = Mutex(State())
@@ -155,6 +156,9 @@ public final class FakePlayDeveloperAPI: Sendable {
             $0.failStatus = status
         }
     }
+
+    /// The next `count` acknowledgements answer 503, acknowledging nothing.
+    public func failAcknowledgements(_ count: Int) { state.withLock { $0.failingAcknowledgements = count } }
 
     // MARK: Serving
 
@@ -289,6 +293,12 @@ public final class FakePlayDeveloperAPI: Sendable {
         let parts = (req.pathParameters["tokenAction"] ?? "").split(separator: ":")
         guard parts.count == 2, parts[1] == "acknowledge" else { return Self.error(404, "NOT_FOUND", "Requested entity was not found.") }
         let token = String(parts[0])
+        let refused = state.withLock { s in
+            guard s.failingAcknowledgements > 0 else { return false }
+            s.failingAcknowledgements -= 1
+            return true
+        }
+        if refused { return Self.error(503, "UNAVAILABLE", "The service is currently unavailable (injected by the test).") }
         let known: Bool = state.withLock { s in
             guard s.purchases[token] != nil else { return false }
             s.purchases[token]!.acknowledged = true

@@ -1,0 +1,103 @@
+import Core
+import Cryptography
+import Foundation
+import HTTP
+
+/// Completion of discount redemptions by Google Play purchases (docs/stores.md, "Completion on
+/// Android"): the app's post of the purchase token, and Google's real-time developer
+/// notifications pushed by Pub/Sub. Either way grants reads the purchase from Google and
+/// acknowledges it (`grants.playPurchase`), and coupons gets only what Google said.
+extension Gateway {
+    /// A Pub/Sub push: `{message: {data, messageId, publishTime, attributes}, subscription}`.
+    struct GooglePushBody: APIBody {
+        static let schemaName: String? = "GooglePush"
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "message": [.note("data: base64 of the DeveloperNotification; messageId: Pub/Sub's id, by which repeats are recognised")],
+        ]
+        struct Message: Decodable {
+            var data: String?
+            var messageId: String
+            var publishTime: String?
+        }
+        var message: Message
+        var subscription: String?
+    }
+
+    /// What the gateway did with a push Google signed.
+    struct GooglePushReceipt: Codable, Sendable, APIBody {
+        static let schemaName: String? = "GooglePushReceipt"
+        var messageId: String
+        /// A purchase of one of Redeem's offers, recorded (or recorded before); false: another
+        /// notification, a test notification, or a purchase of no offer of Redeem's.
+        var recorded: Bool
+        var redemptionId: UUID?
+    }
+
+    /// The decoded `data` of a push (Google's `DeveloperNotification`).
+    struct DeveloperNotification: Decodable {
+        struct Subscription: Decodable {
+            var notificationType: Int
+            var purchaseToken: String
+        }
+        var packageName: String
+        var subscriptionNotification: Subscription?
+    }
+
+    /// `SUBSCRIPTION_PURCHASED`: a new subscription was bought.
+    static let subscriptionPurchased = 4
+
+    static let googleRoutes: [APIRoute] = [
+        .route(.post, "/v1/stores/google/notifications",
+               "Google Play real-time developer notifications, pushed by Pub/Sub (public; Google's OIDC token is checked)",
+               answers: [200: .json(GooglePushReceipt.self)], errors: [401, 422, 429, 503], handle: Gateway.googleNotification),
+    ]
+
+    /// The app's post of a Play purchase token, after its redemption is found to be the caller's.
+    func playPurchase(redemption id: UUID, token: String, account: UUID, appUserId: String) async throws -> HTTPResponse {
+        _ = try await coupons.request(Coupons.GetRedemption(id: id, accountId: account))
+        let transaction = try await grants.request(Grants.PlayPurchase(purchaseToken: token)).transaction
+        let answer = try await coupons.request(Coupons.StorePurchase(transaction: transaction, redemptionId: id, accountId: account,
+                                                                     appUserId: appUserId))
+        return .json(200, answer.redemption)
+    }
+
+    /// Google's push: the bearer token verified (401 otherwise, counted against the address), then
+    /// a purchase recorded by coupons, which de-duplicates by `messageId`. Pub/Sub retries anything
+    /// but a 2xx, so a push that is Google's but about nothing of Redeem's is acknowledged, and only
+    /// a failure on our side (Google or coupons not answering) is not.
+    func googleNotification(_ req: HTTPRequest, _ body: Incoming<GooglePushBody>) async throws -> HTTPResponse {
+        try abuse.checkStoreNotifications(ip: req.clientAddress)
+        guard req.body.count <= Self.maxNotificationBytes else {
+            throw HTTPError.invalid("message", "a push is at most \(Self.maxNotificationBytes / 1024) KiB")
+        }
+        // The body's shape first (422), as for Apple's notifications; then whose it is (401).
+        let b = try body.read()
+        guard let verifier = googlePush else {
+            abuse.storeNotificationRefused(ip: req.clientAddress)
+            throw ServiceError(.invalidSignedData, "this server is not set up to take Google's pushes")
+        }
+        do {
+            try await verifier.verify(authorization: req.header("authorization"))
+        } catch let e as ServiceError where e.code == .invalidSignedData {
+            abuse.storeNotificationRefused(ip: req.clientAddress)
+            throw e
+        }
+        let messageId = b.message.messageId
+        let ignored = GooglePushReceipt(messageId: messageId, recorded: false)
+        guard let data = b.message.data.flatMap({ Data(base64Encoded: $0) }),
+              let notification = try? JSONDecoder().decode(DeveloperNotification.self, from: data) else {
+            throw HTTPError.invalid("message", "message.data must be base64 of a developer notification")
+        }
+        guard notification.packageName == verifier.settings.packageName, let sub = notification.subscriptionNotification,
+              sub.notificationType == Self.subscriptionPurchased else { return .json(200, ignored) }
+        do {
+            let transaction = try await grants.request(Grants.PlayPurchase(purchaseToken: sub.purchaseToken)).transaction
+            guard transaction.offerIdentifier != nil else { return .json(200, ignored) }
+            let answer = try await coupons.request(Coupons.StorePurchase(transaction: transaction, notificationUUID: "google:\(messageId)"))
+            return .json(200, GooglePushReceipt(messageId: messageId, recorded: true, redemptionId: answer.redemption.redemptionId))
+        } catch let e as ServiceError where [.invalid, .transactionInUse, .notFound].contains(e.code) {
+            logger.info("google notification ignored", ["notification.id": messageId, "error.code": e.code.rawValue, "error.field": e.field ?? ""])
+            return .json(200, ignored)
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import Core
+import Foundation
+
+extension GrantsService {
+    /// `grants.playPurchase`: the purchase as Google reports it, acknowledged before the answer
+    /// (docs/stores.md, "Completion on Android"). An acknowledgement Google did not take leaves the
+    /// request `unavailable`, so the caller (the app's post, Pub/Sub's retry of a push) sends it
+    /// again: a purchase is never answered unacknowledged, whatever dies in between.
+    func playPurchase(_ req: Grants.PlayPurchase, deadline: Date?) async throws -> Grants.PlayPurchase.Response {
+        guard let client = play else { throw ServiceError(.unavailable, "Google Play is not connected (REDEEM_PLAY_SERVICE_ACCOUNT)") }
+        let token = req.purchaseToken
+        guard (1...500).contains(token.utf8.count), token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+            throw ServiceError(.invalid, "purchaseToken must be the token Google Play gave the app", field: "purchaseToken")
+        }
+        let purchase: PlaySubscriptionPurchase
+        do { purchase = try await client.purchase(token: token) } catch { throw Self.serviceError(error, field: "purchaseToken") }
+        guard let item = purchase.lineItems.first else { throw ServiceError(.invalid, "the purchase has no subscription", field: "purchaseToken") }
+        if !purchase.isAcknowledged {
+            do { try await client.acknowledge(productId: item.productId, token: token) } catch { throw Self.serviceError(error, field: "purchaseToken") }
+        }
+        let price = item.autoRenewingPlan?.recurringPrice
+        return .init(transaction: VerifiedStoreTransaction(
+            store: .playStore, transactionId: token, originalTransactionId: token, productId: item.productId, offerType: nil,
+            offerIdentifier: item.offerDetails?.offerId, appAccountToken: nil, priceMilliunits: price?.milliunits, currency: price?.currencyCode,
+            sandbox: purchase.testPurchase != nil, purchaseDate: purchase.startTime.flatMap(Timestamp.parse) ?? Date(),
+            basePlanId: item.offerDetails?.basePlanId, obfuscatedAccountId: purchase.externalAccountIdentifiers?.obfuscatedExternalAccountId,
+            linkedPurchaseToken: purchase.linkedPurchaseToken))
+    }
+
+    /// Google's answer as Redeem's error: a token Google refuses is `notFound`, anything else it
+    /// refuses or did not answer is `unavailable`.
+    static func serviceError(_ e: AppleCallError, field: String) -> ServiceError {
+        switch e {
+        case .refused(400, let message), .refused(404, let message), .refused(410, let message): ServiceError(.notFound, message)
+        case .refused(_, let message): ServiceError(.unavailable, "Google Play refused: \(message)")
+        case .retryLater(_, let reason): ServiceError(.unavailable, "Google Play did not answer: \(reason)")
+        }
+    }
+}

@@ -1,0 +1,274 @@
+import Core
+import Cryptography
+import Database
+import Foundation
+import Runtime
+import TestSupport
+import XCTest
+
+/// Google Play through the whole stack (docs/stores.md, "Google Play"): grants makes and activates
+/// the offers at the fake Play Developer API (behind the fake token endpoint), Android validate
+/// and redeem hand off, and purchases complete from what Google says only: the app's post of the
+/// purchase token, and Pub/Sub's pushes signed by the test's own Google keys. Acknowledgement at
+/// Google comes before anything is recorded, so a grants killed with SIGKILL leaves the push
+/// unanswered, and its retry acknowledges and records it. Tests run in name order.
+final class PlayStoreTests: StackTestCase {
+    nonisolated(unsafe) static var stack: Stack!
+    nonisolated(unsafe) static var minter: TokenMinter!
+    nonisolated(unsafe) static var account: TestGoogleServiceAccount!
+    nonisolated(unsafe) static var oauth: FakeGoogleOAuth!
+    nonisolated(unsafe) static var play: FakePlayDeveloperAPI!
+    nonisolated(unsafe) static var pusher: GooglePushSender!
+    static let package = "com.example.redeem"
+    static let playProduct = "premium_sub"
+
+    override class func startSuite() throws {
+        account = try TestGoogleServiceAccount()
+        oauth = try FakeGoogleOAuth(account: account)
+        play = try FakePlayDeveloperAPI(oauth: oauth, packageName: package)
+        pusher = try GooglePushSender()
+        stack = try Stack(environment: [
+            "REDEEM_PLAY_SERVICE_ACCOUNT": account.keyFile.path, "REDEEM_PLAY_PACKAGE_NAME": package,
+            "REDEEM_GOOGLE_TOKEN_URL": oauth.url.absoluteString, "REDEEM_PLAY_API_URL": play.url.absoluteString,
+            "REDEEM_PLAY_OFFER_SETTLE": "1", "REDEEM_GOOGLE_JWKS": pusher.jwksFile.path,
+            "REDEEM_PLAY_PUSH_AUDIENCE": pusher.audience, "REDEEM_PLAY_PUSH_SERVICE_ACCOUNT": pusher.serviceAccount,
+            "REDEEM_GRANT_MAX_RETRY_SECONDS": "1", "REDEEM_PROVIDER_TIMEOUT_SECONDS": "2",
+        ])
+        minter = try stack.minter()
+    }
+
+    override class func stopSuite() {
+        stack?.stop()
+        let done = DispatchSemaphore(value: 0)
+        Task { await play?.stop(); await oauth?.stop(); done.signal() }
+        done.wait()
+    }
+
+    var client: HTTPClient { Self.stack.client }
+    var admin: String { Self.stack.adminKey }
+    var notifications: String { "/v1/stores/google/notifications" }
+
+    // MARK: - Helpers
+
+    /// A plan on a Play subscription with one base plan, and a 30 % off coupon on it for Android,
+    /// waited for until its offer is `ready` (made, activated, and settled for 1 s).
+    func coupon(platforms: [String] = ["android"]) async throws -> (code: String, plan: String, offerId: String) {
+        let plan = "pro." + UUID().uuidString.prefix(6).lowercased()
+        let basePlan = "monthly-" + UUID().uuidString.prefix(4).lowercased()
+        Self.play.addBasePlan(productId: Self.playProduct, basePlanId: basePlan, [.init("US", "USD", "9.99"), .init("DE", "EUR", "8.99")])
+        let p = try await client.json("POST", "/v1/plans", ["productId": plan, "name": "Pro",
+                                                          "playStore": ["productId": Self.playProduct, "basePlanIds": [basePlan]]], token: admin)
+        XCTAssertEqual(p.status, 201, p.text)
+        let code = "PLAY" + UUID().uuidString.prefix(8).uppercased().replacingOccurrences(of: "-", with: "")
+        let expires = Timestamp.iso8601(Date().addingTimeInterval(30 * 86_400))
+        let c = try await client.json("POST", "/v1/coupons", ["code": code, "kind": "percentOff", "percentOff": 30, "duration": ["unit": "month", "count": 1],
+                                                             "periodCount": 3, "productIds": [plan], "platforms": platforms, "maxRedemptions": 100,
+                                                             "expiresAt": expires], token: admin)
+        XCTAssertEqual(c.status, 201, c.text)
+        let offers = try XCTUnwrap(try c.json()["storeOffers"] as? [[String: Any]], c.text)
+        XCTAssertEqual(offers.first?["store"] as? String, "playStore")
+        XCTAssertEqual(offers.first?["basePlanId"] as? String, basePlan)
+        let ready = try await Self.stack.eventually(20) { try await self.offerState(code) == "ready" }
+        XCTAssertTrue(ready, Self.stack.logs())
+        let made = try await client.get("/v1/coupons/\(code)", token: admin).json()
+        let offerId = (made["storeOffers"] as? [[String: Any]])?.first?["offerId"] as? String
+        return (code, plan, try XCTUnwrap(offerId))
+    }
+
+    func offerState(_ code: String) async throws -> String? {
+        let c = try await client.get("/v1/coupons/\(code)", token: admin)
+        return (try c.json()["storeOffers"] as? [[String: Any]])?.first?["state"] as? String
+    }
+
+    /// Redeems on Android: the redemption's id and the account's obfuscated id.
+    func redeem(_ code: String, _ u: TokenMinter.User) async throws -> (id: String, obfuscated: String) {
+        let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "android"], token: u.token)
+        XCTAssertEqual(r.status, 201, r.text)
+        let body = try r.json()
+        let handoff = try XCTUnwrap(body["playStore"] as? [String: Any], r.text)
+        return (try XCTUnwrap(body["redemptionId"] as? String), try XCTUnwrap(handoff["obfuscatedAccountId"] as? String))
+    }
+
+    /// A purchase of the coupon's offer, as Play records it after the billing flow.
+    func purchase(_ offerId: String?, for obfuscated: String?, test: Bool = false, linked: String? = nil) -> String {
+        let token = "gp-token-" + UUID().uuidString.lowercased()
+        let basePlan = Self.play.offers.first { $0.offerId == offerId }?.basePlanId ?? "monthly"
+        Self.play.addPurchase(token: token, .init(productId: Self.playProduct, basePlanId: basePlan, offerId: offerId, obfuscatedAccountId: obfuscated,
+                                                  testPurchase: test, linkedPurchaseToken: linked))
+        return token
+    }
+
+    func push(_ body: [String: Any], token: String?) async throws -> HTTPClient.Response {
+        let data = try JSONSerialization.data(withJSONObject: body)
+        var headers = ["Content-Type": "application/json"]
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        return try await client.send("POST", notifications, body: data, headers: headers)
+    }
+
+    func count(_ sql: String, _ params: [any PGBindable] = []) throws -> Int {
+        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        return try XCTUnwrap(try db.query("SELECT (\(sql))::int AS n", params).rows.first).decode("n")
+    }
+
+    // MARK: - Tests
+
+    func test1_androidWaitsForTheOfferThenCompletesByItsTokenOncePerChain() async throws {
+        let c = try await coupon()
+        let offer = try XCTUnwrap(Self.play.offers.first { $0.offerId == c.offerId })
+        XCTAssertEqual(offer.state, "ACTIVE")
+        XCTAssertEqual(offer.tags, ["redeem-coupon"])
+        let u = try Self.minter.user()
+        let valid = try await client.json("POST", "/v1/coupons/validate", ["code": c.code, "platform": "android"], token: u.token).json()
+        XCTAssertEqual(valid["valid"] as? Bool, true, "\(valid)")
+        XCTAssertEqual((valid["playStore"] as? [String: Any])?["offerId"] as? String, c.offerId)
+        XCTAssertEqual((valid["basePlanIds"] as? [String: [String]])?[c.plan], [offer.basePlanId])
+        let r = try await redeem(c.code, u)
+        XCTAssertEqual(r.obfuscated.count, 64)
+
+        let token = purchase(c.offerId, for: r.obfuscated)
+        let posted = try await client.json("POST", "/v1/redemptions/\(r.id)/purchase", ["purchaseToken": token], token: u.token)
+        XCTAssertEqual(posted.status, 200, posted.text)
+        XCTAssertEqual(try posted.json()["status"] as? String, "completed")
+        XCTAssertEqual(try posted.json()["sandbox"] as? Bool, false)
+        XCTAssertEqual(Self.play.purchase(token)?.acknowledged, true, "acknowledged at Google")
+
+        // Google's push of the same purchase: the same redemption, recorded once.
+        let pushed = try await push(GooglePushSender.body(packageName: Self.package, purchaseToken: token), token: try Self.pusher.token())
+        XCTAssertEqual(pushed.status, 200, pushed.text)
+        XCTAssertEqual(try pushed.json()["redemptionId"] as? String, r.id)
+        // A re-subscription linked to it is the same chain: no second redemption, no second notice.
+        let renewed = purchase(c.offerId, for: r.obfuscated, linked: token)
+        let again = try await push(GooglePushSender.body(packageName: Self.package, purchaseToken: renewed), token: try Self.pusher.token())
+        XCTAssertEqual(try again.json()["redemptionId"] as? String, r.id, again.text)
+        XCTAssertEqual(try count("SELECT count(*) FROM coupons.store_purchases WHERE store = 'playStore' AND redemption_id = $1::uuid", [r.id]), 1)
+        XCTAssertEqual(try count("SELECT count(*) FROM coupons.redemptions WHERE code = $1", [c.code]), 1,
+                       "one redemption for the chain, so one coupon.redeemed (keyed by it)")
+    }
+
+    func test2_aTokenForAnotherAccountOrAnotherOfferIsRefused() async throws {
+        let c = try await coupon()
+        let other = try await coupon()
+        let u = try Self.minter.user(), v = try Self.minter.user()
+        let mine = try await redeem(c.code, u)
+        let theirs = try await redeem(c.code, v)
+        // Bought for v's account, posted by u.
+        let token = purchase(c.offerId, for: theirs.obfuscated)
+        let wrongAccount = try await client.json("POST", "/v1/redemptions/\(mine.id)/purchase", ["purchaseToken": token], token: u.token)
+        XCTAssertEqual(wrongAccount.status, 422, wrongAccount.text)
+        XCTAssertEqual((try wrongAccount.json()["error"] as? [String: Any])?["field"] as? String, "purchaseToken")
+        // The offer of another coupon.
+        let elsewhere = purchase(other.offerId, for: mine.obfuscated)
+        let wrongOffer = try await client.json("POST", "/v1/redemptions/\(mine.id)/purchase", ["purchaseToken": elsewhere], token: u.token)
+        XCTAssertEqual(wrongOffer.status, 422, wrongOffer.text)
+        XCTAssertEqual((try wrongOffer.json()["error"] as? [String: Any])?["field"] as? String, "redemptionId")
+        let unknown = try await client.json("POST", "/v1/redemptions/\(mine.id)/purchase", ["purchaseToken": "no-such-token"], token: u.token)
+        XCTAssertEqual(unknown.status, 404, unknown.text)
+        XCTAssertEqual(try count("SELECT count(*) FROM coupons.redemptions WHERE id = $1::uuid AND status = 'reserved'", [mine.id]), 1)
+        // Someone else's redemption is 404 before Google is asked.
+        let before = Self.play.received.count
+        let notTheirs = try await client.json("POST", "/v1/redemptions/\(theirs.id)/purchase", ["purchaseToken": token], token: u.token)
+        XCTAssertEqual(notTheirs.status, 404, notTheirs.text)
+        XCTAssertEqual(Self.play.received.count, before)
+    }
+
+    func test3_aPushThatIsNotGooglesIs401AndANotificationCompletesTheReservation() async throws {
+        let c = try await coupon()
+        let u = try Self.minter.user()
+        let r = try await redeem(c.code, u)
+        let token = purchase(c.offerId, for: r.obfuscated)
+        let body = GooglePushSender.body(packageName: Self.package, purchaseToken: token)
+        let stranger = AsymmetricKey.generateRSA()!
+        for forged in [try Self.pusher.token(signer: stranger), try Self.pusher.token(audience: "https://elsewhere.example.com"),
+                       try Self.pusher.token(email: "someone@else.iam.gserviceaccount.com"), try Self.pusher.token(issuer: "https://evil.example.com"),
+                       try Self.pusher.token(expiresIn: -60)] {
+            let refused = try await push(body, token: forged)
+            XCTAssertEqual(refused.status, 401, refused.text)
+        }
+        let bare = try await push(body, token: nil)
+        XCTAssertEqual(bare.status, 401)
+        XCTAssertEqual(Self.play.purchase(token)?.acknowledged, false, "nothing forged reaches Google")
+        // Test notifications and other types are taken and ignored.
+        let test = try await push(GooglePushSender.testBody(packageName: Self.package), token: try Self.pusher.token())
+        XCTAssertEqual(test.status, 200, test.text)
+        XCTAssertEqual(try test.json()["recorded"] as? Bool, false)
+        let renewed = try await push(GooglePushSender.body(packageName: Self.package, purchaseToken: token, type: 2), token: try Self.pusher.token())
+        XCTAssertEqual(try renewed.json()["recorded"] as? Bool, false)
+
+        let message = UUID().uuidString
+        let good = try await push(GooglePushSender.body(packageName: Self.package, purchaseToken: token, messageId: message), token: try Self.pusher.token())
+        XCTAssertEqual(good.status, 200, good.text)
+        XCTAssertEqual(try good.json()["recorded"] as? Bool, true)
+        XCTAssertEqual(try good.json()["redemptionId"] as? String, r.id, "the account's reservation, named by its obfuscated id")
+        XCTAssertEqual(Self.play.purchase(token)?.acknowledged, true)
+        let repeated = try await push(GooglePushSender.body(packageName: Self.package, purchaseToken: token, messageId: message), token: try Self.pusher.token())
+        XCTAssertEqual(try repeated.json()["redemptionId"] as? String, r.id)
+        let mine = try await client.get("/v1/redemptions/\(r.id)", token: u.token)
+        XCTAssertEqual(try mine.json()["status"] as? String, "completed", mine.text)
+    }
+
+    func test4_aTestPurchaseIsASandboxRedemption() async throws {
+        let c = try await coupon()
+        let u = try Self.minter.user()
+        let r = try await redeem(c.code, u)
+        let token = purchase(c.offerId, for: r.obfuscated, test: true)
+        let posted = try await client.json("POST", "/v1/redemptions/\(r.id)/purchase", ["purchaseToken": token], token: u.token)
+        XCTAssertEqual(posted.status, 200, posted.text)
+        XCTAssertEqual(try posted.json()["sandbox"] as? Bool, true, "testPurchase, never the client's word")
+        XCTAssertNotEqual(try posted.json()["redemptionId"] as? String, r.id, "a sandbox redemption of its own; the live reservation stays")
+        XCTAssertEqual(try count("SELECT count(*) FROM coupons.redemptions WHERE id = $1::uuid AND status = 'reserved'", [r.id]), 1)
+    }
+
+    func test5_grantsKilledBeforeGoogleTookTheAcknowledgementRecordsNothingUntilThePushComesAgain() async throws {
+        let c = try await coupon()
+        let u = try Self.minter.user()
+        let r = try await redeem(c.code, u)
+        let token = purchase(c.offerId, for: r.obfuscated)
+        let message = UUID().uuidString
+        let body = GooglePushSender.body(packageName: Self.package, purchaseToken: token, messageId: message)
+        // Google refuses every acknowledgement: grants keeps trying while the push waits.
+        Self.play.failAcknowledgements(1_000)
+        let data = try JSONSerialization.data(withJSONObject: body)
+        let client = self.client, path = notifications, bearer = try Self.pusher.token()
+        let first = Task {
+            try await client.send("POST", path, body: data, headers: ["Content-Type": "application/json", "Authorization": "Bearer \(bearer)"])
+        }
+        let trying = try await Self.stack.eventually(10) { Self.play.received.contains { $0.path.hasSuffix("\(token):acknowledge") } }
+        XCTAssertTrue(trying, Self.stack.logs())
+        kill(try Self.stack.pid("grants"), SIGKILL)
+        let cut = try await first.value
+        XCTAssertGreaterThanOrEqual(cut.status, 500, "no 2xx: Pub/Sub pushes it again (\(cut.text))")
+        XCTAssertEqual(try count("SELECT count(*) FROM coupons.store_purchases WHERE original_transaction_id = $1", [token]), 0)
+        XCTAssertEqual(Self.play.purchase(token)?.acknowledged, false)
+
+        Self.play.failAcknowledgements(0)
+        try Self.stack.startService("grants")
+        // Pub/Sub's retry of the same message, once grants is back.
+        var answer: HTTPClient.Response?
+        let recorded = try await Self.stack.eventually(30) {
+            answer = try await self.push(body, token: try Self.pusher.token())
+            return answer?.status == 200
+        }
+        XCTAssertTrue(recorded, answer?.text ?? Self.stack.logs())
+        XCTAssertEqual(try answer?.json()["redemptionId"] as? String, r.id)
+        XCTAssertEqual(Self.play.purchase(token)?.acknowledged, true)
+        XCTAssertEqual(try count("SELECT count(*) FROM coupons.store_purchases WHERE original_transaction_id = $1", [token]), 1)
+    }
+
+    func test6_theCapDeactivatesTheOffersWithinSeconds() async throws {
+        let plan = try await coupon()
+        let r = try await client.json("PATCH", "/v1/coupons/\(plan.code)", ["maxRedemptions": 1], token: admin)
+        XCTAssertEqual(r.status, 200, r.text)
+        let u = try Self.minter.user()
+        let reserved = try await redeem(plan.code, u)
+        // The last use waits for its Play purchase: the offer stays on until it arrives.
+        try await Task.sleep(for: .milliseconds(500))
+        XCTAssertEqual(Self.play.offers.first { $0.offerId == plan.offerId }?.state, "ACTIVE")
+        let token = purchase(plan.offerId, for: reserved.obfuscated)
+        let posted = try await client.json("POST", "/v1/redemptions/\(reserved.id)/purchase", ["purchaseToken": token], token: u.token)
+        XCTAssertEqual(posted.status, 200, posted.text)
+        let started = Date()
+        let off = try await Self.stack.eventually(10) { Self.play.offers.first { $0.offerId == plan.offerId }?.state == "INACTIVE" }
+        XCTAssertTrue(off, Self.stack.logs())
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+    }
+}
