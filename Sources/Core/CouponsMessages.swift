@@ -512,6 +512,28 @@ public enum Coupons {
         }
     }
 
+    /// The owner's app gives a reservation back (gateway → coupons): the store said the account
+    /// already owns the plan (Google Play's `ITEM_ALREADY_OWNED`), so nothing was bought. The
+    /// redemption ends `released` and its use goes back. Only a `reserved` redemption of the
+    /// account can be given back (404 for another's, 409 `invalidState` once it ended).
+    public struct GiveBack: BusRequest {
+        public static let type = "coupons.giveBack"
+        public typealias Response = RedemptionView
+        /// Why the app gives the use back: a closed set.
+        public enum Reason: String, Codable, Sendable, CaseIterable, WireEnum {
+            /// The store account already owns the plan: nothing was charged, the coupon is not used.
+            case alreadyOwned
+        }
+        public var id: UUID
+        public var accountId: UUID
+        public var reason: Reason
+        public init(id: UUID, accountId: UUID, reason: Reason) {
+            self.id = id
+            self.accountId = accountId
+            self.reason = reason
+        }
+    }
+
     /// A grant failed: the redemption fails and its use is given back (grants → coupons).
     public struct Release: BusRequest {
         public static let type = "coupons.release"

@@ -271,4 +271,29 @@ final class PlayStoreTests: StackTestCase {
         XCTAssertTrue(off, Self.stack.logs())
         XCTAssertLessThan(Date().timeIntervalSince(started), 5)
     }
+
+    func test7_alreadyOwnedGivesTheUseBack() async throws {
+        let c = try await coupon()
+        let r = try await client.json("PATCH", "/v1/coupons/\(c.code)", ["maxRedemptions": 1], token: admin)
+        XCTAssertEqual(r.status, 200, r.text)
+        let u = try Self.minter.user(), v = try Self.minter.user()
+        let mine = try await redeem(c.code, u)
+        let full = try await client.json("POST", "/v1/redemptions", ["code": c.code, "platform": "android"], token: v.token)
+        XCTAssertEqual(full.errorCode, "exhausted", full.text)
+        // Someone else's redemption, and a reason that is not one, are refused.
+        let notTheirs = try await client.json("POST", "/v1/redemptions/\(mine.id)/release", ["reason": "alreadyOwned"], token: v.token)
+        XCTAssertEqual(notTheirs.status, 404, notTheirs.text)
+        let unknown = try await client.json("POST", "/v1/redemptions/\(mine.id)/release", ["reason": "changedMyMind"], token: u.token)
+        XCTAssertEqual(unknown.status, 422, unknown.text)
+        // Play Billing answered ITEM_ALREADY_OWNED: nothing was bought, the use goes back.
+        let released = try await client.json("POST", "/v1/redemptions/\(mine.id)/release", ["reason": "alreadyOwned"], token: u.token)
+        XCTAssertEqual(released.status, 200, released.text)
+        XCTAssertEqual(try released.json()["status"] as? String, "released")
+        let coupon = try await client.get("/v1/coupons/\(c.code)", token: admin).json()
+        XCTAssertEqual(coupon["remaining"] as? Int, 1)
+        let twice = try await client.json("POST", "/v1/redemptions/\(mine.id)/release", ["reason": "alreadyOwned"], token: u.token)
+        XCTAssertEqual(twice.status, 409, twice.text)
+        let now = try await client.json("POST", "/v1/redemptions", ["code": c.code, "platform": "android"], token: v.token)
+        XCTAssertEqual(now.status, 201, now.text)
+    }
 }

@@ -146,6 +146,11 @@ public final class CouponsService: BackendService {
             try await pool.withConnection { try Outbox.ack($0, redemptions: req.redemptionIds, type: req.type) }
             return Empty()
         }
+        r.on(Coupons.GiveBack.self) { [self] req, _ in
+            let answer = try await pool.transaction { try RedemptionStore.giveBack($0, req) }
+            relay.nudge()  // offers switched back on, if the cap had switched them off
+            return answer
+        }
         r.on(Coupons.Release.self) { [self] req, _ in
             _ = try await pool.withConnection { try RedemptionStore.end($0, id: req.redemptionId, status: .failed, reason: req.reason) }
             return Empty()

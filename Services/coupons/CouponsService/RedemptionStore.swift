@@ -250,6 +250,25 @@ enum RedemptionStore {
             """, [id, status, reason]).first != nil
     }
 
+    /// The owner's app gives its reservation back (`Coupons.GiveBack`): it ends `released` with the
+    /// reason, and its use goes back to the coupon, which may switch its offers back on.
+    static func giveBack(_ tx: PGConnection, _ req: Coupons.GiveBack) throws -> RedemptionView {
+        let current = try get(tx, id: req.id, account: req.accountId, mode: nil)
+        guard current.status == .reserved else {
+            throw ServiceError(.invalidState, "only a reserved redemption can be given back; this one is \(current.status.rawValue)")
+        }
+        let why = switch req.reason {
+        case .alreadyOwned: "alreadyOwned: the store account already owns the plan"
+        }
+        guard try end(tx, id: req.id, status: .released, reason: why) || current.sandbox else {
+            throw ServiceError(.invalidState, "the redemption ended meanwhile")
+        }
+        if let coupon = try tx.query("SELECT coupon_id FROM coupons.redemptions WHERE id = $1", [req.id]).first?.decode("coupon_id", as: UUID.self) {
+            try StoreOffers.switchOnIfOpen(tx, coupon: coupon)
+        }
+        return try get(tx, id: req.id, account: req.accountId, mode: nil)
+    }
+
     /// Releases discount reservations whose purchase did not come in time.
     static func releaseExpired(_ c: PGConnection) throws -> Int {
         try c.query("""

@@ -43,14 +43,33 @@ extension Gateway {
         var subscriptionNotification: Subscription?
     }
 
+    /// The owner's app gives its reservation back: `{reason: "alreadyOwned"}`.
+    struct ReleaseBody: APIBody {
+        static let schemaName: String? = "ReleaseInput"
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "reason": [.note("alreadyOwned: Play Billing answered ITEM_ALREADY_OWNED; nothing was charged and the coupon is not used")],
+        ]
+        var reason: Coupons.GiveBack.Reason
+    }
+
     /// `SUBSCRIPTION_PURCHASED`: a new subscription was bought.
     static let subscriptionPurchased = 4
 
     static let googleRoutes: [APIRoute] = [
+        .route(.post, "/v1/redemptions/{id}/release",
+               "Give a reserved use back: the store account already owns the plan (the owner's app)", access: .user,
+               answers: [200: .json(RedemptionView.self)], errors: [404, 409, 422], handle: Gateway.releaseRedemption),
         .route(.post, "/v1/stores/google/notifications",
                "Google Play real-time developer notifications, pushed by Pub/Sub (public; Google's OIDC token is checked)",
                answers: [200: .json(GooglePushReceipt.self)], errors: [401, 422, 429, 503], handle: Gateway.googleNotification),
     ]
+
+    /// The owner's app gives its reserved use back (`alreadyOwned`): coupons ends it `released`.
+    func releaseRedemption(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<ReleaseBody>) async throws -> HTTPResponse {
+        let id = try req.id(or: "no such redemption")
+        let b = try body.read()
+        return .json(200, try await coupons.request(Coupons.GiveBack(id: id, accountId: user.account, reason: b.reason)))
+    }
 
     /// The app's post of a Play purchase token, after its redemption is found to be the caller's.
     func playPurchase(redemption id: UUID, token: String, account: UUID, appUserId: String) async throws -> HTTPResponse {
