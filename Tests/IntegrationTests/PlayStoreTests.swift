@@ -106,7 +106,7 @@ final class PlayStoreTests: StackTestCase {
     }
 
     func count(_ sql: String, _ params: [any PGBindable] = []) throws -> Int {
-        let db = try PGConnection(url: try Self.stack.wiring()["REDEEM_DATABASE_URL"]!)
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         return try XCTUnwrap(try db.query("SELECT (\(sql))::int AS n", params).rows.first).decode("n")
     }
 

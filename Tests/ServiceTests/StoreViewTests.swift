@@ -67,11 +67,12 @@ import Testing
     @Test func aSlowReadIsGivenUpAfterItsTime() async {
         let started = ContinuousClock.now
         let answer: Int? = await StoreViews.within(0.2) {
-            try? await Task.sleep(for: .seconds(5))
+            try? await Task.sleep(for: .seconds(60))
             return 1
         }
         #expect(answer == nil)
-        #expect(ContinuousClock.now - started < .seconds(4), "not the 5 s the work takes")
+        // Far under the work's 60 s; not near the 0.2 s, which a suite run on two busy cores can't promise.
+        #expect(ContinuousClock.now - started < .seconds(30), "not the 60 s the work takes")
         let quick: Int? = await StoreViews.within(2) { 7 }
         #expect(quick == 7)
     }
