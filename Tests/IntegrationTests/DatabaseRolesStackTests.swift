@@ -148,4 +148,69 @@ final class DatabaseRolesStackTests: StackTestCase {
             }
         }
     }
+
+    /// The Kubernetes migration Job's first step (deploy/kubernetes/migrate-job.yaml) runs
+    /// `database-roles --from-env`: the administrator's URL and the URLs the services and the
+    /// migrations use, from the Secrets. It makes the roles and schemas with the passwords in those
+    /// URLs (percent-encoded, as in any URL), so what the Secret says is what the pods can log in
+    /// with; a URL naming another role is refused before anything changes.
+    func test5_theMigrationJobMakesTheRolesFromTheServicesURLs() async throws {
+        let admin = try PGConnection(url: try stack.adminDatabaseURL())
+        let name = "k8s_\(UUID().uuidString.prefix(8).lowercased())"
+        try admin.execute("CREATE DATABASE \(name)")
+        let freshAdmin = try stack.adminDatabaseURL().replacingOccurrences(of: "/redeem", with: "/\(name)")
+        let place = String(freshAdmin[freshAdmin.range(of: "@")!.upperBound...])
+        let script = Project.root.appendingPathComponent("deploy/database-roles").path
+
+        // The roles are the cluster's, and the running stack logs in with their passwords: this
+        // test changes one and puts it back.
+        var passwords: [String: String] = [:]
+        for service in Self.backends {
+            for role in [service, "\(service)-owner"] {
+                passwords[role] = try String(contentsOf: stack.directory.appendingPathComponent("db/\(role).password"), encoding: .utf8)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+        }
+        func url(_ role: String, _ password: String) -> String {
+            var allowed = CharacterSet.alphanumerics
+            allowed.insert(charactersIn: "-._~")
+            return "postgresql://\(role):\(password.addingPercentEncoding(withAllowedCharacters: allowed)!)@\(place)"
+        }
+        func job(_ passwords: [String: String], roles: [String: String] = [:]) async throws -> Int32 {
+            var environment = ["PATH": "/usr/bin:/bin", "REDEEM_ADMIN_DATABASE_URL": freshAdmin]
+            for service in Self.backends {
+                let upper = service.uppercased()
+                environment["\(upper)_DATABASE_URL"] = url(roles[service] ?? "redeem_\(service)", passwords[service]!)
+                environment["\(upper)_MIGRATION_DATABASE_URL"] = url(roles["\(service)-owner"] ?? "redeem_\(service)_owner", passwords["\(service)-owner"]!)
+            }
+            let p = try Subprocess(script, ["--from-env"], environment: environment)
+            return try await offThePool { p.wait(seconds: 60) ?? -1 }
+        }
+
+        var changed = passwords
+        changed["accounts"] = "it's a \\ @/:%?&= password"
+        let made = try await job(changed)
+        let loggedIn = Result { try PGConnection(url: url("redeem_accounts", changed["accounts"]!)).query("SELECT current_user AS u").first!.decode("u", as: String.self) }
+        let restored = try await job(passwords)
+        XCTAssertEqual(made, 0)
+        XCTAssertEqual(try loggedIn.get(), "redeem_accounts", "the Secret's URL logs in")
+        XCTAssertEqual(restored, 0)
+        XCTAssertThrowsError(try PGConnection(url: url("redeem_accounts", changed["accounts"]!)), "the changed password is gone again")
+        _ = try PGConnection(url: try stack.databaseURL(of: "accounts"))
+
+        // The fresh database has the three schemas, each its owner's, and the owners can migrate.
+        let fresh = try PGConnection(url: freshAdmin)
+        let owners = try fresh.query("SELECT nspname, pg_get_userbyid(nspowner) AS owner FROM pg_namespace WHERE nspname IN ('accounts', 'coupons', 'grants') ORDER BY 1")
+            .rows.map { "\(try $0.decode("nspname", as: String.self))=\(try $0.decode("owner", as: String.self))" }
+        XCTAssertEqual(owners, ["accounts=redeem_accounts_owner", "coupons=redeem_coupons_owner", "grants=redeem_grants_owner"])
+        let migrate = try Subprocess(Project.binDirectory.appendingPathComponent("grants").path, ["migrate"],
+                                     environment: ["PATH": "/usr/bin:/bin", "REDEEM_MIGRATION_DATABASE_URL": url("redeem_grants_owner", passwords["grants-owner"]!)])
+        let migrated = try await offThePool { migrate.wait(seconds: 60) }
+        XCTAssertEqual(migrated, 0, "the owner migrates its schema")
+
+        // A URL that names another role (the administrator, say) is refused, and nothing changes.
+        let wrong = try await job(changed, roles: ["accounts": "postgres"])
+        XCTAssertEqual(wrong, 2)
+        _ = try PGConnection(url: try stack.databaseURL(of: "accounts"))
+    }
 }

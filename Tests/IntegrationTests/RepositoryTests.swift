@@ -45,7 +45,7 @@ import TestSupport
         for resource in ["deployment/accounts", "deployment/coupons", "deployment/grants", "deployment/gateway",
                          "service/accounts", "service/coupons", "service/grants", "service/gateway", "job/redeem-migrate",
                          "horizontalpodautoscaler/gateway", "horizontalpodautoscaler/coupons", "poddisruptionbudget/coupons",
-                         "networkpolicy/redeem-default-deny", "secret/redeem-database"] {
+                         "networkpolicy/redeem-default-deny", "secret/redeem-database", "secret/redeem-database-admin"] {
             #expect(base.output.contains("passed for resource \(resource) "), "\(resource) is rendered and valid")
         }
 
@@ -73,7 +73,8 @@ import TestSupport
 
     /// Checks every pod template of a rendered tree: no service account token, non-root, a
     /// read-only root filesystem, no capabilities, memory limits; the services' probes on
-    /// /healthz and /readyz; the migration Job runs `migrate`.
+    /// /healthz and /readyz; the migration Job makes the database roles first, and then runs
+    /// `migrate`; no other pod reads the administrator's database URL.
     static let podRules = #"""
         import sys, yaml
         docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
@@ -83,7 +84,7 @@ import TestSupport
             where = f"{kind}/{name}"
             if pod.get("automountServiceAccountToken") is not False: problems.append(f"{where}: service account token mounted")
             if pod.get("securityContext", {}).get("runAsNonRoot") is not True: problems.append(f"{where}: may run as root")
-            for c in pod["containers"]:
+            for c in pod.get("initContainers", []) + pod["containers"]:
                 sc = c.get("securityContext", {})
                 if sc.get("readOnlyRootFilesystem") is not True: problems.append(f"{where}/{c['name']}: writable root")
                 if sc.get("allowPrivilegeEscalation") is not False: problems.append(f"{where}/{c['name']}: privilege escalation")
@@ -92,7 +93,14 @@ import TestSupport
                 if kind == "Deployment":
                     if c.get("livenessProbe", {}).get("httpGet", {}).get("path") != "/healthz": problems.append(f"{where}: liveness not /healthz")
                     if c.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/readyz": problems.append(f"{where}: readiness not /readyz")
-                if kind == "Job" and c.get("command", [])[-1:] != ["migrate"]: problems.append(f"{where}/{c['name']}: does not migrate")
+                if kind == "Job" and c in pod["containers"] and c.get("command", [])[-1:] != ["migrate"]: problems.append(f"{where}/{c['name']}: does not migrate")
+            # The migration Job makes the database roles first, and only it reads the administrator's URL.
+            secrets = {ref["secretRef"]["name"] for c in pod.get("initContainers", []) + pod["containers"] for ref in c.get("envFrom", []) if "secretRef" in ref}
+            if kind == "Job":
+                first = (pod.get("initContainers") or [{}])[0]
+                if first.get("command") != ["/usr/local/lib/redeem/database-roles", "--from-env"]: problems.append(f"{where}: does not make the roles first")
+                if {r["secretRef"]["name"] for r in first.get("envFrom", []) if "secretRef" in r} != {"redeem-database-admin", "redeem-database"}: problems.append(f"{where}: roles without their Secrets")
+            elif "redeem-database-admin" in secrets: problems.append(f"{where}: reads the administrator's URL")
         print("\n".join(problems) or f"checked {len(pods)} pod templates")
         sys.exit(1 if problems else 0)
         """#
@@ -120,7 +128,7 @@ import TestSupport
                 perService.formUnion(try names(#""REDEEM_\\\([a-z.()]+\)(_[A-Z0-9_]+)""#, in: swift))
             }
         }
-        for script in ["deploy/run-stack", "deploy/postgres", "scripts/setup", "scripts/test", "scripts/env.sh", "scripts/free-port", "scripts/link-order"] {
+        for script in ["deploy/run-stack", "deploy/postgres", "deploy/database-roles", "scripts/setup", "scripts/test", "scripts/env.sh", "scripts/free-port", "scripts/link-order"] {
             let shell = try text(script)
             read.formUnion(try names(#"\$\{?(REDEEM_[A-Z0-9_]+)"#, in: shell))
             read.formUnion(try names(#"(?:port_or_free|bus) (REDEEM_[A-Z0-9_]+)"#, in: shell))
