@@ -14,8 +14,9 @@ extension Accounts {
 }
 
 extension Coupons {
-    /// Anonymises a deleted account's completed redemptions: they stay, so caps still count
-    /// them, but name no account and no appUserId. Idempotent.
+    /// Anonymises a deleted account's redemptions: they stay, so caps still count them, but name
+    /// no account and no appUserId. Its reservations still waiting for a store purchase end
+    /// (`released`) and give their uses back first. Idempotent.
     public struct ForgetAccount: BusRequest {
         public static let type = "coupons.forgetAccount"
         public struct Response: Codable, Sendable {

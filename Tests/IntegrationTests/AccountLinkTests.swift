@@ -324,4 +324,36 @@ extension AccountLinkTests {
         XCTAssertEqual((try again.json()["account"] as? [String: Any])?["appUserId"] as? String, record)
         XCTAssertNotEqual((try again.json()["account"] as? [String: Any])?["id"] as? String, u.id)
     }
+
+    /// A reservation still waiting for its purchase when the account is deleted ends (`released`),
+    /// its use goes back to the coupon, and no redemption names the account any more.
+    func test9_deletingAnAccountEndsItsWaitingReservationsAndNamesItNowhere() async throws {
+        let u = try await signUp()
+        let code = "W-" + UUID().uuidString.prefix(8).uppercased()
+        let coupon = try await client.json("POST", "/v1/coupons", ["code": code, "kind": "percentOff", "percentOff": 20, "productIds": ["pro.monthly"],
+                                                                    "duration": ["unit": "month", "count": 1], "periodCount": 1,
+                                                                    "platforms": ["web"], "maxRedemptions": 1], token: Self.stack.adminKey)
+        XCTAssertEqual(coupon.status, 201, coupon.text)
+        let reserved = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: u.access)
+        XCTAssertEqual(reserved.status, 201, reserved.text)
+        XCTAssertEqual(try reserved.json()["status"] as? String, "reserved")
+        let full = try await signUp()
+        let refusedWhileHeld = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: full.access)
+        XCTAssertEqual(refusedWhileHeld.status, 422, "the reservation holds the one use: \(refusedWhileHeld.text)")
+
+        let deleted = try await client.send("DELETE", "/v1/me", headers: ["Authorization": "Bearer \(u.access)"])
+        XCTAssertEqual(deleted.status, 204, deleted.text)
+        let rows = try await client.get("/v1/coupons/\(code)/redemptions", token: Self.stack.adminKey).json()
+        let row = try XCTUnwrap((rows["data"] as? [[String: Any]])?.first)
+        XCTAssertEqual(row["status"] as? String, "released")
+        XCTAssertNil(row["accountId"] as? String)
+        XCTAssertNil(row["appUserId"] as? String)
+        let admin = try PGConnection(url: try Self.stack.adminDatabaseURL())
+        let naming = try admin.query("SELECT count(*)::int AS n FROM coupons.redemptions WHERE account_id = $1 OR app_user_id = $2",
+                                     [UUID(uuidString: u.id)!, u.appUserId]).first!.decode("n", as: Int.self)
+        XCTAssertEqual(naming, 0)
+        // The use went back: someone else can take it now.
+        let taken = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: full.access)
+        XCTAssertEqual(taken.status, 201, taken.text)
+    }
 }

@@ -85,13 +85,8 @@ public final class CouponsService: BackendService {
     public func router() -> BusRouter {
         var r = BusRouter(logger: logger)
         r.on(Coupons.Create.self) { [self] req, context in try await create(req, context) }
-        // A completed redemption needs no account (the constraint `redemptions_unattributed_completed`);
-        // one still reserved or given back keeps the deleted account's id, which names nobody now.
         r.on(Coupons.ForgetAccount.self) { [self] req, _ in
-            .init(anonymised: try await pool.query("""
-                UPDATE coupons.redemptions SET account_id = NULL, app_user_id = NULL WHERE account_id = $1 AND completed_at IS NOT NULL
-                RETURNING id
-                """, [req.accountId]).rows.count)
+            .init(anonymised: try await pool.transaction { try RedemptionStore.forget($0, account: req.accountId) })
         }
         let stores = config.stores
         r.on(Coupons.List.self) { [self] req, _ in

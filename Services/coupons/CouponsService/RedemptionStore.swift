@@ -269,6 +269,26 @@ enum RedemptionStore {
         return try get(tx, id: req.id, account: req.accountId, mode: nil)
     }
 
+    /// A deleted account's redemptions stay, so caps still count their uses, but name no account
+    /// and no appUserId. Its reservations still waiting for a store purchase end first (`released`),
+    /// giving their uses back: nobody is left to buy. A free period being granted keeps its use and
+    /// completes. Idempotent; answers how many redemptions it took the account off.
+    static func forget(_ tx: PGConnection, account: UUID) throws -> Int {
+        let released = try tx.query("""
+            UPDATE coupons.redemptions SET status = 'released', ended_at = now(), reservation_expires_at = NULL,
+                failure_reason = 'its account was deleted'
+            WHERE account_id = $1 AND status = 'reserved' RETURNING coupon_id, sandbox
+            """, [account]).rows
+        for row in released where !(try row.decode("sandbox", as: Bool.self)) {
+            let coupon = try row.decode("coupon_id", as: UUID.self)
+            try tx.query("UPDATE coupons.coupons SET used_count = used_count - 1 WHERE id = $1", [coupon])
+            _ = try StoreOffers.switchOnIfOpen(tx, coupon: coupon)
+        }
+        return try tx.query("""
+            UPDATE coupons.redemptions SET account_id = NULL, app_user_id = NULL WHERE account_id = $1 RETURNING id
+            """, [account]).rows.count
+    }
+
     /// Releases discount reservations whose purchase did not come in time.
     static func releaseExpired(_ c: PGConnection) throws -> Int {
         try c.query("""
