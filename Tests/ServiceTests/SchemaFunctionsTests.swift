@@ -51,9 +51,16 @@ import Testing
         for (table, cases) in columns {
             let checks = try await pool.query("""
                 SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
-                WHERE conrelid = $1::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%(status%'
+                WHERE conrelid = $1::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%(status = ANY (ARRAY[%'
                 """, [table]).rows.map { try $0.decode("def", as: String.self) }
             #expect(checks.count == 1, "\(table): \(checks)")
+            // No other check may allow a value outside them (`status <> 'reserved'` names one of them).
+            let others = try await pool.query("""
+                SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'c'
+                """, [table]).rows.map { try $0.decode("def", as: String.self) }.filter { !checks.contains($0) }
+            let excluded = try Regex(#"status <> '([^']*)'::text"#)
+            let named = others.flatMap { def in def.matches(of: excluded).compactMap { $0.output[1].substring.map(String.init) } }
+            #expect(Set(named).isSubset(of: cases), "\(table): \(others)")
             // `CHECK ((status = ANY (ARRAY['reserved'::text, …])))`
             let allowed = checks.flatMap { def in def.matches(of: quoted).compactMap { $0.output[1].substring.map(String.init) } }
             #expect(allowed.sorted() == cases.sorted(), "\(table)")
