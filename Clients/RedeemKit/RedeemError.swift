@@ -90,6 +90,9 @@ public struct CouponError: Error, Sendable, Equatable, LocalizedError {
         case notEligible
         /// The discount's store offer is not ready yet.
         case notReady
+        /// The store account already holds the plan (Google Play, known to the server through
+        /// RevenueCat): nothing is bought and the coupon is not used.
+        case alreadyOwned
         /// No one is signed in (answered by RedeemKit without a request).
         case notIdentified
         /// A reason this version of RedeemKit does not know.
@@ -126,6 +129,7 @@ public struct CouponError: Error, Sendable, Equatable, LocalizedError {
         case .alreadyRedeemed: "You have already redeemed this coupon."
         case .notEligible: "This coupon doesn't apply to your account, platform or product."
         case .notReady: "This offer isn't available in the store yet; try again later."
+        case .alreadyOwned: "Your store account already has this plan, so this coupon can't be used for it."
         case .notIdentified: "Sign in to redeem a coupon."
         case .unknown: serverMessage ?? "This coupon can't be redeemed."
         }

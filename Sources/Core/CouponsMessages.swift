@@ -365,12 +365,17 @@ public enum Coupons {
         public struct Response: Codable, Sendable {
             public var reason: RefusalReason?
             public var answer: WireJSON<Answer>
-            public init(_ answer: Answer) throws {
+            /// The answer holds only if the account does not already hold a plan on Google Play:
+            /// the request goes through Play and did not say (`playOwned` nil). The gateway asks the
+            /// store's view and sends the request again with it. Never part of the public answer.
+            public var asksPlayOwnership = false
+            public init(_ answer: Answer, asksPlayOwnership: Bool = false) throws {
                 self.reason = answer.reason
                 self.answer = try WireJSON(answer)
+                self.asksPlayOwnership = asksPlayOwnership
             }
 
-            private enum Keys: String, CodingKey { case reason, answer }
+            private enum Keys: String, CodingKey { case reason, answer, asksPlayOwnership }
 
             public init(from decoder: any Decoder) throws {
                 let c = try decoder.container(keyedBy: Keys.self)
@@ -381,6 +386,7 @@ public enum Coupons {
                 }
                 reason = try c.decodeIfPresent(RefusalReason.self, forKey: .reason)
                 answer = try c.decode(WireJSON<Answer>.self, forKey: .answer)
+                asksPlayOwnership = try c.decodeIfPresent(Bool.self, forKey: .asksPlayOwnership) ?? false
             }
 
             public func encode(to encoder: any Encoder) throws {
@@ -388,6 +394,7 @@ public enum Coupons {
                 var c = encoder.container(keyedBy: Keys.self)
                 try c.encodeIfPresent(reason, forKey: .reason)
                 try c.encode(answer, forKey: .answer)
+                if asksPlayOwnership { try c.encode(true, forKey: .asksPlayOwnership) }
             }
         }
         public var accountId: UUID
@@ -396,11 +403,16 @@ public enum Coupons {
         /// `environment: "sandbox"`: picks the test coupon of a code both modes have
         /// (`preferredMode`). nil (earlier gateways): production.
         public var sandbox: Bool?
-        public init(accountId: UUID, code: String, platform: Platform?, sandbox: Bool = false) {
+        /// The Google Play subscription products the account holds, as the store's view reports
+        /// them (`Grants.StoreView`; `[]` when it holds none or the view could not be read in
+        /// time). nil: not asked; a request through Play is then answered `asksPlayOwnership`.
+        public var playOwned: [String]?
+        public init(accountId: UUID, code: String, platform: Platform?, sandbox: Bool = false, playOwned: [String]? = nil) {
             self.accountId = accountId
             self.code = code
             self.platform = platform
             self.sandbox = sandbox
+            self.playOwned = playOwned
         }
     }
 
@@ -424,10 +436,15 @@ public enum Coupons {
             public var redemption: WireJSON<RedemptionView>?
             public var created: Bool
             public var refusal: RefusalReason?
-            public init(redemption: RedemptionView?, created: Bool, refusal: RefusalReason? = nil) throws {
+            /// Nothing was reserved: the request goes through Google Play and did not say which
+            /// Play subscriptions the account holds (`playOwned` nil). The gateway asks the
+            /// store's view and sends it again.
+            public var asksPlayOwnership: Bool?
+            public init(redemption: RedemptionView?, created: Bool, refusal: RefusalReason? = nil, asksPlayOwnership: Bool = false) throws {
                 self.redemption = try redemption.map { try WireJSON($0) }
                 self.created = created
                 self.refusal = refusal
+                self.asksPlayOwnership = asksPlayOwnership ? true : nil
             }
         }
         public var accountId: UUID
@@ -436,13 +453,17 @@ public enum Coupons {
         public var productId: String?
         public var platform: Platform
         public var sandbox: Bool
-        public init(accountId: UUID, appUserId: String, code: String, productId: String?, platform: Platform, sandbox: Bool) {
+        /// The Google Play subscription products the account holds (see `Validate.playOwned`).
+        public var playOwned: [String]?
+        public init(accountId: UUID, appUserId: String, code: String, productId: String?, platform: Platform, sandbox: Bool,
+                    playOwned: [String]? = nil) {
             self.accountId = accountId
             self.appUserId = appUserId
             self.code = code
             self.productId = productId
             self.platform = platform
             self.sandbox = sandbox
+            self.playOwned = playOwned
         }
     }
 

@@ -305,10 +305,15 @@ extension Grants {
             public var managementUrl: String?
             /// Active entitlements the stores (and promotional grants not Redeem's) hold.
             public var entitlements: [EntitlementView]
-            public init(holdsStorePurchase: Bool, managementUrl: String?, entitlements: [EntitlementView]) {
+            /// The Google Play subscription products the holder holds now (RevenueCat's
+            /// `play_store` subscriptions not expired or refunded, by Play product id, sorted);
+            /// nil from a grants of an earlier version.
+            public var playSubscriptions: [String]?
+            public init(holdsStorePurchase: Bool, managementUrl: String?, entitlements: [EntitlementView], playSubscriptions: [String]? = nil) {
                 self.holdsStorePurchase = holdsStorePurchase
                 self.managementUrl = managementUrl
                 self.entitlements = entitlements
+                self.playSubscriptions = playSubscriptions
             }
         }
         public var appUserId: String

@@ -1,7 +1,9 @@
 /// Why validate or redeem refused a code (SPEC §4.3), with its sentence for people, written once.
 /// Validate answers it as `reason`; redeem as a 422 whose `error.code` is the reason.
+/// `alreadyOwned`: the account's store account already holds the plan (on Google Play, known
+/// through RevenueCat's subscriber), so a purchase would be refused by the store.
 public enum RefusalReason: String, Codable, Sendable, CaseIterable {
-    case notFound, inactive, notStarted, expired, exhausted, alreadyRedeemed, notEligible, notReady
+    case notFound, inactive, notStarted, expired, exhausted, alreadyRedeemed, notEligible, notReady, alreadyOwned
 
     /// What the redeem page and an error's `message` say.
     public var sentence: String {
@@ -14,6 +16,7 @@ public enum RefusalReason: String, Codable, Sendable, CaseIterable {
         case .alreadyRedeemed: "You have already redeemed this coupon."
         case .notEligible: "This coupon doesn't apply to your account, platform or product."
         case .notReady: "This offer isn't available in the store yet; try again later."
+        case .alreadyOwned: "Your store account already has this plan, so this coupon can't be used for it."
         }
     }
 }

@@ -19,6 +19,8 @@ final class PlayStoreTests: StackTestCase {
     nonisolated(unsafe) static var oauth: FakeGoogleOAuth!
     nonisolated(unsafe) static var play: FakePlayDeveloperAPI!
     nonisolated(unsafe) static var pusher: GooglePushSender!
+    /// The entitlement provider: its subscribers' Play subscriptions make `alreadyOwned`.
+    nonisolated(unsafe) static var revenueCat: FakeRevenueCat!
     static let package = "com.example.redeem"
     static let playProduct = "premium_sub"
 
@@ -27,7 +29,9 @@ final class PlayStoreTests: StackTestCase {
         oauth = try FakeGoogleOAuth(account: account)
         play = try FakePlayDeveloperAPI(oauth: oauth, packageName: package)
         pusher = try GooglePushSender()
+        revenueCat = try FakeRevenueCat()
         stack = try Stack(environment: [
+            "REDEEM_ENTITLEMENT_PROVIDER": "revenuecat", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString, "REDEEM_REVENUECAT_KEY": "sk_rc_play",
             "REDEEM_PLAY_SERVICE_ACCOUNT": account.keyFile.path, "REDEEM_PLAY_PACKAGE_NAME": package,
             "REDEEM_GOOGLE_TOKEN_URL": oauth.url.absoluteString, "REDEEM_PLAY_API_URL": play.url.absoluteString,
             "REDEEM_PLAY_OFFER_SETTLE": "1", "REDEEM_GOOGLE_JWKS": pusher.jwksFile.path,
@@ -40,7 +44,7 @@ final class PlayStoreTests: StackTestCase {
     override class func stopSuite() {
         stack?.stop()
         let done = DispatchSemaphore(value: 0)
-        Task { await play?.stop(); await oauth?.stop(); done.signal() }
+        Task { await play?.stop(); await oauth?.stop(); await revenueCat?.stop(); done.signal() }
         done.wait()
     }
 
@@ -295,5 +299,63 @@ final class PlayStoreTests: StackTestCase {
         XCTAssertEqual(twice.status, 409, twice.text)
         let now = try await client.json("POST", "/v1/redemptions", ["code": c.code, "platform": "android"], token: v.token)
         XCTAssertEqual(now.status, 201, now.text)
+    }
+
+    func test8_aPlanHeldOnPlayIsAlreadyOwnedBeforeAnyPurchaseUnlessRevenueCatCantSay() async throws {
+        let c = try await coupon()
+        let month = Date().addingTimeInterval(20 * 86_400)
+        func validate(_ u: TokenMinter.User) async throws -> [String: Any] {
+            let v = try await client.json("POST", "/v1/coupons/validate", ["code": c.code, "platform": "android"], token: u.token)
+            XCTAssertEqual(v.status, 200, v.text)
+            return try v.json()
+        }
+        func redeem(_ u: TokenMinter.User) async throws -> HTTPClient.Response {
+            try await client.json("POST", "/v1/redemptions", ["code": c.code, "platform": "android"], token: u.token)
+        }
+        // RevenueCat's subscriber holds the plan's Play product (on any base plan): refused, nothing reserved.
+        let owner = try Self.minter.user()
+        Self.revenueCat.addStorePurchase(owner.appUserId, .init(productId: Self.playProduct, store: "play_store", entitlementId: "pro",
+                                                                expires: month, basePlanId: "monthly-other"))
+        let refused = try await validate(owner)
+        XCTAssertEqual(refused["valid"] as? Bool, false, "\(refused)")
+        XCTAssertEqual(refused["reason"] as? String, "alreadyOwned")
+        XCTAssertNil(refused["playStore"], "no offer handed to an account that can't buy it")
+        let r = try await redeem(owner)
+        XCTAssertEqual(r.status, 422, r.text)
+        XCTAssertEqual(r.errorCode, "alreadyOwned", r.text)
+        XCTAssertEqual(try count("SELECT count(*) FROM coupons.redemptions WHERE code = $1", [c.code]), 0)
+        XCTAssertTrue(Self.revenueCat.reads.contains(owner.appUserId))
+
+        // None, an App Store subscription only, or a Play subscription that lapsed: the hand-off and a reservation.
+        let none = try Self.minter.user(), apple = try Self.minter.user(), lapsed = try Self.minter.user()
+        Self.revenueCat.addStorePurchase(apple.appUserId, .init(productId: Self.playProduct, store: "app_store", entitlementId: "pro", expires: month))
+        Self.revenueCat.addStorePurchase(lapsed.appUserId, .init(productId: Self.playProduct, store: "play_store", entitlementId: "pro",
+                                                                 expires: Date().addingTimeInterval(-86_400), basePlanId: "monthly"))
+        for u in [none, apple, lapsed] {
+            let valid = try await validate(u)
+            XCTAssertEqual(valid["valid"] as? Bool, true, "\(valid)")
+            XCTAssertEqual((valid["playStore"] as? [String: Any])?["offerId"] as? String, c.offerId)
+            let made = try await redeem(u)
+            XCTAssertEqual(made.status, 201, made.text)
+        }
+
+        // RevenueCat holds the read: validate and redeem go on after its bounded wait, refusing nothing.
+        Self.revenueCat.answerReads(.hang(seconds: 15))
+        defer { Self.revenueCat.answerReads(.created) }
+        let unknown = try Self.minter.user()
+        Self.revenueCat.addStorePurchase(unknown.appUserId, .init(productId: Self.playProduct, store: "play_store", entitlementId: "pro",
+                                                                  expires: month, basePlanId: "monthly"))
+        let started = Date()
+        let valid = try await validate(unknown)
+        XCTAssertEqual(valid["valid"] as? Bool, true, "\(valid)")
+        let made = try await redeem(unknown)
+        XCTAssertEqual(made.status, 201, made.text)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10, "two reads of at most a few seconds each, not RevenueCat's 15")
+        Self.revenueCat.answerReads(.status(503, body: "down"))
+        let down = try Self.minter.user()
+        Self.revenueCat.addStorePurchase(down.appUserId, .init(productId: Self.playProduct, store: "play_store", entitlementId: "pro",
+                                                               expires: month, basePlanId: "monthly"))
+        let whileDown = try await redeem(down)
+        XCTAssertEqual(whileDown.status, 201, whileDown.text)
     }
 }

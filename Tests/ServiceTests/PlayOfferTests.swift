@@ -228,6 +228,67 @@ import Telemetry
         #expect(!again.created && again.redemption?.playStore == handoff)
     }
 
+    /// Grants' report that Google activated the offer of `product` on `basePlan` long ago.
+    func settled(_ w: World, _ code: String, product: String, basePlan: String) async throws {
+        let coupon = try await w.coupons.couponId(code)
+        let settle = w.coupons.stores.playOfferSettle
+        _ = try await w.pool.transaction {
+            try StoreOffers.report($0, Coupons.StoreOfferReport(couponId: coupon, store: .playStore, productId: product, basePlanId: basePlan,
+                                                                state: .waitingForGoogle, offerId: "x", codeCreatedAt: Date().addingTimeInterval(-3600)),
+                                   now: Date(), settle: settle)
+        }
+    }
+
+    /// `alreadyOwned` before any purchase (docs/stores.md): a request through Play that does not
+    /// say what the account holds there is asked for it, reserving nothing; one that does is
+    /// refused for a plan whose Play product the account holds, and only for that plan.
+    @Test func aPlanTheAccountHoldsOnPlayIsAlreadyOwnedBeforeAnyPurchase() async throws {
+        let w = try await world()
+        defer { Task { await w.stop() } }
+        try await w.coupons.plan("pro.annual", subscription: nil, play: ("other_sub", ["yearly"]))
+        try await w.coupons.coupon(Self.input("OWNED_30", platforms: ["android", "web"]))
+        try await settled(w, "OWNED_30", product: "pro.monthly", basePlan: "monthly")
+        let account = UUID.random()
+
+        // Not said: valid, with the question; redeem reserves nothing.
+        let asked = try await w.coupons.validateResponse("OWNED_30", account: account, platform: .android, playOwned: nil)
+        #expect(asked.asksPlayOwnership && asked.reason == nil)
+        #expect(try await !w.coupons.validateResponse("OWNED_30", account: account, platform: .web, playOwned: nil).asksPlayOwnership,
+                "only a request through Play asks")
+        let waiting = try await w.coupons.redeem("OWNED_30", account: account, platform: .android, playOwned: nil)
+        #expect(waiting.asksPlayOwnership && waiting.redemption == nil && waiting.refusal == nil)
+        #expect(try await w.coupons.count("SELECT count(*) FROM coupons.redemptions") == 0)
+        #expect(try await w.coupons.get("OWNED_30").remaining == 100)
+
+        // Held: refused, with nothing reserved; held elsewhere, or nothing: valid.
+        let refused = try await w.coupons.validateResponse("OWNED_30", account: account, platform: .android, playOwned: [Self.playProduct])
+        #expect(refused.reason == .alreadyOwned && !refused.asksPlayOwnership)
+        #expect(try refused.answer.decoded().valid == false)
+        let notHeld = try await w.coupons.validateResponse("OWNED_30", account: account, platform: .android, playOwned: ["other_sub"])
+        #expect(notHeld.reason == nil && !notHeld.asksPlayOwnership)
+        #expect(try await w.coupons.redeem("OWNED_30", account: account, platform: .android, playOwned: [Self.playProduct]).refusal == .alreadyOwned)
+        #expect(try await w.coupons.count("SELECT count(*) FROM coupons.redemptions") == 0)
+        #expect(try await w.coupons.get("OWNED_30").remaining == 100)
+        // The web does not go through Play: what Play holds does not count there.
+        #expect(try await w.coupons.redeem("OWNED_30", account: UUID.random(), platform: .web, playOwned: [Self.playProduct]).redemption != nil)
+        let reserved = try await w.coupons.redeem("OWNED_30", account: account, platform: .android, playOwned: [])
+        #expect(reserved.redemption?.status == .reserved && reserved.redemption?.playStore != nil)
+
+        // Two plans: the one held is left out of the valid answer, and refused on redeem.
+        try await w.coupons.coupon(StoreWorld.discount("TWO_30", products: ["pro.monthly", "pro.annual"], cap: 100, platforms: ["android"]))
+        try await settled(w, "TWO_30", product: "pro.monthly", basePlan: "monthly")
+        try await settled(w, "TWO_30", product: "pro.annual", basePlan: "yearly")
+        let other = UUID.random()
+        let one = try await w.coupons.validate("TWO_30", account: other, platform: .android, playOwned: [Self.playProduct])
+        #expect(one.valid && one.eligibleProductIds == ["pro.annual"] && one.basePlanIds == ["pro.annual": ["yearly"]])
+        let all = try await w.coupons.validate("TWO_30", account: other, platform: .android, playOwned: ["other_sub", Self.playProduct])
+        #expect(all.reason == .alreadyOwned)
+        #expect(try await w.coupons.redeem("TWO_30", account: other, platform: .android, productId: "pro.monthly",
+                                           playOwned: [Self.playProduct]).refusal == .alreadyOwned)
+        #expect(try await w.coupons.redeem("TWO_30", account: other, platform: .android, productId: "pro.annual",
+                                           playOwned: [Self.playProduct]).redemption?.productId == "pro.annual")
+    }
+
     // MARK: Switching off
 
     @Test func deactivatingTheCouponDeactivatesItsPlayOffers() async throws {

@@ -25,9 +25,10 @@ import Testing
                                            expiresAt: nil, maxRedemptions: nil, newCustomersOnly: false)
 
     func decide(_ d: CouponDefinition, active: Bool = true, platform: Platform? = .web, productId: String? = nil, resolveProduct: Bool = true,
-                holdsUse: Bool = false, veteran: Bool = false, usesTaken: Int? = 0, ready: Set<String>? = nil) throws -> RedemptionStore.Decision {
+                holdsUse: Bool = false, veteran: Bool = false, usesTaken: Int? = 0, ready: Set<String>? = nil,
+                owned: Set<String>? = nil) throws -> RedemptionStore.Decision {
         try RedemptionStore.decide(d, active: active, platform: platform, productId: productId, resolveProduct: resolveProduct,
-                                   holdsUse: holdsUse, veteran: veteran, usesTaken: usesTaken, readyProducts: ready, now: now)
+                                   holdsUse: holdsUse, veteran: veteran, usesTaken: usesTaken, readyProducts: ready, ownedProducts: owned, now: now)
     }
 
     @Test func eachRuleRefusesWithItsReason() throws {
@@ -108,6 +109,34 @@ import Testing
         let trial = coupon { $0.productIds = ["pro.monthly"]; $0.hasStoreOffers = true }
         #expect(try decide(trial, platform: .ios, ready: ["pro.monthly"]) == .reserve(productId: nil))
         #expect(try decide(trial, platform: .ios, ready: []) == .refuse(.notReady))
+    }
+
+    /// `alreadyOwned` (docs/stores.md, after `notReady`): for a request through Google Play whose
+    /// account's Play subscriptions are known (`owned`: the coupon's plans held there; nil when not
+    /// known), the product asked for must not be held, and without a product, some ready plan
+    /// must not be.
+    @Test func alreadyOwnedComesAfterNotReadyAndRefusesOnlyAHeldPlan() throws {
+        let play = coupon(Self.discount) { $0.hasPlayOffers = true; $0.maxRedemptions = 10 }
+        let both: Set<String> = ["pro.monthly", "pro.yearly"]
+        let table: [(String, RedemptionStore.Decision)] = [
+            ("validate, every ready plan held", try decide(play, platform: .android, resolveProduct: false, ready: ["pro.monthly"], owned: ["pro.monthly"])),
+            ("validate, another ready plan free", try decide(play, platform: .android, resolveProduct: false, ready: both, owned: ["pro.monthly"])),
+            ("validate, nothing held", try decide(play, platform: .android, resolveProduct: false, ready: both, owned: [])),
+            ("validate, not known", try decide(play, platform: .android, resolveProduct: false, ready: both, owned: nil)),
+            ("redeem, its plan held", try decide(play, platform: .android, productId: "pro.monthly", ready: both, owned: ["pro.monthly"])),
+            ("redeem, another plan held", try decide(play, platform: .android, productId: "pro.yearly", ready: both, owned: ["pro.monthly"])),
+            ("redeem, the only plan resolved, held", try decide(coupon(play) { $0.productIds = ["pro.monthly"] }, platform: .android,
+                                                               ready: ["pro.monthly"], owned: ["pro.monthly"])),
+            ("notReady first", try decide(play, platform: .android, productId: "pro.monthly", ready: [], owned: ["pro.monthly"])),
+            ("exhausted first", try decide(play, platform: .android, productId: "pro.monthly", usesTaken: 10, ready: both, owned: both)),
+            ("already redeemed first", try decide(play, platform: .android, resolveProduct: false, holdsUse: true, ready: both, owned: both)),
+        ]
+        let expected: [RedemptionStore.Decision] = [
+            .refuse(.alreadyOwned), .reserve(productId: nil), .reserve(productId: nil), .reserve(productId: nil), .refuse(.alreadyOwned),
+            .reserve(productId: "pro.yearly"), .refuse(.alreadyOwned), .refuse(.notReady), .refuse(.exhausted), .refuse(.alreadyRedeemed),
+        ]
+        for ((name, got), want) in zip(table, expected) { #expect(got == want, "\(name)") }
+        #expect(table.count == expected.count)
     }
 
     /// Which coupons become App Store offers, and which requests go through the App Store.

@@ -69,18 +69,27 @@ struct StoreWorld: Sendable {
         try await pool.query("SELECT id FROM coupons.coupons WHERE code = $1", [code]).first!.decode("id")
     }
 
-    func validate(_ code: String, account: UUID = UUID.random(), platform: Platform? = .ios, now: Date = Date()) async throws -> Coupons.Validate.Answer {
+    /// `playOwned`: the Play subscriptions the gateway says the account holds (none by default;
+    /// nil: not said, so a request through Play is asked for them).
+    func validate(_ code: String, account: UUID = UUID.random(), platform: Platform? = .ios, playOwned: [String]? = [],
+                  now: Date = Date()) async throws -> Coupons.Validate.Answer {
+        try await validateResponse(code, account: account, platform: platform, playOwned: playOwned, now: now).answer.decoded()
+    }
+
+    func validateResponse(_ code: String, account: UUID = UUID.random(), platform: Platform? = .ios, playOwned: [String]? = [],
+                          now: Date = Date()) async throws -> Coupons.Validate.Response {
         let stores = self.stores
         return try await pool.withConnection {
-            try RedemptionStore.validateBatch($0, [Coupons.Validate(accountId: account, code: code, platform: platform)], stores: stores, now: now)
-        }[0].answer.decoded()
+            try RedemptionStore.validateBatch($0, [Coupons.Validate(accountId: account, code: code, platform: platform, playOwned: playOwned)],
+                                              stores: stores, now: now)
+        }[0]
     }
 
     func redeem(_ code: String, account: UUID, platform: Platform = .ios, productId: String? = nil, sandbox: Bool = false,
-                now: Date = Date()) async throws -> RedemptionStore.Outcome {
+                playOwned: [String]? = [], now: Date = Date()) async throws -> RedemptionStore.Outcome {
         let stores = self.stores
         let req = Coupons.Redeem(accountId: account, appUserId: "app-\(account.lowercasedString.prefix(8))", code: code, productId: productId,
-                                 platform: platform, sandbox: sandbox)
+                                 platform: platform, sandbox: sandbox, playOwned: playOwned)
         return try await pool.transaction {
             try RedemptionStore.redeemBatch($0, [req], reservationTTL: 3600, resendAfter: 3, stores: stores, now: now).results[0].get()
         }

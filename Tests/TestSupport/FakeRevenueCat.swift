@@ -49,12 +49,17 @@ public final class FakeRevenueCat: Sendable {
         public var entitlementId: String
         public var expires: Date?
         public var sandbox: Bool
-        public init(productId: String, store: String, entitlementId: String, expires: Date?, sandbox: Bool = false) {
+        /// A Google Play subscription's base plan: RevenueCat keys the subscription by the Play
+        /// product and names the base plan `product_plan_identifier`; the entitlement's
+        /// `product_identifier` is `productId:basePlanId`.
+        public var basePlanId: String?
+        public init(productId: String, store: String, entitlementId: String, expires: Date?, sandbox: Bool = false, basePlanId: String? = nil) {
             self.productId = productId
             self.store = store
             self.entitlementId = entitlementId
             self.expires = expires
             self.sandbox = sandbox
+            self.basePlanId = basePlanId
         }
     }
     private let server: HTTPServer
@@ -147,10 +152,12 @@ public final class FakeRevenueCat: Sendable {
         let bought = purchases.withLock { $0[app] ?? [] }
         for p in bought {
             let expires: Any = p.expires.map(Self.iso) ?? NSNull()
-            entitlements[p.entitlementId] = ["expires_date": expires, "grace_period_expires_date": NSNull(), "product_identifier": p.productId,
+            entitlements[p.entitlementId] = ["expires_date": expires, "grace_period_expires_date": NSNull(),
+                                             "product_identifier": p.basePlanId.map { "\(p.productId):\($0)" } ?? p.productId,
                                              "purchase_date": Self.iso(Date())]
             subscriptions[p.productId] = ["store": p.store, "is_sandbox": p.sandbox, "expires_date": expires, "period_type": "normal",
-                                          "purchase_date": Self.iso(Date()), "ownership_type": "PURCHASED"]
+                                          "purchase_date": Self.iso(Date()), "ownership_type": "PURCHASED", "refunded_at": NSNull(),
+                                          "grace_period_expires_date": NSNull(), "product_plan_identifier": p.basePlanId ?? NSNull()]
         }
         let management: Any = bought.first.map { p -> Any in
             switch p.store {

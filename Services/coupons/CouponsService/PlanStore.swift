@@ -117,6 +117,17 @@ enum PlanStore {
         return plans
     }
 
+    /// The Google Play product of each of `productIds` that has one (plans of `mode`).
+    static func playProducts(_ c: PGConnection, productIds: [String], mode: Mode) throws -> [String: String] {
+        let rows = try c.query("""
+            SELECT p.product_id, p.play_product_id FROM coupons.plans p
+            WHERE p.mode = $1 AND p.product_id = ANY($2::text[]) AND p.play_product_id IS NOT NULL
+            """, [mode.rawValue, PGArray(productIds)]).rows
+        var products: [String: String] = [:]
+        for row in rows { products[try row.decode("product_id")] = try row.decode("play_product_id", as: String.self) }
+        return products
+    }
+
     static func view(_ row: PGRow) throws -> PlanView {
         let subscription = try row.decodeIfPresent("app_store_subscription_id", as: String.self)
         let play = try row.decodeIfPresent("play_product_id", as: String.self)

@@ -80,9 +80,11 @@ enum RedemptionStore {
         var redemption: RedemptionView?
         var created: Bool
         var refusal: RefusalReason?
+        /// Nothing reserved: the request must say which Play subscriptions the account holds.
+        var asksPlayOwnership = false
 
         func response() throws -> Coupons.Redeem.Response {
-            try Coupons.Redeem.Response(redemption: redemption, created: created, refusal: refusal)
+            try Coupons.Redeem.Response(redemption: redemption, created: created, refusal: refusal, asksPlayOwnership: asksPlayOwnership)
         }
     }
 
@@ -105,9 +107,13 @@ enum RedemptionStore {
     /// (`usesTaken` of the cap; nil where the use is not counted: sandbox), and `notReady`
     /// (`readyProducts`: the plans whose App Store offer is ready, for a request that goes through
     /// the App Store, else nil): the product asked for (or resolved) must be one of them, and
-    /// without one, at least one plan must be.
+    /// without one, at least one plan must be; then `alreadyOwned` (`ownedProducts`: the plans the
+    /// account's store account already holds, known for a request through Google Play under
+    /// `revenuecat`, else nil): the product asked for (or resolved) must not be one of them, and
+    /// without one, some plan (ready, where readiness counts) must not be.
     static func decide(_ d: CouponDefinition, active: Bool, platform: Platform?, productId: String?, resolveProduct: Bool,
-                       holdsUse: Bool, veteran: Bool, usesTaken: Int?, readyProducts: Set<String>? = nil, now: Date) throws -> Decision {
+                       holdsUse: Bool, veteran: Bool, usesTaken: Int?, readyProducts: Set<String>? = nil, ownedProducts: Set<String>? = nil,
+                       now: Date) throws -> Decision {
         guard active else { return .refuse(.inactive) }
         if let starts = d.startsAt, starts > now { return .refuse(.notStarted) }
         if let expires = d.expiresAt, expires <= now { return .refuse(.expired) }
@@ -125,6 +131,13 @@ enum RedemptionStore {
         if let usesTaken, let max = d.maxRedemptions, usesTaken >= max { return .refuse(.exhausted) }
         if let ready = readyProducts {
             if let product { if !ready.contains(product) { return .refuse(.notReady) } } else if ready.isEmpty { return .refuse(.notReady) }
+        }
+        if let owned = ownedProducts, !owned.isEmpty {
+            if let product {
+                if owned.contains(product) { return .refuse(.alreadyOwned) }
+            } else if (readyProducts ?? Set(d.productIds)).subtracting(owned).isEmpty {
+                return .refuse(.alreadyOwned)
+            }
         }
         return .reserve(productId: product)
     }
@@ -167,16 +180,17 @@ enum RedemptionStore {
         let couponId = try coupon.decode("id", as: UUID.self)
         let ready = try reqs.contains(where: { d.store(through: $0.platform) != nil })
             ? StoreOffers.ready(c, coupon: couponId, now: now, settle: stores.settle) : [:]
-        // Answers differ only by reason (and, valid, by the store they hand off to), so each is
-        // encoded once per batch.
-        struct Key: Hashable { let reason: RefusalReason?; let store: Store? }
+        let owning = try PlayOwnership(c, d, mode: mode.flatMap(Mode.init(rawValue:)) ?? .live, reqs.map { ($0.platform, $0.playOwned) })
+        // Answers differ only by reason (and, valid, by the store they hand off to and the plans
+        // the account already holds there), so each is encoded once per batch.
+        struct Key: Hashable { let reason: RefusalReason?; let store: Store?; let owned: Set<String>; let asks: Bool }
         var answers: [Key: Coupons.Validate.Response] = [:]
-        func answer(_ reason: RefusalReason?, store: Store?) throws -> Coupons.Validate.Response {
-            let key = Key(reason: reason, store: reason == nil ? store : nil)
+        func answer(_ reason: RefusalReason?, store: Store?, owned: Set<String> = [], asks: Bool = false) throws -> Coupons.Validate.Response {
+            let key = Key(reason: reason, store: reason == nil ? store : nil, owned: reason == nil ? owned : [], asks: reason == nil && asks)
             if let known = answers[key] { return known }
             var a = Coupons.Validate.Answer(valid: reason == nil, reason: reason, coupon: publicView, eligibleProductIds: d.productIds)
             if let store = key.store {
-                let plans = ready[store] ?? [:]
+                let plans = (ready[store] ?? [:]).filter { !key.owned.contains($0.key) }
                 a.eligibleProductIds = d.productIds.filter { plans[$0] != nil }
                 a.offer = d.offerTerms
                 switch store {
@@ -186,17 +200,19 @@ enum RedemptionStore {
                     a.playStore = PlayStoreHandoff(offerId: StoreIds.playOfferId(coupon: couponId, code: d.code), offerTags: [PlayStoreHandoff.couponTag])
                 }
             }
-            let new = try Coupons.Validate.Response(a)
+            let new = try Coupons.Validate.Response(a, asksPlayOwnership: key.asks)
             answers[key] = new
             return new
         }
         return try reqs.map { req in
             let store = d.store(through: req.platform)
+            let owned = owning.plans(through: store, req.playOwned)
             switch try decide(d, active: active, platform: req.platform, productId: nil, resolveProduct: false,
                               holdsUse: !sandbox && already.contains(req.accountId), veteran: notNew.contains(req.accountId),
-                              usesTaken: sandbox ? nil : used, readyProducts: store.map { Set((ready[$0] ?? [:]).keys) }, now: now) {
+                              usesTaken: sandbox ? nil : used, readyProducts: store.map { Set((ready[$0] ?? [:]).keys) }, ownedProducts: owned,
+                              now: now) {
             case .refuse(let reason): return try answer(reason, store: store)
-            case .reserve: return try answer(nil, store: store)
+            case .reserve: return try answer(nil, store: store, owned: owned ?? [], asks: owning.asks(through: store, req.playOwned))
             }
         }
     }
@@ -437,6 +453,7 @@ extension RedemptionStore {
             }
             return v
         }
+        let owning = try PlayOwnership(tx, d, mode: mode, reqs.map { ($0.platform, $0.playOwned) })
         var notNew = Set<UUID>()
         if d.newCustomersOnly {
             for row in try tx.prepared("veterans_by_account", BatchSQL.veteransByAccount, [accounts]).rows {
@@ -455,11 +472,15 @@ extension RedemptionStore {
             if let e = existing[key] { results[i] = .success(.init(redemption: handingOff(e), created: false)); continue }
             if let j = freshByKey[key] { twins.append((i, j)); continue }  // a double tap inside the batch
             do {
+                let store = d.store(through: req.platform)
                 switch try decide(d, active: active, platform: req.platform, productId: req.productId, resolveProduct: true,
                                   holdsUse: false, veteran: notNew.contains(req.accountId), usesTaken: sandbox ? nil : used,
-                                  readyProducts: d.store(through: req.platform).map { Set((ready[$0] ?? [:]).keys) }, now: now) {
+                                  readyProducts: store.map { Set((ready[$0] ?? [:]).keys) },
+                                  ownedProducts: owning.plans(through: store, req.playOwned), now: now) {
                 case .refuse(let reason):
                     results[i] = refused(reason)
+                case .reserve where owning.asks(through: store, req.playOwned):
+                    results[i] = .success(.init(redemption: nil, created: false, asksPlayOwnership: true))
                 case .reserve(let productId):
                     if !sandbox { used += 1 }
                     freshByKey[key] = fresh.count

@@ -135,8 +135,16 @@ extension Gateway {
         let b = try body.read()
         let platform = try b.platform.map(Self.platform)
         let sandbox = try Self.sandbox(environment: b.environment)
-        let a = try await validations.submit(Queued(Coupons.Validate(accountId: user.account, code: b.code, platform: platform, sandbox: sandbox)),
-                                             key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+        var request = Coupons.Validate(accountId: user.account, code: b.code, platform: platform, sandbox: sandbox)
+        var a = try await validations.submit(Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+        if a.asksPlayOwnership {
+            // Valid unless the account holds a plan on Play already: asked again only when it holds any.
+            let owned = await playSubscriptions(of: user.appUserId)
+            if !owned.isEmpty {
+                request.playOwned = owned
+                a = try await validations.submit(Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+            }
+        }
         if a.reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
         return .json(200, a.answer)
     }
@@ -146,15 +154,37 @@ extension Gateway {
         let b = try body.read()
         let platform = try Self.platform(b.platform)
         let sandbox = try Self.sandbox(environment: b.environment)
-        let answer = try await reservations.submit(Queued(Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code,
-                                                                  productId: b.productId, platform: platform, sandbox: sandbox)),
-                                                   key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+        var request = Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code, productId: b.productId,
+                                     platform: platform, sandbox: sandbox)
+        var answer = try await reservations.submit(Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+        if answer.asksPlayOwnership == true {
+            request.playOwned = await playSubscriptions(of: user.appUserId)
+            answer = try await reservations.submit(Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+        }
         if let reason = answer.refusal {
             if reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
             throw HTTPError(422, reason.rawValue, reason.sentence)
         }
         guard let redemption = answer.redemption else { throw ServiceError.internal }
         return .json(answer.created ? 201 : 200, redemption)
+    }
+
+    /// How long validate and redeem wait for grants' store view before going on without it.
+    static let playOwnershipWait: Duration = .seconds(3)
+
+    /// The Google Play subscription products the user's holder has (docs/stores.md,
+    /// "`alreadyOwned`"): grants' store view, RevenueCat's subscriber under `revenuecat` (read for
+    /// at most `StoreViews.readTimeout`, kept 30 s), none under `local`. None as well when the view
+    /// can't be had within `playOwnershipWait`: then nothing is refused for it, and Play's own
+    /// `ITEM_ALREADY_OWNED`, with the app's release of the use, still stands behind the purchase.
+    func playSubscriptions(of appUserId: String) async -> [String] {
+        do {
+            return try await grants.request(Grants.StoreView(appUserId: appUserId, fresh: false), timeout: Self.playOwnershipWait)
+                .playSubscriptions ?? []
+        } catch {
+            logger.debug("store view not read for alreadyOwned; going on without it", ["error": "\(error)"])
+            return []
+        }
     }
 
     /// The owner, or an operator key of the redemption's coupon's mode; a member reads its own, or

@@ -14,6 +14,16 @@ struct RevenueCatSubscriber: Decodable, Sendable, Equatable {
     struct Purchase: Decodable, Sendable, Equatable {
         var store: String?
         var is_sandbox: Bool?
+        var expires_date: String?
+        var grace_period_expires_date: String?
+        var refunded_at: String?
+        init(store: String?, is_sandbox: Bool?, expires_date: String? = nil, grace_period_expires_date: String? = nil, refunded_at: String? = nil) {
+            self.store = store
+            self.is_sandbox = is_sandbox
+            self.expires_date = expires_date
+            self.grace_period_expires_date = grace_period_expires_date
+            self.refunded_at = refunded_at
+        }
     }
     var entitlements: [String: Entitlement]
     var subscriptions: [String: Purchase]
@@ -56,6 +66,21 @@ struct RevenueCatSubscriber: Decodable, Sendable, Equatable {
             || non_subscriptions.values.joined().contains { $0.store != "promotional" }
     }
 
+    /// The Google Play subscription products held now, sorted: `play_store` subscriptions not
+    /// refunded whose expiry (or grace period) is still ahead, by their Play product id. RevenueCat
+    /// keys a Play subscription by its product id, with the base plan as
+    /// `product_plan_identifier`, or as `productId:basePlanId`; either way the product is the part
+    /// before `:` (Play takes one purchase per subscription product, whatever its base plan).
+    func activePlayProducts(now: Date) -> [String] {
+        let held = subscriptions.compactMap { id, s -> String? in
+            guard s.store == "play_store", s.refunded_at == nil else { return nil }
+            let ends = [s.expires_date, s.grace_period_expires_date].compactMap { $0.flatMap(Timestamp.parse) }
+            guard s.expires_date == nil || ends.contains(where: { $0 > now }) else { return nil }
+            return String(id.prefix { $0 != ":" })
+        }
+        return Array(Set(held)).sorted()
+    }
+
     /// The active entitlements with the store behind each (`promotional` for RevenueCat's
     /// promotional grants, `rc_promo_…` products), as of `now`.
     func activeEntitlements(now: Date) -> [EntitlementView] {
@@ -68,7 +93,8 @@ struct RevenueCatSubscriber: Decodable, Sendable, Equatable {
                 expires = Self.lifetime
             }
             let product = e.product_identifier ?? ""
-            let purchase = subscriptions[product] ?? non_subscriptions[product]?.last
+            // A Play entitlement names `productId:basePlanId`; its subscription is keyed by the product.
+            let purchase = subscriptions[product] ?? subscriptions[String(product.prefix { $0 != ":" })] ?? non_subscriptions[product]?.last
             let source = purchase?.store ?? (product.hasPrefix("rc_promo") ? "promotional" : "revenuecat")
             return EntitlementView(entitlementId: id, expiresAt: expires, sandbox: purchase?.is_sandbox ?? false, source: source)
         }.sorted { ($0.entitlementId, $0.source) < ($1.entitlementId, $1.source) }

@@ -18,13 +18,15 @@ final class StoreViews: Sendable {
 
     /// The view, or nil when the store could not be read in time. `fresh` skips the cache.
     func view(_ appUserId: String, fresh: Bool, now: Date = Date()) async -> Grants.StoreView.Response? {
-        guard let revenueCat else { return Grants.StoreView.Response(holdsStorePurchase: false, managementUrl: nil, entitlements: []) }
+        guard let revenueCat else {
+            return Grants.StoreView.Response(holdsStorePurchase: false, managementUrl: nil, entitlements: [], playSubscriptions: [])
+        }
         if !fresh, let kept = cache.withLock({ $0[appUserId] }), now.timeIntervalSince(kept.at) < Self.ttl { return kept.view }
         let read = await Self.within(Self.readTimeout) { await revenueCat.subscriber(appUserId: appUserId, timeout: Self.readTimeout) }
         switch read ?? .unavailable("no answer within \(Self.readTimeout) s") {
         case .found(let s):
             let view = Grants.StoreView.Response(holdsStorePurchase: s.holdsStorePurchase, managementUrl: s.management_url,
-                                                 entitlements: s.activeEntitlements(now: now))
+                                                 entitlements: s.activeEntitlements(now: now), playSubscriptions: s.activePlayProducts(now: now))
             cache.withLock {
                 if $0.count > 10_000 { $0.removeAll() }  // bounded: a flood of holders costs a re-read, not memory
                 $0[appUserId] = (view, now)
