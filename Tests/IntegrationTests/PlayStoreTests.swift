@@ -134,6 +134,9 @@ final class PlayStoreTests: StackTestCase {
         XCTAssertEqual(posted.status, 200, posted.text)
         XCTAssertEqual(try posted.json()["status"] as? String, "completed")
         XCTAssertEqual(try posted.json()["sandbox"] as? Bool, false)
+        let paid = try XCTUnwrap(try posted.json()["pricePaid"] as? [String: Any], posted.text)
+        XCTAssertEqual(paid["amount"] as? String, "6.99", "the offer phase's price (30 % off 9.99), not the base plan's 9.99 Google reports")
+        XCTAssertEqual(paid["currency"] as? String, "USD")
         XCTAssertEqual(Self.play.purchase(token)?.acknowledged, true, "acknowledged at Google")
 
         // Google's push of the same purchase: the same redemption, recorded once.

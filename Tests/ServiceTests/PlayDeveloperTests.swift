@@ -191,4 +191,63 @@ import TestSupport
             _ = try await w.client.purchase(token: "nobody-bought-this")
         }
     }
+
+    /// The recorded price is the offer phase's (docs/stores.md): `subscriptionsv2` names the phase
+    /// but carries only the base plan's recurring price, so in an offer's phase the price is the
+    /// offer's own for the purchase's region, from the offer Google holds.
+    @Test func aPurchaseInItsOffersPhasePaysTheOffersPriceNotTheBasePlans() async throws {
+        let w = try world()
+        defer { Task { await w.stop() } }
+        let plan = try #require(try await w.client.basePlans(productId: Self.product).first)
+        let request = try PlayOfferRequest(productId: Self.product, offerId: "spring25-1a2b3c4d", terms: Self.terms, basePlan: plan)
+        _ = try await w.client.createOffer(productId: Self.product, basePlanId: Self.monthly, offerId: request.offerId,
+                                           document: request.document(packageName: w.play.packageName))
+        func price(_ token: String) async throws -> (PlayPhasePrice.Price?, String?) {
+            let purchase = try await w.client.purchase(token: token)
+            return try await PlayPhasePrice.read(purchase, try #require(purchase.lineItems.first), client: w.client)
+        }
+        // 25 % off 9.99 USD is 7.4925: 7.49 paid, where Google reports 9.99 recurring.
+        w.play.addPurchase(token: "us", .init(productId: Self.product, basePlanId: Self.monthly, offerId: request.offerId, obfuscatedAccountId: "a"))
+        let us = try await price("us")
+        #expect(us.0 == .init(milliunits: 7490, currency: "USD") && us.1 == nil)
+        #expect(try await w.client.purchase(token: "us").lineItems.first?.offerPhase?.introductoryPrice != nil)
+        // In Germany, off the euro price.
+        w.play.addPurchase(token: "de", .init(productId: Self.product, basePlanId: Self.monthly, offerId: request.offerId, obfuscatedAccountId: "a",
+                                              recurringPrice: ("8", 990_000_000, "EUR"), regionCode: "DE"))
+        #expect(try await price("de").0 == .init(milliunits: 6740, currency: "EUR"))
+        // Past the offer's phase, or without an offer: the recurring price.
+        w.play.addPurchase(token: "later", .init(productId: Self.product, basePlanId: Self.monthly, offerId: request.offerId, obfuscatedAccountId: "a",
+                                                 offerPhase: "basePrice"))
+        #expect(try await price("later").0 == .init(milliunits: 9990, currency: "USD"))
+        w.play.addPurchase(token: "plain", .init(productId: Self.product, basePlanId: Self.monthly, offerId: nil, obfuscatedAccountId: "a"))
+        #expect(try await price("plain").0 == .init(milliunits: 9990, currency: "USD"))
+        // An offer Google no longer has, or a region it has no price for: the recurring price, and why.
+        w.play.addPurchase(token: "gone", .init(productId: Self.product, basePlanId: Self.monthly, offerId: "gone-1", obfuscatedAccountId: "a"))
+        let gone = try await price("gone")
+        #expect(gone.0 == .init(milliunits: 9990, currency: "USD") && gone.1 != nil)
+        w.play.addPurchase(token: "jp", .init(productId: Self.product, basePlanId: Self.monthly, offerId: request.offerId, obfuscatedAccountId: "a",
+                                              recurringPrice: ("1200", 0, "JPY"), regionCode: "JP"))
+        #expect(try await price("jp").0 == .init(milliunits: 1_200_000, currency: "JPY"))
+    }
+
+    /// Each of a phase's price forms, rounded to the currency's minor unit.
+    @Test func anOfferPhasesPriceInEachForm() {
+        func offer(_ config: PlayOffer.RegionalConfig) -> PlayOffer {
+            PlayOffer(productId: "p", basePlanId: "b", offerId: "o", state: "ACTIVE", phases: [.init(recurrenceCount: 3, duration: "P1M", regionalConfigs: [config])])
+        }
+        let usd = PlayPhasePrice.Price(milliunits: 9990, currency: "USD"), yen = PlayPhasePrice.Price(milliunits: 1_234_000, currency: "JPY")
+        let us = "US"
+        #expect(PlayPhasePrice.offerPrice(offer(.init(regionCode: us, relativeDiscount: 0.3)), region: us, recurring: usd)?.milliunits == 6990)
+        #expect(PlayPhasePrice.offerPrice(offer(.init(regionCode: us, relativeDiscount: 0.25)), region: us, recurring: yen)?.milliunits == 926_000)
+        #expect(PlayPhasePrice.offerPrice(offer(.init(regionCode: us, absoluteDiscount: PlayMoney(currencyCode: "USD", units: "2", nanos: 500_000_000))),
+                                          region: us, recurring: usd)?.milliunits == 7490)
+        #expect(PlayPhasePrice.offerPrice(offer(.init(regionCode: us, absoluteDiscount: PlayMoney(currencyCode: "USD", units: "20", nanos: nil))),
+                                          region: us, recurring: usd)?.milliunits == 0)
+        #expect(PlayPhasePrice.offerPrice(offer(.init(regionCode: us, absoluteDiscount: PlayMoney(currencyCode: "EUR", units: "2", nanos: nil))),
+                                          region: us, recurring: usd) == nil, "an amount in another currency is not taken off")
+        #expect(PlayPhasePrice.offerPrice(offer(.init(regionCode: us, price: PlayMoney(currencyCode: "USD", units: "4", nanos: 990_000_000))),
+                                          region: us, recurring: usd) == .init(milliunits: 4990, currency: "USD"))
+        #expect(PlayPhasePrice.offerPrice(offer(.init(regionCode: us, free: .init())), region: us, recurring: usd) == .init(milliunits: 0, currency: "USD"))
+        #expect(PlayPhasePrice.offerPrice(offer(.init(regionCode: us, relativeDiscount: 0.3)), region: "DE", recurring: usd) == nil)
+    }
 }

@@ -57,12 +57,17 @@ public final class FakePlayDeveloperAPI: Sendable {
         public var recurringPrice: (units: String, nanos: Int, currency: String)
         public var regionCode: String
         public var startTime: Date
+        /// `lineItems[].offerPhase`: `basePrice`, `freeTrial`, `introductoryPrice` or
+        /// `prorationPeriod`. By default `introductoryPrice` for a purchase of an offer (`freeTrial`
+        /// when the offer is free in the purchase's region), else `basePrice`.
+        public var offerPhase: String?
         public internal(set) var acknowledged = false
 
         public init(productId: String, basePlanId: String, offerId: String?, offerTags: [String] = ["redeem-coupon"],
                     obfuscatedAccountId: String?, testPurchase: Bool = false, linkedPurchaseToken: String? = nil,
                     recurringPrice: (units: String, nanos: Int, currency: String) = ("9", 990_000_000, "USD"), regionCode: String = "US",
-                    startTime: Date = Date()) {
+                    startTime: Date = Date(), offerPhase: String? = nil) {
+            self.offerPhase = offerPhase
             self.productId = productId
             self.basePlanId = basePlanId
             self.offerId = offerId
@@ -271,9 +276,11 @@ public final class FakePlayDeveloperAPI: Sendable {
         }
         var offerDetails: [String: Any] = ["basePlanId": p.basePlanId, "offerTags": p.offerTags]
         if let offerId = p.offerId { offerDetails["offerId"] = offerId }
+        let offer = state.withLock { s in s.offers.first { $0.productId == p.productId && $0.basePlanId == p.basePlanId && $0.offerId == p.offerId } }
+        let phase = p.offerPhase ?? (p.offerId == nil ? "basePrice" : offer?.regionalConfigs[p.regionCode]?["free"] != nil ? "freeTrial" : "introductoryPrice")
         let item: [String: Any] = [
             "productId": p.productId, "expiryTime": Timestamp.iso8601(p.startTime.addingTimeInterval(30 * 86_400)),
-            "offerDetails": offerDetails,
+            "offerDetails": offerDetails, "offerPhase": [phase: [String: Any]()],
             "autoRenewingPlan": ["autoRenewEnabled": true, "recurringPrice": ["currencyCode": p.recurringPrice.currency, "units": p.recurringPrice.units,
                                                                              "nanos": p.recurringPrice.nanos]],
         ]

@@ -18,10 +18,14 @@ extension GrantsService {
         if !purchase.isAcknowledged {
             do { try await client.acknowledge(productId: item.productId, token: token) } catch { throw Self.serviceError(error, field: "purchaseToken") }
         }
-        let price = item.autoRenewingPlan?.recurringPrice
+        let (price, fallback) = try await PlayPhasePrice.read(purchase, item, client: client)
+        if let fallback {
+            logger.warning("the Play offer's price could not be had; the recurring price is recorded",
+                           ["play.offer": item.offerDetails?.offerId ?? "", "play.region": purchase.regionCode ?? "", "reason": fallback])
+        }
         return .init(transaction: VerifiedStoreTransaction(
             store: .playStore, transactionId: token, originalTransactionId: token, productId: item.productId, offerType: nil,
-            offerIdentifier: item.offerDetails?.offerId, appAccountToken: nil, priceMilliunits: price?.milliunits, currency: price?.currencyCode,
+            offerIdentifier: item.offerDetails?.offerId, appAccountToken: nil, priceMilliunits: price?.milliunits, currency: price?.currency,
             sandbox: purchase.testPurchase != nil, purchaseDate: purchase.startTime.flatMap(Timestamp.parse) ?? Date(),
             basePlanId: item.offerDetails?.basePlanId, obfuscatedAccountId: purchase.externalAccountIdentifiers?.obfuscatedExternalAccountId,
             linkedPurchaseToken: purchase.linkedPurchaseToken))

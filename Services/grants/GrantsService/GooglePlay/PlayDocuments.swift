@@ -32,11 +32,28 @@ struct PlayMoney: Codable, Sendable, Equatable {
 
 /// A `SubscriptionOffer` as Google answers it: the fields Redeem reads.
 struct PlayOffer: Decodable, Sendable, Equatable {
+    /// A phase's price in one region (`RegionalSubscriptionOfferPhaseConfig`): exactly one of a
+    /// price, a share off (`relativeDiscount`, 0.25 is 25 % off), an amount off, or free.
+    struct RegionalConfig: Decodable, Sendable, Equatable {
+        struct Free: Decodable, Sendable, Equatable {}
+        var regionCode: String
+        var price: PlayMoney?
+        var relativeDiscount: Double?
+        var absoluteDiscount: PlayMoney?
+        var free: Free?
+    }
+    /// `SubscriptionOfferPhase`: the fields Redeem reads.
+    struct Phase: Decodable, Sendable, Equatable {
+        var recurrenceCount: Int?
+        var duration: String?
+        var regionalConfigs: [RegionalConfig]?
+    }
     var productId: String
     var basePlanId: String
     var offerId: String
     /// `DRAFT`, `ACTIVE` or `INACTIVE`.
     var state: String?
+    var phases: [Phase]?
 }
 
 /// One base plan of a subscription (`Subscription.basePlans[]`), with its price per region.
@@ -58,10 +75,20 @@ struct PlaySubscriptionPurchase: Decodable, Sendable, Equatable {
         struct AutoRenewingPlan: Decodable, Sendable, Equatable {
             var recurringPrice: PlayMoney?
         }
+        /// Which pricing phase the line item is in (`OfferPhase`): exactly one of these, each an
+        /// empty object; Google reports no price for it.
+        struct OfferPhase: Decodable, Sendable, Equatable {
+            struct Marker: Decodable, Sendable, Equatable {}
+            var basePrice: Marker?
+            var freeTrial: Marker?
+            var introductoryPrice: Marker?
+            var prorationPeriod: Marker?
+        }
         var productId: String
         var expiryTime: String?
         var offerDetails: OfferDetails?
         var autoRenewingPlan: AutoRenewingPlan?
+        var offerPhase: OfferPhase?
     }
     struct ExternalAccountIdentifiers: Decodable, Sendable, Equatable {
         var obfuscatedExternalAccountId: String?
