@@ -289,6 +289,32 @@ import Telemetry
                                            playOwned: [Self.playProduct]).redemption?.productId == "pro.annual")
     }
 
+    /// Mirrors the App Store's rule: a plan's Play product, and each base plan with a live offer,
+    /// stay put until the offers are switched off (409 `invalidState` on `playStore`).
+    @Test func aPlansPlayProductAndOfferedBasePlansCannotChangeUnderLiveOffers() async throws {
+        let w = try await world()
+        defer { Task { await w.stop() } }
+        try await w.coupons.coupon(Self.input("PINNED_PLAY"))
+        func patch(_ p: Plans.Patch) async throws -> PlanView { try await w.pool.transaction { try PlanStore.patch($0, p) } }
+        let refused: [Plans.Patch] = [
+            Plans.Patch(productId: "pro.monthly", mode: .live, playStore: .init(productId: "other_sub", basePlanIds: ["monthly", "annual"])),
+            Plans.Patch(productId: "pro.monthly", mode: .live, playStore: .init(productId: Self.playProduct, basePlanIds: ["monthly"])),
+            Plans.Patch(productId: "pro.monthly", mode: .live, removing: ["playStore"]),
+        ]
+        for p in refused {
+            let error = await #expect(throws: ServiceError.self) { try await patch(p) }
+            #expect(error?.code == .invalidState && error?.field == "playStore", "\(p)")
+        }
+        #expect(try await w.coupons.get("PINNED_PLAY").storeOffers?.count == 2)
+        // A base plan more, the name: fine. The offers off: the base plan may go, and the product change.
+        let grown = try await patch(Plans.Patch(productId: "pro.monthly", mode: .live, name: "Pro",
+                                                playStore: .init(productId: Self.playProduct, basePlanIds: ["monthly", "annual", "weekly"])))
+        #expect(grown.playStore?.basePlanIds == ["monthly", "annual", "weekly"] && grown.name == "Pro")
+        let id = try await w.coupons.couponId("PINNED_PLAY")
+        _ = try await w.pool.transaction { try StoreOffers.switchOff($0, coupon: id, reason: .deactivated) }
+        #expect(try await patch(refused[0]).playStore?.productId == "other_sub")
+    }
+
     // MARK: Switching off
 
     @Test func deactivatingTheCouponDeactivatesItsPlayOffers() async throws {

@@ -43,7 +43,11 @@ enum PlanStore {
     }
 
     /// Changes a plan. Its App Store subscription can't change (or go) while a coupon has an offer
-    /// on it that is not switched off: that offer lives under the old subscription at Apple.
+    /// on it that is not switched off: that offer lives under the old subscription at Apple. Its
+    /// Google Play product can't change (or go), nor can a base plan be dropped, while a coupon has
+    /// a Play offer on it (on that base plan) that is not switched off: the offer lives under that
+    /// product and base plan at Google. Adding a base plan is always allowed (coupons made before
+    /// it have no offer there).
     static func patch(_ tx: PGConnection, _ p: Plans.Patch) throws -> PlanView {
         let current = try get(tx, productId: p.productId, mode: p.mode, lock: true)
         let before = PlanDefinition(productId: current.productId, name: current.name, appStore: current.appStore, playStore: current.playStore)
@@ -56,6 +60,20 @@ enum PlanStore {
             if inUse {
                 throw ServiceError(.invalidState, "coupons have App Store offers on this plan's subscription; it can't change until they are switched off",
                                    field: "appStore")
+            }
+        }
+        if let play = before.playStore, after.playStore != play {
+            let kept = after.playStore?.productId == play.productId ? after.playStore?.basePlanIds ?? [] : []
+            let live = try tx.query("""
+                SELECT DISTINCT o.base_plan_id FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id
+                WHERE o.store = 'playStore' AND o.product_id = $1 AND c.mode = $2 AND o.switched_off_at IS NULL
+                  AND NOT (o.base_plan_id = ANY($3::text[]))
+                ORDER BY 1
+                """, [p.productId, p.mode.rawValue, PGArray(kept)]).rows.map { try $0.decode("base_plan_id", as: String.self) }
+            if !live.isEmpty {
+                throw ServiceError(.invalidState, "coupons have Google Play offers on this plan's base plans \(live.joined(separator: ", ")) of "
+                                   + "\(play.productId); its product and those base plans can't change until the offers are switched off",
+                                   field: "playStore")
             }
         }
         let row = try tx.query("""
