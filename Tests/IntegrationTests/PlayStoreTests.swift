@@ -361,4 +361,39 @@ final class PlayStoreTests: StackTestCase {
         let whileDown = try await redeem(down)
         XCTAssertEqual(whileDown.status, 201, whileDown.text)
     }
+
+    func test9_aDryRunPreviewsThePlayOffersWithoutMakingAny() async throws {
+        let plan = "pro." + UUID().uuidString.prefix(6).lowercased()
+        Self.play.addBasePlan(productId: Self.playProduct, basePlanId: "dry-monthly", [.init("US", "USD", "9.99")])
+        Self.play.addBasePlan(productId: Self.playProduct, basePlanId: "dry-annual", [.init("US", "USD", "99.99")])
+        let p = try await client.json("POST", "/v1/plans", ["productId": plan, "name": "Pro",
+                                                          "playStore": ["productId": Self.playProduct, "basePlanIds": ["dry-monthly", "dry-annual"]]],
+                                      token: admin)
+        XCTAssertEqual(p.status, 201, p.text)
+        let code = "DRYPLAY" + UUID().uuidString.prefix(6).uppercased().replacingOccurrences(of: "-", with: "")
+        let offersBefore = Self.play.offers.count
+        let dry = try await client.json("POST", "/v1/coupons?dryRun=true", ["code": code, "kind": "percentOff", "percentOff": 30,
+                                                                           "duration": ["unit": "month", "count": 1], "periodCount": 3,
+                                                                           "productIds": [plan], "platforms": ["android"], "maxRedemptions": 10],
+                                        token: admin)
+        XCTAssertEqual(dry.status, 200, dry.text)
+        let offers = try XCTUnwrap(try dry.json()["storeOffers"] as? [[String: Any]], dry.text)
+        XCTAssertEqual(offers.map { $0["store"] as? String }, ["playStore", "playStore"])
+        XCTAssertEqual(offers.map { $0["basePlanId"] as? String }, ["dry-annual", "dry-monthly"], "one per base plan, listed as a made coupon lists them")
+        XCTAssertEqual(offers.map { $0["state"] as? String }, ["creating", "creating"])
+        XCTAssertEqual(offers.map { $0["productId"] as? String }, [plan, plan])
+        // Nothing was made: no coupon, no offer at Google.
+        let unsaved = try await client.get("/v1/coupons/\(code)", token: admin)
+        XCTAssertEqual(unsaved.status, 404)
+        try await Task.sleep(for: .milliseconds(500))
+        XCTAssertEqual(Self.play.offers.count, offersBefore)
+        // A plan without a Play product is refused as a real creation refuses it.
+        let bare = "bare." + UUID().uuidString.prefix(6).lowercased()
+        let b = try await client.json("POST", "/v1/plans", ["productId": bare, "name": "Bare"], token: admin)
+        XCTAssertEqual(b.status, 201, b.text)
+        let refused = try await client.json("POST", "/v1/coupons?dryRun=true", ["code": code, "kind": "percentOff", "percentOff": 30,
+                                                                               "duration": ["unit": "month", "count": 1], "periodCount": 3,
+                                                                               "productIds": [bare], "platforms": ["android"]], token: admin)
+        XCTAssertEqual(refused.status, 422, refused.text)
+    }
 }

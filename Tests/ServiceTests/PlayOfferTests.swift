@@ -315,6 +315,16 @@ import Telemetry
         #expect(try await patch(refused[0]).playStore?.productId == "other_sub")
     }
 
+    /// A dry run answers the Play offers a creation would make, one per base plan, `creating`.
+    @Test func aDryRunListsAPlayOfferPerBasePlan() throws {
+        let stores = StoreSettings(appStoreConnected: false, appleAppId: nil, offerSettle: 3600, playConnected: true)
+        let d = try CouponRules.checked(Self.input("DRY_PLAY"), defaultEntitlement: "pro", stores: stores, now: Date())
+        let offers = try #require(CouponStore.preview(d, mode: .live, active: true, now: Date(),
+                                                      playBasePlans: ["pro.monthly": ["monthly", "annual"]]).storeOffers)
+        #expect(offers.map(\.store) == [.playStore, .playStore] && offers.map(\.basePlanId) == ["annual", "monthly"])
+        #expect(offers.allSatisfy { $0.state == .creating && $0.offerId == nil && $0.productId == "pro.monthly" })
+    }
+
     // MARK: Switching off
 
     @Test func deactivatingTheCouponDeactivatesItsPlayOffers() async throws {

@@ -206,16 +206,30 @@ enum CouponStore {
     }
 
     /// A preview of what `insert` would store (dry run).
-    static func preview(_ d: CouponDefinition, mode: Mode, active: Bool, now: Date) -> CouponView {
-        CouponView(code: d.code, kind: d.kind, percentOff: d.percentOff,
+    /// The coupon a dry run would make, with the store offers it would get, each `creating`: one
+    /// App Store offer per plan, and one Google Play offer per base plan of each plan
+    /// (`playBasePlans`, plan → its base plans, listed as a made coupon lists them).
+    static func preview(_ d: CouponDefinition, mode: Mode, active: Bool, now: Date, playBasePlans: [String: [String]] = [:]) -> CouponView {
+        var offers: [StoreOfferView] = []
+        if d.hasStoreOffers {
+            offers += d.productIds.map {
+                StoreOfferView(store: .appStore, productId: $0, state: .creating, offerId: nil, message: nil, switchedOffAt: nil)
+            }
+        }
+        if d.hasPlayOffers {
+            offers += d.productIds.sorted().flatMap { product in
+                (playBasePlans[product] ?? []).sorted().map {
+                    StoreOfferView(store: .playStore, productId: product, basePlanId: $0, state: .creating, offerId: nil, message: nil, switchedOffAt: nil)
+                }
+            }
+        }
+        return CouponView(code: d.code, kind: d.kind, percentOff: d.percentOff,
                    amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
                    duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId, productIds: d.productIds,
                    platforms: d.platforms, startsAt: d.startsAt, expiresAt: d.expiresAt, maxRedemptions: d.maxRedemptions,
                    newCustomersOnly: d.newCustomersOnly, active: active, mode: mode, redeemedCount: 0, reservedCount: 0,
                    remaining: d.maxRedemptions, createdAt: now, storeLimits: CouponRules.storeLimits(d),
-                   storeOffers: d.hasStoreOffers ? d.productIds.map {
-                       StoreOfferView(store: .appStore, productId: $0, state: .creating, offerId: nil, message: nil, switchedOffAt: nil)
-                   } : nil)
+                   storeOffers: d.hasAnyStoreOffers ? offers : nil)
     }
 }
 

@@ -169,15 +169,18 @@ public final class CouponsService: BackendService {
         let d = try CouponRules.checked(req.input, defaultEntitlement: config.defaultEntitlement, stores: config.stores, now: now)
         let active = req.input.active ?? true
         if req.dryRun {
-            // Everything a real creation checks, then rolled back.
-            struct DryRun: Error {}
+            // Everything a real creation checks, then rolled back; the Play offers it would make
+            // are read from the plans on the way.
+            struct DryRun: Error { var basePlans: [String: [String]] }
+            var basePlans: [String: [String]] = [:]
             do {
                 try await pool.transaction { tx in
                     _ = try CouponStore.create(tx, d, mode: req.mode, active: active, now: now)
-                    throw DryRun()
+                    let plans = d.hasPlayOffers ? try PlanStore.playBasePlans(tx, productIds: d.productIds, mode: req.mode) : [:]
+                    throw DryRun(basePlans: plans.mapValues(\.basePlans))
                 }
-            } catch is DryRun {}
-            return CouponStore.preview(d, mode: req.mode, active: active, now: now)
+            } catch let dry as DryRun { basePlans = dry.basePlans }
+            return CouponStore.preview(d, mode: req.mode, active: active, now: now, playBasePlans: basePlans)
         }
         let stores = config.stores
         let view = try await pool.transaction { tx in
