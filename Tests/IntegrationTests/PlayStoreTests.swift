@@ -396,4 +396,22 @@ final class PlayStoreTests: StackTestCase {
                                                                                "productIds": [bare], "platforms": ["android"]], token: admin)
         XCTAssertEqual(refused.status, 422, refused.text)
     }
+
+    func test10_aPlansPlayProductCantChangeUnderALiveOffer() async throws {
+        let c = try await coupon()
+        let base = try XCTUnwrap(Self.play.offers.first { $0.offerId == c.offerId }?.basePlanId)
+        let moved = try await client.json("PATCH", "/v1/plans/\(c.plan)", ["playStore": ["productId": "other_sub", "basePlanIds": [base]]],
+                                          token: admin)
+        XCTAssertEqual(moved.status, 409, moved.text)
+        XCTAssertEqual(moved.errorCode, "invalidState")
+        XCTAssertEqual((try moved.json()["error"] as? [String: Any])?["field"] as? String, "playStore")
+        let dropped = try await client.json("PATCH", "/v1/plans/\(c.plan)", ["playStore": NSNull()], token: admin)
+        XCTAssertEqual(dropped.status, 409, dropped.text)
+        // Deactivated, the coupon's offer is switched off: then the plan may move.
+        let off = try await client.send("DELETE", "/v1/coupons/\(c.code)", headers: ["Authorization": "Bearer \(admin)"])
+        XCTAssertEqual(off.status, 204, off.text)
+        let later = try await client.json("PATCH", "/v1/plans/\(c.plan)", ["playStore": ["productId": "other_sub", "basePlanIds": [base]]],
+                                          token: admin)
+        XCTAssertEqual(later.status, 200, later.text)
+    }
 }
