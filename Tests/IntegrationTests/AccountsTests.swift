@@ -12,6 +12,8 @@ final class AccountsTests: StackTestCase {
     nonisolated(unsafe) static var jwksDirectory: URL?
     nonisolated(unsafe) static var apple: AppleIdentityProvider!
     static let clientId = "com.example.redeem"
+    /// The web flow's Services ID, the second audience `REDEEM_APPLE_CLIENT_ID` lists (issue 22 §2).
+    static let servicesId = "com.example.redeem.web"
     /// The refresh grace window of this suite's stack: long enough that an immediate retry is
     /// inside it even on a loaded machine, short enough to wait past.
     static let refreshGrace: Double = 3
@@ -24,7 +26,7 @@ final class AccountsTests: StackTestCase {
         jwksDirectory = dir
         let jwks = dir.appendingPathComponent("apple-jwks.json")
         try apple.jwks().write(to: jwks)
-        stack = try Stack(environment: ["REDEEM_APPLE_CLIENT_ID": clientId, "REDEEM_APPLE_JWKS": jwks.path,
+        stack = try Stack(environment: ["REDEEM_APPLE_CLIENT_ID": "\(clientId), \(servicesId)", "REDEEM_APPLE_JWKS": jwks.path,
                                         "REDEEM_REFRESH_GRACE": String(Int(refreshGrace))])
     }
 
@@ -477,6 +479,18 @@ final class AccountsTests: StackTestCase {
         let other = try await apple(.init(aud: Self.clientId, sub: "h2." + UUID().uuidString.prefix(8), email: email, emailVerified: true))
         XCTAssertEqual(other.status, 201, other.text)
         XCTAssertNotEqual(try session(other).accountId, preRegistered.accountId)
+    }
+
+    /// The bundle id and the Services ID are both audiences: one Apple user, one account.
+    func testEitherListedAudienceSignsInToTheSameAccount() async throws {
+        let sub = "aud." + UUID().uuidString.prefix(8)
+        let native = try await apple(.init(aud: Self.clientId, sub: sub))
+        XCTAssertEqual(native.status, 201, native.text)
+        let web = try await apple(.init(aud: Self.servicesId, sub: sub))
+        XCTAssertEqual(web.status, 200, web.text)
+        XCTAssertEqual(try session(web).accountId, try session(native).accountId)
+        let both = try await apple(.init(aud: "com.example.redeem.web, com.example.redeem", sub: sub))
+        XCTAssertEqual(both.status, 401, "an audience is one id, never the setting's text")
     }
 
     func testAppleTokensThatFailVerificationAre401() async throws {

@@ -15,7 +15,9 @@ struct AccountsConfig: Sendable {
     /// A bootstrap admin key to create at start (`REDEEM_ADMIN_KEY`, or the file
     /// `REDEEM_ADMIN_KEY_FILE` names: compose makes one). Never logged.
     var adminKey: String?
-    var appleClientId: String?
+    /// Sign in with Apple audiences (`REDEEM_APPLE_CLIENT_ID`, comma-separated): the app's
+    /// bundle id and the web flow's Services ID. A token for any of them is accepted.
+    var appleClientIds: [String]
     var appleJWKS: String?
     var eventsBind: [String]
     /// The grants service: a link that adopts a record name moves the holder's grants there.
@@ -32,7 +34,8 @@ struct AccountsConfig: Sendable {
                 throw ConfigError(variable: admin!.variable, problem: "must be sk_live_… or sk_test_… with at least 16 characters after the prefix")
             }
         }
-        appleClientId = env.raw("REDEEM_APPLE_CLIENT_ID")
+        appleClientIds = (env.raw("REDEEM_APPLE_CLIENT_ID") ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         appleJWKS = env.raw("REDEEM_APPLE_JWKS")
         eventsBind = try BusAddress.eventsBind("accounts", env)
         grantsBus = try BusAddress.requests("grants", env)

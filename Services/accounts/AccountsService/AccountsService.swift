@@ -29,7 +29,7 @@ public final class AccountsService: BackendService {
         self.runtime = runtime
         config = try AccountsConfig(env: env)
         sessions = SessionIssuer(config: config, keyring: try SecretKeyring(env: env))
-        apple = AppleIdentity(clientId: config.appleClientId, jwks: config.appleJWKS)
+        apple = AppleIdentity(clientIds: config.appleClientIds, jwks: config.appleJWKS)
         events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)
         grants = try BusClient(bus: runtime.bus, service: "grants", connect: config.grantsBus, metrics: runtime.metrics)
         decoyHash = hasher.hash(Crypto.randomToken())
