@@ -28,11 +28,16 @@ public final class AppleIdentityProvider: Sendable {
         public var sub: String
         public var email: String?
         public var email_verified: String?
-        public init(aud: String, sub: String, email: String? = nil, emailVerified: Bool? = nil) {
+        /// The nonce of the authorization request (REST flow), echoed.
+        public var nonce: String?
+        public var nonce_supported: Bool?
+        public init(aud: String, sub: String, email: String? = nil, emailVerified: Bool? = nil, nonce: String? = nil) {
             self.aud = aud
             self.sub = sub
             self.email = email
             self.email_verified = emailVerified.map { $0 ? "true" : "false" }
+            self.nonce = nonce
+            self.nonce_supported = nonce == nil ? nil : true
         }
     }
 

@@ -26,12 +26,27 @@ public struct HTTPClient: Sendable {
     public let base: URL
     private let session: URLSession
 
-    public init(base: URL, maxConnections: Int = 64) {
+    /// `followRedirects: false`: a 3xx is answered as it is, and no cookie is kept or sent but
+    /// those a test puts in the headers (the web sign-in's tests play the browser).
+    public init(base: URL, maxConnections: Int = 64, followRedirects: Bool = true) {
         self.base = base
         let config = URLSessionConfiguration.ephemeral
         config.httpMaximumConnectionsPerHost = maxConnections
         config.timeoutIntervalForRequest = 60
-        session = URLSession(configuration: config)
+        if followRedirects {
+            session = URLSession(configuration: config)
+        } else {
+            config.httpShouldSetCookies = false
+            config.httpCookieAcceptPolicy = .never
+            session = URLSession(configuration: config, delegate: NoRedirects(), delegateQueue: nil)
+        }
+    }
+
+    private final class NoRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+        func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+            completionHandler(nil)
+        }
     }
     public func send(_ method: String, _ path: String, body: Data? = nil, headers: [String: String] = [:]) async throws -> Response {
         var req = URLRequest(url: URL(string: path, relativeTo: base)!)
