@@ -4,6 +4,9 @@
 public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     // Who is asking.
     case notIdentified, invalidToken, invalidCredentials, invalidIdentityToken, forbidden
+    /// A one-time sign-in code of the web flow (issue 22 §2): unknown, already exchanged, or
+    /// past its short life.
+    case invalidSignInCode, signInCodeUsed, signInCodeExpired
     /// Data said to be signed by a store (an App Store transaction or notification) whose
     /// signature, chain, bundle, environment or app is not the expected one.
     case invalidSignedData
@@ -11,8 +14,13 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case notFound, routeNotFound
     // What stands in the way.
     case emailInUse, recordNameInUse, codeInUse, productInUse, transactionInUse, invalidState
+    /// The Apple user of a link already signs in to another account.
+    case appleIdInUse
     // What was sent.
     case invalid, weakPassword, storeLimit
+    /// The web flow's `return` is not on the allow-list; its callback's `state` does not match
+    /// the browser's cookie (forged, or the cookie is gone).
+    case returnNotAllowed, stateMismatch
     case rateLimited
     // The bus and the services themselves.
     case timeout, unavailable

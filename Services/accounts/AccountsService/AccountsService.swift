@@ -15,6 +15,12 @@ public final class AccountsService: BackendService {
     let config: AccountsConfig
     let sessions: SessionIssuer
     let apple: AppleIdentity
+    /// Sign in with Apple's REST flow (web and Android); nil unless `REDEEM_APPLE_SERVICES_ID` is set.
+    let appleWeb: AppleAuthClient?
+    /// Seals stored secrets (signing keys, Apple's refresh tokens) under `REDEEM_SECRET_KEY`.
+    let keyring: SecretKeyring
+    /// Rung when a deletion queued Apple tokens to revoke.
+    let appleRevocations = Doorbell()
     let events: EventPublisher
     /// The grants service: the store's view of an id, and moving a holder (issue 22 §1).
     let grants: BusClient
@@ -28,8 +34,10 @@ public final class AccountsService: BackendService {
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
         config = try AccountsConfig(env: env)
-        sessions = SessionIssuer(config: config, keyring: try SecretKeyring(env: env))
+        keyring = try SecretKeyring(env: env)
+        sessions = SessionIssuer(config: config, keyring: keyring)
         apple = AppleIdentity(clientIds: config.appleClientIds, jwks: config.appleJWKS)
+        appleWeb = try AppleWebSettings(env: env, clientIds: config.appleClientIds, jwks: config.appleJWKS).map { AppleAuthClient(settings: $0) }
         events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)
         grants = try BusClient(bus: runtime.bus, service: "grants", connect: config.grantsBus, metrics: runtime.metrics)
         decoyHash = hasher.hash(Crypto.randomToken())
@@ -38,12 +46,15 @@ public final class AccountsService: BackendService {
     public func start() async throws {
         let resealed = try await sessions.loadSigningKey(pool)
         if resealed > 0 { runtime.logger.info("signing keys sealed under the current secret key", ["keys.resealed": resealed]) }
+        let tokens = try await pool.withConnection { [keyring] in try Self.resealAppleTokens($0, keyring: keyring) }
+        if tokens > 0 { runtime.logger.info("Apple tokens sealed under the current secret key", ["tokens.resealed": tokens]) }
         if let key = config.adminKey {
             try await pool.withConnection { try APIKeyStore.insert($0, secret: key, name: "bootstrap admin", role: .admin) }
             runtime.logger.info("bootstrap admin key present", ["apiKey.prefix": APIKeySecret.prefix(of: key)])
         }
         let relay = Task { [self] in await relayMoves() }
-        background.withLock { $0.append(relay) }
+        let revoker = Task { [self] in await revokeAtApple() }
+        background.withLock { $0 += [relay, revoker] }
     }
 
     public func stop() async {
@@ -65,9 +76,16 @@ public final class AccountsService: BackendService {
             return Empty()
         }
         r.on(Accounts.Delete.self) { [self] req, _ in
-            let revoked = try await pool.transaction { [sessions] tx in try AccountStore.delete(tx, account: req.accountId, sessions: sessions) }
+            // Apple's tokens go to the revocation outbox in the deletion's transaction: Apple
+            // being down never fails a deletion, and the revocation outlives a restart.
+            let (revoked, owed) = try await pool.transaction { [sessions] tx in
+                let owed = try Self.queueAppleRevocations(tx, account: req.accountId)
+                return (try AccountStore.delete(tx, account: req.accountId, sessions: sessions), owed)
+            }
             revoked.forEach(events.publish)
-            runtime.logger.info("account deleted", ["account.id": req.accountId.lowercasedString, "sessions.revoked": revoked.count])
+            if owed > 0 { appleRevocations.ring() }
+            runtime.logger.info("account deleted", ["account.id": req.accountId.lowercasedString, "sessions.revoked": revoked.count,
+                                                    "apple.revocations": owed])
             return Empty()
         }
         r.on(Accounts.Me.self) { [self] req, _ in try await pool.withConnection { try AccountStore.view($0, account: req.accountId) } }
@@ -96,6 +114,7 @@ public final class AccountsService: BackendService {
         }
         r.on(Audit.ReadAccounts.self) { [self] req, _ in try await pool.withConnection { try AuditTable.read($0, schema: "accounts", req.query) } }
         addMemberRoutes(to: &r)
+        addAppleWebRoutes(to: &r)
         r.on(APIKeys.Authenticate.self) { [self] req, _ in try await APIKeyStore.authenticate(pool, keyHash: req.keyHash) }
         return r
     }
@@ -163,20 +182,7 @@ public final class AccountsService: BackendService {
     func signInWithApple(_ req: Accounts.SignInWithApple) async throws -> AuthResult {
         let claims = try await apple.verify(req.identityToken)
         let recordName = try req.cloudkitRecordName.map { try AccountRules.checkRecordName($0, field: "cloudkitRecordName") }
-        let email = claims.email.flatMap { try? AccountRules.checkEmail($0) }
-        // Two first sign-ins of one Apple user at once: the loser of the insert tries again and
-        // finds the account the winner made.
-        var found: (UUID, Bool)?
-        for attempt in 0..<2 where found == nil {
-            do {
-                found = try await pool.transaction { tx in
-                    try Self.appleAccount(tx, subject: claims.sub, email: email, emailVerified: claims.emailVerified, recordName: recordName)
-                }
-            } catch let e as PGError where e.isUniqueViolation && e.constraint == "apple_identities_pkey" && attempt == 0 {
-                continue
-            }
-        }
-        guard let (account, created) = found else { throw ServiceError.internal }
+        let (account, created) = try await appleAccount(claims, recordName: recordName)
         // An iOS sign-in to an account made elsewhere links the device's record name, which the
         // account adopts as its appUserId when it may (issue 22 §1). A provider that cannot be
         // read leaves the id for a later link; the sign-in goes on.
@@ -188,6 +194,25 @@ public final class AccountsService: BackendService {
         return try await pool.transaction { [sessions] tx in
             AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: created)
         }
+    }
+
+    /// The account an Apple identity signs in to (made now when it is new), and whether it was
+    /// made now. Two first sign-ins of one Apple user at once: the loser of the insert tries
+    /// again and finds the account the winner made.
+    func appleAccount(_ claims: AppleClaims, recordName: String?) async throws -> (UUID, Bool) {
+        let email = claims.email.flatMap { try? AccountRules.checkEmail($0) }
+        var found: (UUID, Bool)?
+        for attempt in 0..<2 where found == nil {
+            do {
+                found = try await pool.transaction { tx in
+                    try Self.appleAccount(tx, subject: claims.sub, email: email, emailVerified: claims.emailVerified, recordName: recordName)
+                }
+            } catch let e as PGError where e.isUniqueViolation && e.constraint == "apple_identities_pkey" && attempt == 0 {
+                continue
+            }
+        }
+        guard let found else { throw ServiceError.internal }
+        return found
     }
 
     /// The account a Sign in with Apple opens, and whether it was made now. An email another

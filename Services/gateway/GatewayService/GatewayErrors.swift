@@ -8,9 +8,11 @@ enum GatewayErrors {
     static func status(of code: ErrorCode) -> Int {
         switch code {
         case .notIdentified, .invalidToken, .invalidCredentials, .invalidIdentityToken, .invalidSignedData: 401
+        case .invalidSignInCode, .signInCodeUsed, .signInCodeExpired: 401
         case .forbidden: 403
         case .notFound, .routeNotFound: 404
-        case .emailInUse, .recordNameInUse, .codeInUse, .productInUse, .transactionInUse, .invalidState: 409
+        case .emailInUse, .recordNameInUse, .codeInUse, .productInUse, .transactionInUse, .invalidState, .appleIdInUse: 409
+        case .returnNotAllowed, .stateMismatch: 400
         case .invalid, .weakPassword, .storeLimit: 422
         case .rateLimited: 429
         case .unavailable: 503

@@ -74,7 +74,7 @@ enum OpenAPIDocument {
     }
 
     static func description(_ status: Int) -> String {
-        [200: "OK", 201: "Created", 204: "No content", 400: "Malformed JSON", 401: "Not identified or invalid token", 403: "Forbidden",
+        [200: "OK", 201: "Created", 204: "No content", 302: "Found: to the Location", 303: "See other: to the Location", 400: "Malformed JSON", 401: "Not identified or invalid token", 403: "Forbidden",
          404: "Not found", 409: "Conflict", 413: "Body too large", 415: "Not JSON", 422: "Invalid input or refused", 429: "Rate limited",
          500: "Internal error", 503: "Not ready"][status] ?? "Response"
     }

@@ -1,0 +1,68 @@
+import Foundation
+
+// Sign in with Apple on the web and Android (issue 22 §2): the REST flow, the one-time sign-in
+// codes that hand its session over, linking Apple to an account.
+
+extension Accounts {
+    /// Begins the web flow: the allow-listed `returnURL` and a fresh binding. The gateway sets
+    /// `cookie` (short-lived, HttpOnly, Secure, SameSite=None) and redirects to `authorizeURL`,
+    /// which carries the `state` and `nonce` derived from it.
+    public struct AppleWebStart: BusRequest {
+        public static let type = "accounts.appleWebStart"
+        public struct Response: Codable, Sendable {
+            public var authorizeURL: String
+            public var cookie: String
+            /// Seconds the cookie lives.
+            public var cookieMaxAge: Int
+            public init(authorizeURL: String, cookie: String, cookieMaxAge: Int) {
+                self.authorizeURL = authorizeURL
+                self.cookie = cookie
+                self.cookieMaxAge = cookieMaxAge
+            }
+        }
+        public var returnURL: String
+        public init(returnURL: String) { self.returnURL = returnURL }
+    }
+
+    /// What Apple posted to the callback (`form_post`), with the cookie the browser sent. The
+    /// answer is where to send the browser: the return URL with a one-time `code`, or with
+    /// `error` when Apple reported one (the user cancelled).
+    public struct AppleWebCallback: BusRequest {
+        public static let type = "accounts.appleWebCallback"
+        public struct Response: Codable, Sendable {
+            public var location: String
+            public init(location: String) { self.location = location }
+        }
+        public var cookie: String?
+        public var state: String?
+        public var code: String?
+        public var error: String?
+        public init(cookie: String?, state: String?, code: String?, error: String?) {
+            self.cookie = cookie
+            self.state = state
+            self.code = code
+            self.error = error
+        }
+    }
+
+    /// Exchanges a one-time sign-in code (from the web flow's redirect) for a session. A code
+    /// works once, for a short time.
+    public struct ExchangeSignInCode: BusRequest {
+        public static let type = "accounts.exchangeSignInCode"
+        public typealias Response = AuthResult
+        public var code: String
+        public init(code: String) { self.code = code }
+    }
+
+    /// Links the Apple user of a native identity token to a signed-in account.
+    public struct LinkApple: BusRequest {
+        public static let type = "accounts.linkApple"
+        public typealias Response = AccountView
+        public var accountId: UUID
+        public var identityToken: String
+        public init(accountId: UUID, identityToken: String) {
+            self.accountId = accountId
+            self.identityToken = identityToken
+        }
+    }
+}
