@@ -13,7 +13,8 @@ import Glibc
 /// checks client secrets and signs id_tokens): Sign in with Apple's REST flow for the web and
 /// Android, the one-time sign-in code, both audiences, linking Apple to an account, and the
 /// revocation of Apple's token when an account is deleted (also with Apple down, and across a
-/// restart). The tests play the browser: they carry the cookie and post Apple's form themselves.
+/// restart). The tests play the browser: they carry the cookie and post Apple's form themselves;
+/// the browser test drives the redeem page in headless Chromium.
 final class AppleWebSignInTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var apple: FakeAppleID!
@@ -370,5 +371,31 @@ final class AppleWebSignInTests: StackTestCase {
         XCTAssertTrue(revoked, "revoked after Apple came back, by the restarted accounts")
         let me = try await client.get("/v1/me", token: s.access)
         XCTAssertEqual(me.status, 401, "the deleted account's session stays revoked")
+    }
+
+    // MARK: - The redeem page in a browser
+
+    func testTheRedeemPageSignsInWithAppleAndRedeemsInChromium() async throws {
+        let code = "APPLE-" + UUID().uuidString.prefix(6)
+        let made = try await client.json("POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "month", "count": 1]],
+                                         token: Self.stack.adminKey)
+        XCTAssertEqual(made.status, 201, made.text)
+        let user = Self.user()
+        Self.apple.signInNext(user)
+        let dir = Project.root.appendingPathComponent("test-output")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let shot = dir.appendingPathComponent("redeem-apple-signed-in.png")
+        let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/apple_flow.py").path,
+                                                          Self.stack.gateway.absoluteString, code, shot.path])
+        let result = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8)) as? [String: Any], out)
+        XCTAssertEqual(result["ok"] as? Bool, true, "\(result)")
+        XCTAssertEqual(result["button"] as? Bool, true, "the page shows Sign in with Apple")
+        XCTAssertEqual(result["signedInAs"] as? String, user.email)
+        XCTAssertEqual(result["appleHiddenWhenSignedIn"] as? Bool, true)
+        XCTAssertEqual(result["search"] as? String, "?code=\(code)", "the one-time code left the address bar; the coupon stayed")
+        XCTAssertTrue((result["result"] as? String ?? "").hasPrefix("Pro until "), "\(result)")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path.replacingOccurrences(of: ".png", with: "-button.png")))
+        XCTAssertTrue(Self.apple.authorizations.contains { $0.query["nonce"] != nil && $0.query["response_mode"] == "form_post" })
     }
 }

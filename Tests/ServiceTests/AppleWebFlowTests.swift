@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import AccountsService
+@testable import GatewayService
 @testable import Core
 @testable import Runtime
 
@@ -84,5 +85,16 @@ import TestSupport
         env["REDEEM_APPLE_PRIVATE_KEY"] = file.path
         env["REDEEM_APPLE_TEAM_ID"] = nil
         #expect(throws: ConfigError.self) { try AppleWebSettings(env: Environment(env), clientIds: ["com.example.web"], jwks: "https://x/keys") }
+    }
+
+    /// The redeem page's button shows only where the web flow is configured.
+    @Test func theRedeemPageOffersAppleOnlyWhenConfigured() throws {
+        #expect(RedeemPage.html.contains(#"<div id="apple-area" class="apple-area" hidden>"#))
+        #expect(!RedeemPage.htmlWithApple.contains(#"class="apple-area" hidden"#))
+        #expect(RedeemPage.htmlWithApple.contains(#"<button type="button" id="apple-sign-in" class="apple">Sign in with Apple</button>"#))
+        let plain = ["REDEEM_BUS_SECURITY": "plain"]
+        let off = try GatewayConfig(env: Environment(plain))
+        #expect(!off.appleWebSignIn)
+        #expect(try GatewayConfig(env: Environment(plain.merging(["REDEEM_APPLE_SERVICES_ID": "com.example.web"]) { $1 })).appleWebSignIn)
     }
 }

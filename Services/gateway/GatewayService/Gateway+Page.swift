@@ -17,7 +17,12 @@ extension Gateway {
     static let pageRoutes: [APIRoute] = [
         .route(.get, "/openapi.json", "This document", answers: [200: .text("application/json")], handle: Gateway.openAPI),
         // `code` is read by the page's script, in the browser.
-        .route(.get, "/redeem", "The redeem page", query: [QueryParameter(name: "code", schema: .string, description: "a code to fill in")],
+        // After Sign in with Apple the page comes back as /redeem?apple=1&code=<one-time sign-in
+        // code>[&coupon=<the code it held>], or with error=.
+        .route(.get, "/redeem", "The redeem page", query: [QueryParameter(name: "code", schema: .string, description: "a code to fill in (with apple=1: the one-time sign-in code)"),
+                                                           QueryParameter(name: "apple", schema: .string, description: "1: back from Sign in with Apple"),
+                                                           QueryParameter(name: "coupon", schema: .string, description: "with apple=1: the code to fill in"),
+                                                           QueryParameter(name: "error", schema: .string, description: "with apple=1: why Sign in with Apple did not finish")],
                answers: [200: .text("text/html")], handle: Gateway.redeemPage),
         .route(.get, "/redeem/app.js", "The redeem page's script", answers: [200: .text("text/javascript")], handle: Gateway.redeemScript),
         .route(.get, "/redeem/app.css", "The redeem page's style", answers: [200: .text("text/css")], handle: Gateway.redeemStyle),
@@ -26,7 +31,9 @@ extension Gateway {
     func openAPI(_ req: HTTPRequest) -> HTTPResponse {
         HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)], body: OpenAPIDocument.json)
     }
-    func redeemPage(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.html, contentType: "text/html; charset=utf-8") }
+    func redeemPage(_ req: HTTPRequest) -> HTTPResponse {
+        .text(200, config.appleWebSignIn ? RedeemPage.htmlWithApple : RedeemPage.html, contentType: "text/html; charset=utf-8")
+    }
     func redeemScript(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.script, contentType: "text/javascript; charset=utf-8") }
     func redeemStyle(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.css, contentType: "text/css; charset=utf-8") }
 }

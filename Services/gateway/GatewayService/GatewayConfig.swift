@@ -38,6 +38,9 @@ public struct GatewayConfig: Sendable {
     /// Google's pushes of Play notifications (`REDEEM_PLAY_PUSH_AUDIENCE` and its companions): on
     /// when the audience is set; without it every push is refused (401).
     public var googlePush: GooglePushSettings?
+    /// Sign in with Apple on the web is configured (`REDEEM_APPLE_SERVICES_ID`, which accounts
+    /// reads with the rest of the flow's settings): the redeem page shows its button.
+    public var appleWebSignIn: Bool
 
     public init(env: Environment) throws {
         httpHost = env.string("REDEEM_HTTP_HOST", default: "127.0.0.1")
@@ -66,6 +69,7 @@ public struct GatewayConfig: Sendable {
         appleSignedData = try AppleSignedDataSettings(env: env)
         bus = try BusOptions(env: env)
         googlePush = try GooglePushSettings(env: env)
+        appleWebSignIn = env.raw("REDEEM_APPLE_SERVICES_ID") != nil
     }
 }
 

@@ -30,6 +30,10 @@ enum RedeemPage {
             <button type="button" id="sign-up" class="secondary">Create account</button>
           </div>
         </form>
+        <div id="apple-area" class="apple-area" hidden>
+          <p class="or">or</p>
+          <button type="button" id="apple-sign-in" class="apple">Sign in with Apple</button>
+        </div>
       </section>
 
       <section id="redeem" aria-labelledby="redeem-title">
@@ -54,6 +58,9 @@ enum RedeemPage {
     </html>
     """
 
+    /// The page with its "Sign in with Apple" button shown (the web flow is configured).
+    static let htmlWithApple = html.replacingOccurrences(of: #"<div id="apple-area" class="apple-area" hidden>"#, with: #"<div id="apple-area" class="apple-area">"#)
+
     static let css = """
     :root { color-scheme: light dark; --accent: #3b5bdb; --bad: #c92a2a; --good: #2b8a3e; }
     * { box-sizing: border-box; }
@@ -74,5 +81,7 @@ enum RedeemPage {
     .status.error { color: var(--bad); }
     .offer { padding: .75rem; border-left: 4px solid var(--accent); background: rgba(59, 91, 219, .08); }
     .result { font-size: 1.25rem; font-weight: 700; color: var(--good); }
+    .or { margin: 1rem 0 .5rem; color: #666; }
+    button.apple { background: #000; border-color: #000; color: #fff; width: 100%; }
     """
 }

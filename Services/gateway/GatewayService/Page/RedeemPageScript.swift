@@ -25,6 +25,8 @@ extension RedeemPage {
     (function () {
       var session = null;
       var checkedCode = null;
+      // The server shows the Sign in with Apple button when its web flow is configured.
+      var appleOffered = false;
       var $ = function (id) { return document.getElementById(id); };
 
       var refusals = /*REFUSALS*/;
@@ -92,6 +94,7 @@ extension RedeemPage {
       function signedIn(result) {
         session = result.session;
         $("auth-form").hidden = true;
+        $("apple-area").hidden = true;
         $("signed-in").hidden = false;
         $("signed-in-email").textContent = result.account.email || "your account";
         $("password").value = "";
@@ -102,6 +105,7 @@ extension RedeemPage {
       function signedOut(message) {
         session = null;
         $("auth-form").hidden = false;
+        $("apple-area").hidden = !appleOffered;
         $("signed-in").hidden = true;
         say(message);
         $("email").focus();
@@ -178,10 +182,41 @@ extension RedeemPage {
         });
       }
 
+      // Sign in with Apple: the server sends the browser to Apple and back here with a one-time
+      // code (never a token), which is exchanged once for the session. The code being typed
+      // travels along as `coupon`.
+      function appleSignIn() {
+        var code = $("code").value.trim();
+        var back = "/redeem?apple=1" + (code ? "&coupon=" + encodeURIComponent(code) : "");
+        say("Taking you to Apple…");
+        window.location.href = "/v1/sessions/apple/start?return=" + encodeURIComponent(back);
+      }
+
+      function backFromApple(params) {
+        var coupon = params.get("coupon");
+        var signInCode = params.get("code");
+        var error = params.get("error");
+        if (coupon) $("code").value = coupon.slice(0, 64);
+        // The one-time code leaves the address bar and the history at once.
+        window.history.replaceState(null, "", "/redeem" + (coupon ? "?code=" + encodeURIComponent(coupon) : ""));
+        if (error || !signInCode) {
+          say(error === "user_cancelled_authorize" ? "Sign in with Apple was cancelled." : "Sign in with Apple didn't finish. Please try again.", true);
+          return;
+        }
+        say("Signing you in…");
+        api("POST", "/v1/sessions/exchange", { code: signInCode }).then(function (r) {
+          if (r.status === 200) { signedIn(r.data); return; }
+          say(serverMessage(r), true);
+        }).catch(function () { say(offline, true); });
+      }
+
       document.addEventListener("DOMContentLoaded", function () {
         var params = new URLSearchParams(window.location.search);
         var code = params.get("code");
-        if (code) $("code").value = code.slice(0, 64);
+        appleOffered = !$("apple-area").hidden;
+        $("apple-sign-in").addEventListener("click", appleSignIn);
+        if (params.get("apple") === "1") backFromApple(params);
+        else if (code) $("code").value = code.slice(0, 64);
         $("auth-form").addEventListener("submit", function (e) { e.preventDefault(); authenticate("/v1/sessions"); });
         $("sign-up").addEventListener("click", function () { authenticate("/v1/accounts"); });
         $("code-form").addEventListener("submit", function (e) { e.preventDefault(); check(); });
