@@ -39,7 +39,8 @@ struct AppleWebSettings: Sendable {
             throw ConfigError(variable: "REDEEM_APPLE_PRIVATE_KEY", problem: "no P-256 private key (a .p8 file) could be read from it")
         }
         self.key = key
-        redirectURI = try env.url("REDEEM_APPLE_REDIRECT_URI", default: try required("REDEEM_APPLE_REDIRECT_URI")).absoluteString
+        _ = try required("REDEEM_APPLE_REDIRECT_URI")
+        redirectURI = try env.url("REDEEM_APPLE_REDIRECT_URI", default: "").absoluteString
         authorizeURL = try env.url("REDEEM_APPLE_AUTHORIZE_URL", default: "https://appleid.apple.com/auth/authorize")
         tokenURL = try env.url("REDEEM_APPLE_TOKEN_URL", default: "https://appleid.apple.com/auth/token")
         revokeURL = try env.url("REDEEM_APPLE_REVOKE_URL", default: "https://appleid.apple.com/auth/revoke")

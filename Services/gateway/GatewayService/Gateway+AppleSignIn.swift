@@ -54,8 +54,10 @@ extension Gateway {
             throw HTTPError(415, "unsupportedMediaType", "send the body as application/x-www-form-urlencoded, as Apple's form_post does")
         }
         let form = Self.formFields(req.body)
+        // Accounts calls Apple's token endpoint (10 s at most) before it answers.
         let answer = try await accounts.request(Accounts.AppleWebCallback(
-            cookie: Self.cookie(Self.appleCookieName, in: req.header("cookie")), state: form["state"], code: form["code"], error: form["error"]))
+            cookie: Self.cookie(Self.appleCookieName, in: req.header("cookie")), state: form["state"], code: form["code"], error: form["error"]),
+            timeout: .seconds(15))
         return HTTPResponse(status: 303, headers: [
             ("Location", answer.location),
             ("Set-Cookie", "\(Self.appleCookieName)=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=None"),
