@@ -83,7 +83,7 @@ import TestSupport
         let catalog = SchemaCatalog()
         for route in Gateway.routes {
             let operation = try #require(paths[route.path]?[route.method.rawValue.lowercased()])
-            let described = ((operation["requestBody"] as? [String: Any])?["content"] as? [String: [String: [String: Any]]])?["application/json"]?["schema"]
+            let described = ((operation["requestBody"] as? [String: Any])?["content"] as? [String: [String: [String: Any]]])?[route.bodyMediaType]?["schema"]
             guard let body = route.body else {
                 #expect(described == nil, "\(route.path) describes a body it does not read")
                 continue

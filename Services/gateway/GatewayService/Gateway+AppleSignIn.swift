@@ -11,6 +11,17 @@ extension Gateway {
         static let schemaName: String? = "SignInCodeExchange"
         var code: String
     }
+    /// What Apple posts to the callback (`form_post`): `code`, `id_token` and `state`, and `user`
+    /// (a JSON text: name and email) the first time; or `error` and `state`. The id_token is not
+    /// read from here: accounts gets its own from Apple's token endpoint.
+    struct AppleCallbackForm: APIBody {
+        static let schemaName: String? = "AppleCallbackForm"
+        var code: String?
+        var id_token: String?
+        var state: String?
+        var user: String?
+        var error: String?
+    }
     struct AppleLinkBody: APIBody {
         static let schemaName: String? = "AppleLink"
         var identityToken: String
@@ -31,7 +42,7 @@ extension Gateway {
         // Apple's form_post (application/x-www-form-urlencoded: code, id_token, state, user, or
         // error). Answers 303 to the return URL with ?code=<one-time sign-in code> (or ?error=).
         .route(.post, "/v1/sessions/apple/callback", "Where Apple posts the web flow's answer: redirects (303) back with a one-time code",
-               answers: [303: .empty], errors: [400, 401, 404, 409, 422, 429, 503], handle: Gateway.appleCallback),
+               form: AppleCallbackForm.self, answers: [303: .empty], errors: [400, 401, 404, 409, 422, 429, 503], handle: Gateway.appleCallback),
         .route(.post, "/v1/sessions/exchange", "Exchange a one-time sign-in code for a session", answers: [200: .json(AuthBody.self)],
                errors: [401, 422, 429], handle: Gateway.exchangeSignInCode),
         .route(.post, "/v1/me/apple", "Link Sign in with Apple to the signed-in account", access: .user,

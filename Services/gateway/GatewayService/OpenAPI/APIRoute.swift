@@ -24,6 +24,9 @@ struct APIRoute: Sendable {
     let access: Requirement
     let query: [QueryParameter]
     let body: (any APIBody.Type)?
+    /// How the body is sent: JSON, or a form (`application/x-www-form-urlencoded`: Apple's
+    /// `form_post`), which the handler reads itself.
+    let bodyMediaType: String
     /// By status.
     let answers: [Int: Answer]
     /// Statuses answered in the error shape, beyond those every route of its kind may answer
@@ -33,7 +36,7 @@ struct APIRoute: Sendable {
     let handler: @Sendable (Gateway) -> Router.Handler
 
     private init(_ method: Method, _ path: String, _ summary: String, access: Requirement, query: [QueryParameter],
-                 body: (any APIBody.Type)?, answers: [Int: Answer], errors: [Int],
+                 body: (any APIBody.Type)?, bodyMediaType: String = "application/json", answers: [Int: Answer], errors: [Int],
                  handler: @escaping @Sendable (Gateway) -> Router.Handler) {
         self.method = method
         self.path = path
@@ -41,6 +44,7 @@ struct APIRoute: Sendable {
         self.access = access
         self.query = query
         self.body = body
+        self.bodyMediaType = bodyMediaType
         self.answers = answers
         self.errors = errors
         let names = Set(query.map(\.name))
@@ -70,6 +74,17 @@ struct APIRoute: Sendable {
         APIRoute(method, path, summary, access: .anyone, query: query, body: Body.self, answers: answers, errors: errors) { gateway in
             let handle = handle(gateway)
             return { request in try await handle(request, Incoming(request: request)) }
+        }
+    }
+
+    /// A route anyone may call, with a form body (`application/x-www-form-urlencoded`) of the
+    /// fields `Form` describes, which the handler reads.
+    static func route<Form: APIBody>(_ method: Method, _ path: String, _ summary: String, form: Form.Type,
+                                     answers: [Int: Answer], errors: [Int] = [],
+                                     handle: @escaping @Sendable (Gateway) -> @Sendable (HTTPRequest) async throws -> HTTPResponse) -> APIRoute {
+        APIRoute(method, path, summary, access: .anyone, query: [], body: Form.self, bodyMediaType: "application/x-www-form-urlencoded",
+                 answers: answers, errors: errors) { gateway in
+            handle(gateway)
         }
     }
 

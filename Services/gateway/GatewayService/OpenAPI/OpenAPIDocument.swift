@@ -59,7 +59,7 @@ enum OpenAPIDocument {
             summary: route.summary, operationId: id, description: route.access.description,
             parameters: parameters.isEmpty ? nil : parameters,
             security: route.access == .anyone ? [] : [["bearer": []]],
-            requestBody: try route.body.map { .init(required: true, content: ["application/json": .init(schema: try catalog.schema(of: $0))]) },
+            requestBody: try route.body.map { .init(required: true, content: [route.bodyMediaType: .init(schema: try catalog.schema(of: $0))]) },
             responses: responses)
     }
 
