@@ -74,13 +74,13 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
-        // Webhook delivery only (grants), so the other services don't link it. No pkgConfig: curl.h is
-        // on the default include path, and libcurl.pc's -I of the multiarch system directory would
-        // put it before the compiler's own.
+        // Webhook delivery (grants) and mail over SMTP (accounts); coupons and the gateway don't link
+        // it. No pkgConfig: curl.h is on the default include path, and libcurl.pc's -I of the
+        // multiarch system directory would put it before the compiler's own.
         .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     ]
     + layers
-    + service("accounts", library: "AccountsService")
+    + service("accounts", library: "AccountsService", extraDeps: ["CCurl"])
     + service("coupons", library: "CouponsService")
     + service("grants", library: "GrantsService", extraDeps: ["CCurl"])
     + service("gateway", library: "GatewayService")

@@ -119,14 +119,18 @@ public struct Account: Codable, Sendable, Equatable {
     public var identities: [Identity]
     /// When the account was made.
     public var createdAt: Date
+    /// Whether the email was proven (a verification or reset code, or Apple); nil from a server
+    /// older than email verification.
+    public var emailVerified: Bool?
 
     /// Makes an account.
-    public init(id: UUID, email: String?, appUserId: String, identities: [Identity], createdAt: Date) {
+    public init(id: UUID, email: String?, appUserId: String, identities: [Identity], createdAt: Date, emailVerified: Bool? = nil) {
         self.id = id
         self.email = email
         self.appUserId = appUserId
         self.identities = identities
         self.createdAt = createdAt
+        self.emailVerified = emailVerified
     }
 }
 

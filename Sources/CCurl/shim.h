@@ -57,3 +57,10 @@ ccurl_global_init(void)
 {
   return curl_global_init(CURL_GLOBAL_DEFAULT);
 }
+
+/* CURLOPT_READFUNCTION: the body of an upload (a mail message to SMTP). */
+static inline CURLcode
+ccurl_setopt_reader(CURL *easy, CURLoption option, curl_read_callback value)
+{
+  return curl_easy_setopt(easy, option, value);
+}

@@ -17,15 +17,31 @@ public struct AccountView: Codable, Sendable, Equatable {
     }
     public var id: UUID
     public var email: String?
+    /// The email was proven: its owner followed a verification or reset mail, or Apple said so.
+    public var emailVerified: Bool
     public var appUserId: String
     public var identities: [Identity]
     public var createdAt: Date
-    public init(id: UUID, email: String?, appUserId: String, identities: [Identity], createdAt: Date) {
+    public init(id: UUID, email: String?, emailVerified: Bool = false, appUserId: String, identities: [Identity], createdAt: Date) {
         self.id = id
         self.email = email
+        self.emailVerified = emailVerified
         self.appUserId = appUserId
         self.identities = identities
         self.createdAt = createdAt
+    }
+
+    private enum CodingKeys: String, CodingKey { case id, email, emailVerified, appUserId, identities, createdAt }
+
+    /// `emailVerified` left out (an accounts service of an earlier version) reads as false.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(UUID.self, forKey: .id)
+        email = try c.decodeIfPresent(String.self, forKey: .email)
+        emailVerified = try c.decodeIfPresent(Bool.self, forKey: .emailVerified) ?? false
+        appUserId = try c.decode(String.self, forKey: .appUserId)
+        identities = try c.decode([Identity].self, forKey: .identities)
+        createdAt = try c.decode(Date.self, forKey: .createdAt)
     }
 }
 

@@ -22,6 +22,9 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     /// the browser's cookie (forged, or the cookie is gone).
     case returnNotAllowed, stateMismatch
     case rateLimited
+    /// Mail is not set up on this server (no `REDEEM_SMTP_URL`): email verification and password
+    /// reset are not offered.
+    case mailNotConfigured
     // The bus and the services themselves.
     case timeout, unavailable
     case malformedMessage, unknownMessageType, unsupportedVersion, `internal`

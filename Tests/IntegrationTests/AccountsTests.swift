@@ -493,6 +493,26 @@ final class AccountsTests: StackTestCase {
         XCTAssertEqual(both.status, 401, "an audience is one id, never the setting's text")
     }
 
+    /// This suite's stack has no SMTP settings: verification and reset are not offered, and say
+    /// so alike for every email (no account enumeration either way).
+    func testWithoutSMTPVerificationAndResetAnswerMailNotConfigured() async throws {
+        let email = Self.email()
+        let s = try await signUp(email)
+        let verify = try await client.json("POST", "/v1/me/email/verify", [:], token: s.access)
+        XCTAssertEqual(verify.status, 403)
+        XCTAssertEqual(verify.errorCode, "mailNotConfigured")
+        let known = try await client.json("POST", "/v1/sessions/password/reset", ["email": email])
+        let unknown = try await client.json("POST", "/v1/sessions/password/reset", ["email": Self.email()])
+        XCTAssertEqual(known.status, 403)
+        XCTAssertEqual(known.errorCode, "mailNotConfigured")
+        XCTAssertEqual(known.body, unknown.body)
+        let confirm = try await client.json("POST", "/v1/sessions/password/reset/confirm", ["token": "pr_nothing", "password": "a brand new passphrase"])
+        XCTAssertEqual(confirm.status, 401)
+        XCTAssertEqual(confirm.errorCode, "invalidToken")
+        let me = try await client.get("/v1/me", token: s.access).json()
+        XCTAssertEqual(me["emailVerified"] as? Bool, false)
+    }
+
     func testAppleTokensThatFailVerificationAre401() async throws {
         let sub = "bad." + UUID().uuidString.prefix(8)
         let stranger = AppleIdentityProvider(kid: Self.apple.kid)  // same kid, different key

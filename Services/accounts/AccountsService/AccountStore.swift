@@ -54,7 +54,7 @@ enum AccountStore {
     }
 
     static func view(_ c: PGConnection, account: UUID) throws -> AccountView {
-        guard let row = try c.query("SELECT id, email, app_user_id, created_at FROM accounts.accounts WHERE id = $1 AND deleted_at IS NULL", [account]).first else {
+        guard let row = try c.query("SELECT id, email, email_verified, app_user_id, created_at FROM accounts.accounts WHERE id = $1 AND deleted_at IS NULL", [account]).first else {
             throw ServiceError(.notFound, "no such account")
         }
         let email = try row.decodeIfPresent("email", as: String.self)
@@ -70,7 +70,7 @@ enum AccountStore {
         for r in try c.query("SELECT value FROM accounts.user_ids WHERE account_id = $1 AND kind = 'cloudkit' ORDER BY created_at, value", [account]).rows {
             identities.append(.init(type: "cloudkit", recordName: try r.decode("value", as: String.self)))
         }
-        return AccountView(id: try row.decode("id", as: UUID.self), email: email, appUserId: try row.decode("app_user_id", as: String.self),
+        return AccountView(id: try row.decode("id", as: UUID.self), email: email, emailVerified: try row.decode("email_verified", as: Bool.self), appUserId: try row.decode("app_user_id", as: String.self),
                            identities: identities, createdAt: try row.decode("created_at", as: Date.self))
     }
 

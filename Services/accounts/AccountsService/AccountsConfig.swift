@@ -22,6 +22,8 @@ struct AccountsConfig: Sendable {
     var eventsBind: [String]
     /// The grants service: a link that adopts a record name moves the holder's grants there.
     var grantsBus: [String]
+    /// The SMTP server and sender of verification and reset mail; nil: no mail (`MailConfig`).
+    var mail: MailConfig?
 
     init(env: Environment) throws {
         accessTokenTTL = TimeInterval(try env.int("REDEEM_ACCESS_TOKEN_TTL", default: 900, range: 5...900))
@@ -39,6 +41,7 @@ struct AccountsConfig: Sendable {
         appleJWKS = env.raw("REDEEM_APPLE_JWKS")
         eventsBind = try BusAddress.eventsBind("accounts", env)
         grantsBus = try BusAddress.requests("grants", env)
+        mail = try MailConfig(env: env)
     }
 }
 

@@ -17,11 +17,13 @@ public final class AccountsService: BackendService {
     let apple: AppleIdentity
     /// Sign in with Apple's REST flow (web and Android); nil unless `REDEEM_APPLE_SERVICES_ID` is set.
     let appleWeb: AppleAuthClient?
-    /// Seals stored secrets (signing keys, Apple's refresh tokens) under `REDEEM_SECRET_KEY`.
+    /// Seals stored secrets (signing keys, Apple's refresh tokens, waiting mail) under `REDEEM_SECRET_KEY`.
     let keyring: SecretKeyring
     /// Rung when a deletion queued Apple tokens to revoke.
     let appleRevocations = Doorbell()
     let events: EventPublisher
+    /// Sends the mail outbox (its messages sealed with `keyring`); nil without SMTP settings.
+    let mailSender: MailSender?
     /// The grants service: the store's view of an id, and moving a holder (issue 22 §1).
     let grants: BusClient
     private let background = Mutex<[Task<Void, Never>]>([])
@@ -34,8 +36,10 @@ public final class AccountsService: BackendService {
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
         config = try AccountsConfig(env: env)
-        keyring = try SecretKeyring(env: env)
+        let keyring = try SecretKeyring(env: env)
+        self.keyring = keyring
         sessions = SessionIssuer(config: config, keyring: keyring)
+        mailSender = config.mail.map { MailSender(pool: runtime.pool, logger: runtime.logger, client: SMTPClient(config: $0), keyring: keyring) }
         apple = AppleIdentity(clientIds: config.appleClientIds, jwks: config.appleJWKS)
         appleWeb = try AppleWebSettings(env: env, clientIds: config.appleClientIds, jwks: config.appleJWKS).map { AppleAuthClient(settings: $0) }
         events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)
@@ -55,6 +59,11 @@ public final class AccountsService: BackendService {
         let relay = Task { [self] in await relayMoves() }
         let revoker = Task { [self] in await revokeAtApple() }
         background.withLock { $0 += [relay, revoker] }
+        if let mailSender, let mail = config.mail {
+            runtime.logger.info("mail is sent through SMTP", ["smtp.server": mail.redacted])
+            let sending = Task { await mailSender.run() }
+            background.withLock { $0.append(sending) }
+        }
     }
 
     public func stop() async {
@@ -115,6 +124,7 @@ public final class AccountsService: BackendService {
         r.on(Audit.ReadAccounts.self) { [self] req, _ in try await pool.withConnection { try AuditTable.read($0, schema: "accounts", req.query) } }
         addMemberRoutes(to: &r)
         addAppleWebRoutes(to: &r)
+        addEmailRoutes(to: &r)
         r.on(APIKeys.Authenticate.self) { [self] req, _ in try await APIKeyStore.authenticate(pool, keyHash: req.keyHash) }
         return r
     }

@@ -114,6 +114,9 @@ final class AbuseGuard: Sendable {
 
     func checkSignUp(ip: String) throws { try check("signup.ip.\(ip)", perMinute: limits.signUpPerMinute) }
 
+    /// Verification mails an account asks for: as many a minute as sign-in attempts.
+    func checkMail(account: UUID) throws { try check("mail.account.\(account)", perMinute: limits.authPerMinute) }
+
     /// Validate and redeem: locked-out callers first, then the rates.
     func checkCodes(ip: String, account: UUID) throws {
         guard limits.enabled else { return }

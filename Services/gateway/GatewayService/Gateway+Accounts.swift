@@ -51,17 +51,18 @@ extension Gateway {
     struct MeBody: APIBody, Encodable {
         static let schemaName: String? = "Me"
         static let fieldRules: [String: [JSONSchema.Rule]] = ["managementUrl": [.alwaysSent, .format("uri")]]
-        var id: UUID, email: String?, appUserId: String, identities: [AccountView.Identity], createdAt: Date, managementUrl: String?
+        var id: UUID, email: String?, emailVerified: Bool, appUserId: String, identities: [AccountView.Identity], createdAt: Date, managementUrl: String?
 
         init(_ a: AccountView, managementUrl: String?) {
-            id = a.id; email = a.email; appUserId = a.appUserId; identities = a.identities; createdAt = a.createdAt
+            id = a.id; email = a.email; emailVerified = a.emailVerified; appUserId = a.appUserId; identities = a.identities; createdAt = a.createdAt
             self.managementUrl = managementUrl
         }
-        private enum CodingKeys: String, CodingKey { case id, email, appUserId, identities, createdAt, managementUrl }
+        private enum CodingKeys: String, CodingKey { case id, email, emailVerified, appUserId, identities, createdAt, managementUrl }
         func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(id, forKey: .id)
             try c.encodeIfPresent(email, forKey: .email)
+            try c.encode(emailVerified, forKey: .emailVerified)
             try c.encode(appUserId, forKey: .appUserId)
             try c.encode(identities, forKey: .identities)
             try c.encode(createdAt, forKey: .createdAt)

@@ -9,7 +9,7 @@ enum GatewayErrors {
         switch code {
         case .notIdentified, .invalidToken, .invalidCredentials, .invalidIdentityToken, .invalidSignedData: 401
         case .invalidSignInCode, .signInCodeUsed, .signInCodeExpired: 401
-        case .forbidden: 403
+        case .forbidden, .mailNotConfigured: 403
         case .notFound, .routeNotFound: 404
         case .emailInUse, .recordNameInUse, .codeInUse, .productInUse, .transactionInUse, .invalidState, .appleIdInUse: 409
         case .returnNotAllowed, .stateMismatch: 400

@@ -1,0 +1,94 @@
+import Bus
+import Core
+import Cryptography
+import Database
+import Foundation
+
+/// Email verification and password reset (issue 22 §4). Each mails a token (`EmailTokens`) through
+/// the outbox (`MailOutbox`, sent by `MailSender`). Without SMTP settings neither is offered:
+/// `mailNotConfigured`, the same for every account and address.
+extension AccountsService {
+    func addEmailRoutes(to r: inout BusRouter) {
+        r.on(Accounts.SendEmailVerification.self) { [self] req, _ in
+            try await sendVerification(account: req.accountId)
+            return Empty()
+        }
+        r.on(Accounts.ConfirmEmail.self) { [self] req, _ in
+            try await confirmEmail(token: req.token)
+            return Empty()
+        }
+        r.on(Accounts.RequestPasswordReset.self) { [self] req, _ in
+            try await requestPasswordReset(email: req.email)
+            return Empty()
+        }
+        r.on(Accounts.ResetPassword.self) { [self] req, _ in try await resetPassword(req) }
+    }
+
+    private func mailSettings() throws -> MailConfig {
+        guard let mail = config.mail else {
+            throw ServiceError(.mailNotConfigured, "this server sends no mail: email verification and password reset are not offered")
+        }
+        return mail
+    }
+
+    static let invalidCode = ServiceError(.invalidToken, "the code is not valid, was used already, or has expired")
+
+    func sendVerification(account: UUID) async throws {
+        let from = try mailSettings().from
+        let keyring = self.keyring
+        try await pool.transaction { tx in
+            guard let row = try tx.query("SELECT email, email_verified FROM accounts.accounts WHERE id = $1 AND deleted_at IS NULL FOR UPDATE",
+                                         [account]).first else { throw ServiceError(.notFound, "no such account") }
+            guard let email = try row.decodeIfPresent("email", as: String.self) else {
+                throw ServiceError(.invalidState, "the account has no email address to verify")
+            }
+            guard try !row.decode("email_verified", as: Bool.self) else { throw ServiceError(.invalidState, "the email address is verified already") }
+            try EmailTokens.issue(tx, .verifyEmail, account: account, email: email, keyring: keyring, from: from)
+        }
+        mailSender?.nudge()
+    }
+
+    func confirmEmail(token: String) async throws {
+        let confirmed = try await pool.transaction { tx -> Bool in
+            guard let spent = try EmailTokens.spend(tx, .verifyEmail, token: token) else { return false }
+            try tx.query("UPDATE accounts.accounts SET email_verified = true WHERE id = $1", [spent.account])
+            return true
+        }
+        guard confirmed else { throw Self.invalidCode }
+    }
+
+    /// Writes a reset mail when a live account has this email; answers alike when none has.
+    func requestPasswordReset(email given: String) async throws {
+        let from = try mailSettings().from
+        let email = try AccountRules.checkEmail(given)
+        let keyring = self.keyring
+        let queued = try await pool.transaction { tx -> Bool in
+            guard let row = try tx.query("SELECT id, email FROM accounts.accounts WHERE lower(email) = lower($1) AND deleted_at IS NULL",
+                                         [email]).first else { return false }
+            try EmailTokens.issue(tx, .resetPassword, account: try row.decode("id"), email: try row.decode("email"), keyring: keyring, from: from)
+            return true
+        }
+        if queued { mailSender?.nudge() }
+    }
+
+    /// Sets the password the reset mail's owner chose. The token proved the mailbox, so the email
+    /// is verified too; every session of the account ends (whoever knew the old password is out),
+    /// and a new one is answered.
+    func resetPassword(_ req: Accounts.ResetPassword) async throws -> AuthResult {
+        try AccountRules.checkPassword(req.password)  // before the token is spent
+        let hash = await hasher.hashAsync(req.password)
+        let done = try await pool.transaction { [sessions] tx -> (AuthResult, [SessionRevoked])? in
+            guard let spent = try EmailTokens.spend(tx, .resetPassword, token: req.token) else { return nil }
+            try tx.query("UPDATE accounts.accounts SET password_hash = $2, email_verified = true WHERE id = $1", [spent.account, hash])
+            try EmailTokens.retire(tx, .resetPassword, account: spent.account)
+            let revoked = try sessions.revokeAll(tx, account: spent.account, reason: "passwordReset")
+            let result = AuthResult(account: try AccountStore.view(tx, account: spent.account), session: try sessions.open(tx, account: spent.account),
+                                    created: false)
+            return (result, revoked)
+        }
+        guard let (result, revoked) = done else { throw Self.invalidCode }
+        revoked.forEach(events.publish)
+        runtime.logger.info("password reset; every earlier session revoked", ["account.id": result.account.id.lowercasedString, "sessions.revoked": revoked.count])
+        return result
+    }
+}
