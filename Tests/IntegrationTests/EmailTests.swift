@@ -280,6 +280,12 @@ final class EmailTests: StackTestCase {
         XCTAssertEqual(try row?.decode("sent", as: Bool.self), true)
         XCTAssertEqual(try row?.decode("cleared", as: Bool.self), true, "a sent mail's message (and its code) is not kept")
         XCTAssertTrue(Self.stack.logs().contains("mail not sent; it is tried again"))
+        XCTAssertFalse(try String(contentsOf: Self.stack.stateDirectory.appendingPathComponent("env"), encoding: .utf8).contains("REDEEM_SMTP_URL"),
+                       "the SMTP URL (it may hold a password) is not in the runner's wiring file")
+        let port = try XCTUnwrap(Self.stack.wiring()["REDEEM_ACCOUNTS_HTTP_PORT"])
+        let metrics = try await HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!).get("/metrics").text
+        XCTAssertTrue(metrics.contains(#"redeem_mail_total{outcome="failed"}"#), metrics)
+        XCTAssertTrue(metrics.contains(#"redeem_mail_total{outcome="sent"}"#), metrics)
     }
 
     /// A mail committed but not sent survives accounts being killed (-9): the next instance sends
@@ -303,10 +309,12 @@ final class EmailTests: StackTestCase {
         try sink.start()
         restarted = true
         // The next instance, and a second one beside it, each with buses and ports of its own.
-        try Self.stack.startService("accounts")
-        try Self.stack.startService("accounts", overrides: ["REDEEM_ACCOUNTS_BUS_BIND": "tcp://127.0.0.1:\(try Project.freePort())",
-                                                             "REDEEM_ACCOUNTS_EVENTS_BIND": "tcp://127.0.0.1:\(try Project.freePort())",
-                                                             "REDEEM_ACCOUNTS_HTTP_PORT": String(try Project.freePort())])
+        // The runner's wiring leaves out the SMTP URL (it may hold a password).
+        let smtp = ["REDEEM_SMTP_URL": "smtp://127.0.0.1:\(sink.port)"]
+        try Self.stack.startService("accounts", overrides: smtp)
+        try Self.stack.startService("accounts", overrides: smtp.merging(["REDEEM_ACCOUNTS_BUS_BIND": "tcp://127.0.0.1:\(try Project.freePort())",
+                                                                         "REDEEM_ACCOUNTS_EVENTS_BIND": "tcp://127.0.0.1:\(try Project.freePort())",
+                                                                         "REDEEM_ACCOUNTS_HTTP_PORT": String(try Project.freePort())]) { $1 })
         // A mail the killed instance had claimed in its last moment waits out its 60 s lease.
         let all = try await Self.stack.eventually(90) { emails.allSatisfy { !self.sink.messages(to: $0).isEmpty } }
         XCTAssertTrue(all, "every mail went out after the restart")

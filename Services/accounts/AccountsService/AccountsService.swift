@@ -39,7 +39,7 @@ public final class AccountsService: BackendService {
         let keyring = try SecretKeyring(env: env)
         self.keyring = keyring
         sessions = SessionIssuer(config: config, keyring: keyring)
-        mailSender = config.mail.map { MailSender(pool: runtime.pool, logger: runtime.logger, client: SMTPClient(config: $0), keyring: keyring) }
+        mailSender = config.mail.map { MailSender(pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, client: SMTPClient(config: $0), keyring: keyring) }
         apple = AppleIdentity(clientIds: config.appleClientIds, jwks: config.appleJWKS)
         appleWeb = try AppleWebSettings(env: env, clientIds: config.appleClientIds, jwks: config.appleJWKS).map { AppleAuthClient(settings: $0) }
         events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)

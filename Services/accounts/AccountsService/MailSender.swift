@@ -12,6 +12,7 @@ import Telemetry
 final class MailSender: Sendable {
     let pool: PGPool
     let logger: Logger
+    let metrics: MetricsRegistry
     let client: SMTPClient
     let keyring: SecretKeyring
     /// Seconds a claimed mail is held: the SMTP timeout and a margin.
@@ -19,9 +20,10 @@ final class MailSender: Sendable {
     private let doorbell = Doorbell()
     static let batch = 10
 
-    init(pool: PGPool, logger: Logger, client: SMTPClient, keyring: SecretKeyring) {
+    init(pool: PGPool, logger: Logger, metrics: MetricsRegistry, client: SMTPClient, keyring: SecretKeyring) {
         self.pool = pool
         self.logger = logger
+        self.metrics = metrics
         self.client = client
         self.keyring = keyring
         lease = TimeInterval(client.timeout.components.seconds) + 30
@@ -45,7 +47,10 @@ final class MailSender: Sendable {
         do {
             return try await pool.withConnection { c in
                 let givenUp = try MailOutbox.giveUpExpired(c)
-                if givenUp > 0 { self.logger.warning("mail given up: its code expired before it could be sent", ["mail.count": givenUp]) }
+                if givenUp > 0 {
+                    self.logger.warning("mail given up: its code expired before it could be sent", ["mail.count": givenUp])
+                    self.count("givenUp", by: givenUp)
+                }
                 return try MailOutbox.claimDue(c, limit: Self.batch, lease: lease, keyring: keyring)
             }
         } catch {
@@ -60,6 +65,7 @@ final class MailSender: Sendable {
             try await client.send(to: mail.recipient, message: mail.message)
         } catch {
             let pause = MailOutbox.retryDelay(afterAttempts: mail.attempts, random: Double.random(in: 0..<1))
+            count("failed")
             logger.warning("mail not sent; it is tried again", fields.merging(["error": error.description, "retry.seconds": Int(pause.rounded(.up))]) { $1 })
             do { try await pool.withConnection { try MailOutbox.failed($0, mail, error: error.description, after: pause) } } catch {
                 logger.warning("mail failure not recorded; it is tried again after its lease", fields)
@@ -67,10 +73,17 @@ final class MailSender: Sendable {
             return
         }
         do {
+            count("sent")
             let recorded = try await pool.withConnection { try MailOutbox.sent($0, mail) }
             if recorded { logger.info("mail sent", fields) } else { logger.warning("mail sent after its lease ran out", fields) }
         } catch {
             logger.warning("mail sent but not recorded; it may be sent again after its lease", fields.merging(["error": String(describing: error)]) { $1 })
         }
+    }
+
+    /// `redeem_mail_total{outcome}`: attempts the server took (`sent`), attempts that failed
+    /// (`failed`, tried again) and mails whose code expired unsent (`givenUp`).
+    private func count(_ outcome: String, by n: Int = 1) {
+        metrics.increment("redeem_mail_total", help: "Mail attempts and give-ups by outcome.", labels: ["outcome": outcome], by: Double(n))
     }
 }
