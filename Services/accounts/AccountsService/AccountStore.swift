@@ -102,6 +102,9 @@ enum AccountStore {
         }
         try tx.query("DELETE FROM accounts.apple_identities WHERE account_id = $1", [account])
         try tx.query("DELETE FROM accounts.user_ids WHERE account_id = $1", [account])
+        // Mailed codes and the mail that carries them name the email: they go too.
+        try tx.query("DELETE FROM accounts.email_tokens WHERE account_id = $1", [account])
+        try tx.query("DELETE FROM accounts.mail_outbox WHERE account_id = $1", [account])
         try tx.query("""
             UPDATE accounts.accounts SET email = NULL, email_verified = false, password_hash = NULL, deleted_at = now(),
                 app_user_id = 'deleted:' || id::text WHERE id = $1

@@ -27,12 +27,29 @@ enum MailOutbox {
 
     private static func context(_ id: UUID) -> String { "accounts.mail_outbox/\(id.lowercasedString)" }
 
-    static func enqueue(_ tx: PGConnection, kind: EmailTokens.Purpose, recipient: String, message: [UInt8], expiresAt: Date, keyring: SecretKeyring) throws {
+    static func enqueue(_ tx: PGConnection, account: UUID, kind: EmailTokens.Purpose, recipient: String, message: [UInt8], expiresAt: Date,
+                        keyring: SecretKeyring) throws {
         let id = UUID.random()
         let (sealed, keyId) = keyring.seal(message, context: context(id))
         try tx.query("""
-            INSERT INTO accounts.mail_outbox (id, kind, recipient, body, body_key_id, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
-            """, [id, kind, recipient, PGBytes(Data(sealed)), keyId, expiresAt])
+            INSERT INTO accounts.mail_outbox (id, account_id, kind, recipient, body, body_key_id, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+            """, [id, account, kind, recipient, PGBytes(Data(sealed)), keyId, expiresAt])
+    }
+
+    /// How long mail and codes are kept once of no more use (sent, given up, spent or expired),
+    /// for an operator looking into a complaint; then their rows, and the email they name, go.
+    static let retention: TimeInterval = 7 * 86_400
+
+    /// Deletes the mail and codes kept past `retention`; answers how many rows went.
+    static func prune(_ c: PGConnection) throws -> Int {
+        let mail = try c.query("""
+            DELETE FROM accounts.mail_outbox WHERE created_at < now() - make_interval(secs => $1)
+                AND (sent_at IS NOT NULL OR body IS NULL) RETURNING id
+            """, [retention]).rows.count
+        let codes = try c.query("""
+            DELETE FROM accounts.email_tokens WHERE expires_at < now() - make_interval(secs => $1) RETURNING token_hash
+            """, [retention]).rows.count
+        return mail + codes
     }
 
     /// Claims up to `limit` due mails for `lease` seconds (each counts an attempt). A mail that

@@ -3,6 +3,7 @@ import Cryptography
 import Database
 import Foundation
 import Runtime
+import Synchronization
 import Telemetry
 
 /// Sends the outbox's due mail (`MailOutbox`) through the SMTP server: looks every second, and at
@@ -19,6 +20,8 @@ final class MailSender: Sendable {
     let lease: TimeInterval
     private let doorbell = Doorbell()
     static let batch = 10
+    /// When kept mail and codes were last pruned (`MailOutbox.prune`), every 10 minutes.
+    private let pruned = Mutex<ContinuousClock.Instant?>(nil)
 
     init(pool: PGPool, logger: Logger, metrics: MetricsRegistry, client: SMTPClient, keyring: SecretKeyring) {
         self.pool = pool
@@ -51,6 +54,7 @@ final class MailSender: Sendable {
                     self.logger.warning("mail given up: its code expired before it could be sent", ["mail.count": givenUp])
                     self.count("givenUp", by: givenUp)
                 }
+                if self.pruneDue() { _ = try MailOutbox.prune(c) }
                 return try MailOutbox.claimDue(c, limit: Self.batch, lease: lease, keyring: keyring)
             }
         } catch {
@@ -78,6 +82,15 @@ final class MailSender: Sendable {
             if recorded { logger.info("mail sent", fields) } else { logger.warning("mail sent after its lease ran out", fields) }
         } catch {
             logger.warning("mail sent but not recorded; it may be sent again after its lease", fields.merging(["error": String(describing: error)]) { $1 })
+        }
+    }
+
+    private func pruneDue() -> Bool {
+        let now = ContinuousClock.now
+        return pruned.withLock { last in
+            guard last.map({ now - $0 >= .seconds(600) }) ?? true else { return false }
+            last = now
+            return true
         }
     }
 
