@@ -76,6 +76,9 @@ extension AccountsService {
     /// and a new one is answered.
     func resetPassword(_ req: Accounts.ResetPassword) async throws -> AuthResult {
         try AccountRules.checkPassword(req.password)  // before the token is spent
+        // A code that can't work is refused before the password is hashed (argon2id's time and
+        // memory are not spent on guesses); the spend below decides.
+        guard try await pool.withConnection({ try EmailTokens.usable($0, .resetPassword, token: req.token) }) else { throw Self.invalidCode }
         let hash = await hasher.hashAsync(req.password)
         let done = try await pool.transaction { [sessions] tx -> (AuthResult, [SessionRevoked])? in
             guard let spent = try EmailTokens.spend(tx, .resetPassword, token: req.token) else { return nil }

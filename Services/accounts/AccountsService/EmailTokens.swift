@@ -60,6 +60,13 @@ enum EmailTokens {
         return Spent(account: try row.decode("account_id"), email: try row.decode("email"))
     }
 
+    /// Whether a token of `purpose` is unused and unexpired (without spending it).
+    static func usable(_ c: PGConnection, _ purpose: Purpose, token: String) throws -> Bool {
+        try c.query("""
+            SELECT 1 FROM accounts.email_tokens WHERE token_hash = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > now()
+            """, [hash(token), purpose]).first != nil
+    }
+
     /// Every other unused token of `purpose` of the account stops working (a reset was done).
     static func retire(_ tx: PGConnection, _ purpose: Purpose, account: UUID) throws {
         try tx.query("UPDATE accounts.email_tokens SET used_at = now() WHERE account_id = $1 AND purpose = $2 AND used_at IS NULL",
