@@ -45,7 +45,7 @@ import TestSupport
             ])
         }
         let pauses = Pauses()
-        let client = AppStoreConnectClient(base: fake.url, token: key.issuer(.appStoreConnect), timeout: 5,
+        let client = AppStoreConnectClient(base: fake.url, token: key.issuer(.appStoreConnect), timeout: Project.callTimeout,
                                            retry: AppleRetry(policy: RetryPolicy(initial: 1, max: 300), sleep: pauses.sleep, random: { 0.5 }))
         return World(fake: fake, client: client, provisioner: OfferProvisioner(client: client), pauses: pauses)
     }

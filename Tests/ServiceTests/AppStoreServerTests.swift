@@ -31,7 +31,7 @@ import TestSupport
         let sandbox = try FakeAppStoreServer(key: key, bundleId: Self.bundleId, ca: ca)
         let pauses = AppStoreConnectTests.Pauses()
         let client = AppStoreServerClient(production: production.url, sandbox: sandbox.url, token: key.issuer(.appStoreServer(bundleId: Self.bundleId)),
-                                          timeout: 5, retry: AppleRetry(policy: RetryPolicy(initial: 1, max: 300), sleep: pauses.sleep, random: { 0.5 }))
+                                          timeout: Project.callTimeout, retry: AppleRetry(policy: RetryPolicy(initial: 1, max: 300), sleep: pauses.sleep, random: { 0.5 }))
         return World(production: production, sandbox: sandbox, client: client, pauses: pauses, ca: ca)
     }
 
@@ -76,14 +76,16 @@ import TestSupport
         defer { Task { await w.stop() } }
         w.production.register(Self.transaction("2000000000000001", .production))
         w.production.throttleNext(1, retryAfter: 2)
-        _ = try await w.client.signedTransaction("2000000000000001", deadline: Date() + 10)
+        // The pauses are recorded, not slept; the deadlines are far out, since the whole suite shares
+        // two cores, and only the second wait is past its request's deadline.
+        _ = try await w.client.signedTransaction("2000000000000001", deadline: Date() + 60)
         #expect(w.pauses.all == [.seconds(2)] && w.production.received.map(\.status) == [429, 200])
 
         // A wait that would end after the request's deadline is not taken: Apple is unavailable.
-        w.production.throttleNext(1, retryAfter: 30)
-        await #expect(throws: ServiceError.self) { try await w.client.signedTransaction("2000000000000001", deadline: Date() + 5) }
+        w.production.throttleNext(1, retryAfter: 120)
+        await #expect(throws: ServiceError.self) { try await w.client.signedTransaction("2000000000000001", deadline: Date() + 60) }
         #expect(w.pauses.all == [.seconds(2)] && w.production.received.map(\.status) == [429, 200, 429])
-        _ = try await w.client.signedTransaction("2000000000000001", deadline: Date() + 5)
+        _ = try await w.client.signedTransaction("2000000000000001", deadline: Date() + 60)
         #expect(w.production.received.map(\.status) == [429, 200, 429, 200])
     }
 

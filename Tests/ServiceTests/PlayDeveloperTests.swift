@@ -34,8 +34,8 @@ import TestSupport
         play.addBasePlan(productId: Self.product, basePlanId: Self.monthly, [.init("US", "USD", "9.99"), .init("DE", "EUR", "8.99"), .init("GB", "GBP", "7.99")])
         let pauses = AppStoreConnectTests.Pauses()
         let retry = AppleRetry(policy: RetryPolicy(initial: 1, max: 300), maxAttempts: maxAttempts, sleep: pauses.sleep, random: { 0.5 })
-        let tokens = GoogleAccessTokens(account: try signer ?? account.account(), tokenURL: oauth.url, timeout: 5, retry: retry)
-        let client = PlayDeveloperClient(base: play.url, packageName: play.packageName, tokens: tokens, timeout: 5, retry: retry)
+        let tokens = GoogleAccessTokens(account: try signer ?? account.account(), tokenURL: oauth.url, timeout: Project.callTimeout, retry: retry)
+        let client = PlayDeveloperClient(base: play.url, packageName: play.packageName, tokens: tokens, timeout: Project.callTimeout, retry: retry)
         return World(account: account, oauth: oauth, play: play, client: client, pauses: pauses)
     }
 

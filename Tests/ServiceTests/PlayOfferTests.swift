@@ -35,8 +35,8 @@ import Telemetry
         func client() throws -> PlayDeveloperClient {
             let once = AppleRetry(policy: RetryPolicy(initial: 1, max: 300), maxAttempts: 1)
             return PlayDeveloperClient(base: play.url, packageName: play.packageName,
-                                       tokens: GoogleAccessTokens(account: try account.account(), tokenURL: oauth.url, timeout: 5, retry: once),
-                                       timeout: 5, retry: once)
+                                       tokens: GoogleAccessTokens(account: try account.account(), tokenURL: oauth.url, timeout: Project.callTimeout, retry: once),
+                                       timeout: Project.callTimeout, retry: once)
         }
 
         func worker() throws -> StoreTaskWorker {

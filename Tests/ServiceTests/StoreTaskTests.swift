@@ -33,7 +33,7 @@ import Telemetry
         var pool: PGPool { coupons.pool }
 
         func worker(interval: Duration = .milliseconds(50)) -> StoreTaskWorker {
-            let client = AppStoreConnectClient(base: fake.url, token: key.issuer(.appStoreConnect), timeout: 5,
+            let client = AppStoreConnectClient(base: fake.url, token: key.issuer(.appStoreConnect), timeout: Project.callTimeout,
                                                retry: AppleRetry(policy: RetryPolicy(initial: 1, max: 300), maxAttempts: 1))
             let pool = self.pool, settle = coupons.stores.offerSettle
             return StoreTaskWorker(pool: pool, logger: Logger(service: "grants-test", minimum: .error), report: { [self] report in
@@ -126,7 +126,7 @@ import Telemetry
         struct Killed: Error {}
         let task = try #require(try await w.pool.withConnection { try StoreTasks.claimDue($0, limit: 10, lease: 30) }.first)
         let command = try JSONDecoder.bus.decode(StoreProvisionCommand.self, from: Data(task.command.utf8))
-        let client = AppStoreConnectClient(base: w.fake.url, token: w.key.issuer(.appStoreConnect), timeout: 5,
+        let client = AppStoreConnectClient(base: w.fake.url, token: w.key.issuer(.appStoreConnect), timeout: Project.callTimeout,
                                            retry: AppleRetry(policy: RetryPolicy(initial: 1, max: 300), maxAttempts: 1))
         let pool = w.pool
         let outcome = await OfferProvisioner(client: client).provision(AppStoreOfferSpec(command), from: task.progress, ownActiveOffers: 0) { progress in

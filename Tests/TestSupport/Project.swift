@@ -12,6 +12,11 @@ public enum Project {
         fatalError("Package.swift not found above \(#filePath)")
     }()
 
+    /// The timeout, in seconds, of a client's calls to a fake on loopback where time is not what a
+    /// test is about. The Swift Testing suites run all at once on two cores, where a test of 0.1 s
+    /// alone takes 7-9 s of wall time (docs/testing.md), so a few seconds is not enough there.
+    public static let callTimeout: Double = 30
+
     /// Where the test run's executables are (`swift build` debug output).
     public static var binDirectory: URL {
         if let dir = ProcessInfo.processInfo.environment["REDEEM_BIN_DIR"] { return URL(fileURLWithPath: dir) }
