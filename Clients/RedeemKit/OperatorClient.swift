@@ -125,6 +125,12 @@ public struct OperatorClient: Sendable {
         _ = try await send(APIRequest("DELETE", "/v1/webhooks/\(Self.id(id))"))
     }
 
+    /// Sends a `webhook.test` event to an endpoint (`POST /v1/webhooks/{id}/test`): its delivery,
+    /// signed and retried like any other, which the delivery log then shows.
+    public func testWebhook(_ id: UUID) async throws -> WebhookDelivery {
+        try await send(APIRequest("POST", "/v1/webhooks/\(Self.id(id))/test")).decode(WebhookDelivery.self)
+    }
+
     /// One page of an endpoint's delivery log, newest first (`GET /v1/webhooks/{id}/deliveries`).
     public func deliveries(of webhook: UUID, limit: Int? = nil, cursor: String? = nil) async throws -> Page<WebhookDelivery> {
         try await send(APIRequest("GET", "/v1/webhooks/\(Self.id(webhook))/deliveries", query: pageQuery(limit: limit, cursor: cursor)))

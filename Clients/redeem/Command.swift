@@ -72,6 +72,11 @@ struct Command {
             try args.checkNoneLeft()
             try await client.deleteWebhook(id)
             try output.done("deleted \(id.uuidString)", ["id": id.uuidString])
+        case ("webhooks", "test"):
+            let id = try uuid(args.word(2, "the webhook's id"))
+            try args.checkNoneLeft()
+            let d = try await client.testWebhook(id)
+            try output.one(d, fields: deliveryColumns.map { ($0.0, $0.1(d)) })
         case ("webhooks", "deliveries"):
             let id = try uuid(args.word(2, "the webhook's id"))
             try await list(&args, deliveryColumns) { try await client.deliveries(of: id, limit: $0, cursor: $1) }

@@ -27,6 +27,7 @@ sk_test_…), or --url and --api-key. --json prints JSON for scripts instead of 
   webhooks create --url URL --events coupon.redeemed,redemption.failed
   webhooks list [--limit N] [--cursor C] [--all]
   webhooks delete ID
+  webhooks test ID
   webhooks deliveries ID [--limit N] [--cursor C]
   plans create --product-id ID --name NAME [--app-store-subscription ID]
   plans list [--limit N] [--cursor C] [--all]

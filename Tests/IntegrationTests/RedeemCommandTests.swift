@@ -158,9 +158,14 @@ final class RedeemCommandTests: StackTestCase {
         XCTAssertTrue((try hook.json()["secret"] as? String)?.hasPrefix("whsec_") == true)
         let hooks = try await redeem("webhooks", "list")
         XCTAssertTrue(hooks.out.contains(hookId) && hooks.out.contains("http://127.0.0.1:9/hooks"), hooks.out)
+        let sent = try await redeem("webhooks", "test", hookId, "--json")
+        XCTAssertEqual(sent.status, 0, sent.err)
+        XCTAssertEqual(try sent.json()["type"] as? String, "webhook.test")
+        let sentId = try XCTUnwrap(try sent.json()["id"] as? String)
         let deliveries = try await redeem("webhooks", "deliveries", hookId, "--json")
         XCTAssertEqual(deliveries.status, 0, deliveries.err)
-        XCTAssertNotNil(try deliveries.json()["data"] as? [Any])
+        let logged = try XCTUnwrap(try deliveries.json()["data"] as? [[String: Any]])
+        XCTAssertEqual(logged.compactMap { $0["id"] as? String }, [sentId], "the test event is in the endpoint's delivery log")
         let badEvent = try await redeem("webhooks", "create", "--url", "http://127.0.0.1:9/x", "--events", "coupon.sold")
         XCTAssertEqual(badEvent.status, 1)
         XCTAssertTrue(badEvent.err.contains("invalid"), badEvent.err)
@@ -168,6 +173,8 @@ final class RedeemCommandTests: StackTestCase {
         XCTAssertEqual(deleted.status, 0, deleted.err)
         let gone = try await redeem("webhooks", "delete", hookId)
         XCTAssertEqual(gone.status, 1)
+        let testGone = try await redeem("webhooks", "test", hookId)
+        XCTAssertEqual(testGone.status, 1, "no test event for a removed endpoint")
     }
 
     func testMistakesExitTwoAndAnUnreachableServerOne() async throws {
