@@ -1,8 +1,6 @@
 import Core
 import Foundation
 import FoundationNetworking
-#if canImport(FoundationNetworking)
-#endif
 
 /// Apple's token and revoke endpoints (Sign in with Apple REST API): form posts authenticated by
 /// the client secret (`client_secret_post`).
