@@ -212,6 +212,35 @@ import TestSupport
             .first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
+    /// The repository tracks sources, not local state: nothing `.gitignore` ignores is tracked (a
+    /// committed virtualenv or `__pycache__` once was), and no tracked file is over 1 MB unless
+    /// `.gitattributes` marks it generated (`linguist-generated`).
+    @Test func theRepositoryTracksNothingIgnoredAndNoLargeHandWrittenFile() async throws {
+        let root = Project.root.path
+        let git = ["/usr/bin/git", "/usr/local/bin/git"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        let path = try #require(git)
+        let ignored = try await offThePool {
+            try Subprocess.run(path, ["-C", root, "ls-files", "--cached", "--ignored", "--exclude-standard"])
+        }
+        #expect(ignored.isEmpty, "tracked but ignored: \(ignored.split(separator: "\n").prefix(10))")
+
+        let files = try await offThePool { try Subprocess.run(path, ["-C", root, "ls-files", "-z"]) }
+            .split(separator: "\0").map(String.init)
+        let large = files.filter { file in
+            let size = (try? FileManager.default.attributesOfItem(atPath: "\(root)/\(file)")[.size] as? Int) ?? 0
+            return size > 1_000_000
+        }
+        if !large.isEmpty {
+            let attributes = try await offThePool {
+                try Subprocess.run(path, ["-C", root, "check-attr", "linguist-generated", "--"] + large)
+            }
+            for file in large {
+                #expect(attributes.contains("\(file): linguist-generated: set"), "\(file) is over 1 MB and not marked generated")
+            }
+        }
+        #expect(files.count < 700, "\(files.count) tracked files")
+    }
+
     @Test func ciRunsTheREADMETestCommand() throws {
         let readme = try String(contentsOf: Project.root.appendingPathComponent("README.md"), encoding: .utf8)
         let ci = try String(contentsOf: Project.root.appendingPathComponent(".ci/run"), encoding: .utf8)
