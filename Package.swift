@@ -31,13 +31,13 @@ func laidOut(_ service: String) -> [LinkerSetting] {
 /// - HTTP: the libmicrohttpd server, router, JSON bodies.
 /// - Runtime: configuration, services and their life cycle, background loops, coalescing.
 let layers: [Target] = [
-    .target(name: "Core", swiftSettings: optimized),
-    .target(name: "Telemetry", dependencies: ["Core"], swiftSettings: optimized),
-    .target(name: "Cryptography", dependencies: ["Core", "CCrypto", "CArgon2"], swiftSettings: optimized),
-    .target(name: "Database", dependencies: ["Core", "Telemetry", "CLibPQ"], swiftSettings: optimized),
-    .target(name: "Bus", dependencies: ["Core", "Telemetry", "CZeroMQ"], swiftSettings: optimized),
-    .target(name: "HTTP", dependencies: ["Core", "Telemetry", "CMicroHTTPD"], swiftSettings: optimized),
-    .target(name: "Runtime", dependencies: ["Core", "Telemetry", "Cryptography", "Database", "Bus", "HTTP"], swiftSettings: optimized),
+    .target(name: "Core", path: "Sources/Shared/Core", swiftSettings: optimized),
+    .target(name: "Telemetry", dependencies: ["Core"], path: "Sources/Shared/Telemetry", swiftSettings: optimized),
+    .target(name: "Cryptography", dependencies: ["Core", "CCrypto", "CArgon2"], path: "Sources/Shared/Cryptography", swiftSettings: optimized),
+    .target(name: "Database", dependencies: ["Core", "Telemetry", "CLibPQ"], path: "Sources/Shared/Database", swiftSettings: optimized),
+    .target(name: "Bus", dependencies: ["Core", "Telemetry", "CZeroMQ"], path: "Sources/Shared/Bus", swiftSettings: optimized),
+    .target(name: "HTTP", dependencies: ["Core", "Telemetry", "CMicroHTTPD"], path: "Sources/Shared/HTTP", swiftSettings: optimized),
+    .target(name: "Runtime", dependencies: ["Core", "Telemetry", "Cryptography", "Database", "Bus", "HTTP"], path: "Sources/Shared/Runtime", swiftSettings: optimized),
 ]
 let allLayers: [Target.Dependency] = ["Core", "Telemetry", "Cryptography", "Database", "Bus", "HTTP", "Runtime"]
 
@@ -69,15 +69,15 @@ let package = Package(
     ],
     targets: [
         // System libraries. No pkgConfig for libzmq: its .pc adds -isystem flags SwiftPM prohibits.
-        .systemLibrary(name: "CZeroMQ", providers: [.apt(["libzmq3-dev"])]),
-        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
-        .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
+        .systemLibrary(name: "CZeroMQ", path: "Sources/Shared/CZeroMQ", providers: [.apt(["libzmq3-dev"])]),
+        .systemLibrary(name: "CLibPQ", path: "Sources/Shared/CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CCrypto", path: "Sources/Shared/CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", path: "Sources/Shared/CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CArgon2", path: "Sources/Shared/CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
         // Webhook delivery (grants) and mail over SMTP (accounts); coupons and the gateway don't link
         // it. No pkgConfig: curl.h is on the default include path, and libcurl.pc's -I of the
         // multiarch system directory would put it before the compiler's own.
-        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CCurl", path: "Sources/Shared/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     ]
     + layers
     + service("accounts", library: "AccountsService", extraDeps: ["CCurl"])
