@@ -11,41 +11,63 @@ let optimized: [SwiftSetting] = [.unsafeFlags(["-cross-module-optimization"], .w
 /// Services link with lld and packed relative relocations (DT_RELR, glibc 2.36+): the static
 /// Swift runtime's 1.8 MB relocation table, which the loader reads whole at every start, shrinks
 /// to 32 kB, and each process's resident memory by about 2 MB (bench/HISTORY.md, session 6).
-let linked: [LinkerSetting] = [.unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"])]
+let linked: [LinkerSetting] = [.unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], .when(platforms: [.linux]))]
 
 /// Release builds lay out together the functions a service runs (deploy/link-order/<service>.txt,
 /// written by scripts/link-order): the kernel maps code 64 kB around each page touched, so
 /// scattered they keep about 3 MB more of each executable resident (bench/README.md, "Memory").
 func laidOut(_ service: String) -> [LinkerSetting] {
     [.unsafeFlags(["-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/deploy/link-order/\(service).txt",
-                   "-Xlinker", "--no-warn-symbol-ordering"], .when(configuration: .release))]
+                   "-Xlinker", "--no-warn-symbol-ordering"], .when(platforms: [.linux], configuration: .release))]
 }
 
-/// The layers under the services, bottom first. Each depends only on layers before it, and only
-/// these import C (the system-library targets), so the compiler keeps the direction:
-/// - Core: the bus messages, error codes and refusal reasons, JSON and byte codecs. No C.
+/// The layers under the services (`Sources/Shared/<Layer>`), bottom first. Each depends only on
+/// layers before it, and only these import C (the system-library targets), so the compiler keeps
+/// the direction:
+/// - Core: the bus messages, error codes and refusal reasons, JSON and byte codecs, list cursors. No C.
 /// - Telemetry: the JSON-lines logger and the Prometheus registry.
 /// - Cryptography: hashes, random bytes, JWTs, signing keys, AES-GCM, argon2id (libcrypto, libargon2).
 /// - Database: libpq connection and pool, migrations and SQL functions, list pages.
 /// - Bus: ZeroMQ sockets, the bus client and server, PUB/SUB.
 /// - HTTP: the libmicrohttpd server, router, JSON bodies.
-/// - Runtime: configuration, services and their life cycle, background loops, coalescing.
+/// - Outbound: HTTP and SMTP to the outside through libcurl, the only code that imports it.
+/// - Runtime: configuration, services and their life cycle, background loops, coalescing. No database.
+/// - Backend: what a back-end service is made of (accounts, coupons, grants): it owns the database pool.
 let layers: [Target] = [
     .target(name: "Core", path: "Sources/Shared/Core", swiftSettings: optimized),
     .target(name: "Telemetry", dependencies: ["Core"], path: "Sources/Shared/Telemetry", swiftSettings: optimized),
     .target(name: "Cryptography", dependencies: ["Core", "CCrypto", "CArgon2"], path: "Sources/Shared/Cryptography", swiftSettings: optimized),
-    .target(name: "Database", dependencies: ["Core", "Telemetry", "CLibPQ"], path: "Sources/Shared/Database", swiftSettings: optimized),
+    .target(name: "Database", dependencies: ["Core", "Telemetry", "CLibPQ"], path: "Sources/Shared/Database",
+            resources: [.embedInCode("SQL")], swiftSettings: optimized),
     .target(name: "Bus", dependencies: ["Core", "Telemetry", "CZeroMQ"], path: "Sources/Shared/Bus", swiftSettings: optimized),
     .target(name: "HTTP", dependencies: ["Core", "Telemetry", "CMicroHTTPD"], path: "Sources/Shared/HTTP", swiftSettings: optimized),
-    .target(name: "Runtime", dependencies: ["Core", "Telemetry", "Cryptography", "Database", "Bus", "HTTP"], path: "Sources/Shared/Runtime", swiftSettings: optimized),
+    .target(name: "Outbound", dependencies: ["Core", "CCurl"], path: "Sources/Shared/Outbound", swiftSettings: optimized),
+    .target(name: "Runtime", dependencies: ["Core", "Telemetry", "Cryptography", "Bus"], path: "Sources/Shared/Runtime", swiftSettings: optimized),
+    .target(name: "Backend", dependencies: ["Core", "Telemetry", "Database", "Bus", "HTTP", "Runtime"], path: "Sources/Shared/Backend",
+            swiftSettings: optimized),
 ]
-let allLayers: [Target.Dependency] = ["Core", "Telemetry", "Cryptography", "Database", "Bus", "HTTP", "Runtime"]
+
+let allLayers: [Target.Dependency] = ["Core", "Telemetry", "Cryptography", "Database", "Bus", "HTTP", "Outbound", "Runtime", "Backend"]
+
+/// What each service may import: RepositoryTests reads every service's imports and fails on one
+/// not listed here. The gateway holds no database (it does not link libpq); only the services
+/// that call out to the world link libcurl.
+let serviceLayers: [String: [String]] = [
+    "accounts": ["Core", "Telemetry", "Cryptography", "Database", "Bus", "Outbound", "Runtime", "Backend", "CCurl"],
+    "coupons": ["Core", "Telemetry", "Cryptography", "Database", "Bus", "Runtime", "Backend"],
+    "grants": ["Core", "Telemetry", "Cryptography", "Database", "Bus", "Outbound", "Runtime", "Backend"],
+    "gateway": ["Core", "Telemetry", "Cryptography", "Bus", "HTTP", "Runtime"],
+]
 
 /// A service is a library target with its logic (testable without sockets) and a small executable.
-func service(_ dir: String, library: String, extraDeps: [Target.Dependency] = []) -> [Target] {
-    [
-        .target(name: library, dependencies: allLayers + extraDeps, path: "Services/\(dir)/\(library)", swiftSettings: optimized),
-        .executableTarget(name: dir, dependencies: [.target(name: library), "Runtime"], path: "Services/\(dir)/main", swiftSettings: optimized,
+/// Its SQL (`Migrations/`, `SQL/`) and web assets (`Assets/`) are files of their own, embedded in the
+/// code at build time: nothing is looked up at run time.
+func service(_ dir: String, library: String, embedded: [String] = []) -> [Target] {
+    let layers = serviceLayers[dir]!.map { Target.Dependency(stringLiteral: $0) }
+    return [
+        .target(name: library, dependencies: layers, path: "Services/\(dir)/\(library)",
+                resources: embedded.map { .embedInCode($0) }, swiftSettings: optimized),
+        .executableTarget(name: dir, dependencies: [.target(name: library)] + layers, path: "Services/\(dir)/main", swiftSettings: optimized,
                           linkerSettings: linked + laidOut(dir)),
     ]
 }
@@ -80,10 +102,10 @@ let package = Package(
         .systemLibrary(name: "CCurl", path: "Sources/Shared/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     ]
     + layers
-    + service("accounts", library: "AccountsService", extraDeps: ["CCurl"])
-    + service("coupons", library: "CouponsService")
-    + service("grants", library: "GrantsService", extraDeps: ["CCurl"])
-    + service("gateway", library: "GatewayService")
+    + service("accounts", library: "AccountsService", embedded: ["Migrations"])
+    + service("coupons", library: "CouponsService", embedded: ["Migrations", "SQL"])
+    + service("grants", library: "GrantsService", embedded: ["Migrations", "SQL"])
+    + service("gateway", library: "GatewayService", embedded: ["Assets"])
     + [
         // Makes the bus's CURVE keys (deploy/run-stack, compose's .env).
         .executableTarget(name: "redeem-keys", dependencies: ["Bus"], path: "deploy/redeem-keys"),
@@ -91,13 +113,13 @@ let package = Package(
         .target(name: "RedeemKit", path: "Clients/RedeemKit"),
         .executableTarget(name: "redeem", dependencies: ["RedeemKit"], path: "Clients/redeem"),
         .testTarget(name: "RedeemKitTests", dependencies: ["RedeemKit"]),
-        // Signs access tokens for the benchmark's many simulated users (bench/run).
-        .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "TestSupport"], path: "bench/tokens"),
+        // Signs access tokens for the benchmark's many simulated users (bench/run), with accounts' key.
+        .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "Database", "Runtime", "AccountsService"], path: "bench/tokens"),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.
         // CCrypto: the test Apple CA issues its certificates with libcrypto (Apple/TestAppleCA.swift).
-        .target(name: "TestSupport", dependencies: allLayers + ["AccountsService", "CCrypto"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: allLayers + ["CCrypto"], path: "Tests/TestSupport"),
         .testTarget(name: "LayerTests", dependencies: allLayers + ["TestSupport"]),
-        .testTarget(name: "IntegrationTests", dependencies: allLayers + ["TestSupport", "RedeemKit"]),
+        .testTarget(name: "IntegrationTests", dependencies: allLayers + ["TestSupport", "RedeemKit", "AccountsService"]),
         // The services' logic without sockets: rules, policies, documents.
         .testTarget(name: "ServiceTests", dependencies: allLayers + ["TestSupport", "GatewayService", "CouponsService", "GrantsService", "AccountsService"]),
     ]

@@ -3,6 +3,7 @@ import TestSupport
 import Testing
 @testable import CouponsService
 @testable import GrantsService
+@testable import AccountsService
 @testable import Core
 @testable import Database
 
@@ -36,6 +37,37 @@ import Testing
                 let live = try #require(defined.first { $0.0 == f.name }?.1)
                 #expect(live.contains(body.trimmingCharacters(in: .whitespacesAndNewlines)), "\(migrator.schema).\(f.name)")
             }
+        }
+    }
+
+    /// Each service's migrations and functions are exactly the files of its `Migrations/` and `SQL/`
+    /// folders, text for text: a file nobody lists, or a listed one that changed name, fails here.
+    @Test func theMigratorsHoldExactlyTheFilesOfTheirFolders() throws {
+        let services: [(dir: String, migrator: Migrator)] = [
+            ("Services/accounts/AccountsService", AccountsService.migrator),
+            ("Services/coupons/CouponsService", CouponsService.migrator),
+            ("Services/grants/GrantsService", GrantsService.migrator),
+        ]
+        func files(_ dir: URL) throws -> [String: String] {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
+            return try Dictionary(uniqueKeysWithValues: names.filter { $0.hasSuffix(".sql") }.map {
+                ($0, try String(contentsOf: dir.appendingPathComponent($0), encoding: .utf8))
+            })
+        }
+        let audit = try String(contentsOf: Project.root.appendingPathComponent("Sources/Shared/Database/SQL/audit_log.sql"), encoding: .utf8)
+        for (dir, migrator) in services {
+            let base = Project.root.appendingPathComponent(dir)
+            let migrations = try files(base.appendingPathComponent("Migrations"))
+            let listed = migrator.migrations.filter { $0.sql != audit }
+            #expect(listed.count == migrations.count, "\(dir): every file of Migrations/ is listed")
+            for m in listed {
+                let name = String(format: "%03d", m.version) + "_" + m.name.replacingOccurrences(of: " ", with: "_") + ".sql"
+                #expect(migrations[name] == m.sql, "\(dir)/Migrations/\(name)")
+            }
+            #expect(migrator.migrations.map(\.version) == Array(1...migrator.migrations.count), "\(dir): versions 1, 2, … in order")
+            let functions = try files(base.appendingPathComponent("SQL"))
+            #expect(Set(functions.keys) == Set(migrator.functions.map { "\($0.name).sql" }), "\(dir)/SQL")
+            for f in migrator.functions { #expect(functions["\(f.name).sql"] == f.sql, "\(dir)/SQL/\(f.name).sql") }
         }
     }
 

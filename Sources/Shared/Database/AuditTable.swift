@@ -8,24 +8,7 @@ import Foundation
 public enum AuditTable {
     /// The migration that makes the table, at `version` of the service's migrations.
     public static func migration(_ version: Int) -> Migration {
-        Migration(version, "audit log", """
-            CREATE TABLE audit_log (
-                id uuid PRIMARY KEY,
-                created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-                actor_type text CHECK (actor_type IN ('apiKey', 'member')),
-                actor_id uuid,
-                action text NOT NULL,
-                object_type text NOT NULL,
-                object_id text NOT NULL,
-                before jsonb,
-                after jsonb,
-                request_id text,
-                mode text NOT NULL CHECK (mode IN ('live', 'test'))
-            );
-            CREATE INDEX audit_log_time ON audit_log (created_at DESC, id DESC);
-            CREATE INDEX audit_log_object ON audit_log (object_type, object_id, created_at DESC);
-            CREATE INDEX audit_log_actor ON audit_log (actor_id, created_at DESC);
-            """)
+        Migration(version, "audit log", String(decoding: PackageResources.audit_log_sql, as: UTF8.self))
     }
 
     /// Records `change` in `schema`'s table, in the caller's transaction.

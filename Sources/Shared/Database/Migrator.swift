@@ -12,6 +12,15 @@ public struct Migration: Sendable {
         self.name = name
         self.sql = sql
     }
+
+    /// The migration a service's `Migrations/NNN_<what>.sql` file holds, embedded at build time:
+    /// its version is the number, its name the words after it.
+    public init(file: String, _ contents: [UInt8]) {
+        let stem = file.hasSuffix(".sql") ? String(file.dropLast(4)) : file
+        let parts = stem.split(separator: "_", maxSplits: 1)
+        guard parts.count == 2, let version = Int(parts[0]) else { preconditionFailure("\(file): a migration file is NNN_<what>.sql") }
+        self.init(version, parts[1].replacingOccurrences(of: "_", with: " "), String(decoding: contents, as: UTF8.self))
+    }
 }
 
 /// A function of a service's schema, kept whole in a file of its own (`CREATE OR REPLACE
@@ -26,6 +35,11 @@ public struct SQLFunction: Sendable {
         precondition(sql.contains("CREATE OR REPLACE FUNCTION \(name)("), "\(name): a function file creates or replaces that function")
         self.name = name
         self.sql = sql
+    }
+
+    /// The function a service's `SQL/<name>.sql` file holds, embedded at build time.
+    public init(file: String, _ contents: [UInt8]) {
+        self.init(file.hasSuffix(".sql") ? String(file.dropLast(4)) : file, String(decoding: contents, as: UTF8.self))
     }
 }
 

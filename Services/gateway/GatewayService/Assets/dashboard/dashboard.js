@@ -1,0 +1,593 @@
+"use strict";
+(function () {
+  const $ = (id) => document.getElementById(id);
+  let session = null;          // {accessToken, refreshToken}
+  let mode = "live";
+  let couponCursors = [null];  // the cursor of each page seen, for Previous
+  let couponPage = 0;
+  let currentCoupon = null;
+  let redemptionRows = [];
+  let redemptionsCursor = null;
+  let auditCursor = null;
+  let dryRunTimer = null;
+  let dryRunSeq = 0;
+  let inviteToken = null;
+
+  function say(text, isError) {
+    const s = $("status");
+    s.textContent = text || "";
+    s.className = isError ? "status error" : "status";
+  }
+
+  function sentence(message) {
+    const m = String(message || "Something went wrong").trim();
+    const s = m.charAt(0).toUpperCase() + m.slice(1);
+    return /[.!?]$/.test(s) ? s : s + ".";
+  }
+
+  function el(tag, text, className) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (className) e.className = className;
+    return e;
+  }
+
+  function row(cells) {
+    const tr = document.createElement("tr");
+    cells.forEach((c) => {
+      const td = document.createElement("td");
+      if (c instanceof Node) td.appendChild(c); else td.textContent = c === undefined || c === null ? "—" : String(c);
+      tr.appendChild(td);
+    });
+    return tr;
+  }
+
+  function button(text, onClick, className) {
+    const b = el("button", text, className || "secondary small");
+    b.type = "button";
+    b.addEventListener("click", onClick);
+    return b;
+  }
+
+  function time(iso) { return iso ? String(iso).replace("T", " ").replace(/\.\d+Z$/, "Z") : "—"; }
+  function money(m) { return m ? m.amount + " " + m.currency : "—"; }
+
+  class APIError extends Error {
+    constructor(status, error) { super(error && error.message || "request failed"); this.status = status; this.error = error || {}; }
+  }
+
+  async function api(method, path, body, options) {
+    options = options || {};
+    const headers = {"Redeem-Mode": mode};
+    if (session) headers["Authorization"] = "Bearer " + session.accessToken;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (options.accept) headers["Accept"] = options.accept;
+    let response;
+    try {
+      response = await fetch(path, {method: method, headers: headers, body: body === undefined ? undefined : JSON.stringify(body)});
+    } catch (e) {
+      throw new APIError(0, {code: "offline", message: "We couldn't reach the server. Check your connection and try again"});
+    }
+    if (response.status === 401 && session && !options.retried && session.refreshToken) {
+      if (await refresh()) return api(method, path, body, Object.assign({}, options, {retried: true}));
+    }
+    if (options.accept === "text/csv" && response.ok) return response.text();
+    if (response.status === 204) return null;
+    let data = null;
+    try { data = await response.json(); } catch (e) { data = null; }
+    if (!response.ok) throw new APIError(response.status, data && data.error);
+    return data;
+  }
+
+  async function refresh() {
+    try {
+      const r = await fetch("/v1/sessions/refresh", {method: "POST", headers: {"Content-Type": "application/json"},
+                                                      body: JSON.stringify({refreshToken: session.refreshToken})});
+      if (!r.ok) { signedOut("Your session ended. Sign in again."); return false; }
+      const data = await r.json();
+      session = data.session;
+      return true;
+    } catch (e) { return false; }
+  }
+
+  function fail(e) {
+    if (e instanceof APIError && e.status === 401) { signedOut("Your session ended. Sign in again."); return; }
+    if (e instanceof APIError && e.status === 403) { say("Your role may not do that.", true); return; }
+    say(sentence(e && e.message), true);
+  }
+
+  // MARK: fields and their errors
+
+  function clearErrors(form) { form.querySelectorAll(".field-error").forEach((p) => { p.textContent = ""; }); }
+
+  function showFieldError(prefix, e) {
+    const field = e.error && e.error.field;
+    const target = (field && $(prefix + field)) || $(prefix + "form");
+    if (target) target.textContent = sentence(e.message);
+    return !!target;
+  }
+
+  // MARK: views
+
+  const views = ["signin", "invite", "coupons", "new", "coupon", "webhooks", "keys", "members", "audit"];
+
+  function show(name) {
+    views.forEach((v) => { $("view-" + v).hidden = v !== name; });
+    document.querySelectorAll("nav a").forEach((a) => {
+      if (a.getAttribute("href") === "#" + name) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+    });
+    const h = $("view-" + name).querySelector("h1");
+    if (h) h.focus();
+  }
+
+  function route() {
+    const hash = decodeURIComponent(location.hash.replace(/^#/, ""));
+    if (hash.indexOf("invite=") === 0) {
+      inviteToken = hash.slice("invite=".length);
+      history.replaceState(null, "", location.pathname);  // the token leaves the address bar
+      show("invite");
+      return;
+    }
+    if (!session) { show(inviteToken ? "invite" : "signin"); return; }
+    say("");
+    if (hash.indexOf("coupon/") === 0) { openCoupon(hash.slice("coupon/".length)); return; }
+    const name = views.indexOf(hash) >= 0 && hash !== "signin" && hash !== "invite" && hash !== "coupon" ? hash : "coupons";
+    show(name);
+    if (name === "coupons") { couponCursors = [null]; couponPage = 0; loadCoupons(); }
+    if (name === "new") resetCouponForm();
+    if (name === "webhooks") loadWebhooks();
+    if (name === "keys") loadKeys();
+    if (name === "members") loadMembers();
+    if (name === "audit") { auditCursor = null; $("audit-table").tBodies[0].textContent = ""; loadAudit(); }
+  }
+
+  // MARK: session
+
+  function signedIn(data) {
+    session = data.session;
+    $("who").textContent = data.account.email || "";
+    $("nav").hidden = false;
+    $("session").hidden = false;
+    inviteToken = null;
+    if (location.hash === "" || location.hash === "#signin") location.hash = "#coupons"; else route();
+  }
+
+  function signedOut(message) {
+    session = null;
+    $("nav").hidden = true;
+    $("session").hidden = true;
+    $("signin-password").value = "";
+    show("signin");
+    say(message || "", !!message);
+  }
+
+  $("signin-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    say("Signing in…");
+    try {
+      const data = await api("POST", "/v1/sessions", {email: $("signin-email").value.trim(), password: $("signin-password").value});
+      session = data.session;
+      try {
+        await api("GET", "/v1/coupons?limit=1");
+      } catch (e) {
+        if (e instanceof APIError && e.status === 403) { session = null; say("This account is not a member of the team.", true); return; }
+        throw e;
+      }
+      say("");
+      signedIn(data);
+    } catch (e) { session = null; fail(e); }
+  });
+
+  $("invite-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors($("invite-form"));
+    try {
+      const data = await api("POST", "/v1/members/accept", {token: inviteToken || "", password: $("invite-password").value});
+      say("Welcome to the team.");
+      location.hash = "#coupons";
+      signedIn(data);
+    } catch (e) {
+      if (e.error && e.error.field === "password") $("err-invite-password").textContent = sentence(e.message); else fail(e);
+    }
+  });
+
+  $("sign-out").addEventListener("click", async () => {
+    try { await api("DELETE", "/v1/sessions/current"); } catch (e) { /* signed out either way */ }
+    signedOut("You are signed out.");
+    $("status").className = "status";
+  });
+
+  $("mode").addEventListener("change", () => {
+    mode = $("mode").value;
+    $("test-banner").hidden = mode !== "test";
+    if (location.hash.indexOf("#coupon/") === 0) location.hash = "#coupons"; else route();
+  });
+
+  window.addEventListener("hashchange", route);
+
+  // MARK: coupons
+
+  function discount(c) {
+    if (c.kind === "percentOff") return c.percentOff + " % for " + c.periodCount + " × " + c.duration.count + " " + c.duration.unit;
+    if (c.kind === "amountOff") return money(c.amountOff) + " off for " + c.periodCount + " × " + c.duration.count + " " + c.duration.unit;
+    return c.duration.count + " " + c.duration.unit + (c.duration.count === 1 ? "" : "s") + " free";
+  }
+
+  function offersState(c) {
+    if (!c.storeOffers || !c.storeOffers.length) return "—";
+    return c.storeOffers.map((o) => o.productId + ": " + o.state).join(", ");
+  }
+
+  async function loadCoupons() {
+    const tbody = $("coupons-table").tBodies[0];
+    const filter = $("coupons-filter").value;
+    let path = "/v1/coupons?limit=20";
+    if (filter) path += "&active=" + filter;
+    const cursor = couponCursors[couponPage];
+    if (cursor) path += "&cursor=" + encodeURIComponent(cursor);
+    try {
+      const page = await api("GET", path);
+      tbody.textContent = "";
+      page.data.forEach((c) => {
+        const link = el("a", c.code, "mono");
+        link.href = "#coupon/" + encodeURIComponent(c.code);
+        tbody.appendChild(row([link, c.kind, discount(c), c.redeemedCount + " / " + (c.maxRedemptions === null || c.maxRedemptions === undefined ? "∞" : c.maxRedemptions),
+                               c.active ? "active" : "inactive", offersState(c)]));
+      });
+      if (!page.data.length) tbody.appendChild(row(["No coupons yet.", "", "", "", "", ""]));
+      couponCursors[couponPage + 1] = page.nextCursor;
+      $("coupons-next").disabled = !page.nextCursor;
+      $("coupons-prev").disabled = couponPage === 0;
+    } catch (e) { fail(e); }
+  }
+
+  $("coupons-filter").addEventListener("change", () => { couponCursors = [null]; couponPage = 0; loadCoupons(); });
+  $("coupons-next").addEventListener("click", () => { couponPage += 1; loadCoupons(); });
+  $("coupons-prev").addEventListener("click", () => { couponPage = Math.max(0, couponPage - 1); loadCoupons(); });
+
+  // MARK: the coupon form, with the store limits checked as the operator types (dryRun)
+
+  function isoFromLocal(value) { return value ? new Date(value + "Z").toISOString() : undefined; }
+  function localFromIso(iso) { return iso ? String(iso).slice(0, 16) : ""; }
+
+  function couponInput() {
+    const kind = $("f-kind").value;
+    const body = {code: $("f-code").value.trim(), kind: kind,
+                  duration: {unit: $("f-duration-unit").value, count: Number($("f-duration-count").value || 0)}};
+    if (kind === "percentOff" && $("f-percentOff").value) body.percentOff = Number($("f-percentOff").value);
+    if (kind === "amountOff") body.amountOff = {amount: $("f-amount").value.trim(), currency: $("f-currency").value.trim().toUpperCase()};
+    if (kind !== "freePeriod" && $("f-periodCount").value) body.periodCount = Number($("f-periodCount").value);
+    const products = $("f-productIds").value.split(",").map((s) => s.trim()).filter((s) => s);
+    if (products.length) body.productIds = products;
+    body.platforms = ["f-ios", "f-android", "f-web"].filter((id) => $(id).checked).map((id) => $(id).value);
+    const starts = isoFromLocal($("f-startsAt").value), expires = isoFromLocal($("f-expiresAt").value);
+    if (starts) body.startsAt = starts;
+    if (expires) body.expiresAt = expires;
+    if ($("f-maxRedemptions").value) body.maxRedemptions = Number($("f-maxRedemptions").value);
+    body.newCustomersOnly = $("f-newCustomersOnly").checked;
+    return body;
+  }
+
+  function showKindFields() {
+    const kind = $("f-kind").value;
+    document.querySelectorAll("#coupon-form [data-kind]").forEach((d) => {
+      const k = d.getAttribute("data-kind");
+      d.hidden = !(k === kind || (k === "discount" && kind !== "freePeriod"));
+    });
+  }
+
+  function resetCouponForm() {
+    clearErrors($("coupon-form"));
+    $("limits-list").textContent = "";
+    $("limits-state").textContent = "Type to check the coupon against the stores' limits.";
+    showKindFields();
+  }
+
+  function limitText(l) {
+    const names = {maxRedemptions: "at most " + l.value + " uses", expiresWithinMonths: "ends within " + l.value + " months",
+                   usesPerAccount: l.value + " use per account", activeCouponsPerProduct: "at most " + l.value + " active codes per plan"};
+    return (l.store === "appStore" ? "App Store: " : l.store + ": ") + (names[l.limit] || l.limit + " " + l.value);
+  }
+
+  async function dryRun() {
+    const seq = ++dryRunSeq;
+    const form = $("coupon-form");
+    const body = couponInput();
+    if (!body.code) { $("limits-state").textContent = "Type a code to check the coupon."; return; }
+    try {
+      const preview = await api("POST", "/v1/coupons?dryRun=true", body);
+      if (seq !== dryRunSeq) return;
+      clearErrors(form);
+      const list = $("limits-list");
+      list.textContent = "";
+      (preview.storeLimits || []).forEach((l) => list.appendChild(el("li", limitText(l))));
+      $("limits-state").textContent = preview.storeLimits && preview.storeLimits.length
+        ? "Within the stores' limits:" : "No store limits apply: Redeem grants this coupon itself.";
+      $("limits-state").className = "";
+    } catch (e) {
+      if (seq !== dryRunSeq) return;
+      clearErrors(form);
+      if (e instanceof APIError && e.status === 422) {
+        showFieldError("err-", e);
+        $("limits-state").textContent = e.error.code === "storeLimit" ? "Over a store limit: " + sentence(e.message) : "Not valid yet: " + sentence(e.message);
+        $("limits-state").className = "field-error";
+      } else if (e instanceof APIError && e.status === 409) {
+        $("err-code").textContent = sentence(e.message);
+      } else { fail(e); }
+    }
+  }
+
+  function scheduleDryRun() {
+    clearTimeout(dryRunTimer);
+    dryRunTimer = setTimeout(dryRun, 300);
+  }
+
+  $("coupon-form").addEventListener("input", scheduleDryRun);
+  $("coupon-form").addEventListener("change", () => { showKindFields(); scheduleDryRun(); });
+  $("coupon-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearTimeout(dryRunTimer);
+    dryRunSeq++;
+    clearErrors($("coupon-form"));
+    try {
+      const c = await api("POST", "/v1/coupons", couponInput());
+      say("Coupon " + c.code + " created.");
+      location.hash = "#coupon/" + encodeURIComponent(c.code);
+    } catch (e) {
+      if (e instanceof APIError && (e.status === 422 || e.status === 409)) { showFieldError("err-", e); say(sentence(e.message), true); }
+      else fail(e);
+    }
+  });
+
+  // MARK: one coupon
+
+  function figure(dl, name, value) {
+    const d = el("div");
+    d.appendChild(el("dt", name));
+    d.appendChild(el("dd", value === undefined || value === null ? "—" : value));
+    dl.appendChild(d);
+  }
+
+  async function openCoupon(code) {
+    show("coupon");
+    try {
+      const c = await api("GET", "/v1/coupons/" + encodeURIComponent(code));
+      currentCoupon = c;
+      $("coupon-title").textContent = "Coupon " + c.code;
+      const dl = $("coupon-figures");
+      dl.textContent = "";
+      figure(dl, "State", c.active ? "active" : "inactive");
+      figure(dl, "Kind", c.kind);
+      figure(dl, "Gives", discount(c));
+      figure(dl, "Redeemed", c.redeemedCount);
+      figure(dl, "Reserved", c.reservedCount);
+      figure(dl, "Cap", c.maxRedemptions === null || c.maxRedemptions === undefined ? "none" : c.maxRedemptions);
+      figure(dl, "Remaining", c.remaining === null || c.remaining === undefined ? "no cap" : c.remaining);
+      figure(dl, "Plans", c.productIds && c.productIds.length ? c.productIds.join(", ") : "all");
+      figure(dl, "Platforms", (c.platforms || []).join(", "));
+      figure(dl, "Starts", time(c.startsAt));
+      figure(dl, "Expires", time(c.expiresAt));
+      figure(dl, "Mode", c.mode);
+      const offers = $("coupon-offers");
+      offers.tBodies[0].textContent = "";
+      (c.storeOffers || []).forEach((o) => offers.tBodies[0].appendChild(row([o.store, o.productId, o.state, o.offerId, o.message])));
+      offers.hidden = !(c.storeOffers && c.storeOffers.length);
+      $("coupon-offers-empty").hidden = !offers.hidden;
+      $("p-maxRedemptions").value = c.maxRedemptions === null || c.maxRedemptions === undefined ? "" : c.maxRedemptions;
+      $("p-expiresAt").value = localFromIso(c.expiresAt);
+      $("deactivate").disabled = !c.active;
+      clearErrors($("patch-form"));
+      redemptionRows = [];
+      redemptionsCursor = null;
+      await loadRedemptions();
+    } catch (e) { fail(e); }
+  }
+
+  async function loadRedemptions() {
+    let path = "/v1/coupons/" + encodeURIComponent(currentCoupon.code) + "/redemptions?limit=100";
+    if (redemptionsCursor) path += "&cursor=" + encodeURIComponent(redemptionsCursor);
+    const page = await api("GET", path);
+    redemptionRows = redemptionRows.concat(page.data);
+    redemptionsCursor = page.nextCursor;
+    $("redemptions-more").hidden = !page.nextCursor;
+    renderRedemptions();
+  }
+
+  function renderRedemptions() {
+    const tbody = $("redemptions-table").tBodies[0];
+    const status = $("redemptions-filter").value;
+    tbody.textContent = "";
+    const shown = redemptionRows.filter((r) => !status || r.status === status);
+    shown.forEach((r) => {
+      const who = el("span", r.appUserId || r.accountId || "not claimed yet", "mono");
+      tbody.appendChild(row([who, r.platform, r.productId, money(r.pricePaid), r.status, time(r.completedAt || r.reservedAt), r.sandbox ? "yes" : "no"]));
+    });
+    if (!shown.length) tbody.appendChild(row(["No redemptions" + (status ? " with this status." : " yet."), "", "", "", "", "", ""]));
+  }
+
+  $("redemptions-filter").addEventListener("change", renderRedemptions);
+  $("redemptions-more").addEventListener("click", () => loadRedemptions().catch(fail));
+
+  $("csv").addEventListener("click", async () => {
+    try {
+      const text = await api("GET", "/v1/coupons/" + encodeURIComponent(currentCoupon.code) + "/redemptions", undefined, {accept: "text/csv"});
+      const url = URL.createObjectURL(new Blob([text], {type: "text/csv"}));
+      const a = el("a");
+      a.href = url;
+      a.download = "redemptions-" + currentCoupon.code + ".csv";
+      document.body.appendChild(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+      say("CSV downloaded.");
+    } catch (e) { fail(e); }
+  });
+
+  $("patch-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors($("patch-form"));
+    const cap = $("p-maxRedemptions").value, expires = $("p-expiresAt").value;
+    try {
+      await api("PATCH", "/v1/coupons/" + encodeURIComponent(currentCoupon.code),
+                {maxRedemptions: cap ? Number(cap) : null, expiresAt: expires ? isoFromLocal(expires) : null});
+      say("Saved.");
+      openCoupon(currentCoupon.code);
+    } catch (e) {
+      if (e instanceof APIError && e.status === 422) { showFieldError("err-p-", e); say(sentence(e.message), true); } else fail(e);
+    }
+  });
+
+  $("deactivate").addEventListener("click", async () => {
+    if (!window.confirm("Deactivate " + currentCoupon.code + "? It will redeem no more.")) return;
+    try {
+      await api("DELETE", "/v1/coupons/" + encodeURIComponent(currentCoupon.code));
+      say("Deactivated.");
+      openCoupon(currentCoupon.code);
+    } catch (e) { fail(e); }
+  });
+
+  // MARK: webhooks
+
+  async function loadWebhooks() {
+    const tbody = $("webhooks-table").tBodies[0];
+    try {
+      const page = await api("GET", "/v1/webhooks?limit=100");
+      tbody.textContent = "";
+      page.data.forEach((w) => {
+        const actions = el("div", null, "buttons");
+        actions.appendChild(button("Deliveries", () => loadDeliveries(w)));
+        actions.appendChild(button("Send test event", async () => {
+          try { await api("POST", "/v1/webhooks/" + w.id + "/test"); say("Test event queued."); loadDeliveries(w); } catch (e) { fail(e); }
+        }));
+        actions.appendChild(button("Remove", async () => {
+          if (!window.confirm("Remove the endpoint " + w.url + "?")) return;
+          try { await api("DELETE", "/v1/webhooks/" + w.id); say("Endpoint removed."); loadWebhooks(); } catch (e) { fail(e); }
+        }));
+        tbody.appendChild(row([el("span", w.url, "mono"), w.events.join(", "), w.active ? "yes" : "no", actions]));
+      });
+      if (!page.data.length) tbody.appendChild(row(["No endpoints yet.", "", "", ""]));
+    } catch (e) { fail(e); }
+  }
+
+  async function loadDeliveries(w) {
+    try {
+      const page = await api("GET", "/v1/webhooks/" + w.id + "/deliveries?limit=20");
+      const table = $("deliveries-table");
+      table.tBodies[0].textContent = "";
+      page.data.forEach((d) => table.tBodies[0].appendChild(row([d.type, d.status, d.attempts,
+        d.lastStatusCode ? String(d.lastStatusCode) : (d.lastError || "—"), time(d.createdAt)])));
+      if (!page.data.length) table.tBodies[0].appendChild(row(["No deliveries yet.", "", "", "", ""]));
+      table.hidden = false;
+      $("deliveries-hint").textContent = "Deliveries to " + w.url;
+    } catch (e) { fail(e); }
+  }
+
+  $("webhook-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors($("webhook-form"));
+    const events = ["w-redeemed", "w-failed"].filter((id) => $(id).checked).map((id) => $(id).value);
+    try {
+      const made = await api("POST", "/v1/webhooks", {url: $("w-url").value.trim(), events: events});
+      const p = $("webhook-secret");
+      p.textContent = "Signing secret (shown once, keep it safe): " + made.secret;
+      p.hidden = false;
+      $("w-url").value = "";
+      loadWebhooks();
+    } catch (e) { if (e instanceof APIError && e.status === 422) showFieldError("err-", e); else fail(e); }
+  });
+
+  // MARK: API keys
+
+  async function loadKeys() {
+    const tbody = $("keys-table").tBodies[0];
+    try {
+      const page = await api("GET", "/v1/api-keys?limit=100");
+      tbody.textContent = "";
+      page.data.forEach((k) => {
+        tbody.appendChild(row([k.name, el("span", k.prefix + "…", "mono"), k.role, k.mode, time(k.lastUsedAt), button("Revoke", async () => {
+          if (!window.confirm("Revoke the key " + k.name + "? Anything using it stops working.")) return;
+          try { await api("DELETE", "/v1/api-keys/" + k.id); say("Key revoked."); loadKeys(); } catch (e) { fail(e); }
+        })]));
+      });
+    } catch (e) { fail(e); }
+  }
+
+  $("key-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors($("key-form"));
+    try {
+      const made = await api("POST", "/v1/api-keys", {name: $("k-name").value, role: $("k-role").value, mode: mode});
+      const p = $("key-secret");
+      p.textContent = "New " + made.mode + " key (shown once, keep it safe): " + made.key;
+      p.hidden = false;
+      $("k-name").value = "";
+      loadKeys();
+    } catch (e) { if (e instanceof APIError && e.status === 422) showFieldError("err-", e); else fail(e); }
+  });
+
+  // MARK: members
+
+  async function loadMembers() {
+    const tbody = $("members-table").tBodies[0];
+    try {
+      const page = await api("GET", "/v1/members?limit=100");
+      tbody.textContent = "";
+      page.data.forEach((m) => {
+        const select = el("select");
+        select.setAttribute("aria-label", "Role of " + m.email);
+        ["readonly", "support", "admin"].forEach((r) => { const o = el("option", r); o.value = r; select.appendChild(o); });
+        select.value = m.role;
+        select.addEventListener("change", async () => {
+          try { await api("PATCH", "/v1/members/" + m.id, {role: select.value}); say("Role changed; their sessions ended."); } catch (e) { fail(e); loadMembers(); }
+        });
+        tbody.appendChild(row([m.email, select, time(m.createdAt), button("Remove", async () => {
+          if (!window.confirm("Remove " + m.email + " from the team?")) return;
+          try { await api("DELETE", "/v1/members/" + m.id); say("Member removed."); loadMembers(); } catch (e) { fail(e); }
+        })]));
+      });
+      if (!page.data.length) tbody.appendChild(row(["No members yet.", "", "", ""]));
+    } catch (e) { fail(e); }
+  }
+
+  $("member-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors($("member-form"));
+    try {
+      const made = await api("POST", "/v1/members", {email: $("m-email").value.trim(), role: $("m-role").value});
+      const p = $("invite-url");
+      p.textContent = "Send this one-time link to " + made.email + " (valid until " + time(made.expiresAt) + "): " + made.inviteUrl;
+      p.hidden = false;
+      $("m-email").value = "";
+      loadMembers();
+    } catch (e) { if (e instanceof APIError && e.status === 422) showFieldError("err-", e); else fail(e); }
+  });
+
+  // MARK: audit log
+
+  async function loadAudit() {
+    let path = "/v1/audit?limit=50";
+    const type = $("audit-type").value, object = $("audit-object").value.trim();
+    if (type) path += "&objectType=" + encodeURIComponent(type);
+    if (object) path += "&objectId=" + encodeURIComponent(object);
+    if (auditCursor) path += "&cursor=" + encodeURIComponent(auditCursor);
+    try {
+      const page = await api("GET", path);
+      const tbody = $("audit-table").tBodies[0];
+      page.data.forEach((a) => {
+        const change = el("details");
+        change.appendChild(el("summary", "Before and after"));
+        change.appendChild(el("pre", "before: " + JSON.stringify(a.before, null, 1) + "\nafter: " + JSON.stringify(a.after, null, 1)));
+        const who = a.actor ? (a.actor.type === "member" ? "member " : "key ") + a.actor.id : "—";
+        tbody.appendChild(row([time(a.createdAt), el("span", who, "mono"), a.action, el("span", a.objectType + " " + a.objectId, "mono"), change]));
+      });
+      if (!tbody.rows.length) tbody.appendChild(row(["No changes recorded.", "", "", "", ""]));
+      auditCursor = page.nextCursor;
+      $("audit-more").hidden = !page.nextCursor;
+    } catch (e) { fail(e); }
+  }
+
+  $("audit-apply").addEventListener("click", () => { auditCursor = null; $("audit-table").tBodies[0].textContent = ""; loadAudit(); });
+  $("audit-more").addEventListener("click", loadAudit);
+
+  route();
+})();

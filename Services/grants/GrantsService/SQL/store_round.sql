@@ -1,0 +1,27 @@
+-- Stores one round of grant commands (at most one per holder and entitlement, see
+-- `GrantLedger.store`), given as one JSON array of `GrantLedger.RoundItem`: each period starts
+-- where the holder's latest one ends, or now, and an entitlement ends by 9999-12-31T23:59:59.999Z
+-- at the latest, the last instant ISO 8601's four-digit years write. A command stored before
+-- changes nothing. A command naming an id its account has left (`holder_moves`, issue 22) is
+-- stored under the id the account moved to; the function answers the id each grant holds.
+CREATE OR REPLACE FUNCTION store_round(items json)
+    RETURNS TABLE (redemption_id uuid, end_time timestamptz, attempts int, app_user_id text)
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    INSERT INTO grants.grants AS g (redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, start_time, end_time,
+                                    command, attempts, next_attempt_at)
+    SELECT u.id, u.account, h.app, u.ent, u.sandbox, u.provider, s.start,
+           least(s.start + make_interval(years => u.years, months => u.months, weeks => u.weeks, days => u.days), '9999-12-31 23:59:59.999+00'),
+           u.command, CASE WHEN u.lease IS NULL THEN 0 ELSE 1 END, now() + make_interval(secs => coalesce(u.lease, 0))
+    FROM json_to_recordset(items) AS u(id uuid, account uuid, app text, ent text, sandbox boolean, provider text,
+                                       years int, months int, weeks int, days int, command text, lease float8)
+    CROSS JOIN LATERAL (SELECT coalesce((SELECT m.to_app_user_id FROM grants.holder_moves m WHERE m.from_app_user_id = u.app), u.app) AS app) h
+    CROSS JOIN LATERAL (
+        SELECT date_trunc('milliseconds', least(greatest(now(), coalesce(max(x.end_time), now())), '9999-12-31 23:59:59.999+00')) AS start
+        FROM grants.grants x WHERE x.app_user_id = h.app AND x.entitlement_id = u.ent AND x.sandbox = u.sandbox AND x.status <> 'failed'
+    ) s
+    ON CONFLICT (redemption_id) DO NOTHING
+    RETURNING g.redemption_id, g.end_time, g.attempts, g.app_user_id;
+END $$;
