@@ -241,6 +241,59 @@ import TestSupport
         #expect(files.count < 700, "\(files.count) tracked files")
     }
 
+    /// Each service imports only the layers `Package.swift` lists for it (`serviceLayers`), besides
+    /// the toolchain's own modules and its own library: the gateway, say, cannot reach the database.
+    @Test func eachServiceImportsOnlyItsListedLayers() throws {
+        let root = Project.root
+        let manifest = try String(contentsOf: root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let table = try #require(manifest.firstMatch(of: /let serviceLayers: \[String: \[String\]\] = \[(?<body>[^;]*?)\n\]/)).output.body
+        var allowed: [String: Set<String>] = [:]
+        for line in table.split(separator: "\n") {
+            guard let m = line.firstMatch(of: /"(?<service>\w+)": \[(?<layers>[^\]]*)\]/) else { continue }
+            allowed[String(m.output.service)] = Set(m.output.layers.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) })
+        }
+        #expect(Set(allowed.keys) == ["accounts", "coupons", "grants", "gateway"], "\(allowed.keys)")
+        let toolchain: Set<String> = ["Foundation", "FoundationNetworking", "FoundationEssentials", "Synchronization", "Glibc", "Dispatch"]
+        let importLine = /^(?:@testable |internal |public |@_implementationOnly )?import (?<module>\w+)/
+        for (service, layers) in allowed {
+            let dir = root.appendingPathComponent("Services/\(service)")
+            let files = FileManager.default.enumerator(atPath: dir.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+            #expect(!files.isEmpty, "\(service) has sources")
+            let library = service.prefix(1).uppercased() + service.dropFirst() + "Service"
+            for file in files {
+                let text = try String(contentsOf: dir.appendingPathComponent(file), encoding: .utf8)
+                for line in text.split(separator: "\n") {
+                    guard let m = line.firstMatch(of: importLine) else { continue }
+                    let module = String(m.output.module)
+                    #expect(toolchain.contains(module) || layers.contains(module) || module == library,
+                            "Services/\(service)/\(file) imports \(module), which Package.swift does not list for \(service)")
+                }
+            }
+        }
+        #expect(!(allowed["gateway"] ?? []).contains("Database"), "the gateway holds no database")
+    }
+
+    /// `scripts/format-check` (run by `scripts/test`) passes on the tree: no Swift line changed since
+    /// `.swift-format-baseline` is over 120 characters or against `.swift-format`'s rules. The same
+    /// check refuses a planted line of 121 characters, so a pass means something.
+    @Test func swiftFormatHoldsOnNewAndTouchedLines() async throws {
+        let root = Project.root
+        let check = root.appendingPathComponent("scripts/format-check").path
+        let clean = try await offThePool { try Subprocess("/bin/bash", [check], stdout: "/dev/null", stderr: "/dev/null").wait() }
+        #expect(clean == 0, "scripts/format-check finds lines to fix: run it to see them")
+
+        let format = root.appendingPathComponent(".swift-format").path
+        let dir = try Project.temporaryDirectory("format")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("Planted.swift")
+        try ("let planted = \"" + String(repeating: "x", count: 105) + "\"\n").write(to: file, atomically: true, encoding: .utf8)
+        let tool = try #require(["/opt/swift/usr/bin/swift-format", "/usr/bin/swift-format"].first { FileManager.default.isExecutableFile(atPath: $0) })
+        let out = dir.appendingPathComponent("out").path
+        _ = try await offThePool { try Subprocess(tool, ["lint", "--configuration", format, file.path], stdout: out, stderr: out).wait() }
+        let findings = try String(contentsOfFile: out, encoding: .utf8)
+        #expect(findings.contains("[LineLength]"), "a line of 121 characters is refused: \(findings)")
+    }
+
     @Test func ciRunsTheREADMETestCommand() throws {
         let readme = try String(contentsOf: Project.root.appendingPathComponent("README.md"), encoding: .utf8)
         let ci = try String(contentsOf: Project.root.appendingPathComponent(".ci/run"), encoding: .utf8)

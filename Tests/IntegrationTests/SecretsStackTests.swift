@@ -129,7 +129,7 @@ final class SecretsStackTests: StackTestCase {
         XCTAssertEqual(String(decoding: try opened("grants.webhook_endpoints/\(hook.id.lowercasedString)"), as: UTF8.self), hook.secret)
         XCTAssertEqual(String(decoding: try opened("grants.webhook_endpoints/\(legacyHook.lowercasedString)"), as: UTF8.self), legacySecret)
         XCTAssertEqual(try opened("accounts.signing_keys/legacy"), seed)
-        let resigned = try TokenMinter.signingKey(databaseURL: try stack.adminDatabaseURL(), keyring: newOnly)
+        let resigned = try stack.signingKey(keyring: newOnly)
         XCTAssertEqual(resigned.kid, signing.kid)
         XCTAssertEqual(resigned.key.publicKeyDER, signing.key.publicKeyDER, "the same signing key, sealed again")
         XCTAssertTrue(stack.logs().contains("signing keys sealed under the current secret key"))

@@ -1,6 +1,10 @@
 import Foundation
 import Synchronization
 import Testing
+@testable import Backend
+import Bus
+import Database
+import Core
 @testable import Runtime
 @testable import Telemetry
 
@@ -90,4 +94,56 @@ import Testing
         task.cancel()
         #expect(await task.value)
     }
+
+    /// A back-end's workers are cancelled and awaited before `runUntilCancelled` returns, so the
+    /// service's stop and the pool's close come after every worker has ended.
+    @Test func workersAreCancelledAndAwaitedBeforeTheRunEnds() async throws {
+        let journal = Journal()
+        let workers: [any Service] = ["grant worker", "webhook deliverer"].map { name in
+            Worker(name) {
+                journal.note("run \(name)")
+                await untilCancelled()
+                // A worker that takes a moment to finish its pass is still awaited.
+                for _ in 0..<100 { await Task.yield() }
+                journal.note("ended \(name)")
+            }
+        }
+        let run = Task { try await ServiceRuntime.Workers<NoService>.runUntilCancelled(workers, logger: Self.logger) }
+        await journal.waitFor("run grant worker")
+        await journal.waitFor("run webhook deliverer")
+        run.cancel()
+        try await run.value
+        journal.note("stop")
+        #expect(Set(journal.all.suffix(3).prefix(2)) == ["ended grant worker", "ended webhook deliverer"])
+        #expect(journal.all.last == "stop")
+    }
+
+    /// A worker that returns before it was asked to ends the run, naming itself.
+    @Test func aWorkerThatEndsOnItsOwnEndsTheRun() async throws {
+        let workers: [any Service] = [Worker("quitter") {}, Worker("steady") { await untilCancelled() }]
+        await #expect(throws: ServiceGroup.Ended.self) {
+            try await ServiceRuntime.Workers<NoService>.runUntilCancelled(workers, logger: Self.logger)
+        }
+    }
+
+    /// The exit code comes from the error's type: a setting (`ConfigError`), also inside the
+    /// `Ended` of the part that failed, exits 2; anything else 1.
+    @Test(arguments: [
+        (ConfigError(variable: "REDEEM_X", problem: "bad") as any Error, Int32(2)),
+        (ServiceGroup.Ended(service: "bus", error: ConfigError(variable: "X", problem: "bad")), 2),
+        (ServiceGroup.Ended(service: "bus", error: Refused()), 1),
+        (ServiceGroup.Ended(service: "bus", error: nil), 1),
+        (ServiceError(.unavailable, "REDEEM_ in a message is not a setting"), 1),
+    ] as [(any Error, Int32)])
+    func exitCodeComesFromTheErrorsType(error: any Error, code: Int32) {
+        #expect(ServiceMain.exitCode(error) == code)
+    }
+}
+
+/// A back-end that does nothing, to name `ServiceRuntime.Workers`' type parameter.
+private struct NoService: BackendService {
+    static let name = "none"
+    static let migrator = Migrator(schema: "none", migrations: [])
+    init(runtime: ServiceRuntime, env: Environment) throws {}
+    func router() -> BusRouter { BusRouter(logger: Logger(service: "none", minimum: .error)) }
 }

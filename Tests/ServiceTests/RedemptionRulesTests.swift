@@ -3,7 +3,7 @@ import Testing
 @testable import CouponsService
 @testable import Core
 
-/// The refusal rules of SPEC §4.3 as a table: `RedemptionStore.decide`, which validate and
+/// The refusal rules of SPEC §4.3 as a table: `RedemptionRules.decide`, which validate and
 /// reservation (a batch, of one request or many) both ask. The integration suites keep one case
 /// per refusal over HTTP, and the races.
 @Suite struct RedemptionRulesTests {
@@ -26,14 +26,15 @@ import Testing
 
     func decide(_ d: CouponDefinition, active: Bool = true, platform: Platform? = .web, productId: String? = nil, resolveProduct: Bool = true,
                 holdsUse: Bool = false, veteran: Bool = false, usesTaken: Int? = 0, ready: Set<String>? = nil,
-                owned: Set<String>? = nil) throws -> RedemptionStore.Decision {
-        try RedemptionStore.decide(d, active: active, platform: platform, productId: productId, resolveProduct: resolveProduct,
-                                   holdsUse: holdsUse, veteran: veteran, usesTaken: usesTaken, readyProducts: ready, ownedProducts: owned, now: now)
+                owned: Set<String>? = nil) throws -> RedemptionRules.Decision {
+        try RedemptionRules.decide(.init(coupon: d, active: active, platform: platform, productId: productId, resolveProduct: resolveProduct,
+                                         holdsUse: holdsUse, veteran: veteran, usesTaken: usesTaken, readyProducts: ready, ownedProducts: owned,
+                                         now: now))
     }
 
     @Test func eachRuleRefusesWithItsReason() throws {
         let later = now.addingTimeInterval(60), earlier = now.addingTimeInterval(-60)
-        let table: [(String, RedemptionStore.Decision)] = [
+        let table: [(String, RedemptionRules.Decision)] = [
             ("open", try decide(coupon())),
             ("inactive", try decide(coupon(), active: false)),
             ("not started", try decide(coupon { $0.startsAt = later })),
@@ -49,7 +50,7 @@ import Testing
             ("cap reached", try decide(coupon(), usesTaken: 10)),
             ("cap not counted here", try decide(coupon(), usesTaken: nil)),
         ]
-        let expected: [RedemptionStore.Decision] = [
+        let expected: [RedemptionRules.Decision] = [
             .reserve(productId: nil), .refuse(.inactive), .refuse(.notStarted), .reserve(productId: nil), .refuse(.expired), .refuse(.expired),
             .refuse(.notEligible), .reserve(productId: nil), .refuse(.notEligible), .refuse(.alreadyRedeemed), .reserve(productId: nil),
             .refuse(.notEligible), .refuse(.exhausted), .reserve(productId: nil),
@@ -86,7 +87,7 @@ import Testing
     /// asked for must be ready, and without a product, at least one plan must be.
     @Test func notReadyComesLastAndAsksForAReadyPlan() throws {
         let store = coupon(Self.discount) { $0.hasStoreOffers = true; $0.maxRedemptions = 10 }
-        let table: [(String, RedemptionStore.Decision)] = [
+        let table: [(String, RedemptionRules.Decision)] = [
             ("validate, no plan ready", try decide(store, platform: .ios, resolveProduct: false, ready: [])),
             ("validate, one plan ready", try decide(store, platform: .ios, resolveProduct: false, ready: ["pro.yearly"])),
             ("redeem, its plan not ready", try decide(store, platform: .ios, productId: "pro.monthly", ready: ["pro.yearly"])),
@@ -99,7 +100,7 @@ import Testing
             ("already redeemed first", try decide(store, platform: .ios, resolveProduct: false, holdsUse: true, ready: [])),
             ("a product not covered first", try decide(store, platform: .ios, productId: "pro.weekly", ready: [])),
         ]
-        let expected: [RedemptionStore.Decision] = [
+        let expected: [RedemptionRules.Decision] = [
             .refuse(.notReady), .reserve(productId: nil), .refuse(.notReady), .reserve(productId: "pro.yearly"), .refuse(.notReady),
             .reserve(productId: "pro.monthly"), .refuse(.inactive), .refuse(.exhausted), .refuse(.notEligible), .refuse(.alreadyRedeemed),
             .refuse(.notEligible),
@@ -118,7 +119,7 @@ import Testing
     @Test func alreadyOwnedComesAfterNotReadyAndRefusesOnlyAHeldPlan() throws {
         let play = coupon(Self.discount) { $0.hasPlayOffers = true; $0.maxRedemptions = 10 }
         let both: Set<String> = ["pro.monthly", "pro.yearly"]
-        let table: [(String, RedemptionStore.Decision)] = [
+        let table: [(String, RedemptionRules.Decision)] = [
             ("validate, every ready plan held", try decide(play, platform: .android, resolveProduct: false, ready: ["pro.monthly"], owned: ["pro.monthly"])),
             ("validate, another ready plan free", try decide(play, platform: .android, resolveProduct: false, ready: both, owned: ["pro.monthly"])),
             ("validate, nothing held", try decide(play, platform: .android, resolveProduct: false, ready: both, owned: [])),
@@ -131,7 +132,7 @@ import Testing
             ("exhausted first", try decide(play, platform: .android, productId: "pro.monthly", usesTaken: 10, ready: both, owned: both)),
             ("already redeemed first", try decide(play, platform: .android, resolveProduct: false, holdsUse: true, ready: both, owned: both)),
         ]
-        let expected: [RedemptionStore.Decision] = [
+        let expected: [RedemptionRules.Decision] = [
             .refuse(.alreadyOwned), .reserve(productId: nil), .reserve(productId: nil), .reserve(productId: nil), .refuse(.alreadyOwned),
             .reserve(productId: "pro.yearly"), .refuse(.alreadyOwned), .refuse(.notReady), .refuse(.exhausted), .refuse(.alreadyRedeemed),
         ]

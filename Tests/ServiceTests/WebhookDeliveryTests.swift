@@ -3,6 +3,7 @@ import Synchronization
 import TestSupport
 import Testing
 @testable import GrantsService
+import Outbound
 @testable import Core
 @testable import Telemetry
 @testable import Database

@@ -1,4 +1,3 @@
-import AccountsService
 import Bus
 import Cryptography
 import Foundation
@@ -191,16 +190,6 @@ public final class Stack: @unchecked Sendable {
 }
 
 extension Stack {
-    /// A token minter using this stack's database.
-    public func minter() throws -> TokenMinter {
-        try TokenMinter(databaseURL: try adminDatabaseURL(), keyring: try secretKeyring())
-    }
-
-    /// The key accounts signs new access tokens with, opened as accounts opens it.
-    public func signingKey() throws -> SigningKeyStore.Stored {
-        try TokenMinter.signingKey(databaseURL: try adminDatabaseURL(), keyring: try secretKeyring())
-    }
-
     /// The stack's `REDEEM_SECRET_KEY`, as `run-stack` made it (`<data dir>/secret-key`).
     public func secretKey() throws -> String {
         try String(contentsOf: directory.appendingPathComponent("secret-key"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)

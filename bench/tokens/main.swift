@@ -1,14 +1,14 @@
+import AccountsService
 import Core
 import Cryptography
 import Database
 import Foundation
 import Runtime
 import Synchronization
-import TestSupport
 
 // bench-tokens DATABASE_URL COUNT OUT_FILE   (with REDEEM_SECRET_KEY or _FILE, which opens the stored key)
 // Writes COUNT access tokens for COUNT distinct fresh accounts, one per line, signed with the
-// accounts service's own key (TokenMinter asks accounts' key store), so the load generator can act as many
+// accounts service's own key (asked of accounts' key store), so the load generator can act as many
 // signed-in users without paying for COUNT sign-ups (each an argon2id hash). An RS256 signature
 // costs about 1 ms, so the tokens are signed on every core.
 let args = CommandLine.arguments
@@ -17,7 +17,9 @@ guard args.count == 4, let count = Int(args[2]) else {
     exit(2)
 }
 do {
-    let signing = try TokenMinter.signingKey(databaseURL: args[1], keyring: try SecretKeyring(env: Environment()))
+    guard let signing = try SigningKeyStore.signing(try PGConnection(url: args[1]), keyring: try SecretKeyring(env: Environment())) else {
+        throw ConfigError(variable: "DATABASE_URL", problem: "holds no signing key yet: start accounts once first")
+    }
     let now = Date()
     let chunks = max(1, ProcessInfo.processInfo.activeProcessorCount)
     let parts = Mutex([String](repeating: "", count: chunks))

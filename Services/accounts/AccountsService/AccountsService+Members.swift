@@ -13,7 +13,7 @@ extension AccountsService {
             let email = try AccountRules.checkEmail(req.email)
             return try await pool.transaction { tx in
                 let made = try MemberStore.invite(tx, email: email, role: req.role)
-                try Self.audit(tx, req.actor, "member.invite", made.invite.id.uppercasedString, before: nil, after: made.invite, context, req.mode)
+                try Self.audit(tx, req.actor, .memberInvite, made.invite.id.uppercasedString, before: nil, after: made.invite, context, req.mode)
                 return made
             }
         }
@@ -24,7 +24,7 @@ extension AccountsService {
                 guard let before = try MemberStore.get(tx, id: req.id, lock: true) else { throw MemberStore.notFound }
                 try MemberStore.setRole(tx, id: req.id, role: req.role)
                 guard let after = try MemberStore.get(tx, id: req.id) else { throw ServiceError.internal }
-                try Self.audit(tx, req.actor, "member.update", req.id.uppercasedString, before: before, after: after, context, req.mode)
+                try Self.audit(tx, req.actor, .memberUpdate, req.id.uppercasedString, before: before, after: after, context, req.mode)
                 let revoked = before.role == after.role ? [] : try sessions.revokeAll(tx, account: req.id, reason: "roleChanged")
                 return (after, revoked)
             }
@@ -35,7 +35,7 @@ extension AccountsService {
             let revoked = try await pool.transaction { [sessions] tx in
                 guard let before = try MemberStore.get(tx, id: req.id, lock: true) else { throw MemberStore.notFound }
                 try MemberStore.remove(tx, id: req.id)
-                try Self.audit(tx, req.actor, "member.remove", req.id.uppercasedString, before: before, after: nil, context, req.mode)
+                try Self.audit(tx, req.actor, .memberRemove, req.id.uppercasedString, before: before, after: nil, context, req.mode)
                 return try sessions.revokeAll(tx, account: req.id, reason: "memberRemoved")
             }
             for event in revoked { events.publish(event) }
@@ -69,7 +69,7 @@ extension AccountsService {
             let invite = try MemberStore.spend(tx, token: req.token)
             let account = try existing?.id ?? AccountStore.create(tx, email: invite.email, emailVerified: false, passwordHash: passwordHash, recordName: nil)
             let member = try MemberStore.add(tx, account: account, role: invite.role, invite: invite.id)
-            try Self.audit(tx, AuditActor(type: .member, id: account), "member.join", account.uppercasedString, before: nil, after: member,
+            try Self.audit(tx, AuditActor(type: .member, id: account), .memberJoin, account.uppercasedString, before: nil, after: member,
                            context, .live)
             return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account),
                               created: existing == nil)

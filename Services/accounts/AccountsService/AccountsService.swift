@@ -1,3 +1,4 @@
+import Backend
 import Bus
 import Core
 import Cryptography
@@ -26,7 +27,6 @@ public final class AccountsService: BackendService {
     let mailSender: MailSender?
     /// The grants service: the store's view of an id, and moving a holder (issue 22 §1).
     let grants: BusClient
-    private let background = Mutex<[Task<Void, Never>]>([])
     let hasher = PasswordHasher()
     /// Verified against when an email is unknown, so both failures take the same time.
     let decoyHash: String
@@ -56,18 +56,16 @@ public final class AccountsService: BackendService {
             try await pool.withConnection { try APIKeyStore.insert($0, secret: key, name: "bootstrap admin", role: .admin) }
             runtime.logger.info("bootstrap admin key present", ["apiKey.prefix": APIKeySecret.prefix(of: key)])
         }
-        let relay = Task { [self] in await relayMoves() }
-        let revoker = Task { [self] in await revokeAtApple() }
-        background.withLock { $0 += [relay, revoker] }
-        if let mailSender, let mail = config.mail {
-            runtime.logger.info("mail is sent through SMTP", ["smtp.server": mail.redacted])
-            let sending = Task { await mailSender.run() }
-            background.withLock { $0.append(sending) }
-        }
+        if let mail = config.mail { runtime.logger.info("mail is sent through SMTP", ["smtp.server": mail.redacted]) }
+    }
+
+    public func workers() -> [any Service] {
+        [Worker("holder moves") { [self] in await relayMoves() },
+         Worker("Apple revocations") { [self] in await revokeAtApple() }]
+            + (mailSender.map { sender in [Worker("mail sender") { await sender.run() }] } ?? [])
     }
 
     public func stop() async {
-        background.withLock { $0.forEach { $0.cancel() } }
         events.stop()
         grants.stop()
     }
@@ -107,7 +105,7 @@ public final class AccountsService: BackendService {
             let caller = Mode.of(req.callerMode)
             return try await pool.transaction { tx in
                 let made = try APIKeyStore.create(tx, name: req.name, role: req.role, mode: req.mode, by: caller)
-                try Self.audit(tx, req.actor, "apiKey.create", made.apiKey.id.uppercasedString, before: nil, after: made.apiKey, context, caller)
+                try Self.audit(tx, req.actor, .apiKeyCreate, made.apiKey.id.uppercasedString, before: nil, after: made.apiKey, context, caller)
                 return made
             }
         }
@@ -116,7 +114,7 @@ public final class AccountsService: BackendService {
             let caller = Mode.of(req.callerMode)
             try await pool.transaction { tx in
                 let gone = try APIKeyStore.revoke(tx, id: req.id, by: caller)
-                try Self.audit(tx, req.actor, "apiKey.revoke", req.id.uppercasedString, before: gone, after: nil, context, caller)
+                try Self.audit(tx, req.actor, .apiKeyRevoke, req.id.uppercasedString, before: gone, after: nil, context, caller)
             }
             events.publish(APIKeyRevoked(id: req.id))
             return Empty()
@@ -127,14 +125,6 @@ public final class AccountsService: BackendService {
         addEmailRoutes(to: &r)
         r.on(APIKeys.Authenticate.self) { [self] req, _ in try await APIKeyStore.authenticate(pool, keyHash: req.keyHash) }
         return r
-    }
-
-    /// Records an operator change in `accounts.audit_log`, in the change's transaction.
-    static func audit(_ tx: PGConnection, _ actor: AuditActor?, _ action: String, _ objectId: String, before: (any Encodable)?,
-                      after: (any Encodable)?, _ context: BusContext, _ mode: Mode) throws {
-        let objectType = String(action.prefix { $0 != "." })
-        try AuditTable.write(tx, schema: "accounts", AuditChange(actor: actor, action: action, objectType: objectType, objectId: objectId,
-                                                                  before: before, after: after, requestId: context.requestId, mode: mode))
     }
 
     // MARK: - Email and password

@@ -56,14 +56,16 @@ extension AccountsService {
     /// instance killed in between), every few seconds.
     func relayMoves() async {
         await Periodic(every: .seconds(5)).run {
-            guard let rows = try? await pool.query("""
-                SELECT account_id, previous, current FROM accounts.app_user_id_changes
-                WHERE moved_at IS NULL AND created_at < now() - interval '2 seconds' ORDER BY created_at LIMIT 100
-                """).rows else { return }
-            for row in rows {
-                guard let account = try? row.decode("account_id", as: UUID.self), let from = try? row.decode("previous", as: String.self),
-                      let to = try? row.decode("current", as: String.self) else { continue }
-                await moveHolder(account: account, from: from, to: to)
+            do {
+                let rows = try await pool.query("""
+                    SELECT account_id, previous, current FROM accounts.app_user_id_changes
+                    WHERE moved_at IS NULL AND created_at < now() - interval '2 seconds' ORDER BY created_at LIMIT 100
+                    """).rows
+                for row in rows {
+                    await moveHolder(account: try row.decode("account_id"), from: try row.decode("previous"), to: try row.decode("current"))
+                }
+            } catch {
+                runtime.logger.warning("appUserId changes not read; tried again", ["error": String(describing: error)])
             }
         }
     }

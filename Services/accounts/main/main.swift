@@ -1,4 +1,5 @@
 import AccountsService
+import Backend
 import Runtime
 
 ServiceRuntime.main(AccountsService.self, defaultHTTPPort: 8081)

@@ -10,7 +10,7 @@ extension CouponsService {
         r.on(Plans.Create.self) { [self] req, context in
             try await pool.transaction { tx in
                 let plan = try PlanStore.create(tx, req.input, mode: req.mode)
-                try Self.audit(tx, req.actor, "plan.create", plan.productId, before: nil, after: plan, context, req.mode)
+                try Self.audit(tx, req.actor, .planCreate, plan.productId, before: nil, after: plan, context, req.mode)
                 return plan
             }
         }
@@ -22,7 +22,7 @@ extension CouponsService {
             try await pool.transaction { tx in
                 let before = try PlanStore.get(tx, productId: req.productId, mode: req.mode, lock: true)
                 let after = try PlanStore.patch(tx, req)
-                try Self.audit(tx, req.actor, "plan.update", after.productId, before: before, after: after, context, req.mode)
+                try Self.audit(tx, req.actor, .planUpdate, after.productId, before: before, after: after, context, req.mode)
                 return after
             }
         }

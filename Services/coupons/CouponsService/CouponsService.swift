@@ -1,3 +1,4 @@
+import Backend
 import Bus
 import Core
 import Database
@@ -18,7 +19,8 @@ public final class CouponsService: BackendService {
     private let pusher: Pusher
     /// Read coalescing: concurrent validations of one code share one query.
     private let validations: Coalescer<Coupons.Validate, Coupons.Validate.Response>
-    private let workers = Mutex<[Task<Void, Never>]>([])
+    /// Outbox messages not yet acknowledged, as last sampled (`redeem_outbox_depth`).
+    private let outboxDepth = Mutex<Double>(0)
 
     var pool: PGPool { runtime.pool }
     var logger: Logger { runtime.logger }
@@ -42,21 +44,20 @@ public final class CouponsService: BackendService {
         }
         batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, stores: stores, logger: runtime.logger,
                                      metrics: runtime.metrics, resendAfter: relay.resendAfter, granted: { [relay] in relay.send($0) })
-        let depth = Mutex<Double>(0)
-        runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") {
-            [([:], depth.withLock { $0 })]
+        runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") { [self] in
+            [([:], outboxDepth.withLock { $0 })]
         }
-        // Read by a background task, so a metrics scrape never waits on the database.
-        let sampler = Task {
-            await Periodic(every: .seconds(2)).run {
-                if let n = try? await pool.withConnection({ try Outbox.depth($0) }) { depth.withLock { $0 = Double(n) } }
-            }
-        }
-        workers.withLock { $0.append(sampler) }
     }
 
-    public func start() async throws {
-        let sweeper = Task { [self] in
+    public func workers() -> [any Service] {
+        let relay = self.relay
+        // Read by a worker of its own, so a metrics scrape never waits on the database.
+        let sampler = Worker("outbox depth") { [self] in
+            await Periodic(every: .seconds(2)).run {
+                if let n = try? await pool.withConnection({ try Outbox.depth($0) }) { outboxDepth.withLock { $0 = Double(n) } }
+            }
+        }
+        let sweeper = Worker("reservation sweeper") { [self] in
             await Periodic(every: config.sweepInterval).run {
                 do {
                     let n = try await pool.withConnection { try RedemptionStore.releaseExpired($0) }
@@ -72,13 +73,10 @@ public final class CouponsService: BackendService {
                 }
             }
         }
-        let relayTask = Task { [relay] in await relay.run() }
-        workers.withLock { $0 += [sweeper, relayTask] }
+        return [sampler, sweeper, Worker("outbox relay") { await relay.run() }]
     }
 
     public func stop() async {
-        workers.withLock { $0.forEach { $0.cancel() } }
-        relay.nudge()
         pusher.stop()
     }
 
@@ -104,7 +102,7 @@ public final class CouponsService: BackendService {
                 let before = try CouponStore.get(tx, code: req.code, mode: mode, stores: stores, now: Date())
                 let after = try CouponStore.patch(tx, req, stores: stores, now: Date())
                 let deactivating = req.active == false && req.maxRedemptions == nil && req.expiresAt == nil && (req.removing ?? []).isEmpty
-                try Self.audit(tx, req.actor, deactivating ? "coupon.deactivate" : "coupon.update", after.code, before: before, after: after, context, mode)
+                try Self.audit(tx, req.actor, deactivating ? .couponDeactivate : .couponUpdate, after.code, before: before, after: after, context, mode)
                 return after
             }
             if view.storeOffers != nil { relay.nudge() }  // switch-off commands, if it wrote any
@@ -130,7 +128,7 @@ public final class CouponsService: BackendService {
                 let before = try? RedemptionStore.get(tx, id: req.id, account: nil, mode: mode)
                 let after = try RedemptionStore.purchase(tx, req)
                 if before?.status != after.status {
-                    try Self.audit(tx, req.actor, "redemption.confirm", after.redemptionId.uppercasedString, before: before, after: after, context, mode)
+                    try Self.audit(tx, req.actor, .redemptionConfirm, after.redemptionId.uppercasedString, before: before, after: after, context, mode)
                 }
                 return after
             }
@@ -156,14 +154,6 @@ public final class CouponsService: BackendService {
         return r
     }
 
-    /// Records an operator change in `coupons.audit_log`, in the change's transaction.
-    static func audit(_ tx: PGConnection, _ actor: AuditActor?, _ action: String, _ objectId: String, before: (any Encodable)?,
-                      after: (any Encodable)?, _ context: BusContext, _ mode: Mode) throws {
-        let objectType = String(action.prefix { $0 != "." })
-        try AuditTable.write(tx, schema: "coupons", AuditChange(actor: actor, action: action, objectType: objectType, objectId: objectId,
-                                                                 before: before, after: after, requestId: context.requestId, mode: mode))
-    }
-
     func create(_ req: Coupons.Create, _ context: BusContext) async throws -> CouponView {
         let now = Date()
         let d = try CouponRules.checked(req.input, defaultEntitlement: config.defaultEntitlement, stores: config.stores, now: now)
@@ -186,7 +176,7 @@ public final class CouponsService: BackendService {
         let view = try await pool.transaction { tx in
             _ = try CouponStore.create(tx, d, mode: req.mode, active: active, now: now)
             let view = try CouponStore.get(tx, code: d.code, mode: req.mode, stores: stores, now: now)
-            try Self.audit(tx, req.actor, "coupon.create", view.code, before: nil, after: view, context, req.mode)
+            try Self.audit(tx, req.actor, .couponCreate, view.code, before: nil, after: view, context, req.mode)
             return view
         }
         if d.hasAnyStoreOffers { relay.nudge() }  // its provision commands

@@ -11,6 +11,8 @@ struct PlayOwnership {
     /// Plan → its Play product, read only when a request of the batch names Play products.
     let playProducts: [String: String]
 
+    init(playProducts: [String: String]) { self.playProducts = playProducts }
+
     init(_ c: PGConnection, _ d: CouponDefinition, mode: Mode, _ requests: [(platform: Platform?, owned: [String]?)]) throws {
         guard requests.contains(where: { d.store(through: $0.platform) == .playStore && !($0.owned ?? []).isEmpty }) else {
             playProducts = [:]

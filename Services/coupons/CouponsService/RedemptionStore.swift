@@ -88,60 +88,6 @@ enum RedemptionStore {
         }
     }
 
-    // MARK: - The rules shared by validate and redeem (SPEC §4.3, in order)
-
-    /// What the rules say of one request, on what the database answered for it.
-    enum Decision: Equatable, Sendable {
-        case refuse(RefusalReason)
-        /// A use may be reserved, for this product (the coupon's only one when none was named).
-        case reserve(productId: String?)
-    }
-
-    /// The one statement of the refusal rules, for validate and reservation (each a batch, of one
-    /// request or many). Pure: the callers look up the coupon and the account's standing
-    /// (`notFound` and an account's existing redemption are theirs: they have no row, or answer
-    /// that redemption), and pass the time. In order: `inactive`, `notStarted`, `expired`,
-    /// `notEligible` (platform, then product), the product a discount needs (`resolveProduct`; an
-    /// input error, not a refusal), `alreadyRedeemed` (`holdsUse`: a live use of this coupon, which
-    /// only validate asks about), `notEligible` (new customers only, `veteran`), `exhausted`
-    /// (`usesTaken` of the cap; nil where the use is not counted: sandbox), and `notReady`
-    /// (`readyProducts`: the plans whose App Store offer is ready, for a request that goes through
-    /// the App Store, else nil): the product asked for (or resolved) must be one of them, and
-    /// without one, at least one plan must be; then `alreadyOwned` (`ownedProducts`: the plans the
-    /// account's store account already holds, known for a request through Google Play under
-    /// `revenuecat`, else nil): the product asked for (or resolved) must not be one of them, and
-    /// without one, some plan (ready, where readiness counts) must not be.
-    static func decide(_ d: CouponDefinition, active: Bool, platform: Platform?, productId: String?, resolveProduct: Bool,
-                       holdsUse: Bool, veteran: Bool, usesTaken: Int?, readyProducts: Set<String>? = nil, ownedProducts: Set<String>? = nil,
-                       now: Date) throws -> Decision {
-        guard active else { return .refuse(.inactive) }
-        if let starts = d.startsAt, starts > now { return .refuse(.notStarted) }
-        if let expires = d.expiresAt, expires <= now { return .refuse(.expired) }
-        if let platform, !d.platforms.contains(platform) { return .refuse(.notEligible) }
-        if let productId, !d.productIds.isEmpty, !d.productIds.contains(productId) { return .refuse(.notEligible) }
-        var product = productId
-        if resolveProduct && product == nil && d.isDiscount {
-            guard d.productIds.count == 1 else {
-                throw ServiceError(.invalid, "productId is required: this coupon covers several products", field: "productId")
-            }
-            product = d.productIds[0]
-        }
-        if holdsUse { return .refuse(.alreadyRedeemed) }
-        if d.newCustomersOnly && veteran { return .refuse(.notEligible) }
-        if let usesTaken, let max = d.maxRedemptions, usesTaken >= max { return .refuse(.exhausted) }
-        if let ready = readyProducts {
-            if let product { if !ready.contains(product) { return .refuse(.notReady) } } else if ready.isEmpty { return .refuse(.notReady) }
-        }
-        if let owned = ownedProducts, !owned.isEmpty {
-            if let product {
-                if owned.contains(product) { return .refuse(.alreadyOwned) }
-            } else if (readyProducts ?? Set(d.productIds)).subtracting(owned).isEmpty {
-                return .refuse(.alreadyOwned)
-            }
-        }
-        return .reserve(productId: product)
-    }
-
     /// Validates many requests for one code and environment in one round trip (the service
     /// coalesces concurrent validations by `Coupons.batchKey`): the coupon once, and per distinct
     /// account whether it holds a live redemption of it and whether it is still a new customer.
@@ -207,10 +153,10 @@ enum RedemptionStore {
         return try reqs.map { req in
             let store = d.store(through: req.platform)
             let owned = owning.plans(through: store, req.playOwned)
-            switch try decide(d, active: active, platform: req.platform, productId: nil, resolveProduct: false,
-                              holdsUse: !sandbox && already.contains(req.accountId), veteran: notNew.contains(req.accountId),
-                              usesTaken: sandbox ? nil : used, readyProducts: store.map { Set((ready[$0] ?? [:]).keys) }, ownedProducts: owned,
-                              now: now) {
+            switch try RedemptionRules.decide(.init(coupon: d, active: active, platform: req.platform, productId: nil, resolveProduct: false,
+                                                    holdsUse: !sandbox && already.contains(req.accountId), veteran: notNew.contains(req.accountId),
+                                                    usesTaken: sandbox ? nil : used, readyProducts: store.map { Set((ready[$0] ?? [:]).keys) },
+                                                    ownedProducts: owned, now: now)) {
             case .refuse(let reason): return try answer(reason, store: store)
             case .reserve: return try answer(nil, store: store, owned: owned ?? [], asks: owning.asks(through: store, req.playOwned))
             }
@@ -423,19 +369,16 @@ extension RedemptionStore {
         let d = try CouponStore.definition(coupon)
         let couponId = try coupon.decode("id", as: UUID.self)
         let mode = Mode(rawValue: try coupon.decode("mode", as: String.self)) ?? .live
-        let testCoupon = mode == .test
         let active = try coupon.decode("active", as: Bool.self)
-        var used = try coupon.decode("used_count", as: Int.self)
-
-        struct Key: Hashable { let account: UUID; let sandbox: Bool }
-        var existing: [Key: RedemptionView] = [:]
+        var inputs = ReservationPlan.Inputs(coupon: d, active: active, testCoupon: mode == .test, used: try coupon.decode("used_count"), now: now)
         for row in lookups[1].rows where try row.decode("coupon_id", as: UUID.self) == couponId {
             let v = try view(row)
             guard let account = v.accountId else { continue }
-            existing[Key(account: account, sandbox: v.sandbox)] = v
+            inputs.existing[.init(account: account, sandbox: v.sandbox)] = v
         }
-        let ready = reqs.contains(where: { d.store(through: $0.platform) != nil })
-            ? try StoreOffers.ready(tx, coupon: couponId, now: now, settle: stores.settle) : [:]
+        if reqs.contains(where: { d.store(through: $0.platform) != nil }) {
+            inputs.ready = try StoreOffers.ready(tx, coupon: couponId, now: now, settle: stores.settle)
+        }
         /// What a client of a coupon with store offers is handed with its redemption: on iOS Apple's
         /// offer-code page and the account's token, on Android the offer and the account's
         /// obfuscated id.
@@ -453,76 +396,58 @@ extension RedemptionStore {
             }
             return v
         }
-        let owning = try PlayOwnership(tx, d, mode: mode, reqs.map { ($0.platform, $0.playOwned) })
-        var notNew = Set<UUID>()
+        inputs.owning = try PlayOwnership(tx, d, mode: mode, reqs.map { ($0.platform, $0.playOwned) })
         if d.newCustomersOnly {
             for row in try tx.prepared("veterans_by_account", BatchSQL.veteransByAccount, [accounts]).rows {
-                notNew.insert(try row.decode("account_id"))
+                inputs.veterans.insert(try row.decode("account_id"))
             }
         }
 
-        struct New { let index: Int; let id: UUID; let req: Coupons.Redeem; let sandbox: Bool; let productId: String? }
-        var results = [Result<Outcome, any Error>?](repeating: nil, count: reqs.count)
-        var fresh: [New] = []
-        var freshByKey: [Key: Int] = [:]
-        var twins: [(index: Int, of: Int)] = []
-        for (i, req) in reqs.enumerated() {
-            let sandbox = req.sandbox || testCoupon
-            let key = Key(account: req.accountId, sandbox: sandbox)
-            if let e = existing[key] { results[i] = .success(.init(redemption: handingOff(e), created: false)); continue }
-            if let j = freshByKey[key] { twins.append((i, j)); continue }  // a double tap inside the batch
-            do {
-                let store = d.store(through: req.platform)
-                switch try decide(d, active: active, platform: req.platform, productId: req.productId, resolveProduct: true,
-                                  holdsUse: false, veteran: notNew.contains(req.accountId), usesTaken: sandbox ? nil : used,
-                                  readyProducts: store.map { Set((ready[$0] ?? [:]).keys) },
-                                  ownedProducts: owning.plans(through: store, req.playOwned), now: now) {
-                case .refuse(let reason):
-                    results[i] = refused(reason)
-                case .reserve where owning.asks(through: store, req.playOwned):
-                    results[i] = .success(.init(redemption: nil, created: false, asksPlayOwnership: true))
-                case .reserve(let productId):
-                    if !sandbox { used += 1 }
-                    freshByKey[key] = fresh.count
-                    fresh.append(New(index: i, id: UUID.timeOrdered(), req: req, sandbox: sandbox, productId: productId))
+        let plan = ReservationPlan(inputs, requests: reqs)
+        let fresh = plan.fresh
+        func results(_ views: [UUID: RedemptionView]) -> [Result<Outcome, any Error>] {
+            plan.steps.map { step in
+                switch step {
+                case .existing(let e): .success(.init(redemption: handingOff(e), created: false))
+                case .refused(let reason): refused(reason)
+                case .asksPlayOwnership: .success(.init(redemption: nil, created: false, asksPlayOwnership: true))
+                case .failed(let error): .failure(error)
+                case .new(let n):
+                    views[fresh[n].id].map { .success(.init(redemption: handingOff($0), created: true)) } ?? .failure(ServiceError.internal)
+                case .twin(let n): .success(.init(redemption: views[fresh[n].id].map(handingOff), created: false))
                 }
-            } catch {
-                results[i] = .failure(error)
             }
         }
-        guard !fresh.isEmpty else { return (results.map { $0! }, []) }
+        guard !fresh.isEmpty else { return (results([:]), []) }
 
-        // A discount, or a use that goes through a store, waits for its purchase; a free period is
-        // granted by Redeem.
-        let statuses = fresh.map { n -> RedemptionStatus in d.isDiscount || d.store(through: n.req.platform) != nil ? .reserved : .granting }
         var ids: [String] = [], payloads: [String] = []
         if let entitlement = d.entitlementId {
             let publicCoupon = CouponStore.publicView(d)
-            for (n, status) in zip(fresh, statuses) where status == .granting {
-                let command = GrantCommand(redemptionId: n.id, accountId: n.req.accountId, appUserId: n.req.appUserId, entitlementId: entitlement,
-                                           duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.req.platform,
+            for n in fresh where n.status == .granting {
+                let command = GrantCommand(redemptionId: n.id, accountId: n.request.accountId, appUserId: n.request.appUserId, entitlementId: entitlement,
+                                           duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.request.platform,
                                            productId: n.productId, reservedAt: reservedAt, mode: mode)
                 let envelope = Envelope(id: UUID.random().lowercasedString, type: GrantCommand.type, body: command)
                 ids.append(n.id.lowercasedString)
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
             }
         }
-        let live = fresh.filter { !$0.sandbox }
+        let live = plan.live
         // Every use that goes through a store carries the account's token: Apple's notification
         // finds its reservation by it, and a full cap waits for every reservation that has one.
-        let tokens = fresh.map { d.store(through: $0.req.platform) != nil ? StoreIds.appAccountToken(account: $0.req.accountId).lowercasedString : nil }
+        let tokens = fresh.map { d.store(through: $0.request.platform) != nil ? StoreIds.appAccountToken(account: $0.request.accountId).lowercasedString : nil }
         let statement: PGConnection.PreparedStatement = ("reserve_batch", BatchSQL.reserve, [
             PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
-            PGArray(fresh.map { $0.req.accountId.lowercasedString }), PGArray(fresh.map { $0.req.appUserId }),
-            PGArray(fresh.map { $0.req.platform.rawValue }), PGArray(optionals: fresh.map { $0.productId }),
-            PGArray(fresh.map { $0.sandbox ? "t" : "f" }), PGArray(statuses.map(\.rawValue)), reservationTTL,
+            PGArray(fresh.map { $0.request.accountId.lowercasedString }), PGArray(fresh.map { $0.request.appUserId }),
+            PGArray(fresh.map { $0.request.platform.rawValue }), PGArray(optionals: fresh.map { $0.productId }),
+            PGArray(fresh.map { $0.sandbox ? "t" : "f" }), PGArray(fresh.map(\.status.rawValue)), reservationTTL,
             live.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter,
             PGArray(optionals: tokens)])
         // The cap fills with this batch, and none of its uses waits for the App Store (those keep
         // the offers on until they end): the offers may go off, in this transaction. Rare, so the
         // commit travels with the statement otherwise.
-        let mayFillCap = d.hasAnyStoreOffers && !live.isEmpty && d.maxRedemptions.map { used >= $0 } == true
-            && !live.contains { d.store(through: $0.req.platform) != nil }
+        let mayFillCap = d.hasAnyStoreOffers && !live.isEmpty && d.maxRedemptions.map { plan.used >= $0 } == true
+            && !live.contains { d.store(through: $0.request.platform) != nil }
         let rows: [PGRow]
         if mayFillCap {
             rows = try tx.prepared([statement])[0].rows
@@ -532,13 +457,7 @@ extension RedemptionStore {
         }
         var views: [UUID: RedemptionView] = [:]
         for row in rows { let v = try view(row); views[v.redemptionId] = v }
-        for n in fresh {
-            guard let v = views[n.id] else { throw ServiceError.internal }
-            results[n.index] = .success(.init(redemption: handingOff(v), created: true))
-        }
-        for (i, j) in twins {
-            results[i] = .success(.init(redemption: views[fresh[j].id].map(handingOff), created: false))
-        }
-        return (results.map { $0! }, payloads)
+        guard fresh.allSatisfy({ views[$0.id] != nil }) else { throw ServiceError.internal }
+        return (results(views), payloads)
     }
 }

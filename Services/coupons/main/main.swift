@@ -1,3 +1,4 @@
+import Backend
 import CouponsService
 import Runtime
 

@@ -1,5 +1,4 @@
 import Core
-import Database
 import Foundation
 import HTTP
 
@@ -18,7 +17,7 @@ extension Gateway {
                answers: [200: .json(Page<AuditEntry>.self)], errors: [422], handle: Gateway.auditLog),
     ]
 
-    static let auditObjectTypes = ["coupon", "plan", "apiKey", "webhook", "member", "redemption"]
+    static let auditObjectTypes = AuditAction.objectTypes
 
     func auditLog(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         let keyset = try Keyset(limit: try Query.limit(req), cursor: req.query["cursor"])

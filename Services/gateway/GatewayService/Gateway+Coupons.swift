@@ -1,5 +1,4 @@
 import Core
-import Database
 import Foundation
 import HTTP
 

@@ -1,3 +1,4 @@
+import Backend
 import Bus
 import Core
 import Cryptography
@@ -36,7 +37,6 @@ public final class GrantsService: BackendService {
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
     private let commandBatches = Mutex<Coalescer<ReceivedCommand, Empty>?>(nil)
-    private let tasks = Mutex<[Task<Void, Never>]>([])
     /// The provider for live grants and the one for sandbox grants (SPEC §5).
     let liveProvider: String
     let sandboxProvider: String
@@ -118,26 +118,22 @@ public final class GrantsService: BackendService {
             return Empty()
         }
         if intake.withLock({ $0 == nil }) {
-            intake.withLock { $0 = try? Puller(bus: runtime.bus, bind: config.commandsBind, router: commands) }
+            // A bind that fails (the address taken) fails the start with its reason, retried.
+            let puller = try Puller(bus: runtime.bus, bind: config.commandsBind, router: commands)
+            intake.withLock { $0 = puller }
         }
-        guard intake.withLock({ $0 != nil }) else { throw ServiceError(.unavailable, "cannot bind \(config.commandsBind)") }
-        let deliverer = self.deliverer
-        let w = Task { [worker] in await worker.run() }
-        let d = Task { await deliverer.run() }
-        let t = Task { [transfers] in await transfers.run() }
-        tasks.withLock { $0 += [w, d, t] }
-        if let storeWorker {
-            let s = Task { await storeWorker.run() }
-            tasks.withLock { $0.append(s) }
-        }
+    }
+
+    public func workers() -> [any Service] {
+        let deliverer = self.deliverer, worker = self.worker, transfers = self.transfers
+        return [Worker("grant worker") { await worker.run() },
+                Worker("webhook deliverer") { await deliverer.run() },
+                Worker("transfer worker") { await transfers.run() }]
+            + (storeWorker.map { store in [Worker("store task worker") { await store.run() }] } ?? [])
     }
 
     public func stop() async {
         intake.withLock { $0?.stop() }
-        tasks.withLock { $0.forEach { $0.cancel() } }
-        worker.nudge()
-        transfers.nudge()
-        storeWorker?.nudge()
         events.stop()
         coupons.stop()
     }
@@ -195,14 +191,6 @@ public final class GrantsService: BackendService {
         }
     }
 
-    /// Records an operator change in `grants.audit_log`, in the change's transaction.
-    static func audit(_ tx: PGConnection, _ actor: AuditActor?, _ action: String, _ objectId: String, before: (any Encodable)?,
-                      after: (any Encodable)?, _ context: BusContext, _ mode: Mode) throws {
-        let objectType = String(action.prefix { $0 != "." })
-        try AuditTable.write(tx, schema: "grants", AuditChange(actor: actor, action: action, objectType: objectType, objectId: objectId,
-                                                                before: before, after: after, requestId: context.requestId, mode: mode))
-    }
-
     public func router() -> BusRouter {
         var r = BusRouter(logger: logger)
         r.on(Grants.Entitlements.self) { [self] req, _ in try await entitlements(req.appUserId) }
@@ -239,7 +227,7 @@ public final class GrantsService: BackendService {
                     RETURNING id, url, events, active, mode, created_at
                     """, [id, url.absoluteString, PGArray(Set(events).map(\.rawValue).sorted()), sealed.text, sealed.keyId, mode.rawValue]).first!
                 let endpoint = try Webhooks.endpointView(row)  // never the secret
-                try Self.audit(tx, req.actor, "webhook.create", endpoint.id.uppercasedString, before: nil, after: endpoint, context, mode)
+                try Self.audit(tx, req.actor, .webhookCreate, endpoint.id.uppercasedString, before: nil, after: endpoint, context, mode)
                 return .init(endpoint: endpoint, secret: secret)
             }
         }
@@ -252,7 +240,7 @@ public final class GrantsService: BackendService {
                     WHERE id = $1 AND mode = $2 AND disabled_reason IS DISTINCT FROM 'deleted' FOR UPDATE
                     """, [req.id, mode.rawValue]).first.map(Webhooks.endpointView)
                 guard let before, try Webhooks.delete(tx, id: req.id, mode: mode) else { throw ServiceError(.notFound, "no such webhook") }
-                try Self.audit(tx, req.actor, "webhook.delete", req.id.uppercasedString, before: before, after: nil, context, mode)
+                try Self.audit(tx, req.actor, .webhookDelete, req.id.uppercasedString, before: before, after: nil, context, mode)
             }
             return Empty()
         }

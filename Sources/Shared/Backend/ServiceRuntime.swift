@@ -3,6 +3,7 @@ import Core
 import Database
 import Foundation
 import HTTP
+import Runtime
 import Synchronization
 import Telemetry
 
@@ -121,8 +122,10 @@ public final class ServiceRuntime: Sendable {
         })
     }
 
-    /// The service's own work: once the schema is migrated, its workers start (retrying a
-    /// database blip, which must not leave them unstarted), and at shutdown they stop. Meanwhile
+    /// The service's own work: once the schema is migrated, the service starts (retrying a
+    /// database blip, which must not leave it unstarted) and its workers run, each a `Service`.
+    /// At shutdown every worker is cancelled and awaited, and then the service stops, before the
+    /// database pool they use closes. A worker that ends on its own ends the process. Meanwhile
     /// the service answers, not ready, while the database is away.
     struct Workers<S: BackendService>: Service {
         let runtime: ServiceRuntime
@@ -130,13 +133,42 @@ public final class ServiceRuntime: Sendable {
         var name: String { "workers" }
 
         func run() async throws {
-            if await runtime.migrate(S.migrator), await ServiceRuntime.startBackoff.retry({ try await service.start() }, failed: { error, delay in
+            guard await runtime.migrate(S.migrator), await ServiceRuntime.startBackoff.retry({ try await service.start() }, failed: { error, delay in
                 runtime.logger.error("service could not start its workers; retrying", ["error": String(describing: error), "retry.seconds": delay])
-            }) != nil {
-                runtime.started.store(true, ordering: .releasing)
+            }) != nil else {
+                return await stopping { await service.stop() }
             }
-            await untilCancelled()
+            runtime.started.store(true, ordering: .releasing)
+            do {
+                try await Self.runUntilCancelled(service.workers(), logger: runtime.logger)
+            } catch {
+                await stopping { await service.stop() }
+                throw error
+            }
             await stopping { await service.stop() }
+        }
+
+        /// Runs `workers` together until this task is cancelled, then cancels and awaits them all;
+        /// throws `ServiceGroup.Ended` when one ends on its own or fails first.
+        static func runUntilCancelled(_ workers: [any Service], logger: Logger) async throws {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for worker in workers {
+                    group.addTask {
+                        do {
+                            try await worker.run()
+                        } catch {
+                            throw ServiceGroup.Ended(service: worker.name, error: error)
+                        }
+                        if !Task.isCancelled { throw ServiceGroup.Ended(service: worker.name, error: nil) }
+                    }
+                }
+                group.addTask { await untilCancelled() }
+                try await group.next()
+                group.cancelAll()
+                while !group.isEmpty {
+                    do { try await group.next() } catch { logger.warning("worker stopped with an error", ["error": String(describing: error)]) }
+                }
+            }
         }
     }
 
@@ -196,13 +228,17 @@ public protocol BackendService: Sendable {
     init(runtime: ServiceRuntime, env: Environment) throws
     /// The bus requests this service answers (`ping` is added by the runtime).
     func router() -> BusRouter
-    /// Starts background workers once the database is migrated.
+    /// Prepares the service's work once the database is migrated (loads keys, binds intake).
     func start() async throws
-    /// Stops them (before the bus and the database pool close).
+    /// The service's long-running workers, run after `start` until shutdown, each cancelled and
+    /// awaited before `stop`.
+    func workers() -> [any Service]
+    /// Releases what `start` took (after the workers ended, before the bus and the pool close).
     func stop() async
 }
 
 extension BackendService {
     public func start() async throws {}
+    public func workers() -> [any Service] { [] }
     public func stop() async {}
 }

@@ -64,6 +64,23 @@ public struct AuditEntry: Codable, Sendable, Equatable {
 }
 
 /// A change to write to a service's audit table, in the transaction that makes it.
+/// Every operator change the audit log records, `<objectType>.<verb>` on the wire.
+public enum AuditAction: String, Codable, Sendable, CaseIterable {
+    case couponCreate = "coupon.create", couponUpdate = "coupon.update", couponDeactivate = "coupon.deactivate"
+    case redemptionConfirm = "redemption.confirm"
+    case planCreate = "plan.create", planUpdate = "plan.update"
+    case apiKeyCreate = "apiKey.create", apiKeyRevoke = "apiKey.revoke"
+    case memberInvite = "member.invite", memberUpdate = "member.update", memberRemove = "member.remove", memberJoin = "member.join"
+    case webhookCreate = "webhook.create", webhookDelete = "webhook.delete"
+
+    /// The kind of object changed: the part before the dot.
+    public var objectType: String { String(rawValue.prefix { $0 != "." }) }
+    /// Every kind of object the log holds changes to.
+    public static var objectTypes: [String] {
+        allCases.map(\.objectType).reduce(into: []) { types, t in if !types.contains(t) { types.append(t) } }
+    }
+}
+
 public struct AuditChange: Sendable {
     public var actor: AuditActor?
     public var action: String
@@ -73,11 +90,11 @@ public struct AuditChange: Sendable {
     public var after: JSONValue?
     public var requestId: String?
     public var mode: Mode
-    public init(actor: AuditActor?, action: String, objectType: String, objectId: String, before: (any Encodable)?, after: (any Encodable)?,
+    public init(actor: AuditActor?, action: AuditAction, objectId: String, before: (any Encodable)?, after: (any Encodable)?,
                 requestId: String?, mode: Mode) throws {
         self.actor = actor
-        self.action = action
-        self.objectType = objectType
+        self.action = action.rawValue
+        self.objectType = action.objectType
         self.objectId = objectId
         self.before = try before.map { try JSONValue.of($0) }
         self.after = try after.map { try JSONValue.of($0) }

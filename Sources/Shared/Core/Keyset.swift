@@ -1,4 +1,3 @@
-import Core
 import Foundation
 
 /// Where a page of a list ended: the last row's time in microseconds since 1970 and its id, the
@@ -79,13 +78,4 @@ public struct Keyset: Sendable {
 
     /// SQL for a row's time in whole microseconds since 1970, the cursor's time.
     public static func micros(_ time: String) -> String { "(extract(epoch FROM \(time)) * 1000000)::bigint" }
-
-    /// The page of the first `limit` rows (asked for with `fetch`), its cursor made of the last
-    /// row's `micros` column and its `id`.
-    public func page<Item: Codable & Sendable>(_ rows: [PGRow], micros column: String, _ view: (PGRow) throws -> Item) throws -> Page<Item> {
-        let data = try rows.prefix(limit).map(view)
-        guard rows.count > limit else { return Page(data: data, nextCursor: nil) }
-        let last = rows[limit - 1]
-        return Page(data: data, nextCursor: KeysetCursor(micros: try last.decode(column), id: try last.decode("id")).text)
-    }
 }

@@ -66,12 +66,17 @@ public final class HTTPServer: Sendable {
     /// The port actually listened on (useful with port 0).
     public var port: Int { boundPort.load(ordering: .relaxed) }
 
+    /// The server could not listen: a start failure (exit 1), not a setting that could not be read.
+    public struct StartFailure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
     public func start() throws {
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(options.port).bigEndian)
         guard inet_pton(AF_INET, options.host, &addr.sin_addr) == 1 else {
-            throw ConfigError(variable: "host", problem: "\(options.host) is not an IPv4 address")
+            throw StartFailure(description: "\(options.host) is not an IPv4 address")
         }
         let flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         let cls = Unmanaged.passUnretained(self).toOpaque()
@@ -83,7 +88,7 @@ public final class HTTPServer: Sendable {
             }
         }
         guard let d else {
-            throw ConfigError(variable: "port", problem: "cannot listen on \(options.host):\(options.port) (in use?)")
+            throw StartFailure(description: "cannot listen on \(options.host):\(options.port) (in use?)")
         }
         daemon.withLock { $0 = DaemonHandle(raw: d) }
         let bound = Int(cmicrohttpd_bound_port(d))

@@ -17,45 +17,72 @@ internal import CCurl
 /// interface (one thread however many are under way), never on Swift's cooperative pool; a caller
 /// awaits its answer. `close()` (or the last reference going) ends the thread and fails whatever
 /// is still under way.
-final class PinnedHTTPClient: Sendable {
-    struct Request: Sendable {
-        var url: String
+public final class PinnedHTTPClient: Sendable {
+    public struct Request: Sendable {
+        public var url: String
         /// The one scheme libcurl may use: `https` or `http`.
-        var scheme: String
+        public var scheme: String
         /// Numeric IPv4 or IPv6 address to connect to, and its port.
-        var address: String
-        var port: Int
+        public var address: String
+        public var port: Int
         /// `Name: value` lines.
-        var headers: [String]
-        var body: [UInt8]
+        public var headers: [String]
+        public var body: [UInt8]
+
+        public init(url: String, scheme: String, address: String, port: Int, headers: [String], body: [UInt8]) {
+            self.url = url
+            self.scheme = scheme
+            self.address = address
+            self.port = port
+            self.headers = headers
+            self.body = body
+        }
     }
 
-    struct Answer: Sendable, Equatable {
-        var status: Int
+    public struct Answer: Sendable, Equatable {
+        public var status: Int
         /// The first `keepBytes` of the body.
-        var bodyPrefix: [UInt8]
+        public var bodyPrefix: [UInt8]
         /// Bytes of headers and body taken (at most `readBytes`).
-        var bytesRead: Int
+        public var bytesRead: Int
         /// The answer was longer than `readBytes` and the rest was not read.
-        var cut: Bool
+        public var cut: Bool
+
+        public init(status: Int, bodyPrefix: [UInt8], bytesRead: Int, cut: Bool) {
+            self.status = status
+            self.bodyPrefix = bodyPrefix
+            self.bytesRead = bytesRead
+            self.cut = cut
+        }
     }
 
     /// No answer: libcurl's error code (`CURLcode`) and its message.
-    struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
-        var code: Int
-        var message: String
-        var description: String { "\(message) (curl \(code))" }
+    public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
+        public var code: Int
+        public var message: String
+        public var description: String { "\(message) (curl \(code))" }
+
+        public init(code: Int, message: String) {
+            self.code = code
+            self.message = message
+        }
     }
 
-    struct Limits: Sendable {
-        var readBytes = 64 * 1024
-        var keepBytes = 1024
-        var timeout: Duration = .seconds(10)
+    public struct Limits: Sendable {
+        public var readBytes = 64 * 1024
+        public var keepBytes = 1024
+        public var timeout: Duration = .seconds(10)
+
+        public init(readBytes: Int = 64 * 1024, keepBytes: Int = 1024, timeout: Duration = .seconds(10)) {
+            self.readBytes = readBytes
+            self.keepBytes = keepBytes
+            self.timeout = timeout
+        }
     }
 
     private let loop: TransferLoop
 
-    init(limits: Limits = Limits()) throws {
+    public init(limits: Limits = Limits()) throws {
         let ready = ccurl_global_init()
         guard ready == CURLE_OK else { throw Failure(code: Int(ready.rawValue), message: String(cString: curl_easy_strerror(ready))) }
         loop = TransferLoop(multi: try CurlMulti(), limits: limits)
@@ -68,9 +95,9 @@ final class PinnedHTTPClient: Sendable {
     deinit { loop.close() }
 
     /// Ends the transfer thread; exchanges under way or asked for later fail.
-    func close() { loop.close() }
+    public func close() { loop.close() }
 
-    func post(_ request: Request) async throws(Failure) -> Answer {
+    public func post(_ request: Request) async throws(Failure) -> Answer {
         let result: Result<Answer, Failure> = await withCheckedContinuation { loop.submit(request, $0) }
         return try result.get()
     }

@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import Synchronization
 import Telemetry
@@ -30,6 +31,20 @@ public struct StartStopService: Service {
         await untilCancelled()
         await stopping(stop)
     }
+}
+
+/// A background loop as a part: `body` runs until its task is cancelled (a `Periodic` loop, a
+/// worker waiting on its doorbell). Returning before then ends the process, as for any part.
+public struct Worker: Service {
+    public let name: String
+    private let body: @Sendable () async -> Void
+
+    public init(_ name: String, _ body: @escaping @Sendable () async -> Void) {
+        self.name = name
+        self.body = body
+    }
+
+    public func run() async throws { await body() }
 }
 
 /// Runs a part's stop outside the cancelled task that asked for it: a stop waits (for requests
@@ -68,6 +83,11 @@ public struct ServiceGroup: Sendable {
         public let service: String
         public let error: (any Error)?
         public var description: String { error.map { String(describing: $0) } ?? "\(service) stopped on its own" }
+
+        public init(service: String, error: (any Error)?) {
+            self.service = service
+            self.error = error
+        }
     }
 
     /// Runs every service until this task is cancelled (then stops them in reverse order and
@@ -139,9 +159,8 @@ public enum ServiceMain {
             do {
                 try await group.run()
             } catch {
-                let message = String(describing: error)
-                logger.error("cannot start", ["service": (error as? ServiceGroup.Ended)?.service ?? name, "error": message])
-                exit(message.hasPrefix("REDEEM_") ? 2 : 1)
+                logger.error("cannot start", ["service": (error as? ServiceGroup.Ended)?.service ?? name, "error": String(describing: error)])
+                exit(ServiceMain.exitCode(error))
             }
         }
         let signal = Lifecycle.waitForTermination()
@@ -155,6 +174,15 @@ public enum ServiceMain {
         let clean = stopped.wait(timeout: .now() + group.stopDeadline) == .success
         logger.info(clean ? "stopped" : "stopped with work still in progress")
         exit(0)
+    }
+
+    /// A start that failed on a setting (`ConfigError`, found by its type, also inside the
+    /// `ServiceGroup.Ended` of the part that failed) exits 2, as a bad configuration read before
+    /// the start does; any other failure exits 1.
+    public static func exitCode(_ error: any Error) -> Int32 {
+        if error is ConfigError { return 2 }
+        if let ended = error as? ServiceGroup.Ended, let inner = ended.error { return exitCode(inner) }
+        return 1
     }
 
     /// `<name> migrate`: one attempt, no retries (the Job that runs it retries), no signals
