@@ -2,8 +2,9 @@ import Foundation
 import RedeemKit
 import Testing
 
-/// The README's example (the seed's flow) compiles and does what it says, over a stubbed gateway.
-/// Keep its body in step with the README's RedeemKit section.
+/// The client's example (sign in, validate, redeem, wait for Pro) compiles and does what it says,
+/// over a stubbed gateway. docs/redeemkit.md, "Coupons", shows the body of `example` line for line
+/// (`DocsTests` checks it).
 @Suite struct ReadmeExampleTests {
     final class Screen: @unchecked Sendable {
         private let lock = NSLock()
