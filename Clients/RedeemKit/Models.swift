@@ -1,6 +1,6 @@
 import Foundation
 
-// The models an app sees, decoded from the same JSON the gateway answers (docs/api.md, SPEC §4).
+// The models an app sees, decoded from the same JSON the gateway answers (docs/api.md).
 // Closed sets the server may grow (statuses, reasons, kinds) decode a value this version does not
 // know as `unknown`, so a newer server never breaks an older app.
 
@@ -206,7 +206,7 @@ public struct AppStoreHandoff: Codable, Sendable, Equatable {
     public var appAccountToken: UUID?
 }
 
-/// What an Android app hands to Google Play for a discount (issue 21's documented fields).
+/// What an Android app hands to Google Play for a discount (docs/stores.md, "Google Play").
 public struct PlayStoreHandoff: Codable, Sendable, Equatable {
     /// The value to pass to `BillingFlowParams.Builder.setObfuscatedAccountId` (redeem answers it).
     public var obfuscatedAccountId: String?

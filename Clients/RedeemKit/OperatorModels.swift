@@ -1,6 +1,6 @@
 import Foundation
 
-// What operators see and send (SPEC §4.2, §4.4; docs/api.md), for `OperatorClient`.
+// What operators see and send (docs/api.md), for `OperatorClient`.
 
 /// An API key's role: `readonly` < `support` < `admin`.
 public enum Role: String, Codable, Sendable, CaseIterable {

@@ -28,7 +28,7 @@ extension RedeemClient {
     }
 
     /// Completes a discount with Google Play's purchase token
-    /// (`POST /v1/redemptions/{id}/purchase {purchaseToken}`, the route issue 21 documents). On
+    /// (`POST /v1/redemptions/{id}/purchase {purchaseToken}`). On
     /// Android, pass the redeem answer's `playStore.obfuscatedAccountId` to
     /// `BillingFlowParams.Builder.setObfuscatedAccountId`, then post the token Play Billing gives
     /// back in `Purchase.getPurchaseToken()`.

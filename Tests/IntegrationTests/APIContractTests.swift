@@ -92,7 +92,7 @@ final class APIContractTests: StackTestCase {
                       "every operation but the three excluded was exercised: \(summary.suffix(400))")
     }
 
-    /// Two stateful checks assume conventions SPEC §4.2 does not follow for coupons, and only an
+    /// Two stateful checks assume conventions the API does not follow for coupons, and only an
     /// operator reaches those operations, so they are off for this run (CouponsTests covers both):
     /// - `DELETE /v1/coupons/{code}` deactivates: the coupon stays readable with `active: false`
     ///   and a PATCH may reactivate it ("use after free" is the contract);

@@ -5,7 +5,7 @@ import Runtime
 import TestSupport
 import XCTest
 
-/// Issue 22 §1 and §3 over HTTP, against a fake RevenueCat: a linked record name becomes the
+/// One account on every platform (docs/api.md) over HTTP, against a fake RevenueCat: a linked record name becomes the
 /// appUserId when the fresh id holds no store purchase, Redeem's grants follow it (at RevenueCat
 /// too, with the same end), races grant nothing twice nor to an id the account left, and the
 /// entitlements merge the store's view, or answer Redeem's own `partial` when it is down.
@@ -85,7 +85,7 @@ final class AccountLinkTests: StackTestCase {
     static func record() -> String { "_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased() }
     static func ms(_ iso: Any?) -> Int64? { (iso as? String).flatMap(Timestamp.parse).map(Timestamp.milliseconds) }
 
-    // MARK: - §1 Linking adopts the record name
+    // MARK: - Linking adopts the record name
 
     func test1_webFirstThenIOSLinkMovesTheIdAndItsGrants() async throws {
         let hook = try await client.json("POST", "/v1/webhooks", ["url": Self.receiver.url.absoluteString, "events": ["account.appUserIdChanged"]],
@@ -236,7 +236,7 @@ final class AccountLinkTests: StackTestCase {
         XCTAssertTrue(Self.revenueCat.grantEnds(u.appUserId, "race").isSubset(of: ends), "nothing beyond the ledger went to the old id")
     }
 
-    // MARK: - §3 The store's view of Pro
+    // MARK: - The store's view of Pro
 
     func test6_entitlementsMergeTheStoresAndRedeemsWithTheirSources() async throws {
         let u = try await signUp()
@@ -278,7 +278,7 @@ final class AccountLinkTests: StackTestCase {
     }
 }
 
-// MARK: - §4 Account life cycle
+// MARK: - Account life cycle
 
 extension AccountLinkTests {
     func test8_deletingAnAccountEndsItsSessionsFreesItsIdsAndKeepsItsRedemptionsCounted() async throws {

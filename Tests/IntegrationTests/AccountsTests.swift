@@ -5,14 +5,14 @@ import Runtime
 import TestSupport
 import XCTest
 
-/// SPEC §4.1 through the gateway over HTTP, on one stack with Sign in with Apple configured
+/// Accounts and sessions through the gateway over HTTP, on one stack with Sign in with Apple configured
 /// against a JWKS this suite made itself.
 final class AccountsTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var jwksDirectory: URL?
     nonisolated(unsafe) static var apple: AppleIdentityProvider!
     static let clientId = "com.example.redeem"
-    /// The web flow's Services ID, the second audience `REDEEM_APPLE_CLIENT_ID` lists (issue 22 §2).
+    /// The web flow's Services ID, the second audience `REDEEM_APPLE_CLIENT_ID` lists.
     static let servicesId = "com.example.redeem.web"
     /// The refresh grace window of this suite's stack: long enough that an immediate retry is
     /// inside it even on a loaded machine, short enough to wait past.
@@ -251,7 +251,7 @@ final class AccountsTests: StackTestCase {
         XCTAssertEqual(garbage.status, 401)
     }
 
-    /// Issue 18 §5: a phone whose refresh answer was lost retries with the same token.
+    /// A phone whose refresh answer was lost retries with the same token.
     func testARefreshRetriedWithinTheGraceWindowGetsTheSamePairAndTheSessionLives() async throws {
         let s = try await signUp()
         let first = try await refresh(s.refresh)
@@ -442,7 +442,7 @@ final class AccountsTests: StackTestCase {
         XCTAssertEqual(signUp.errorCode, "emailInUse")
     }
 
-    /// Issue 18 §5, account pre-hijacking: whoever typed an email and a password never proved the
+    /// Account pre-hijacking (docs/security.md): whoever typed an email and a password never proved the
     /// email, so Apple's proof of it doesn't open that account; the Apple user gets an account of
     /// their own.
     func testAppleSignInNeverJoinsAPasswordAccountWhoseEmailWasNotProven() async throws {

@@ -9,7 +9,7 @@ import XCTest
 import Glibc
 #endif
 
-/// Issue 22 §2 and §4 over HTTP, against a fake Apple (`FakeAppleID`, a real HTTP server that
+/// Sign in with Apple on the web and Android, and deleting its account, over HTTP, against a fake Apple (`FakeAppleID`, a real HTTP server that
 /// checks client secrets and signs id_tokens): Sign in with Apple's REST flow for the web and
 /// Android, the one-time sign-in code, both audiences, linking Apple to an account, and the
 /// revocation of Apple's token when an account is deleted (also with Apple down, and across a

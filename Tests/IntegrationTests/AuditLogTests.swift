@@ -4,7 +4,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// The audit log (issue 23): every operator change through the API writes one record, in the
+/// The audit log: every operator change through the API writes one record, in the
 /// transaction of the change, with who, what, when, before and after (never a secret), the
 /// request id and the mode; `GET /v1/audit` reads them, admin only, paged and filtered.
 final class AuditLogTests: StackTestCase {

@@ -7,7 +7,7 @@ import Telemetry
 import TestSupport
 import XCTest
 
-/// Issue 25: a bus only Redeem can speak on. The stack runs as `run-stack` starts it, with CURVE
+/// A bus only Redeem can speak on. The stack runs as `run-stack` starts it, with CURVE
 /// (the default) and a key pair per service; these tests speak on its bus ports from outside,
 /// as anything on the network could.
 final class BusSecurityStackTests: StackTestCase {

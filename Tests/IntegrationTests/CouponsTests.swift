@@ -6,7 +6,7 @@ import Runtime
 import TestSupport
 import XCTest
 
-/// SPEC §4.2 and §4.3 through the gateway: the operator API with every rule and store limit,
+/// Coupons, validate and redeem through the gateway: the operator API with every rule and store limit,
 /// validate and redeem with every reason, purchases, releases, races and the CSV export.
 final class CouponsTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!

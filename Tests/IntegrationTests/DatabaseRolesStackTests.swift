@@ -6,7 +6,7 @@ import XCTest
 import Glibc
 #endif
 
-/// Issue 25 §3: least privilege in the database. `run-stack` makes, for each back-end, an owner
+/// Least privilege in the database. `run-stack` makes, for each back-end, an owner
 /// of its schema (which migrates) and a runtime role (which the service runs as); these tests
 /// connect as those roles and as the services, and try what each must not do.
 final class DatabaseRolesStackTests: StackTestCase {

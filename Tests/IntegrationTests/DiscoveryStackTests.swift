@@ -5,7 +5,7 @@ import Synchronization
 import TestSupport
 import XCTest
 
-/// Issue 25: instances found by name. Grants is reached only as `grants.test` (its requests,
+/// Instances found by name. Grants is reached only as `grants.test` (its requests,
 /// events and grant commands), a name whose addresses come from a hosts file this test writes
 /// (`REDEEM_BUS_HOSTS_FILE`), looked up again every 200 ms. Its instances listen on loopback
 /// addresses of their own, on the same ports, as replicas behind one DNS name do. With CURVE on.

@@ -7,7 +7,7 @@ import XCTest
 import Glibc
 #endif
 
-/// Issue 22 §4 through the gateway over HTTP: email verification and password reset, each by a
+/// Mailed codes through the gateway over HTTP: email verification and password reset, each by a
 /// code mailed through accounts' outbox to a real SMTP server on loopback (`SMTPSink`), and the
 /// rule that a verified email is what lets Sign in with Apple join a password account.
 final class EmailTests: StackTestCase {
@@ -232,7 +232,7 @@ final class EmailTests: StackTestCase {
         return try await client.json("POST", "/v1/sessions/apple", ["identityToken": token])
     }
 
-    /// A verified email is what lets Sign in with Apple join a password account (issue 22 §4):
+    /// A verified email is what lets Sign in with Apple join a password account:
     /// before, an Apple identity with that email gets an account of its own; after, it joins.
     func testAppleJoinsAPasswordAccountOnlyOnceItsEmailIsVerified() async throws {
         let email = Self.email()

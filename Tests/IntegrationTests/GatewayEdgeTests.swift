@@ -4,7 +4,7 @@ import Runtime
 import TestSupport
 import XCTest
 
-/// The gateway as people meet it (SPEC §4, §4.5, §4.6): abuse limits with real concurrent
+/// The gateway as people meet it: abuse limits with real concurrent
 /// clients, security headers, the page never reflecting its URL, input hardening and metrics.
 final class GatewayEdgeTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!

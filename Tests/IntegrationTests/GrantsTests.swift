@@ -5,7 +5,7 @@ import Runtime
 import TestSupport
 import XCTest
 
-/// SPEC §3, §4.3 (completion), §4.4 and §5 against a fake RevenueCat and a webhook receiver,
+/// Grant commands, completion, webhooks and the entitlement provider against a fake RevenueCat and a webhook receiver,
 /// both real HTTP servers. Tests run in name order; the chaos test (kills) runs last.
 final class GrantsTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
@@ -241,7 +241,7 @@ final class GrantsTests: StackTestCase {
         XCTAssertTrue(delivered, "retried after a 500")
         let mine = Self.receiver.received.filter { String(decoding: $0.body, as: UTF8.self).contains(id) }
         XCTAssertEqual(Set(mine.map(\.id)).count, 1, "webhook-id is stable across retries")
-        // The webhook's redemption is the one the API shows, to the millisecond (SPEC §4.7).
+        // The webhook's redemption is the one the API shows, to the millisecond.
         let hook = try XCTUnwrap(try JSONSerialization.jsonObject(with: try XCTUnwrap(mine.last).body) as? [String: Any])
         let shown = try XCTUnwrap(hook["data"] as? [String: Any])
         XCTAssertNotNil(done["completedAt"] as? String)
@@ -396,7 +396,7 @@ final class GrantsTests: StackTestCase {
         await redirecting.stop()
     }
 
-    /// Issue 18: with one endpoint that could not be reached, grants grew from 35 to 116 MB over
+    /// With one endpoint that could not be reached, grants grew from 35 to 116 MB over
     /// 27,000 redemptions. Deliveries wait in the table and are claimed a page at a time, and an
     /// attempt leaves nothing behind: 10,000 deliveries to a loopback port where nothing listens,
     /// each tried four times ("1,1,1"), and grants' resident memory after the last attempt is

@@ -4,7 +4,7 @@ import Runtime
 import TestSupport
 import XCTest
 
-/// Every list route follows SPEC §4.7 over HTTP: `{data, nextCursor}`, `limit` 1–100 (default 20),
+/// Every list route follows the API's list rules over HTTP: `{data, nextCursor}`, `limit` 1–100 (default 20),
 /// a cursor that walks every item exactly once and is null on the last page, and 422 (never a 5xx)
 /// for a bad limit or a cursor the API did not give out.
 final class ListPagingTests: StackTestCase {

@@ -3,7 +3,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// The MCP server at `/mcp` (issue 23), driven by the official MCP Python SDK from PyPI, a 2.x
+/// The MCP server at `/mcp`, driven by the official MCP Python SDK from PyPI, a 2.x
 /// release (the 2026-07-28 revision through `server/discover`, and the initialize handshake) and a
 /// 1.x release (the handshake, 2025-11-25), each in its own virtualenv that scripts/setup makes
 /// (`.venv/mcp-2`, `.venv/mcp-1`). Then the protocol's edges over raw HTTP.

@@ -3,7 +3,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Members (issue 23): operator accounts with a role, invited by an admin with a one-time URL. A
+/// Members: operator accounts with a role, invited by an admin with a one-time URL. A
 /// member's session reaches the operator routes as a key of its role, in the mode its
 /// `Redeem-Mode` header names; a change of role or a removal ends its sessions; each change is in
 /// the audit log with the member as actor.

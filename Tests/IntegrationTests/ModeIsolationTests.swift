@@ -4,7 +4,7 @@ import Runtime
 import TestSupport
 import XCTest
 
-/// Test mode and live mode are two worlds (SPEC §4.7, issue 18 §3): a key sees and changes only
+/// Test mode and live mode are two worlds (docs/api.md): a key sees and changes only
 /// its own mode's coupons, redemptions, exports and webhooks, and a test key only test keys. Every
 /// operator route is tried with a key of the other mode, whose answer is 404 or a list without the
 /// other mode's objects. Tests run in name order.

@@ -4,7 +4,7 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// Issue 25's multi-instance stack: two gateways, two coupons and two grants, with CURVE on (the
+/// The multi-instance stack (docs/architecture.md, "Finding instances"): two gateways, two coupons and two grants, with CURVE on (the
 /// stack's default), every back-end found by name. `coupons.test` and `grants.test` come from a
 /// hosts file this test writes (`REDEEM_BUS_HOSTS_FILE`, looked up again every 200 ms) and name
 /// 127.0.0.2 and 127.0.0.3, where the two instances of each listen on the same ports, as replicas

@@ -10,7 +10,7 @@ import RedeemKit
 import TestSupport
 import XCTest
 
-/// RedeemKit against the real stack (issue 24): an app signs up, validates, redeems, awaits the
+/// RedeemKit against the real stack: an app signs up, validates, redeems, awaits the
 /// completion after a relaunch and reads its entitlements; every refusal reason comes back as a
 /// value carrying the server's own sentence; an iOS discount hands off to the App Store and is
 /// completed by a transaction signed through a test CA (the gateway's configured Apple root);
@@ -294,7 +294,7 @@ final class RedeemKitStackTests: StackTestCase {
         XCTAssertEqual(v9, account.id)
 
         // A linked record name is kept as an identity; the answer's appUserId (the record name,
-        // once issue 22 moves a fresh id over to it) is what the client and the server then hold.
+        // once a link moves a fresh id over to it) is what the client and the server then hold.
         let recordName = "_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let link = try await client.linkCloudKit(recordName: recordName)
         XCTAssertTrue([recordName, account.appUserId].contains(link.appUserId), link.appUserId)

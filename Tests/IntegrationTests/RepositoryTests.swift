@@ -147,7 +147,7 @@ import TestSupport
         #expect(documented.subtracting(explained).sorted() == [], "in docs/configuration.md but read by no code")
     }
 
-    /// RedeemKit can be a dependency of an iOS app (issue 24): the manifest dumps, declares iOS 16,
+    /// RedeemKit can be a dependency of an iOS app: the manifest dumps, declares iOS 16,
     /// and RedeemKit's target depends on nothing (no layer, no system library); a consumer package
     /// whose manifest declares `.iOS(.v16)` and depends on the RedeemKit product resolves and dumps.
     /// (Building for iOS needs Apple's SDK, which Linux has not.)

@@ -10,7 +10,7 @@ import XCTest
 import Glibc
 #endif
 
-/// Issue 25 §3: the secrets Redeem stores (accounts' private signing keys, grants' webhook
+/// The secrets Redeem stores (accounts' private signing keys, grants' webhook
 /// secrets) are sealed under `REDEEM_SECRET_KEY`, and a rotation keeps every one readable.
 final class SecretsStackTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!

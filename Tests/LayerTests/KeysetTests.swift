@@ -4,7 +4,7 @@ import Testing
 @testable import Core
 @testable import Database
 
-/// List pages (SPEC §4.7): the cursor accepts only what the API gave out, the limit only 1–100,
+/// List pages: the cursor accepts only what the API gave out, the limit only 1–100,
 /// and against a real PostgreSQL a walk by cursor sees every row once, ties in time included.
 @Suite(.serialized) struct KeysetTests {
     static let id = UUID(uuidString: "b8f0c8fa-f9ad-407d-96e3-be8ea6477056")!

@@ -2,7 +2,7 @@ import Foundation
 import RedeemKit
 import Testing
 
-/// Every model decodes from the JSON the gateway writes (shapes of SPEC §4 and docs/api.md, times
+/// Every model decodes from the JSON the gateway writes (shapes of docs/api.md, times
 /// with milliseconds), including the fields only some answers carry.
 @Suite struct ModelDecodingTests {
     /// Decoded through a client, the way the app gets them.

@@ -158,7 +158,7 @@ struct UncheckedBox<T>: @unchecked Sendable {
     init(_ value: T) { self.value = value }
 }
 
-/// The API's JSON for the tests, in the shapes the gateway writes (docs/api.md, SPEC §4).
+/// The API's JSON for the tests, in the shapes the gateway writes (docs/api.md).
 enum Fixture {
     static let accountId = "6f1c1f6e-6a43-4d2b-9d0e-3b1d2f1a9c01"
 

@@ -4,7 +4,7 @@ import Testing
 @testable import Core
 @testable import Runtime
 
-/// Password and record-name rules of SPEC §4.1, and the session rules of issue 18 §5, that need
+/// Password and record-name rules, and the session rules (docs/security.md), that need
 /// no database.
 @Suite struct AccountRulesTests {
     @Test func predictablePasswordsAreWeakWhateverTheirLength() {
@@ -17,7 +17,7 @@ import Testing
         }
     }
 
-    // MARK: - Refresh retries (issue 18 §5)
+    // MARK: - Refresh retries
 
     static let rotation = Date(timeIntervalSince1970: 1_800_000_000)
 
@@ -65,13 +65,13 @@ import Testing
         #expect(RefreshRetry.open(sealed, spentToken: "rt_spent", session: UUID.random()) == nil)
     }
 
-    // MARK: - Sign in with Apple and existing emails (issue 18 §5)
+    // MARK: - Sign in with Apple and existing emails
 
     @Test func appleJoinsOnlyAnAccountWhoseEmailWasProven() {
         // A password account's email was never proven: the Apple user gets an account of their own.
         #expect(AccountRules.appleEmailMatch(appleEmailVerified: true, accountEmailVerified: false) == .separateAccount)
         #expect(AccountRules.appleEmailMatch(appleEmailVerified: true, accountEmailVerified: true) == .join)
-        // An email Apple did not verify proves nothing either way (SPEC: 409 emailInUse).
+        // An email Apple did not verify proves nothing either way (409 emailInUse).
         #expect(AccountRules.appleEmailMatch(appleEmailVerified: false, accountEmailVerified: true) == .refuse)
         #expect(AccountRules.appleEmailMatch(appleEmailVerified: false, accountEmailVerified: false) == .refuse)
     }

@@ -7,7 +7,7 @@ import TestSupport
 @testable import Core
 @testable import Runtime
 
-/// The pure parts of Sign in with Apple's web flow (issue 22 §2): which return URLs are allowed,
+/// The pure parts of Sign in with Apple's web flow: which return URLs are allowed,
 /// the binding of state and nonce to the browser's cookie (time as an input), the client secret
 /// and the settings' checks.
 @Suite struct AppleWebFlowTests {

@@ -3,7 +3,7 @@ import Testing
 @testable import CouponsService
 @testable import Core
 
-/// Field rules of SPEC §4.2 and §4.3 that need no database.
+/// Field rules of coupons, validate and redeem that need no database.
 @Suite struct CouponRulesTests {
     @Test func moneyNeedsACurrencyInUseAndAPositiveAmountUnlessZeroIsAllowed() throws {
         #expect(try CouponRules.checkMoney(Money(amount: "4.99", currency: "EUR"), field: "amountOff").1 == "EUR")

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import GrantsService
 
-/// The grant rules (SPEC §5) as a table, on the pure decision the grant pass records: what each
+/// The grant rules as a table, on the pure decision the grant pass records: what each
 /// answer of a provider comes to, and when a retry is due. The jitter's random number is 0.5
 /// (no spread), so a retry's pause is the backoff itself: 1 s, doubling per attempt, at most 300 s.
 @Suite struct GrantDecisionTests {

@@ -174,7 +174,7 @@ import Testing
         #expect(Webhooks.eventId(type: .redemptionFailed, redemption: fixed) == "msg_33e77ef423a5f198370d1362d530f8a1")
     }
 
-    /// SPEC §4.3 and §4.7: a redemption always has `productId` and `pricePaid` (null for a free
+    /// A redemption always has `productId` and `pricePaid` (null for a free
     /// period), its optional fields only once set; webhook data is that plus who and the coupon.
     @Test func redemptionsAndWebhookDataHaveTheShapeOfTheSpec() throws {
         let view = RedemptionView(redemptionId: UUID(), code: "SPRING-25", status: .granting, platform: .web, productId: nil, pricePaid: nil,

@@ -7,7 +7,7 @@ import Testing
 @testable import Database
 @testable import Runtime
 
-/// Mailed codes and the mail outbox (issue 22 §4) against a real PostgreSQL: a code and its mail
+/// Mailed codes and the mail outbox against a real PostgreSQL: a code and its mail
 /// are written together, a code is spent once, two senders never claim one mail, and rows naming
 /// an email go with the account and after the retention.
 @Suite struct MailOutboxTests {

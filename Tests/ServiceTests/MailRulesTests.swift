@@ -4,7 +4,7 @@ import Testing
 @testable import Core
 @testable import Runtime
 
-/// The mail settings, the messages and the outbox's retry schedule (issue 22 §4), without a server.
+/// The mail settings, the messages and the outbox's retry schedule, without a server.
 @Suite struct MailRulesTests {
     @Test func withoutAnSMTPURLThereIsNoMailAndASenderAloneStopsTheStart() throws {
         #expect(try MailConfig(env: Environment([:])) == nil)

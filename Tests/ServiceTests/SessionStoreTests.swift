@@ -6,7 +6,7 @@ import Testing
 @testable import Database
 @testable import Runtime
 
-/// The accounts schema and the refresh rules of issue 18 §5 against a real PostgreSQL: what the
+/// The accounts schema and the refresh rules (docs/security.md) against a real PostgreSQL: what the
 /// tables keep, and the grace window moved by rewriting the rotation time instead of sleeping.
 @Suite struct SessionStoreTests {
     static func pool() async throws -> PGPool {

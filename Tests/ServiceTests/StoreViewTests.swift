@@ -3,7 +3,7 @@ import Testing
 @testable import GrantsService
 @testable import Core
 
-/// RevenueCat's customer as Redeem reads it (issue 22 §1, §3): which ids hold a store purchase,
+/// RevenueCat's customer as Redeem reads it: which ids hold a store purchase,
 /// which entitlements are active and from where, and how they merge with Redeem's own grants.
 @Suite struct StoreViewTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)

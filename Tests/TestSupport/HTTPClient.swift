@@ -15,7 +15,7 @@ public struct HTTPClient: Sendable {
             guard let o = try JSONSerialization.jsonObject(with: body) as? [String: Any] else { throw TestFailure("not a JSON object: \(text)") }
             return o
         }
-        /// `error.code` of a SPEC §4 error body.
+        /// `error.code` of an API error body.
         public var errorCode: String? { ((try? json())?["error"] as? [String: Any])?["code"] as? String }
         public var errorField: String? { ((try? json())?["error"] as? [String: Any])?["field"] as? String }
         public func header(_ name: String) -> String? {

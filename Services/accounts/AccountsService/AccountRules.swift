@@ -1,7 +1,7 @@
 import Core
 import Foundation
 
-/// Input rules of SPEC §4.1, as plain functions that throw the error the client sees.
+/// Input rules of accounts and sessions, as plain functions that throw the error the client sees.
 enum AccountRules {
     static let minimumPasswordLength = 10
     static let maximumPasswordLength = 1024
@@ -30,7 +30,7 @@ enum AccountRules {
         }
     }
 
-    /// What a first Sign in with Apple does when its email is already an account's (issue 18 §5,
+    /// What a first Sign in with Apple does when its email is already an account's (docs/security.md, "Account linking",
     /// account pre-hijacking). Whoever signs up with an email and a password never proves the
     /// email, so Apple's word that the Apple user owns it must not hand them that account, nor
     /// leave the password with whoever typed it: an account is joined only when its own email
@@ -40,7 +40,7 @@ enum AccountRules {
         case join
         /// Make an account of the Apple identity's own; the existing one keeps the email.
         case separateAccount
-        /// 409 `emailInUse`: Apple did not verify the email either (SPEC §4.1 details).
+        /// 409 `emailInUse`: Apple did not verify the email either.
         case refuse
     }
 

@@ -2,7 +2,7 @@ import Core
 import Database
 import Foundation
 
-/// Accounts, their identities and the appUserId rule (SPEC §4.1), in SQL. Every uniqueness rule
+/// Accounts, their identities and the appUserId rule, in SQL. Every uniqueness rule
 /// is a constraint; a violation is mapped to the error clients see.
 enum AccountStore {
     /// Creates an account and answers its id. `recordName` (iOS-first) becomes the appUserId;
@@ -88,7 +88,7 @@ enum AccountStore {
         }
     }
 
-    /// Deletes an account (issue 22 §4): its row is kept as a tombstone without email, password
+    /// Deletes an account: its row is kept as a tombstone without email, password
     /// or verified flag; its Apple identities and every id it held (appUserId, record names) are
     /// released, so the same person can start again; the row's appUserId becomes `deleted:<id>`.
     /// Answers the sessions it revoked; `notFound` for an account already deleted.

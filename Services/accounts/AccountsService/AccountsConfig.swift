@@ -5,7 +5,7 @@ import Runtime
 
 /// Settings of the accounts service (README configuration table).
 struct AccountsConfig: Sendable {
-    /// Lifetime of access tokens: at most 15 minutes (SPEC §4.1).
+    /// Lifetime of access tokens: at most 15 minutes.
     var accessTokenTTL: TimeInterval
     var refreshTokenTTL: TimeInterval
     /// How long a spent refresh token presented again gets the pair it was exchanged for instead

@@ -5,9 +5,9 @@ import Database
 import Foundation
 import Runtime
 
-/// Sign in with Apple on the web and Android (issue 22 §2): the REST flow's start and callback,
+/// Sign in with Apple on the web and Android: the REST flow's start and callback,
 /// the one-time sign-in codes that hand its session over, linking Apple to a signed-in account,
-/// and the revocation of Apple's token that deleting an account owes Apple (§4).
+/// and the revocation of Apple's token that deleting an account owes Apple.
 extension AccountsService {
     /// Seconds a sign-in code may wait for its exchange.
     static let signInCodeLifetime: Double = 120

@@ -4,7 +4,7 @@ import Cryptography
 import Database
 import Foundation
 
-/// Email verification and password reset (issue 22 §4). Each mails a token (`EmailTokens`) through
+/// Email verification and password reset. Each mails a token (`EmailTokens`) through
 /// the outbox (`MailOutbox`, sent by `MailSender`). Without SMTP settings neither is offered:
 /// `mailNotConfigured`, the same for every account and address.
 extension AccountsService {

@@ -4,7 +4,7 @@ import Cryptography
 import Database
 import Foundation
 
-/// The bus requests of members (issue 23). Each change is recorded in `accounts.audit_log` in its
+/// The bus requests of members. Each change is recorded in `accounts.audit_log` in its
 /// transaction; a change of role or a removal ends the member's sessions, so no access token keeps
 /// a role it no longer has.
 extension AccountsService {

@@ -3,7 +3,7 @@ import Cryptography
 import Foundation
 import Runtime
 
-/// The settings of Sign in with Apple's REST flow, for the web and Android (issue 22 §2): on when
+/// The settings of Sign in with Apple's REST flow, for the web and Android: on when
 /// `REDEEM_APPLE_SERVICES_ID` is set, which then needs the key that signs client secrets, the
 /// registered redirect URI and Apple's keys (exit 2 without them).
 struct AppleWebSettings: Sendable {

@@ -3,7 +3,7 @@ import Cryptography
 import Database
 import Foundation
 
-/// Tokens that prove an email address (issue 22 §4): made for an account and the address they are
+/// Tokens that prove an email address: made for an account and the address they are
 /// mailed to, random (256 bits), stored as their SHA-256 only, used once, and expiring. A token
 /// proves the address only while it is still the account's email.
 enum EmailTokens {

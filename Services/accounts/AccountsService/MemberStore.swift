@@ -3,7 +3,7 @@ import Cryptography
 import Database
 import Foundation
 
-/// Members: accounts with an operator role (issue 23). An admin invites an email with a role; the
+/// Members: accounts with an operator role. An admin invites an email with a role; the
 /// invitation's token (random, stored as its SHA-256 only, valid for `inviteTTL`, used once)
 /// makes the account (or joins the existing account of that email, given its password) a member.
 enum MemberStore {

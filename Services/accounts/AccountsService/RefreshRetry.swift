@@ -2,7 +2,7 @@ import Core
 import Cryptography
 import Foundation
 
-/// A spent refresh token presented again (issue 18 §5). A phone whose refresh answer was lost
+/// A spent refresh token presented again. A phone whose refresh answer was lost
 /// retries with the token it still holds; within the grace window, and while the token it was
 /// exchanged for is still unused, the retry is answered the very pair it missed. Otherwise it is
 /// a replay, and the session is revoked.

@@ -1,7 +1,7 @@
 import Core
 import Foundation
 
-/// A coupon's definition once every field has passed the rules of SPEC §4.2 and §4.7.
+/// A coupon's definition once every field has passed the rules of docs/api.md.
 struct CouponDefinition: Sendable {
     var code: String
     var kind: CouponKind
@@ -62,7 +62,7 @@ struct CouponDefinition: Sendable {
 enum CouponRules {
     static let units = ["day", "week", "month", "year"]
 
-    // App Store offer-code limits (SPEC §4.2), which grants checks too (`AppStoreLimits`).
+    // App Store offer-code limits, which grants checks too (`AppStoreLimits`).
     static let storeMaxRedemptions = AppStoreLimits.maxRedemptions
     static let storeMaxMonthsAhead = AppStoreLimits.maxMonthsAhead
     static let storeMaxActivePerProduct = AppStoreLimits.activeOffersPerSubscription

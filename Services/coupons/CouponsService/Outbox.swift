@@ -5,7 +5,7 @@ import Foundation
 import Runtime
 import Telemetry
 
-/// The transactional outbox (SPEC §3): messages for grants are written in the transaction that
+/// The transactional outbox: messages for grants are written in the transaction that
 /// makes them true, then pushed by `OutboxRelay` until grants acknowledges them, which removes them.
 ///
 /// A message is keyed by a UUID and its type (the `redemption_id` column, named for the first

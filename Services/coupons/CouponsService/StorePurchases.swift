@@ -182,7 +182,7 @@ enum StorePurchases {
         let d = try CouponStore.definition(coupon)
         let couponId = try coupon.decode("id", as: UUID.self)
         let mode = Mode(rawValue: try coupon.decode("mode", as: String.self)) ?? .live
-        // A test coupon's redemptions are all sandbox (SPEC §4.3), whatever the store says.
+        // A test coupon's redemptions are all sandbox, whatever the store says.
         let sandbox = t.sandbox || mode == .test
         let paid = price(t)
 

@@ -15,7 +15,7 @@ enum Principal: Sendable {
     case apiKey(id: UUID, role: Role, mode: Mode)
 }
 
-/// Authenticates requests at the gateway (SPEC §4):
+/// Authenticates requests at the gateway:
 /// - access tokens are verified locally with the accounts service's public key (fetched once over
 ///   the bus), and refused while their session is revoked — learnt from `session.revoked` events
 ///   at once, and from a periodic catch-up in case an event was missed;

@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// Routes of SPEC §4.1: accounts, sessions, the appUserId link and API keys.
+/// Routes of accounts, sessions, the appUserId link and API keys.
 extension Gateway {
     struct SignUpBody: APIBody {
         static let schemaName: String? = "SignUp"

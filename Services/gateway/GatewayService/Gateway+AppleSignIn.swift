@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// Sign in with Apple on the web and Android (issue 22 §2). Accounts owns the flow (Apple's
+/// Sign in with Apple on the web and Android. Accounts owns the flow (Apple's
 /// settings, the state and nonce, the code exchange, the account); the gateway carries it over
 /// HTTP: the redirect to Apple, the cookie that binds the browser, Apple's form post, and the
 /// one-time code the page or app exchanges for its session.

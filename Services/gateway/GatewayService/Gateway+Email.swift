@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// Email verification and password reset (issue 22 §4): accounts mails a code, the pilot sends it
+/// Email verification and password reset: accounts mails a code, the pilot sends it
 /// back. Without SMTP settings on accounts these answer 403 `mailNotConfigured`.
 extension Gateway {
     struct EmailConfirmBody: APIBody {

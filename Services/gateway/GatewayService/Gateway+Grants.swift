@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// Routes of SPEC §4.4 (webhooks) and `/v1/me/entitlements`.
+/// Routes of webhooks and `/v1/me/entitlements`.
 extension Gateway {
     /// `events` is read as text, so that grants answers a wrong one naming the events there are.
     struct WebhookBody: APIBody {

@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// The MCP server at `/mcp` (issue 23): Streamable HTTP in both revisions clients speak.
+/// The MCP server at `/mcp`: Streamable HTTP in both revisions clients speak.
 /// - **2026-07-28**: every POST carries `MCP-Protocol-Version` (and `Mcp-Method`, `Mcp-Name`), which
 ///   must agree with the body; no session or handshake; `server/discover` answers what the server
 ///   speaks; every result carries `resultType`.

@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// Members (issue 23): operator accounts with a role. An admin invites by email and gets a one-time
+/// Members: operator accounts with a role. An admin invites by email and gets a one-time
 /// invite URL (there is no mail outbox yet); accepting it sets a password (or joins the email's
 /// existing account) and signs the member in. A member's session reaches the operator routes as a
 /// key of its role, in the mode its `Redeem-Mode` header names.

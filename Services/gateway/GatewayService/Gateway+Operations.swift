@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// `/healthz`, `/readyz` and `/metrics` (SPEC §4.6; docs/operations.md).
+/// `/healthz`, `/readyz` and `/metrics` (docs/operations.md).
 extension Gateway {
     struct Health: APIBody, Encodable {
         static let schemaName: String? = "Status"

@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// `GET /redeem` and its two assets (SPEC §4.5), and `GET /openapi.json` (§4.6).
+/// `GET /redeem` and its two assets, and `GET /openapi.json`.
 extension Gateway {
     /// Sent with every gateway response: no framing, no sniffing, no referrer, and for HTML a
     /// policy that allows only this origin's own script and style (no inline script at all).
@@ -38,7 +38,7 @@ extension Gateway {
     func redeemStyle(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.css, contentType: "text/css; charset=utf-8") }
 }
 
-/// `GET /dashboard` and its two assets (issue 23): the operator dashboard.
+/// `GET /dashboard` and its two assets: the operator dashboard.
 extension Gateway {
     static let dashboardRoutes: [APIRoute] = [
         .route(.get, "/dashboard", "The operator dashboard", answers: [200: .text("text/html")], handle: Gateway.dashboardPage),

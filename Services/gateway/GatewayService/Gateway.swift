@@ -7,7 +7,7 @@ import Runtime
 import Synchronization
 import Telemetry
 
-/// The only public HTTP surface (SPEC §2, §4): authenticates, rate-limits and turns HTTP into
+/// The only public HTTP surface: authenticates, rate-limits and turns HTTP into
 /// bus requests. Stateless.
 public final class Gateway: Sendable {
     public let config: GatewayConfig

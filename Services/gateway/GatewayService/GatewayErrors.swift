@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// The one place service errors become HTTP statuses (SPEC §4).
+/// The one place service errors become HTTP statuses.
 enum GatewayErrors {
     /// Exhaustive: a code added to `ErrorCode` does not compile until it has its status here.
     static func status(of code: ErrorCode) -> Int {

@@ -3,7 +3,7 @@ import Foundation
 
 /// Redemptions as CSV (RFC 4180): every field quoted when it holds a comma, quote, CR or LF,
 /// quotes doubled; a cell that would start with `=`, `+`, `-` or `@` gets a leading `'` so a
-/// spreadsheet never runs it as a formula (SPEC §4.7). Ids are written as the JSON API and the
+/// spreadsheet never runs it as a formula. Ids are written as the JSON API and the
 /// webhooks write them, so rows can be joined with either.
 enum RedemptionCSV {
     static let columns = ["redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",

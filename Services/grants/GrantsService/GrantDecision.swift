@@ -1,6 +1,6 @@
 import Foundation
 
-/// What the grant pass does with a grant once its provider call has ended (SPEC §5).
+/// What the grant pass does with a grant once its provider call has ended.
 enum GrantDecision: Equatable, Sendable {
     /// The entitlement is granted: settle the grant succeeded, then tell coupons it completed.
     case succeed

@@ -54,7 +54,7 @@ struct ReceivedCommand: Sendable {
 /// The grant ledger in SQL: one grant per redemption (primary key), `end_time` computed once.
 enum GrantLedger {
     /// Stores commands unless their redemptions have a grant already. A period starts where the
-    /// holder's latest Redeem grant of the entitlement ends, or now (SPEC §5). Each holder's lock
+    /// holder's latest Redeem grant of the entitlement ends, or now. Each holder's lock
     /// is taken first, all in one statement and in one order (so two instances storing
     /// overlapping batches cannot deadlock); then one insert per round, where round n holds each
     /// holder's n-th command, so a holder's second coupon extends from its first.

@@ -293,7 +293,7 @@ extension Grant {
     }
 }
 
-/// Webhook `data`: the redemption (SPEC §4.3, with who made it) plus the public coupon.
+/// Webhook `data`: the redemption (with who made it) plus the public coupon.
 struct WebhookData: Encodable {
     var redemption: RedemptionView
     var coupon: PublicCoupon

@@ -2,8 +2,8 @@ import Core
 import Database
 import Foundation
 
-/// An account's move from a fresh `appUserId` to its CloudKit record name, in the ledger (issue 22
-/// §1). Each account has a lock of its own in the advisory-lock class `moveLockClass`: storing a
+/// An account's move from a fresh `appUserId` to its CloudKit record name, in the ledger
+/// (docs/api.md, "One account on every platform"). Each account has a lock of its own in the advisory-lock class `moveLockClass`: storing a
 /// command takes it shared (`GrantLedger.store`), a move takes it alone, so a command is stored
 /// either wholly before a move (and moved with the rest) or wholly after it (and stored under the
 /// new id by `store_round`). Nothing is stored under an id the account has left.

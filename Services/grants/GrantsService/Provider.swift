@@ -22,7 +22,7 @@ enum ProviderAnswer: Sendable, Equatable {
     case unknownProvider
 }
 
-/// An entitlement provider (SPEC §5).
+/// An entitlement provider.
 protocol EntitlementProvider: Sendable {
     /// `local`, `revenuecat` or `revenuecat-sandbox`: stored with each grant.
     var name: String { get }
@@ -82,7 +82,7 @@ struct RevenueCat: EntitlementProvider {
     }
 }
 
-/// Exponential backoff with jitter (SPEC §5): from 1 s, doubling, at most `max` apart, and never
+/// Exponential backoff with jitter: from 1 s, doubling, at most `max` apart, and never
 /// sooner than the provider's `Retry-After`. A value type so tests drive it without sleeping.
 struct RetryPolicy: Sendable {
     var initial: TimeInterval = 1

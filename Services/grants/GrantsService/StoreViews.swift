@@ -2,7 +2,7 @@ import Core
 import Foundation
 import Synchronization
 
-/// The store's own view of a holder (issue 22 §3): RevenueCat's subscriber, read with a bounded
+/// The store's own view of a holder: RevenueCat's subscriber, read with a bounded
 /// wait and kept per holder for `ttl` (forgotten at once when the holder redeems or moves). Under
 /// `local` there is no store to ask: no purchase, no URL, no entries.
 final class StoreViews: Sendable {

@@ -4,7 +4,7 @@ import Foundation
 import Runtime
 import Telemetry
 
-/// Grants moved periods again under the id their account moved to (issue 22 §1, `GrantLedger.move`):
+/// Grants moved periods again under the id their account moved to (`GrantLedger.move`):
 /// each transfer calls its provider with the new id and the grant's own `end_time_ms`, once the
 /// grant it follows has succeeded (a transfer whose grant failed is cancelled). A repeated call is
 /// a duplicate the provider ignores, so a lease that runs out mid-call costs nothing but a call.

@@ -2,7 +2,7 @@ import Core
 import Database
 import Foundation
 
-/// The webhook lists of SPEC §4.4, newest first, a page at a time (`Keyset`), each of one mode:
+/// The webhook lists, newest first, a page at a time (`Keyset`), each of one mode:
 /// an endpoint of the other mode is not there (its deliveries are `notFound`).
 extension Webhooks {
     static func list(_ pool: PGPool, _ req: Grants.ListWebhooks) async throws -> Grants.ListWebhooks.Response {

@@ -4,7 +4,7 @@ import Database
 import Foundation
 import Glibc
 
-/// Operator webhooks (SPEC §4.4), signed per Standard Webhooks.
+/// Operator webhooks, signed per Standard Webhooks.
 enum Webhooks {
     /// `whsec_` + base64 of 24 random bytes; the HMAC key is the decoded bytes.
     static func newSecret() -> String { "whsec_" + Data(Crypto.randomBytes(24)).base64EncodedString() }
@@ -267,7 +267,7 @@ enum Webhooks {
     }
 }
 
-/// `{type, timestamp, data}` (SPEC §4.4).
+/// `{type, timestamp, data}`.
 struct WebhookBody<D: Encodable>: Encodable {
     var type: WebhookEventType
     var timestamp: Date

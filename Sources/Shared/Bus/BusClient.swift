@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 import Telemetry
 
-/// The asking side of request-reply (SPEC §3): one DEALER for each instance of a service (every
+/// The asking side of request-reply: one DEALER for each instance of a service (every
 /// address its endpoints name, looked up again as instances come and go), with many requests in
 /// flight. Each request carries a correlation id and a deadline; a reply that arrives after its
 /// deadline finds no waiter and is dropped. The correlation id travels twice: in the envelope,

@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 import Telemetry
 
-/// The answering side of request-reply (SPEC §3): a ROUTER socket bound on the service's
+/// The answering side of request-reply: a ROUTER socket bound on the service's
 /// endpoint. Every request is handled in its own task, so many are in flight at once and a slow
 /// handler never blocks the socket; replies go back through the socket's worker thread.
 public final class BusServer: Sendable {

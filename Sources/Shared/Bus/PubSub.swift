@@ -2,7 +2,7 @@ import Core
 import Foundation
 import Telemetry
 
-/// Publishes events (SPEC §3) on a PUB socket: frames `[topic, JSON envelope]`. Events are hints:
+/// Publishes events on a PUB socket: frames `[topic, JSON envelope]`. Events are hints:
 /// a subscriber that is not connected misses them, and the database stays the truth.
 public final class EventPublisher: Sendable {
     private let worker: SocketWorker
@@ -58,7 +58,7 @@ public final class EventSubscriber: Sendable {
     public func stop() { worker.stop() }
 }
 
-/// The sending end of a PUSH/PULL pipeline (grant commands, SPEC §3), load-balanced across every
+/// The sending end of a PUSH/PULL pipeline (grant commands), load-balanced across every
 /// instance of the pulling service (every address its endpoints name). `push` is fire-and-forget:
 /// delivery is made reliable by the sender re-sending until the receiver acknowledges, which also
 /// covers messages queued for an instance that went away.

@@ -28,7 +28,7 @@ final class ZMQContext: @unchecked Sendable {
     deinit { zmq_ctx_term(raw) }
 }
 
-/// Socket kinds used by the bus (SPEC §3).
+/// Socket kinds used by the bus.
 enum ZMQSocketKind: Sendable {
     case dealer, router, push, pull, pub, sub
     var raw: Int32 {

@@ -33,7 +33,7 @@ extension StoreLimit: APIBody {
     public static let schemaName: String? = "StoreLimit"
 }
 
-/// Every field may be left out as far as the decoder goes; coupons checks each (SPEC §4.2) and
+/// Every field may be left out as far as the decoder goes; coupons checks each and
 /// answers 422 naming it.
 extension CouponInput: APIBody {
     public static let schemaName: String? = "CouponInput"

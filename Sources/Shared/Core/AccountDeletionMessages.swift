@@ -1,6 +1,6 @@
 import Foundation
 
-// Deleting an account (issue 22 §4; App Review guideline 5.1.1(v)).
+// Deleting an account (App Review guideline 5.1.1(v)).
 
 extension Accounts {
     /// Deletes an account: every session revoked (published), its identities and credentials

@@ -2,7 +2,7 @@ import Foundation
 
 // Requests the accounts service answers (gateway → accounts) and the events it publishes.
 
-/// An account as clients see it (SPEC §4.1 `GET /v1/me`).
+/// An account as clients see it (`GET /v1/me`).
 public struct AccountView: Codable, Sendable, Equatable {
     public struct Identity: Codable, Sendable, Equatable {
         /// `email`, `apple` or `cloudkit`.
@@ -45,7 +45,7 @@ public struct AccountView: Codable, Sendable, Equatable {
     }
 }
 
-/// `session` of SPEC §4.1. `expiresAt` is the access token's expiry.
+/// `session` of `{account, session}` (docs/api.md). `expiresAt` is the access token's expiry.
 public struct SessionTokens: Codable, Sendable {
     public var accessToken: String
     public var refreshToken: String
@@ -210,7 +210,7 @@ public enum Role: String, Codable, Sendable, CaseIterable, Comparable {
     public static func < (a: Role, b: Role) -> Bool { a.rank < b.rank }
 }
 
-/// Test mode and live mode are two worlds, as in Stripe (SPEC §4.7): every coupon, redemption,
+/// Test mode and live mode are two worlds, as in Stripe: every coupon, redemption,
 /// export and webhook belongs to one mode, and a key sees and changes only its own mode's. API keys
 /// are the one exception: a live key manages keys of both modes (how an operator gets test keys),
 /// a test key only test keys.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Apple's limits on subscription offer codes (SPEC §4.2; docs/stores.md), in one place: coupons
+/// Apple's limits on subscription offer codes (docs/stores.md), in one place: coupons
 /// checks them when a coupon is made, and grants checks them again before it asks App Store
 /// Connect for anything, so a coupon that breaks one never becomes a call Apple refuses.
 public enum AppStoreLimits {

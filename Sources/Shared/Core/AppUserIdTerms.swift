@@ -1,7 +1,7 @@
 import Foundation
 
-/// Why linking a CloudKit record name left the account's `appUserId` as it was (SPEC §4.1, the
-/// appUserId rule; issue 22 §1). A closed set: clients may switch over it.
+/// Why linking a CloudKit record name left the account's `appUserId` as it was (the
+/// appUserId rule). A closed set: clients may switch over it.
 public enum AppUserIdKept: String, Codable, Sendable, CaseIterable {
     /// The record name is the `appUserId` already.
     case alreadyThisId
@@ -12,7 +12,7 @@ public enum AppUserIdKept: String, Codable, Sendable, CaseIterable {
     case storePurchases
 }
 
-/// Where an entitlement comes from (issue 22 §3): RevenueCat's `store` of the purchase behind it,
+/// Where an entitlement comes from: RevenueCat's `store` of the purchase behind it,
 /// or the provider that holds one of Redeem's own grants (`local`, `local-sandbox`, `revenuecat`,
 /// `revenuecat-sandbox`, as stored with each grant). Kept as text on the wire, since RevenueCat may
 /// add stores; these are the values Redeem knows.

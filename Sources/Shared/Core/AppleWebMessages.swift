@@ -1,6 +1,6 @@
 import Foundation
 
-// Sign in with Apple on the web and Android (issue 22 §2): the REST flow, the one-time sign-in
+// Sign in with Apple on the web and Android: the REST flow, the one-time sign-in
 // codes that hand its session over, linking Apple to an account.
 
 extension Accounts {

@@ -1,4 +1,4 @@
-/// Where an end user redeems a code (SPEC §4.2 `platforms`, §4.3 `platform`). A closed set: adding
+/// Where an end user redeems a code (validate's and redeem's `platform`). A closed set: adding
 /// one is a compile error wherever platforms are told apart.
 public enum Platform: String, Codable, Sendable, CaseIterable {
     case ios, android, web
@@ -7,7 +7,7 @@ public enum Platform: String, Codable, Sendable, CaseIterable {
     public static let listed = allCases.map(\.rawValue).dropLast().joined(separator: ", ") + " or " + allCases.last!.rawValue
 }
 
-/// What a coupon gives (SPEC §4.2 `kind`).
+/// What a coupon gives.
 public enum CouponKind: String, Codable, Sendable, CaseIterable {
     /// An entitlement for a duration, granted by Redeem.
     case freePeriod

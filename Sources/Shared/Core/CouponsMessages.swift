@@ -2,7 +2,7 @@ import Foundation
 
 // Requests the coupons service answers (gateway → coupons, grants → coupons).
 
-/// Money on the wire: `{ "amount": "4.99", "currency": "EUR" }` (SPEC §4).
+/// Money on the wire: `{ "amount": "4.99", "currency": "EUR" }`.
 public struct Money: Codable, Sendable, Equatable {
     public var amount: String
     public var currency: String
@@ -52,7 +52,7 @@ public struct CouponInput: Codable, Sendable {
     public init() {}
 }
 
-/// A coupon as operators see it (SPEC §4.2).
+/// A coupon as operators see it.
 public struct CouponView: Codable, Sendable {
     public var code: String
     public var kind: CouponKind
@@ -133,7 +133,7 @@ public struct CouponView: Codable, Sendable {
     }
 }
 
-/// `coupon` (public view) of SPEC §4.3.
+/// `coupon` (public view) of validate's answer (docs/api.md).
 public struct PublicCoupon: Codable, Sendable, Equatable {
     public var code: String
     public var kind: CouponKind
@@ -149,7 +149,7 @@ public struct PublicCoupon: Codable, Sendable, Equatable {
     }
 }
 
-/// A redemption (SPEC §4.3), plus who made it (for operators, exports and webhooks).
+/// A redemption, plus who made it (for operators, exports and webhooks).
 public struct RedemptionView: Codable, Sendable, Equatable {
     public struct Entitlement: Codable, Sendable, Equatable {
         public var entitlementId: String
@@ -194,7 +194,7 @@ public struct RedemptionView: Codable, Sendable, Equatable {
         case accountId, appUserId, appStore, playStore
     }
 
-    /// The shape of SPEC §4.3: `productId` and `pricePaid` are always there (null when there is
+    /// The API's shape (docs/api.md): `productId` and `pricePaid` are always there (null when there is
     /// none, as for a free period); `completedAt`, `failureReason` and `entitlement` only once set;
     /// `accountId` and `appUserId` unless the redemption is an unattributed store purchase;
     /// `appStore` only in redeem's answer on iOS for a coupon with App Store offers.
@@ -329,7 +329,7 @@ public enum Coupons {
 
     public struct Validate: BusRequest {
         public static let type = "coupons.validate"
-        /// The answer of `POST /v1/coupons/validate` (SPEC §4.3).
+        /// The answer of `POST /v1/coupons/validate`.
         public struct Answer: Codable, Sendable {
             public var valid: Bool
             public var reason: RefusalReason?
@@ -430,7 +430,7 @@ public enum Coupons {
 
     public struct Redeem: BusRequest {
         public static let type = "coupons.redeem"
-        /// Either the redemption (`created` tells 201 from 200) or the refusal reason (SPEC §4.3).
+        /// Either the redemption (`created` tells 201 from 200) or the refusal reason.
         public struct Response: Codable, Sendable {
             /// The redemption as the gateway sends it.
             public var redemption: WireJSON<RedemptionView>?

@@ -1,6 +1,6 @@
 import Foundation
 
-// Email verification and password reset (issue 22 §4): tokens sent by mail through the accounts
+// Email verification and password reset: tokens sent by mail through the accounts
 // service's outbox, each random, stored as its SHA-256 only, used once, and expiring.
 
 extension Accounts {

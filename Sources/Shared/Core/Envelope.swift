@@ -1,6 +1,6 @@
 import Foundation
 
-/// The one envelope every bus message travels in (SPEC §3): versioned, typed, JSON.
+/// The one envelope every bus message travels in: versioned, typed, JSON.
 ///
 /// ```json
 /// {"v":1,"id":"…","type":"coupons.redeem","requestId":"…","deadlineMs":1764483573123,"body":{…}}
@@ -78,7 +78,7 @@ public protocol BusEvent: Codable, Sendable {
 }
 
 /// An error with a stable machine code, as services answer it and the gateway maps it to HTTP
-/// (SPEC §4 error shape). `field` names the offending input where there is one.
+/// (the API's error shape, docs/api.md). `field` names the offending input where there is one.
 public struct ServiceError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
     public var code: ErrorCode
     public var message: String

@@ -1,10 +1,10 @@
-/// Every machine code a service error carries (SPEC §4's error shape), on the bus and in the body
+/// Every machine code a service error carries (the API's error shape, docs/api.md), on the bus and in the body
 /// of an HTTP error. A closed set: the gateway's switch from code to HTTP status is exhaustive, so a
 /// new code does not compile until it has a status.
 public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     // Who is asking.
     case notIdentified, invalidToken, invalidCredentials, invalidIdentityToken, forbidden
-    /// A one-time sign-in code of the web flow (issue 22 §2): unknown, already exchanged, or
+    /// A one-time sign-in code of the web flow: unknown, already exchanged, or
     /// past its short life.
     case invalidSignInCode, signInCodeUsed, signInCodeExpired
     /// Data said to be signed by a store (an App Store transaction or notification) whose

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The grant command (SPEC §3): written to the coupons outbox with the reservation, pushed to
+/// The grant command: written to the coupons outbox with the reservation, pushed to
 /// grants (PUSH/PULL) and re-sent until grants acknowledges it. Grants makes at most one grant
 /// per redemption, so a repeated command is harmless.
 public struct GrantCommand: BusRequest, Equatable {
@@ -80,7 +80,7 @@ public struct RedemptionsSettled: BusEvent {
 
 /// One redemption's end, in `RedemptionsSettled`. (Grants published it alone, as
 /// `redemption.settled`, before batches: during an upgrade such a grants instance wakes no
-/// long poll of a newer gateway; those answer when their wait ends, as SPEC §4.3 allows.)
+/// long poll of a newer gateway; those answer when their wait ends, as the long poll allows.)
 public struct RedemptionSettled: Codable, Sendable {
     public var redemptionId: UUID
     /// `completed` or `failed`.
@@ -159,7 +159,7 @@ public enum Grants {
         public struct Response: Codable, Sendable {
             public var data: [EntitlementView]
             /// Under `revenuecat`, true when the store could not be read in time: `data` holds
-            /// Redeem's own grants only (issue 22 §3).
+            /// Redeem's own grants only.
             public var partial: Bool
             public init(data: [EntitlementView], partial: Bool = false) {
                 self.data = data
@@ -295,7 +295,7 @@ extension Grants {
 }
 
 extension Grants {
-    /// What the entitlement provider knows of a holder (issue 22 §1, §3): whether it holds a store
+    /// What the entitlement provider knows of a holder: whether it holds a store
     /// purchase, the store's management URL, and its entitlements from any store. Under `local`
     /// the ledger holds only Redeem's grants: no purchase, no URL, no entries.
     public struct StoreView: BusRequest {
@@ -325,7 +325,7 @@ extension Grants {
         }
     }
 
-    /// Moves a holder's grants to the id its account now logs in with (issue 22 §1): the ledger's
+    /// Moves a holder's grants to the id its account now logs in with: the ledger's
     /// rows follow, the provider is granted each active period again with the same end, commands
     /// still naming the old id are stored under the new one, and `account.appUserIdChanged` goes
     /// out. Idempotent.

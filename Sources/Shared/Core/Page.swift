@@ -1,4 +1,4 @@
-/// One page of a list (SPEC §4.7): `{ "data": [...], "nextCursor": "…" | null }`, the same on the
+/// One page of a list: `{ "data": [...], "nextCursor": "…" | null }`, the same on the
 /// bus and over HTTP.
 public struct Page<Item: Codable & Sendable>: Codable, Sendable {
     public var data: [Item]

@@ -2,7 +2,7 @@ import Foundation
 
 // The plans catalog (docs/stores.md): the products coupons can cover, and what each is called in
 // each store. Kept by coupons (gateway → coupons); each plan belongs to the mode of the key that
-// made it, as every object does (SPEC §4.7).
+// made it, as every object does.
 
 /// A plan's App Store side: the App Store Connect id of its auto-renewable subscription (the
 /// resource id offers are created under, not the product identifier).

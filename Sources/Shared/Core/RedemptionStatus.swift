@@ -1,4 +1,4 @@
-/// Where a redemption is in its life (SPEC §4.3): `reserved` → `granting` → `completed` | `failed`
+/// Where a redemption is in its life: `reserved` → `granting` → `completed` | `failed`
 /// (the use given back), and `released` (a discount whose purchase did not come in time). A closed
 /// set: the column's CHECK constraint holds the same values.
 public enum RedemptionStatus: String, Codable, Sendable, CaseIterable {

@@ -1,4 +1,4 @@
-/// Why validate or redeem refused a code (SPEC §4.3), with its sentence for people, written once.
+/// Why validate or redeem refused a code, with its sentence for people, written once.
 /// Validate answers it as `reason`; redeem as a 422 whose `error.code` is the reason.
 /// `alreadyOwned`: the account's store account already holds the plan (on Google Play, known
 /// through RevenueCat's subscriber), so a purchase would be refused by the store.

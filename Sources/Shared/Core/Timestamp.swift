@@ -1,6 +1,6 @@
 import Foundation
 
-/// Times on the wire: ISO 8601 UTC with milliseconds (SPEC §4), e.g. `2026-11-30T06:19:33.123Z`.
+/// Times on the wire: ISO 8601 UTC with milliseconds, e.g. `2026-11-30T06:19:33.123Z`.
 public enum Timestamp {
     /// Rounded to the nearest millisecond (a Double holds .293 as .29299…, which a formatter
     /// that truncates would print as .292). Written with integer date arithmetic: Foundation's
@@ -59,7 +59,7 @@ public enum Timestamp {
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
-    /// Reads RFC 3339 (the ISO 8601 profile SPEC §4 uses): `YYYY-MM-DDTHH:MM:SS`, optional
+    /// Reads RFC 3339 (the ISO 8601 profile the API uses): `YYYY-MM-DDTHH:MM:SS`, optional
     /// fractional seconds, then `Z` or an offset (`+01:00`, `+0100`, `+01`). `nil` for anything else:
     /// a date or time that does not exist (February 30, 25:00), an instant outside years 1 to 9999
     /// in UTC, text after the zone. Dates are proleptic Gregorian, as PostgreSQL's.

@@ -1,11 +1,11 @@
-/// The events an operator's webhook endpoint can take (SPEC §4.4): the body's `type`, and an
+/// The events an operator's webhook endpoint can take: the body's `type`, and an
 /// endpoint's `events`.
 public enum WebhookEventType: String, Codable, Sendable, CaseIterable {
     /// A redemption completed (either kind of coupon), once per redemption.
     case couponRedeemed = "coupon.redeemed"
     /// A redemption's grant failed for good.
     case redemptionFailed = "redemption.failed"
-    /// An account's `appUserId` changed (a CloudKit record name was adopted, issue 22 §1): the
+    /// An account's `appUserId` changed (a CloudKit record name was adopted): the
     /// apps log in to the provider again with the new id. `data` is `{accountId, appUserId,
     /// previousAppUserId}`.
     case appUserIdChanged = "account.appUserIdChanged"
@@ -20,7 +20,7 @@ public enum WebhookEventType: String, Codable, Sendable, CaseIterable {
     public static let listed = subscribable.map(\.rawValue).joined(separator: ", ")
 }
 
-/// Where one delivery of an event to one endpoint is (SPEC §4.4): waiting for its next attempt,
+/// Where one delivery of an event to one endpoint is: waiting for its next attempt,
 /// or ended. A closed set: the column's CHECK constraint holds the same values.
 public enum WebhookDeliveryStatus: String, Codable, Sendable, CaseIterable {
     case pending, delivered, failed

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// A value that crosses the bus already in its public JSON form (an HTTP body of SPEC §4): the
+/// A value that crosses the bus already in its public JSON form (an HTTP body, docs/api.md): the
 /// service that owns it encodes it once with the wire encoder, and the gateway sends those bytes
 /// as its response, without decoding and encoding them again on the way.
 ///

@@ -69,7 +69,7 @@ public struct HTTPResponse: Sendable {
         HTTPResponse(status: status, headers: [("Content-Type", jsonContentType)] + headers, body: value.bytes)
     }
 
-    /// The SPEC §4 error shape.
+    /// The API's error shape (docs/api.md).
     public static func error(_ e: HTTPError) -> HTTPResponse {
         var r = json(e.status, ErrorBody(error: ErrorBody.Detail(code: e.code, message: e.message, field: e.field)), headers: e.headers)
         r.status = e.status

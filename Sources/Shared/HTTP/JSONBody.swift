@@ -1,7 +1,7 @@
 import Core
 import Foundation
 
-/// Reading JSON request bodies by the rules of SPEC §4.7: a JSON content type (415 otherwise),
+/// Reading JSON request bodies by the rules every route follows (docs/api.md): a JSON content type (415 otherwise),
 /// valid JSON (400 `malformedJson`), nesting at most 32 deep (400), a JSON object (422 `invalid`),
 /// required fields present and well-typed (422 `invalid` naming the field). Unknown fields are ignored.
 public enum JSONBody {

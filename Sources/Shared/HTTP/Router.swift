@@ -2,7 +2,7 @@ import Foundation
 
 /// Routes requests by method and path template (`/v1/coupons/{code}`), filling path parameters.
 /// An unknown path is 404 `routeNotFound`; a known path with another method is 405
-/// `methodNotAllowed` with an `Allow` header (SPEC §4.7).
+/// `methodNotAllowed` with an `Allow` header.
 public struct Router: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) async throws -> HTTPResponse
 

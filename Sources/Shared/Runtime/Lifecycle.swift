@@ -2,7 +2,7 @@ import Core
 import Foundation
 import Glibc
 
-/// Turns SIGTERM/SIGINT into an orderly shutdown (SPEC §6; `ServiceMain` runs it).
+/// Turns SIGTERM/SIGINT into an orderly shutdown (`ServiceMain` runs it).
 ///
 /// `blockTerminationSignals()` must run first thing in `main`, before any thread exists, so every
 /// thread inherits the mask and the signals are only ever taken by `sigwait` on one dedicated

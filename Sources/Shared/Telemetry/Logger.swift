@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// JSON-lines logger on stderr (SPEC §6): `time`, `level`, `service`, `msg`, `request.id` and
+/// JSON-lines logger on stderr: `time`, `level`, `service`, `msg`, `request.id` and
 /// dot-named fields. Never pass secrets, tokens, passwords or full keys as fields.
 public struct Logger: Sendable {
     public enum Level: Int, Sendable, Comparable, CaseIterable {

@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// The MCP server's tools (issue 23). Each is one route of the public API (`Gateway.routes`): its
+/// The MCP server's tools. Each is one route of the public API (`Gateway.routes`): its
 /// input schema is that route's path parameters, query parameters and body type, read from the
 /// same typed description `/openapi.json` is made of, and calling it runs that route with the
 /// caller's own credential. The API, the dashboard and MCP can't disagree: they are one code path.

@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// The OpenAPI 3.1 description of the gateway's API (SPEC §4, §4.6), served at `/openapi.json`:
+/// The OpenAPI 3.1 description of the gateway's API, served at `/openapi.json`:
 /// made from the route table (`Gateway.routes`) and the schemas of the body types
 /// (`SchemaCatalog`), so nothing is described by hand.
 enum OpenAPIDocument {
