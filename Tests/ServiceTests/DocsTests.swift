@@ -81,7 +81,7 @@ import Core
         }
         for script in ["deploy/run-stack", "deploy/postgres", "deploy/database-roles", "scripts/setup", "scripts/test",
                        "scripts/env.sh", "scripts/free-port", "scripts/link-order"] {
-            let shell = try read(script)
+            let shell = try Self.read(script)
             read.formUnion(try matches(#"\$\{?(REDEEM_[A-Z0-9_]+)"#, in: shell).map { $0[1] })
             read.formUnion(try matches(#"(?:port_or_free|bus) (REDEEM_[A-Z0-9_]+)"#, in: shell).map { $0[1] })
             read.formUnion(try matches(#"environ(?:ment)?\.get\("(REDEEM_[A-Z0-9_]+)""#, in: shell).map { $0[1] })
@@ -99,6 +99,20 @@ import Core
         #expect(named.count > 60, "the documents name settings (\(named.count))")
         let unknown = named.filter { !read.contains($0.key) }
         #expect(unknown.isEmpty, "named in the documents but read by no code: \(unknown)")
+    }
+
+    /// Metrics the documents name (`redeem_http_requests_total`) are ones the code registers.
+    @Test func everyMetricTheDocumentsNameIsOneTheCodeRegisters() throws {
+        var registered: Set<String> = []
+        for folder in ["Sources", "Services"] {
+            for swift in try Self.sources(folder, suffix: ".swift") {
+                registered.formUnion(try Self.matches(#""(redeem_[a-z_]+)""#, in: swift).map { $0[1] })
+            }
+        }
+        let named = try Self.whereFound(#"`(redeem_[a-z_]+)(?:\{[^}`]*\})?`"#, in: Self.documents())
+        #expect(named.count >= 5, "the documents name metrics (\(named.count))")
+        let unknown = named.filter { !registered.contains($0.key) }
+        #expect(unknown.isEmpty, "metrics in the documents that the code never registers: \(unknown)")
     }
 
     // MARK: - Routes
