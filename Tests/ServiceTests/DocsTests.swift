@@ -207,6 +207,23 @@ import Core
         #expect(rows.subtracting(suites).sorted() == [], "rows in docs/testing.md for suites that do not exist")
     }
 
+    /// A suite the documents name (`StoreTaskTests`, `IntegrationTests/GrantsTests`) is a test type,
+    /// a file of tests (`BackgroundTests`) or a test target.
+    @Test func everySuiteTheDocumentsNameExists() throws {
+        let tests = Project.root.appendingPathComponent("Tests")
+        let files = FileManager.default.enumerator(atPath: tests.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+        var known = Set(files.map { (($0 as NSString).lastPathComponent as NSString).deletingPathExtension })
+        known.formUnion(try FileManager.default.contentsOfDirectory(atPath: tests.path))
+        for file in files {
+            let swift = try String(contentsOf: tests.appendingPathComponent(file), encoding: .utf8)
+            known.formUnion(try Self.matches(#"(?:class|struct|enum) (\w+Tests)\b"#, in: swift).map { $0[1] })
+        }
+        let named = try Self.whereFound(#"`(?:[A-Za-z]+Tests/)?(\w+Tests)`"#, in: Self.documents())
+        #expect(named.count > 30, "the documents name suites (\(named.count))")
+        let unknown = named.filter { !known.contains($0.key) }
+        #expect(unknown.isEmpty, "suites in the documents that do not exist: \(unknown)")
+    }
+
     /// GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens.
     static func anchor(_ heading: String) -> String {
         String(heading.lowercased().filter { $0.isLetter || $0.isNumber || $0 == " " || $0 == "-" || $0 == "_" }
