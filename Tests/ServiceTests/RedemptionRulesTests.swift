@@ -82,7 +82,7 @@ import Testing
         #expect(try decide(coupon(Self.discount), active: false) == .refuse(.inactive))
     }
 
-    /// `notReady` (SPEC §4.7, last in the order): for a request that goes through the App Store
+    /// `notReady` (last in the order): for a request that goes through the App Store
     /// (`ready` is the set of plans whose offer is ready; nil for any other request), the product
     /// asked for must be ready, and without a product, at least one plan must be.
     @Test func notReadyComesLastAndAsksForAReadyPlan() throws {

@@ -7,7 +7,7 @@ import Foundation
 import Runtime
 import Synchronization
 
-/// Accounts, identities, sessions and API keys (SPEC §4.1). Owns schema `accounts`.
+/// Accounts, identities, sessions and API keys. Owns schema `accounts`.
 public final class AccountsService: BackendService {
     public static let name = "accounts"
     public static let migrator = Migrator(schema: "accounts", migrations: AccountsMigrations.all)
@@ -25,7 +25,7 @@ public final class AccountsService: BackendService {
     let events: EventPublisher
     /// Sends the mail outbox (its messages sealed with `keyring`); nil without SMTP settings.
     let mailSender: MailSender?
-    /// The grants service: the store's view of an id, and moving a holder (issue 22 §1).
+    /// The grants service: the store's view of an id, and moving a holder.
     let grants: BusClient
     let hasher = PasswordHasher()
     /// Verified against when an email is unknown, so both failures take the same time.
@@ -184,7 +184,7 @@ public final class AccountsService: BackendService {
         let recordName = try req.cloudkitRecordName.map { try AccountRules.checkRecordName($0, field: "cloudkitRecordName") }
         let (account, created) = try await appleAccount(claims, recordName: recordName)
         // An iOS sign-in to an account made elsewhere links the device's record name, which the
-        // account adopts as its appUserId when it may (issue 22 §1). A provider that cannot be
+        // account adopts as its appUserId when it may. A provider that cannot be
         // read leaves the id for a later link; the sign-in goes on.
         if let recordName, !created {
             do { _ = try await linkRecordName(account: account, recordName: recordName) } catch let e as ServiceError where e.code == .unavailable || e.code == .timeout {

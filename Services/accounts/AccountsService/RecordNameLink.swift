@@ -3,7 +3,7 @@ import Database
 import Foundation
 import Runtime
 
-/// Linking a CloudKit record name (SPEC §4.1, the appUserId rule; issue 22 §1). When the account's
+/// Linking a CloudKit record name (the appUserId rule). When the account's
 /// `appUserId` is still the fresh id it was made with, and the provider shows no store purchase
 /// under it, the record name becomes the `appUserId` (where an iOS subscriber's purchases sit) and
 /// the grants service moves Redeem's grants to it.

@@ -7,7 +7,7 @@ import Runtime
 import Synchronization
 import Telemetry
 
-/// Coupons, validation, reservations, redemptions and caps (SPEC §4.2, §4.3). Owns schema `coupons`.
+/// Coupons, validation, reservations, redemptions and caps. Owns schema `coupons`.
 public final class CouponsService: BackendService {
     public static let name = "coupons"
     public static let migrator = Migrator(schema: "coupons", migrations: CouponsMigrations.all, functions: CouponsFunctions.all)

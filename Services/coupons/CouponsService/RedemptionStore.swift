@@ -2,7 +2,7 @@ import Core
 import Database
 import Foundation
 
-/// Validation, reservation and the life of a redemption (SPEC §4.3), in SQL. The cap is a
+/// Validation, reservation and the life of a redemption, in SQL. The cap is a
 /// conditional update of the coupon's counter and the one-use rule a unique index: concurrent
 /// redeemers can't pass either, whatever the Swift code in front of them does.
 enum RedemptionStore {

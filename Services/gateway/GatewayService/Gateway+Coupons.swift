@@ -67,7 +67,7 @@ extension Gateway {
         .route(.post, "/v1/coupons", "Create a coupon", access: .key(.admin),
                query: [.flag("dryRun", "validate and show limits without saving")],
                answers: [200: .json(CouponView.self), 201: .json(CouponView.self)], errors: [409, 422], handle: Gateway.createCoupon),
-        // Operators reach only their key's mode's coupons, redemptions and exports (SPEC §4.7).
+        // Operators reach only their key's mode's coupons, redemptions and exports.
         .route(.get, "/v1/coupons", "List coupons, newest first", access: .key(.readonly),
                query: [.flag("active", "only active or inactive coupons")] + QueryParameter.page,
                answers: [200: .json(Page<CouponView>.self)], errors: [422], handle: Gateway.listCoupons),

@@ -8,7 +8,7 @@ import Runtime
 import Synchronization
 import Telemetry
 
-/// Grant commands to entitlements, the grant ledger, events and webhooks (SPEC §3, §4.4, §5).
+/// Grant commands to entitlements, the grant ledger, events and webhooks.
 /// Owns schema `grants`.
 public final class GrantsService: BackendService {
     public static let name = "grants"
@@ -19,9 +19,9 @@ public final class GrantsService: BackendService {
     let coupons: BusClient
     let events: EventPublisher
     let worker: GrantWorker
-    /// Grants moved periods again under their holder's new id (issue 22 §1).
+    /// Grants moved periods again under their holder's new id.
     let transfers: TransferWorker
-    /// The store's view of holders, under `revenuecat` (issue 22 §3).
+    /// The store's view of holders, under `revenuecat`.
     let storeViews: StoreViews
     let deliverer: WebhookDeliverer
     /// Seals the webhook secrets as they are stored (`REDEEM_SECRET_KEY`).
@@ -37,7 +37,7 @@ public final class GrantsService: BackendService {
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
     private let commandBatches = Mutex<Coalescer<ReceivedCommand, Empty>?>(nil)
-    /// The provider for live grants and the one for sandbox grants (SPEC §5).
+    /// The provider for live grants and the one for sandbox grants.
     let liveProvider: String
     let sandboxProvider: String
 
@@ -256,7 +256,7 @@ public final class GrantsService: BackendService {
 
     /// Redeem's grants of the holder (under the id it moved to, if it moved), merged under
     /// `revenuecat` with the store's entries; Redeem's alone, `partial`, when the store is slow or
-    /// down (issue 22 §3).
+    /// down.
     func entitlements(_ appUserId: String) async throws -> Grants.Entitlements.Response {
         let (holder, ledger) = try await pool.withConnection { c in
             let holder = try GrantLedger.currentHolder(c, appUserId)

@@ -40,7 +40,7 @@ public final class ServiceRuntime: Sendable {
     public var isStarted: Bool { started.load(ordering: .acquiring) }
 
     /// Brings the schema up to date, retrying in the background while the database is unreachable
-    /// or the schema behind: the service keeps running and reports not ready meanwhile (SPEC §6).
+    /// or the schema behind: the service keeps running and reports not ready meanwhile.
     /// With the owner's URL (`REDEEM_MIGRATION_DATABASE_URL`, one machine) it applies the
     /// migrations itself, over a connection of its own closed afterwards; without it, it runs as a
     /// role that can do no DDL and waits until `<service> migrate` has applied them. Returns early,

@@ -35,7 +35,7 @@ public struct KeysetCursor: Sendable, Equatable {
     }
 }
 
-/// One request for a page of a list sorted newest first by (time, id) (SPEC §4.7: `limit` 1–100,
+/// One request for a page of a list sorted newest first by (time, id) (`limit` 1–100,
 /// default 20; `nextCursor` null on the last page). Checks the limit and cursor before any query,
 /// so nothing a client sends reaches PostgreSQL as a value it refuses.
 ///

@@ -1,4 +1,4 @@
-/// The operator dashboard (issue 23): one document, one style sheet and one script, served by the
+/// The operator dashboard: one document, one style sheet and one script, served by the
 /// gateway under the same strict CSP as the redeem page (no inline script, nothing from elsewhere).
 /// It calls the same public API as any client, with a member's session.
 enum DashboardPage {

@@ -165,7 +165,7 @@ extension HTTPRequest {
     }
 }
 
-/// A query parameter a route reads (SPEC §4.7).
+/// A query parameter a route reads.
 struct QueryParameter: Sendable {
     let name: String
     let schema: JSONSchema

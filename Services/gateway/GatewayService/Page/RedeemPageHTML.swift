@@ -1,4 +1,4 @@
-/// The redeem page (SPEC §4.5): one small document, its script and its style, served by the
+/// The redeem page: one small document, its script and its style, served by the
 /// gateway with no external assets and no inline script (the CSP forbids it).
 enum RedeemPage {
     static let html = String(decoding: PackageResources.redeem_html, as: UTF8.self)
