@@ -1,7 +1,7 @@
-import Foundation
-import Testing
-import TestSupport
 import Core
+import Foundation
+import TestSupport
+import Testing
 @testable import GatewayService
 
 /// The documents tell the truth about the code: every `REDEEM_*` setting, route and error code that
@@ -54,7 +54,9 @@ import Core
     static func sources(_ folder: String, suffix: String) throws -> [String] {
         let base = Project.root.appendingPathComponent(folder)
         let files = FileManager.default.enumerator(atPath: base.path)?.compactMap { $0 as? String } ?? []
-        return try files.filter { $0.hasSuffix(suffix) }.map { try String(contentsOf: base.appendingPathComponent($0), encoding: .utf8) }
+        return try files.filter { $0.hasSuffix(suffix) }.map {
+            try String(contentsOf: base.appendingPathComponent($0), encoding: .utf8)
+        }
     }
 
     // MARK: - References a reader does not have
@@ -79,8 +81,9 @@ import Core
                 }
             }
         }
-        for script in ["deploy/run-stack", "deploy/postgres", "deploy/database-roles", "scripts/setup", "scripts/test",
-                       "scripts/env.sh", "scripts/free-port", "scripts/link-order"] {
+        let scripts = ["deploy/run-stack", "deploy/postgres", "deploy/database-roles", "scripts/setup",
+                       "scripts/test", "scripts/env.sh", "scripts/free-port", "scripts/link-order"]
+        for script in scripts {
             let shell = try Self.read(script)
             read.formUnion(try matches(#"\$\{?(REDEEM_[A-Z0-9_]+)"#, in: shell).map { $0[1] })
             read.formUnion(try matches(#"(?:port_or_free|bus) (REDEEM_[A-Z0-9_]+)"#, in: shell).map { $0[1] })
@@ -120,6 +123,9 @@ import Core
     /// Paths of other services' APIs that the documents quote: RevenueCat's, which grants calls.
     static let foreignPaths = ["/v1/subscribers/"]
 
+    /// `GET /v1/coupons/{code}`: a method and a path, up to a query or the end of the path.
+    static let routePattern = #"\b((?:GET|POST|PUT|PATCH|DELETE) /[A-Za-z0-9_.{}/-]*[A-Za-z0-9_}/-])"#
+
     static var routeTable: Set<String> {
         Set((Gateway.routes + Gateway.internalRoutes).map { "\($0.method.rawValue) \($0.path)" })
     }
@@ -128,8 +134,9 @@ import Core
         let table = Self.routeTable
         let paths = Set(table.map { $0.split(separator: " ")[1] }.map(String.init))
         let documents = try Self.documents()
-        let named = try Self.whereFound(#"\b((?:GET|POST|PUT|PATCH|DELETE) /[A-Za-z0-9_.{}/-]*[A-Za-z0-9_}/-])"#, in: documents)
-            .filter { route, _ in !Self.foreignPaths.contains { route.split(separator: " ")[1].hasPrefix($0) } }
+        let named = try Self.whereFound(Self.routePattern, in: documents).filter { route, _ in
+            !Self.foreignPaths.contains { route.split(separator: " ")[1].hasPrefix($0) }
+        }
         #expect(named.count > 50, "the documents name routes (\(named.count))")
         let unknown = named.filter { !table.contains($0.key) }
         #expect(unknown.isEmpty, "named in the documents but not in the route table: \(unknown)")
@@ -143,7 +150,7 @@ import Core
 
     @Test func everyRouteOfTheRouteTableIsInTheAPIDocument() throws {
         let api = Document(path: "docs/api.md", text: try Self.read("docs/api.md"))
-        let named = Set(try Self.whereFound(#"\b((?:GET|POST|PUT|PATCH|DELETE) /[A-Za-z0-9_.{}/-]*[A-Za-z0-9_}/-])"#, in: [api]).keys)
+        let named = Set(try Self.whereFound(Self.routePattern, in: [api]).keys)
         let missing = Set(Gateway.routes.map { "\($0.method.rawValue) \($0.path)" }).subtracting(named)
         #expect(missing.isEmpty, "routes docs/api.md does not name: \(missing.sorted())")
     }
@@ -211,7 +218,8 @@ import Core
     /// a file of tests (`BackgroundTests`) or a test target.
     @Test func everySuiteTheDocumentsNameExists() throws {
         let tests = Project.root.appendingPathComponent("Tests")
-        let files = FileManager.default.enumerator(atPath: tests.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+        let files = (FileManager.default.enumerator(atPath: tests.path)?.compactMap { $0 as? String } ?? [])
+            .filter { $0.hasSuffix(".swift") }
         var known = Set(files.map { (($0 as NSString).lastPathComponent as NSString).deletingPathExtension })
         known.formUnion(try FileManager.default.contentsOfDirectory(atPath: tests.path))
         for file in files {
@@ -291,15 +299,20 @@ import Core
                     continue  // a type or function name
                 }
                 let forms = path.contains("<name>")
-                    ? ["accounts", "coupons", "grants"].map { path.replacingOccurrences(of: "<name>", with: $0).replacingOccurrences(of: "<Name>", with: $0.capitalized) }
+                    ? ["accounts", "coupons", "grants"].map {
+                        path.replacingOccurrences(of: "<name>", with: $0)
+                            .replacingOccurrences(of: "<Name>", with: $0.capitalized)
+                    }
                     : [path]
                 for form in forms {
                     checked += 1
                     if form.contains("*") {
                         let dir = (form as NSString).deletingLastPathComponent
                         let pattern = (form as NSString).lastPathComponent
-                        let prefix = String(pattern.prefix { $0 != "*" }), suffix = String(pattern.reversed().prefix { $0 != "*" }.reversed())
-                        let files = (try? FileManager.default.contentsOfDirectory(atPath: Project.root.appendingPathComponent(dir).path)) ?? []
+                        let prefix = String(pattern.prefix { $0 != "*" })
+                        let suffix = String(pattern.reversed().prefix { $0 != "*" }.reversed())
+                        let folder = Project.root.appendingPathComponent(dir).path
+                        let files = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
                         if !files.contains(where: { $0.hasPrefix(prefix) && $0.hasSuffix(suffix) }) { missing.append(form) }
                     } else if !FileManager.default.fileExists(atPath: Project.root.appendingPathComponent(form).path) {
                         missing.append(form)
@@ -313,12 +326,15 @@ import Core
 
     /// docs/redeemkit.md shows the client's example as `ReadmeExampleTests` runs it, line for line.
     @Test func theRedeemKitDocumentShowsTheExampleTheTestsRun() throws {
-        let test = try Self.read("Tests/RedeemKitTests/ReadmeExampleTests.swift").split(separator: "\n", omittingEmptySubsequences: false)
+        let test = try Self.read("Tests/RedeemKitTests/ReadmeExampleTests.swift")
+            .split(separator: "\n", omittingEmptySubsequences: false)
         let start = try #require(test.firstIndex { $0.contains("static func example(") })
         let body = test[(start + 1)...].prefix { $0 != "    }" }
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         #expect(body.count > 10)
-        let doc = Set(try Self.read("docs/redeemkit.md").split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) })
+        let doc = Set(try Self.read("docs/redeemkit.md").split(separator: "\n").map {
+            $0.trimmingCharacters(in: .whitespaces)
+        })
         #expect(body.filter { !doc.contains($0) } == [], "lines of the tested example missing from docs/redeemkit.md")
     }
 }
