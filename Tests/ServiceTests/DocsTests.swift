@@ -81,8 +81,10 @@ import Testing
                 }
             }
         }
-        let scripts = ["deploy/run-stack", "deploy/postgres", "deploy/database-roles", "scripts/setup",
-                       "scripts/test", "scripts/env.sh", "scripts/free-port", "scripts/link-order"]
+        let scripts = [
+            "deploy/run-stack", "deploy/postgres", "deploy/database-roles", "scripts/setup",
+            "scripts/test", "scripts/env.sh", "scripts/free-port", "scripts/link-order",
+        ]
         for script in scripts {
             let shell = try Self.read(script)
             read.formUnion(try matches(#"\$\{?(REDEEM_[A-Z0-9_]+)"#, in: shell).map { $0[1] })
