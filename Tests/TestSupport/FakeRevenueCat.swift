@@ -91,6 +91,8 @@ public final class FakeRevenueCat: Sendable {
     }
 
     public func answerNext(_ answers: [Answer]) { script.withLock { $0 += answers } }
+    /// Scripted answers not yet taken: a request takes its answer when it arrives (a hang too).
+    public var scriptedLeft: Int { script.withLock { $0.count } }
     public func answerAlways(_ answer: Answer) { fallbackAnswer.withLock { $0 = answer } }
     public var received: [Call] { calls.withLock { $0 } }
     public var distinctGrants: Int { grants.withLock { $0.count } }

@@ -15,21 +15,32 @@ public struct HTTPClient: Sendable {
             guard let o = try JSONSerialization.jsonObject(with: body) as? [String: Any] else { throw TestFailure("not a JSON object: \(text)") }
             return o
         }
-        /// `error.code` of an API error body.
-        public var errorCode: String? { ((try? json())?["error"] as? [String: Any])?["code"] as? String }
-        public var errorField: String? { ((try? json())?["error"] as? [String: Any])?["field"] as? String }
+        /// The body read as `T` (a failure names the type and shows the body).
+        public func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
+            do {
+                return try JSONDecoder().decode(T.self, from: body)
+            } catch {
+                throw TestFailure("not a \(T.self) (\(error)): \(text)")
+            }
+        }
+        /// `error.code` of an error body (`{"error":{"code","message","field"?}}`, docs/api.md).
+        public var errorCode: String? { (try? decode(ErrorBody.self))?.error.code }
+        public var errorField: String? { (try? decode(ErrorBody.self))?.error.field }
         public func header(_ name: String) -> String? {
             headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
         }
     }
 
     public let base: URL
+    /// Sent with every request, unless the request names the header itself.
+    public let headers: [String: String]
     private let session: URLSession
 
     /// `followRedirects: false`: a 3xx is answered as it is, and no cookie is kept or sent but
     /// those a test puts in the headers (the web sign-in's tests play the browser).
-    public init(base: URL, maxConnections: Int = 64, followRedirects: Bool = true) {
+    public init(base: URL, maxConnections: Int = 64, followRedirects: Bool = true, headers: [String: String] = [:]) {
         self.base = base
+        self.headers = headers
         let config = URLSessionConfiguration.ephemeral
         config.httpMaximumConnectionsPerHost = maxConnections
         config.timeoutIntervalForRequest = 60
@@ -52,7 +63,7 @@ public struct HTTPClient: Sendable {
         var req = URLRequest(url: URL(string: path, relativeTo: base)!)
         req.httpMethod = method
         req.httpBody = body
-        for (k, v) in headers { req.setValue(v, forHTTPHeaderField: k) }
+        for (k, v) in self.headers.merging(headers, uniquingKeysWith: { _, given in given }) { req.setValue(v, forHTTPHeaderField: k) }
         let (data, resp) = try await session.data(for: req)
         let http = resp as! HTTPURLResponse
         var h: [String: String] = [:]

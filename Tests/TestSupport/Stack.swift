@@ -20,6 +20,8 @@ public final class Stack: @unchecked Sendable {
     public let adminKey: String
     private let runner: Subprocess
     private var restarted: [Subprocess] = []
+    /// Services killed by a test and started again with `restart`: the instance now serving.
+    private var replacements: [String: Subprocess] = [:]
     private var stopped = false
 
     public var stateDirectory: URL { directory.appendingPathComponent("run") }
@@ -68,8 +70,9 @@ public final class Stack: @unchecked Sendable {
         try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
     }
 
-    /// The pid the runner started a service with.
+    /// The pid of a service's instance: the one `restart` started last, or else the runner's.
     public func pid(_ service: String) throws -> pid_t {
+        if let replacement = replacements[service] { return replacement.pid }
         let text = try String(contentsOf: stateDirectory.appendingPathComponent("\(service).pid"), encoding: .utf8)
         guard let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw TestFailure("no pid for \(service)") }
         return pid
@@ -129,6 +132,20 @@ public final class Stack: @unchecked Sendable {
         return p
     }
 
+    /// Starts services that a test killed again, as `startService` does, and waits until the
+    /// stack is ready again (the gateway's `/readyz` is 200 and, with `readyAt`, that instance's
+    /// own). From then on `pid(service)` is the new instance's. A test that kills a service of a
+    /// suite's shared stack calls this, so that the next test finds the stack as it was.
+    public func restart(_ services: String..., overrides: [String: String] = [:], readyAt: URL? = nil, seconds: Double = 60) async throws {
+        for service in services { replacements[service] = try startService(service, overrides: overrides) }
+        let ready = try await eventually(seconds) {
+            guard try await self.ops.get("/readyz").status == 200 else { return false }
+            guard let readyAt else { return true }
+            return try await HTTPClient(base: readyAt).get("/readyz").status == 200
+        }
+        guard ready else { throw TestFailure("\(services) not ready within \(seconds) s of the restart") }
+    }
+
     /// Where the runner keeps a service's bus secret key (under CURVE, the default).
     public func busKeyFile(_ service: String) -> URL { directory.appendingPathComponent("bus/\(service).key") }
 
@@ -155,6 +172,15 @@ public final class Stack: @unchecked Sendable {
             try await Task.sleep(for: .milliseconds(100))
         }
         return try await check()
+    }
+
+    /// Waits until process `pid` (a service a test killed) is gone, or a zombie the runner has not
+    /// reaped yet (it restarts nothing in the tests); answers whether it is.
+    public func gone(_ pid: pid_t, seconds: Double = 10) async throws -> Bool {
+        try await eventually(seconds) {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
+            return stat.split(separator: ")").last?.split(separator: " ").first == "Z"
+        }
     }
 
     /// SIGTERM to the runner (which stops the services and PostgreSQL) and to any instance started
