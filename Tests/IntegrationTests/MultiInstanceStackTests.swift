@@ -10,7 +10,7 @@ import XCTest
 /// 127.0.0.2 and 127.0.0.3, where the two instances of each listen on the same ports, as replicas
 /// behind one DNS name do. The race and kill -9 tests of one instance hold here: exact caps under
 /// a race across both gateways, and one grant per redemption when a grants instance is killed
-/// mid-flight. Tests run in name order; the kill runs last.
+/// mid-flight. The tests share the stack; the one that kills a grants instance starts it again.
 final class MultiInstanceStackTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var minter: TokenMinter!
@@ -101,7 +101,7 @@ final class MultiInstanceStackTests: StackTestCase {
             for (i, u) in users.enumerated() {
                 group.addTask {
                     let r = try await gateways[i % 2].json("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: u.token)
-                    return (r.status, r.errorCode, (try? r.json())?["redemptionId"] as? String)
+                    return (r.status, r.errorCode, (try? r.decode(RedemptionBody.self))?.redemptionId)
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -112,7 +112,7 @@ final class MultiInstanceStackTests: StackTestCase {
     /// coupons instances: exactly 100 win, the rest are told `exhausted`, and both coupons
     /// instances committed reservations. Then one account fires 40 redeems across both gateways
     /// and gets one redemption.
-    func test1_capsAreExactUnderARaceAcrossTwoGatewaysAndTwoCouponsInstances() async throws {
+    func testCapsAreExactUnderARaceAcrossTwoGatewaysAndTwoCouponsInstances() async throws {
         try await added()
         let batches = "redeem_reservation_batch_size_count"
         let before = [try await metric(Self.couponsPorts[0], batches), try await metric(Self.couponsPorts[1], batches)]
@@ -133,7 +133,7 @@ final class MultiInstanceStackTests: StackTestCase {
         XCTAssertEqual(same.filter { $0.0 == 201 }.count, 1, "\(same.map(\.0))")
         XCTAssertEqual(same.filter { $0.0 == 200 }.count, 39)
         XCTAssertEqual(Set(same.compactMap(\.2)).count, 1, "every answer names the same redemption")
-        let remaining = try await Self.gateways[1].get("/v1/coupons/\(one)", token: admin).json()["remaining"] as? Int
+        let remaining = try await Self.gateways[1].get("/v1/coupons/\(one)", token: admin).decode(CouponBody.self).remaining
         XCTAssertEqual(remaining, 9)
     }
 
@@ -143,8 +143,9 @@ final class MultiInstanceStackTests: StackTestCase {
     /// Coupons' outbox re-sends what the dead one held, the other instance takes every command
     /// and, once their leases expire, the grants the dead one had claimed, and repeats them with
     /// the same end time: every redemption completes, each holder has exactly one grant at the
-    /// provider, and no use is counted twice or lost.
-    func test9_aGrantsInstanceKilledMidFlightLosesNothingAndGrantsOnce() async throws {
+    /// provider, and no use is counted twice or lost. The killed instance is started again at the
+    /// end, so that the next test finds both.
+    func testAGrantsInstanceKilledMidFlightLosesNothingAndGrantsOnce() async throws {
         try await added()
         let succeeded = "redeem_grants_total{outcome=\"succeeded\"}"
         let grantedBefore = try await metric(Self.grantsPorts[0], succeeded)
@@ -162,10 +163,10 @@ final class MultiInstanceStackTests: StackTestCase {
                         try await Task.sleep(for: .milliseconds(10 * i))
                         for _ in 0..<40 {
                             if let r = try? await gateways[i % 2].json("POST", "/v1/redemptions", ["code": code, "platform": "android"], token: u.token),
-                               r.status == 200 || r.status == 201, let id = try? r.json()["redemptionId"] as? String {
+                               r.status == 200 || r.status == 201, let id = try? r.decode(RedemptionBody.self).redemptionId {
                                 return (id, u)
                             }
-                            try await Task.sleep(for: .milliseconds(250))
+                            try await Task.sleep(for: .milliseconds(250))  // the app's pause between its tries
                         }
                         return nil
                     }
@@ -175,14 +176,19 @@ final class MultiInstanceStackTests: StackTestCase {
         }
         let inFlight = try await Self.stack.eventually(10) { try await self.metric(Self.grantsPorts[0], succeeded) > grantedBefore }
         XCTAssertTrue(inFlight, "the runner's grants was granting before it was killed")
-        // Its next calls are under way (each takes a second, and redemptions keep coming).
+        // Its next calls are under way (each takes a second, and redemptions keep coming): the
+        // pause places the kill inside them, which no condition outside the process can tell.
         try await Task.sleep(for: .milliseconds(300))
         kill(try Self.stack.pid("grants"), SIGKILL)
+        addTeardownBlock {
+            try await Self.stack.restart("grants", overrides: Self.binds(Self.addresses[0]),
+                                         readyAt: URL(string: "http://127.0.0.1:\(Self.grantsPorts[0])")!)
+        }
         let ids = try await redeeming.value
         XCTAssertEqual(ids.count, 200, "every client got its redemption")
         for (id, u) in ids {
-            let done = try await gateways[1].get("/v1/redemptions/\(id)?wait=30", token: u.token).json()
-            XCTAssertEqual(done["status"] as? String, "completed", "\(id): \(done)")
+            let done = try await gateways[1].get("/v1/redemptions/\(id)?wait=30", token: u.token).decode(RedemptionBody.self)
+            XCTAssertEqual(done.status, "completed", "\(id): \(done)")
         }
         // Exactly one grant per redemption at the provider (a repeat carries the same end time).
         let holders = Set(users.map(\.appUserId))
@@ -200,9 +206,9 @@ final class MultiInstanceStackTests: StackTestCase {
         XCTAssertTrue(drained, "the live grants acknowledged every command")
         let tookOver = try await metric(Self.grantsPorts[1], succeeded)
         XCTAssertGreaterThan(tookOver, 0, "the live grants took over")
-        let coupon = try await gateways[0].get("/v1/coupons/\(code)", token: admin).json()
-        XCTAssertEqual(coupon["redeemedCount"] as? Int, 200)
-        XCTAssertEqual(coupon["remaining"] as? Int, 800)
+        let coupon = try await gateways[0].get("/v1/coupons/\(code)", token: admin).decode(CouponBody.self)
+        XCTAssertEqual(coupon.redeemedCount, 200)
+        XCTAssertEqual(coupon.remaining, 800)
         // Both gateways still read entitlements through the name (the dead address is skipped).
         for gateway in gateways {
             let ents = try await gateway.get("/v1/me/entitlements", token: users[0].token)
