@@ -7,7 +7,8 @@ import XCTest
 /// Test mode and live mode are two worlds (docs/api.md): a key sees and changes only
 /// its own mode's coupons, redemptions, exports and webhooks, and a test key only test keys. Every
 /// operator route is tried with a key of the other mode, whose answer is 404 or a list without the
-/// other mode's objects. Tests run in name order.
+/// other mode's objects. The tests share one stack and two receivers; each makes its own keys,
+/// coupons, holders and endpoints.
 final class ModeIsolationTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var minter: TokenMinter!
@@ -39,9 +40,9 @@ final class ModeIsolationTests: StackTestCase {
     func key(_ mode: String, role: String = "admin") async throws -> (key: String, id: String) {
         let r = try await client.json("POST", "/v1/api-keys", ["name": "\(mode) \(role)", "role": role, "mode": mode], token: live)
         XCTAssertEqual(r.status, 201, r.text)
-        let o = try r.json()
-        XCTAssertEqual(o["mode"] as? String, mode)
-        return (try XCTUnwrap(o["key"] as? String), try XCTUnwrap(o["id"] as? String))
+        let o = try r.decode(APIKeyBody.self)
+        XCTAssertEqual(o.mode, mode)
+        return (try XCTUnwrap(o.key), o.id)
     }
 
     func send(_ method: String, _ path: String, _ token: String, accept: String? = nil) async throws -> HTTPClient.Response {
@@ -50,9 +51,35 @@ final class ModeIsolationTests: StackTestCase {
         return try await client.send(method, path, headers: headers)
     }
 
-    func data(_ r: HTTPClient.Response) throws -> [[String: Any]] {
+    /// One line of any list this suite reads (keys, coupons, redemptions, endpoints, deliveries).
+    struct Item: Decodable {
+        let id: String?
+        let mode: String?
+        let name: String?
+        let code: String?
+        let redemptionId: String?
+        let active: Bool?
+    }
+
+    func data(_ r: HTTPClient.Response) throws -> [Item] {
         XCTAssertEqual(r.status, 200, r.text)
-        return try r.json()["data"] as? [[String: Any]] ?? []
+        return try r.decode(ListBody<Item>.self).data
+    }
+
+    /// A coupon as this suite reads it: its mode and its duration's unit.
+    struct Coupon: Decodable {
+        struct Duration: Decodable { let unit: String }
+        let mode: String?
+        let active: Bool?
+        let remaining: Int?
+        let maxRedemptions: Int?
+        let duration: Duration?
+    }
+
+    /// What validate answers: whether it is valid, and the coupon found.
+    struct Validation: Decodable {
+        let valid: Bool
+        let coupon: Coupon?
     }
 
     func freePeriod(_ code: String, token: String, unit: String = "month", cap: Int? = nil) async throws {
@@ -69,29 +96,28 @@ final class ModeIsolationTests: StackTestCase {
         XCTAssertEqual(r.status, 201, r.text)
     }
 
-    func redeem(_ code: String, _ u: TokenMinter.User, environment: String = "production") async throws -> [String: Any] {
+    func redeem(_ code: String, _ u: TokenMinter.User, environment: String = "production") async throws -> RedemptionBody {
         let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web", "environment": environment], token: u.token)
         XCTAssertEqual(r.status, 201, r.text)
-        return try r.json()
+        return try r.decode()
     }
 
     /// A new user's redemption of `code`: its id.
     func redemptionId(_ code: String, environment: String = "production") async throws -> String {
-        let r = try await redeem(code, try user(), environment: environment)
-        return try XCTUnwrap(r["redemptionId"] as? String)
+        try await redeem(code, try user(), environment: environment).redemptionId
     }
 
-    func json(_ path: String, _ token: String) async throws -> [String: Any] {
+    func get<T: Decodable>(_ path: String, _ token: String, as type: T.Type = T.self) async throws -> T {
         let r = try await send("GET", path, token)
         XCTAssertEqual(r.status, 200, r.text)
-        return try r.json()
+        return try r.decode()
     }
 
     func user() throws -> TokenMinter.User { try Self.minter.user() }
 
     // MARK: - API keys
 
-    func test1_aTestKeyManagesOnlyTestKeysAndTheLiveAdminBoth() async throws {
+    func testATestKeyManagesOnlyTestKeysAndTheLiveAdminBoth() async throws {
         let test = try await key("test")
         XCTAssertTrue(test.key.hasPrefix("sk_test_"))
         let liveReader = try await key("live", role: "readonly")
@@ -103,19 +129,19 @@ final class ModeIsolationTests: StackTestCase {
         // It makes test keys, and without a mode a key of its own mode.
         let made = try await client.json("POST", "/v1/api-keys", ["name": "test reader", "role": "readonly", "mode": "test"], token: test.key)
         XCTAssertEqual(made.status, 201, made.text)
-        XCTAssertEqual(try made.json()["mode"] as? String, "test")
-        let madeId = try XCTUnwrap(try made.json()["id"] as? String)
+        XCTAssertEqual(try made.decode(APIKeyBody.self).mode, "test")
+        let madeId = try made.decode(APIKeyBody.self).id
         let implicit = try await client.json("POST", "/v1/api-keys", ["name": "implicit", "role": "readonly"], token: test.key)
         XCTAssertEqual(implicit.status, 201, implicit.text)
-        XCTAssertEqual(try implicit.json()["mode"] as? String, "test")
-        XCTAssertTrue((try implicit.json()["key"] as? String ?? "").hasPrefix("sk_test_"))
-        let implicitId = try XCTUnwrap(try implicit.json()["id"] as? String)
+        XCTAssertEqual(try implicit.decode(APIKeyBody.self).mode, "test")
+        XCTAssertTrue((try implicit.decode(APIKeyBody.self).key ?? "").hasPrefix("sk_test_"))
+        let implicitId = try implicit.decode(APIKeyBody.self).id
         // It lists test keys only.
         let seenByTest = try data(try await send("GET", "/v1/api-keys?limit=100", test.key))
         XCTAssertFalse(seenByTest.isEmpty)
-        XCTAssertEqual(Set(seenByTest.compactMap { $0["mode"] as? String }), ["test"])
-        XCTAssertFalse(seenByTest.contains { $0["id"] as? String == liveReader.id })
-        XCTAssertTrue(seenByTest.contains { $0["id"] as? String == madeId })
+        XCTAssertEqual(Set(seenByTest.compactMap { $0.mode }), ["test"])
+        XCTAssertFalse(seenByTest.contains { $0.id == liveReader.id })
+        XCTAssertTrue(seenByTest.contains { $0.id == madeId })
         // It can't revoke a live key (404: it does not see one), which keeps working.
         let revokeLive = try await send("DELETE", "/v1/api-keys/\(liveReader.id)", test.key)
         XCTAssertEqual(revokeLive.status, 404, revokeLive.text)
@@ -126,17 +152,17 @@ final class ModeIsolationTests: StackTestCase {
         XCTAssertEqual(revokeTest.status, 204, revokeTest.text)
         // The live admin sees and revokes keys of both modes; no live key was made by the test key.
         let seenByLive = try data(try await send("GET", "/v1/api-keys?limit=100", live))
-        XCTAssertEqual(Set(seenByLive.compactMap { $0["mode"] as? String }), ["live", "test"])
-        XCTAssertTrue(seenByLive.contains { $0["id"] as? String == liveReader.id })
-        XCTAssertTrue(seenByLive.contains { $0["id"] as? String == implicitId })
-        XCTAssertFalse(seenByLive.contains { $0["name"] as? String == "escalated" })
+        XCTAssertEqual(Set(seenByLive.compactMap { $0.mode }), ["live", "test"])
+        XCTAssertTrue(seenByLive.contains { $0.id == liveReader.id })
+        XCTAssertTrue(seenByLive.contains { $0.id == implicitId })
+        XCTAssertFalse(seenByLive.contains { $0.name == "escalated" })
         let revokedByLive = try await send("DELETE", "/v1/api-keys/\(implicitId)", live)
         XCTAssertEqual(revokedByLive.status, 204, revokedByLive.text)
     }
 
     // MARK: - Coupons
 
-    func test2_aCodeExistsOncePerModeAndAKeyTouchesOnlyItsOwnModesCoupons() async throws {
+    func testACodeExistsOncePerModeAndAKeyTouchesOnlyItsOwnModesCoupons() async throws {
         let test = try await key("test").key
         let testReader = try await key("test", role: "readonly").key
         let liveReader = try await key("live", role: "readonly").key
@@ -151,8 +177,8 @@ final class ModeIsolationTests: StackTestCase {
         for (token, mode, unit) in [(live, "live", "month"), (liveReader, "live", "month"), (test, "test", "week"), (testReader, "test", "week")] {
             let got = try await send("GET", "/v1/coupons/\(shared)", token)
             XCTAssertEqual(got.status, 200, got.text)
-            XCTAssertEqual(try got.json()["mode"] as? String, mode)
-            XCTAssertEqual((try got.json()["duration"] as? [String: Any])?["unit"] as? String, unit)
+            XCTAssertEqual(try got.decode(Coupon.self).mode, mode)
+            XCTAssertEqual(try got.decode(Coupon.self).duration?.unit, unit)
         }
 
         let liveOnly = Self.code("LIVE"), testOnly = Self.code("TEST")
@@ -176,22 +202,22 @@ final class ModeIsolationTests: StackTestCase {
             }
             for query in ["?limit=100", "?limit=100&active=true"] {
                 let listed = try data(try await send("GET", "/v1/coupons\(query)", s.token))
-                XCTAssertEqual(Set(listed.compactMap { $0["mode"] as? String }), [s.own])
-                XCTAssertFalse(listed.contains { $0["code"] as? String == s.code })
-                XCTAssertTrue(listed.contains { $0["code"] as? String == shared })
+                XCTAssertEqual(Set(listed.compactMap { $0.mode }), [s.own])
+                XCTAssertFalse(listed.contains { $0.code == s.code })
+                XCTAssertTrue(listed.contains { $0.code == shared })
             }
         }
         // Neither coupon was changed by the other mode's keys.
         for (token, code) in [(live, liveOnly), (test, testOnly)] {
-            let got = try await json("/v1/coupons/\(code)", token)
-            XCTAssertEqual(got["active"] as? Bool, true)
-            XCTAssertTrue(got["maxRedemptions"] is NSNull)
+            let got = try await get("/v1/coupons/\(code)", token, as: Coupon.self)
+            XCTAssertEqual(got.active, true)
+            XCTAssertNil(got.maxRedemptions)
         }
     }
 
     // MARK: - Redemptions
 
-    func test3_endUsersReachTheirEnvironmentsCouponAndOperatorsOnlyTheirModesRedemptions() async throws {
+    func testEndUsersReachTheirEnvironmentsCouponAndOperatorsOnlyTheirModesRedemptions() async throws {
         let test = try await key("test").key
         let testReader = try await key("test", role: "readonly").key
         let shared = Self.code("BOTH")
@@ -204,23 +230,24 @@ final class ModeIsolationTests: StackTestCase {
         for (environment, unit) in [("production", "month"), ("sandbox", "week")] {
             let v = try await client.json("POST", "/v1/coupons/validate", ["code": shared, "environment": environment], token: u.token)
             XCTAssertEqual(v.status, 200, v.text)
-            XCTAssertEqual(try v.json()["valid"] as? Bool, true)
-            XCTAssertEqual(((try v.json()["coupon"] as? [String: Any])?["duration"] as? [String: Any])?["unit"] as? String, unit, environment)
+            let validation = try v.decode(Validation.self)
+            XCTAssertEqual(validation.valid, true)
+            XCTAssertEqual(validation.coupon?.duration?.unit, unit, environment)
         }
         let liveRedemption = try await redeem(shared, u)
-        XCTAssertEqual(liveRedemption["sandbox"] as? Bool, false)
+        XCTAssertEqual(liveRedemption.sandbox, false)
         let sandboxRedemption = try await redeem(shared, u, environment: "sandbox")
-        XCTAssertEqual(sandboxRedemption["sandbox"] as? Bool, true)
-        let liveId = try XCTUnwrap(liveRedemption["redemptionId"] as? String)
-        let testId = try XCTUnwrap(sandboxRedemption["redemptionId"] as? String)
+        XCTAssertEqual(sandboxRedemption.sandbox, true)
+        let liveId = liveRedemption.redemptionId
+        let testId = sandboxRedemption.redemptionId
         XCTAssertNotEqual(liveId, testId)
         // A test coupon's redemption is sandbox, whatever the environment.
         let ofTestCoupon = try await redeem(testOnly, try user())
-        XCTAssertEqual(ofTestCoupon["sandbox"] as? Bool, true)
+        XCTAssertEqual(ofTestCoupon.sandbox, true)
 
         // Each mode's coupon lists and exports its own redemption only.
         for (token, mine, theirs) in [(live, liveId, testId), (test, testId, liveId), (testReader, testId, liveId)] {
-            let ids = try data(try await send("GET", "/v1/coupons/\(shared)/redemptions", token)).compactMap { $0["redemptionId"] as? String }
+            let ids = try data(try await send("GET", "/v1/coupons/\(shared)/redemptions", token)).compactMap { $0.redemptionId }
             XCTAssertEqual(ids, [mine])
             let csv = try await send("GET", "/v1/coupons/\(shared)/redemptions", token, accept: "text/csv")
             XCTAssertEqual(csv.status, 200)
@@ -239,13 +266,13 @@ final class ModeIsolationTests: StackTestCase {
             XCTAssertEqual(r.status, 200, r.text)
         }
         // The live use counts against the live cap; the sandbox one never does.
-        let liveCoupon = try await json("/v1/coupons/\(shared)", live)
-        XCTAssertEqual(liveCoupon["remaining"] as? Int, 4)
-        let testCoupon = try await json("/v1/coupons/\(shared)", test)
-        XCTAssertEqual(testCoupon["remaining"] as? Int, 1)
+        let liveCoupon = try await get("/v1/coupons/\(shared)", live, as: Coupon.self)
+        XCTAssertEqual(liveCoupon.remaining, 4)
+        let testCoupon = try await get("/v1/coupons/\(shared)", test, as: Coupon.self)
+        XCTAssertEqual(testCoupon.remaining, 1)
     }
 
-    func test4_aPurchaseIsConfirmedOnlyByAKeyOfItsCouponsMode() async throws {
+    func testAPurchaseIsConfirmedOnlyByAKeyOfItsCouponsMode() async throws {
         let test = try await key("test", role: "support").key
         let liveSupport = try await key("live", role: "support").key
         let liveCode = Self.code("LDISC"), testCode = Self.code("TDISC")
@@ -259,29 +286,29 @@ final class ModeIsolationTests: StackTestCase {
             XCTAssertEqual(r.status, 404, r.text)
         }
         for (token, own) in [(live, liveId), (test, testId)] {
-            let r = try await json("/v1/redemptions/\(own)", token)
-            XCTAssertEqual(r["status"] as? String, "reserved", "not confirmed by the other mode's key")
+            let r = try await get("/v1/redemptions/\(own)", token, as: RedemptionBody.self)
+            XCTAssertEqual(r.status, "reserved", "not confirmed by the other mode's key")
         }
         for (token, own) in [(liveSupport, liveId), (test, testId)] {
             let r = try await client.json("POST", "/v1/redemptions/\(own)/purchase", ["pricePaid": price, "storeTransactionId": "OK-" + UUID().uuidString], token: token)
             XCTAssertEqual(r.status, 200, r.text)
-            XCTAssertEqual(try r.json()["status"] as? String, "completed")
+            XCTAssertEqual(try r.decode(RedemptionBody.self).status, "completed")
         }
     }
 
     // MARK: - Webhooks
 
-    func test5_webhooksBelongToOneModeAndEventsGoOnlyToTheirCouponsMode() async throws {
+    func testWebhooksBelongToOneModeAndEventsGoOnlyToTheirCouponsMode() async throws {
         let test = try await key("test").key
         let events = ["coupon.redeemed", "redemption.failed"]
         let liveHook = try await client.json("POST", "/v1/webhooks", ["url": Self.liveHooks.url.absoluteString, "events": events], token: live)
         XCTAssertEqual(liveHook.status, 201, liveHook.text)
         let testHook = try await client.json("POST", "/v1/webhooks", ["url": Self.testHooks.url.absoluteString, "events": events], token: test)
         XCTAssertEqual(testHook.status, 201, testHook.text)
-        let liveHookId = try XCTUnwrap(try liveHook.json()["id"] as? String)
-        let testHookId = try XCTUnwrap(try testHook.json()["id"] as? String)
+        let liveHookId = try liveHook.decode(WebhookEndpointBody.self).id
+        let testHookId = try testHook.decode(WebhookEndpointBody.self).id
         for (token, own, other) in [(live, liveHookId, testHookId), (test, testHookId, liveHookId)] {
-            let listed = try data(try await send("GET", "/v1/webhooks?limit=100", token)).compactMap { $0["id"] as? String }
+            let listed = try data(try await send("GET", "/v1/webhooks?limit=100", token)).compactMap { $0.id }
             XCTAssertTrue(listed.contains(own))
             XCTAssertFalse(listed.contains(other))
             let deliveries = try await send("GET", "/v1/webhooks/\(other)/deliveries", token)
@@ -313,7 +340,8 @@ final class ModeIsolationTests: StackTestCase {
             return liveIds.allSatisfy { id in l.contains { $0.contains(id) } } && testIds.allSatisfy { id in t.contains { $0.contains(id) } }
         }
         XCTAssertTrue(arrived, "each endpoint gets its own mode's events")
-        // An event's deliveries are queued together, so a stray one would be out by now too.
+        // An event's deliveries are queued together, so a stray one would be out by now too. (Time
+        // for a delivery that must not come: no condition says that it never will.)
         try await Task.sleep(for: .seconds(2))
         for id in testIds { XCTAssertFalse(bodies(Self.liveHooks).contains { $0.contains(id) }, "a test-mode event reached the live endpoint") }
         for id in liveIds { XCTAssertFalse(bodies(Self.testHooks).contains { $0.contains(id) }, "a live-mode event reached the test endpoint") }
@@ -330,7 +358,7 @@ final class ModeIsolationTests: StackTestCase {
         }
         for h in hooks {
             let listed = try data(try await send("GET", "/v1/webhooks?limit=100", h.token))
-            XCTAssertEqual(listed.first { $0["id"] as? String == h.own }?["active"] as? Bool, true)
+            XCTAssertEqual(listed.first { $0.id == h.own }?.active, true)
             let r = try await send("DELETE", "/v1/webhooks/\(h.own)", h.token)
             XCTAssertEqual(r.status, 204, r.text)
         }
@@ -340,7 +368,7 @@ final class ModeIsolationTests: StackTestCase {
 
     /// The App Store's 10 active offer-code coupons per product count in each mode: a test key
     /// must not be able to block live coupons.
-    func test6_storeLimitsCountEachModeApart() async throws {
+    func testStoreLimitsCountEachModeApart() async throws {
         let test = try await key("test").key
         let product = "pro.\(UUID().uuidString.prefix(8).lowercased())"
         func iosDiscount(_ token: String) async throws -> HTTPClient.Response {
