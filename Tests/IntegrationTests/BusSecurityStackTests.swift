@@ -36,7 +36,7 @@ final class BusSecurityStackTests: StackTestCase {
                 BusNode(BusOptions(security: .curve(try CurveKeyPair.generate(), keys)), logger: Self.quiet))
     }
 
-    func test1_everyServiceAnswersOnlyAClientWithAKnownKey() async throws {
+    func testEveryServiceAnswersOnlyAClientWithAKnownKey() async throws {
         let (good, plain, stranger) = try nodes()
         defer { [good, plain, stranger].forEach { $0.stop() } }
         for service in ["accounts", "coupons", "grants"] {
@@ -73,7 +73,7 @@ final class BusSecurityStackTests: StackTestCase {
     /// The forged grant: a year-1000 entitlement pushed straight to grants' command port.
     /// Without a known key it grants nothing; the same push with a known key does (so the port was
     /// the right one, and only the key made the difference).
-    func test2_aForgedGrantCommandFromOutsideGrantsNothing() async throws {
+    func testAForgedGrantCommandFromOutsideGrantsNothing() async throws {
         let (good, plain, stranger) = try nodes()
         defer { [good, plain, stranger].forEach { $0.stop() } }
         func command(for appUserId: String) -> GrantCommand {
@@ -92,7 +92,8 @@ final class BusSecurityStackTests: StackTestCase {
         func entitlements(_ appUserId: String) async throws -> Int {
             try await grants.request(Grants.Entitlements(appUserId: appUserId), timeout: .seconds(5)).data.count
         }
-        // Pushed for a while, well after any connection could have been made.
+        // Pushed for a while (the pause is the point: 1.5 s of pushes, well after any connection
+        // could have been made).
         for _ in 0..<15 {
             for f in forgers { f.push(command(for: forged)) }
             insider.push(command(for: control))
@@ -100,6 +101,7 @@ final class BusSecurityStackTests: StackTestCase {
         }
         let controlled = try await stack.eventually(15) { try await entitlements(control) > 0 }
         XCTAssertTrue(controlled, "a command with a known key is taken")
+        // Time for a forged grant, which must not come: no condition says that it never will.
         try await Task.sleep(for: .milliseconds(500))
         let forgedEntitlements = try await entitlements(forged)
         XCTAssertEqual(forgedEntitlements, 0, "a forged command was taken")
@@ -107,7 +109,7 @@ final class BusSecurityStackTests: StackTestCase {
 
     /// A frame over the limit (4 MiB by default) drops its sender's connection; the service goes
     /// on answering, the same process.
-    func test3_anOversizedFrameDoesNotStopAService() async throws {
+    func testAnOversizedFrameDoesNotStopAService() async throws {
         let sender = try stack.busNode(), other = try stack.busNode()
         defer { sender.stop(); other.stop() }
         let loud = BusNode(BusOptions(security: sender.options.security, maxMessageSize: 64 << 20), logger: Self.quiet)
@@ -138,7 +140,7 @@ final class BusSecurityStackTests: StackTestCase {
 
     /// Events: a subscriber with a known key hears `redemptions.settled`; a plain one and one with
     /// an unknown key hear nothing.
-    func test4_onlyAKnownKeyHearsEvents() async throws {
+    func testOnlyAKnownKeyHearsEvents() async throws {
         let (good, plain, stranger) = try nodes()
         defer { [good, plain, stranger].forEach { $0.stop() } }
         let heard = Mutex<[String: Int]>([:])
