@@ -8,7 +8,8 @@ import XCTest
 /// App Store offers made by the stack as `run-stack` starts it, against the fake App Store Connect
 /// on loopback (docs/stores.md): coupons writes the provision command, grants stores it, makes the
 /// offer and its code and reports back; grants killed with SIGKILL between the offer and the code
-/// makes neither twice; a deactivation switches both off within seconds.
+/// makes neither twice; a deactivation switches both off within seconds. The tests share one stack
+/// and the fake; each makes its own plan and coupon and counts only its own offer's calls.
 final class StoreProvisioningTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var fake: FakeAppStoreConnect!
@@ -18,7 +19,8 @@ final class StoreProvisioningTests: StackTestCase {
     override class func startSuite() throws {
         key = try TestAppleAPIKey()
         var limits = FakeAppStoreConnect.Limits()
-        limits.offersSwitchBackOn = true  // test4 (StoreTaskTests covers an Apple that refuses)
+        // For raising a full cap (StoreTaskTests covers an Apple that refuses).
+        limits.offersSwitchBackOn = true
         fake = try FakeAppStoreConnect(key: key, limits: limits)
         fake.addSubscription(subscription, [
             .init(territory: "USA", currency: "USD", current: "9.99", points: ["0.99", "2.99", "4.49", "4.99", "5.99", "7.99", "9.99"]),
@@ -46,6 +48,12 @@ final class StoreProvisioningTests: StackTestCase {
         return try await offThePool { try PGConnection(url: database).query(text, params) }
     }
 
+    /// A code, and the plan it is for, of the calling test's own.
+    static func names(_ prefix: String) -> (code: String, plan: String) {
+        let suffix = UUID().uuidString.prefix(6)
+        return ("\(prefix)-\(suffix)", "pro.\(prefix.lowercased()).\(suffix.lowercased())")
+    }
+
     func plan(_ productId: String) async throws {
         _ = try await sql("""
             INSERT INTO coupons.plans (id, mode, product_id, name, app_store_subscription_id) VALUES (gen_random_uuid(), 'live', $1, $1, $2)
@@ -62,47 +70,67 @@ final class StoreProvisioningTests: StackTestCase {
     }
 
     func offerState(_ code: String) async throws -> String? {
-        let r = try await client.get("/v1/coupons/\(code)", token: admin)
-        return ((try r.json()["storeOffers"] as? [[String: Any]])?.first?["state"]) as? String
+        try await client.get("/v1/coupons/\(code)", token: admin).decode(CouponBody.self).storeOffers?.first?.state
     }
 
-    func posts(_ path: String) -> Int { Self.fake.received.filter { $0.method == "POST" && $0.path == path }.count }
+    /// The name of the offer coupons made for `code`.
+    func offerName(_ code: String) async throws -> String {
+        let row = try await sql("""
+            SELECT o.offer_name FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id WHERE c.code = $1
+            """, [code]).first
+        return try XCTUnwrap(row).decode("offer_name")
+    }
 
-    func test1_killingGrantsBetweenTheOfferAndTheCodeMakesNeitherTwice() async throws {
-        try await plan("pro.monthly")
+    /// POSTs to `path` whose body names `text` (an offer's name, a custom code).
+    func posts(_ path: String, naming text: String) -> Int {
+        Self.fake.received.filter { $0.method == "POST" && $0.path == path && String(decoding: $0.body, as: UTF8.self).contains(text) }.count
+    }
+
+    func testKillingGrantsBetweenTheOfferAndTheCodeMakesNeitherTwice() async throws {
+        let (code, product) = Self.names("KILL")
+        try await plan(product)
         Self.fake.failCodeCreations(1_000)
-        try await coupon("KILL-50", product: "pro.monthly")
+        addTeardownBlock { Self.fake.failCodeCreations(0) }
+        try await coupon(code, product: product)
+        let name = try await offerName(code)
         // The offer is made and recorded; every code creation fails until grants is killed.
         let stalled = try await Self.stack.eventually(20) {
-            Self.fake.offers.count == 1 && self.posts("/v1/subscriptionOfferCodeCustomCodes") >= 1
+            Self.fake.offers.contains { $0.name == name } && self.posts("/v1/subscriptionOfferCodeCustomCodes", naming: code) >= 1
         }
         XCTAssertTrue(stalled, Self.stack.logs())
-        try await Task.sleep(for: .milliseconds(200))
+        func recorded() async throws -> Int {
+            try await sql("""
+                SELECT count(*)::int AS n FROM grants.store_tasks WHERE offer_name = $1 AND offer_id IS NOT NULL AND custom_code_id IS NULL
+                """, [name]).first!.decode("n")
+        }
+        let offerRecorded = try await Self.stack.eventually(10) { try await recorded() == 1 }
+        XCTAssertTrue(offerRecorded, "grants recorded the offer before the code")
         kill(try Self.stack.pid("grants"), SIGKILL)
-        let recorded = try await sql("SELECT count(*)::int AS n FROM grants.store_tasks WHERE offer_id IS NOT NULL AND custom_code_id IS NULL")
-        XCTAssertEqual(try recorded.first?.decode("n", as: Int.self), 1)
-        let waiting = try await offerState("KILL-50")
+        let stillRecorded = try await recorded()
+        XCTAssertEqual(stillRecorded, 1)
+        let waiting = try await offerState(code)
         XCTAssertEqual(waiting, "creating")
 
         Self.fake.failCodeCreations(0)
-        try Self.stack.startService("grants")
+        try await Self.stack.restart("grants")
         // A run cut off mid-call waits out its lease (8 × 2 s + 30 s) before another takes it.
-        let ready = try await Self.stack.eventually(60) { ["waitingForApple", "ready"].contains(try await self.offerState("KILL-50") ?? "") }
+        let ready = try await Self.stack.eventually(60) { ["waitingForApple", "ready"].contains(try await self.offerState(code) ?? "") }
         XCTAssertTrue(ready, Self.stack.logs())
-        XCTAssertEqual(Self.fake.offers.count, 1)
-        XCTAssertEqual(Self.fake.customCodes.filter { $0.customCode == "KILL-50" }.count, 1)
-        XCTAssertEqual(posts("/v1/subscriptionOfferCodes"), 1, "the offer was made once")
-        let settled = try await Self.stack.eventually(10) { try await self.offerState("KILL-50") == "ready" }
+        XCTAssertEqual(Self.fake.offers.filter { $0.name == name }.count, 1)
+        XCTAssertEqual(Self.fake.customCodes.filter { $0.customCode == code }.count, 1)
+        XCTAssertEqual(posts("/v1/subscriptionOfferCodes", naming: name), 1, "the offer was made once")
+        let settled = try await Self.stack.eventually(10) { try await self.offerState(code) == "ready" }
         XCTAssertTrue(settled, "ready once the settle time (1 s) has passed")
     }
 
-    func test2_aDeactivatedCouponsCodeAndOfferAreSwitchedOffWithinSeconds() async throws {
-        try await plan("pro.yearly")
-        try await coupon("OFF-50", product: "pro.yearly")
-        let made = try await Self.stack.eventually(20) { ["waitingForApple", "ready"].contains(try await self.offerState("OFF-50") ?? "") }
+    func testADeactivatedCouponsCodeAndOfferAreSwitchedOffWithinSeconds() async throws {
+        let (name, product) = Self.names("OFF")
+        try await plan(product)
+        try await coupon(name, product: product)
+        let made = try await Self.stack.eventually(20) { ["waitingForApple", "ready"].contains(try await self.offerState(name) ?? "") }
         XCTAssertTrue(made, Self.stack.logs())
-        let code = try XCTUnwrap(Self.fake.customCodes.first { $0.customCode == "OFF-50" })
-        let r = try await client.json("PATCH", "/v1/coupons/OFF-50", ["active": false], token: admin)
+        let code = try XCTUnwrap(Self.fake.customCodes.first { $0.customCode == name })
+        let r = try await client.json("PATCH", "/v1/coupons/\(name)", ["active": false], token: admin)
         XCTAssertEqual(r.status, 200, r.text)
         let started = Date()
         let off = try await Self.stack.eventually(10) {
@@ -112,20 +140,21 @@ final class StoreProvisioningTests: StackTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 5, "switched off within seconds")
     }
 
-    func test3_aFullCapSwitchesTheCodeAndOfferOffWithinSeconds() async throws {
-        try await plan("pro.weekly")
-        try await coupon("CAP-50", product: "pro.weekly", cap: 1)
-        let ready = try await Self.stack.eventually(20) { try await self.offerState("CAP-50") == "ready" }
+    func testAFullCapSwitchesTheCodeAndOfferOffWithinSeconds() async throws {
+        let (name, product) = Self.names("CAP")
+        try await plan(product)
+        try await coupon(name, product: product, cap: 1)
+        let ready = try await Self.stack.eventually(20) { try await self.offerState(name) == "ready" }
         XCTAssertTrue(ready, Self.stack.logs())
-        let code = try XCTUnwrap(Self.fake.customCodes.first { $0.customCode == "CAP-50" })
+        let code = try XCTUnwrap(Self.fake.customCodes.first { $0.customCode == name })
         let user = try Self.stack.minter().user()
-        let redeemed = try await client.json("POST", "/v1/redemptions", ["code": "CAP-50", "platform": "ios"], token: user.token)
+        let redeemed = try await client.json("POST", "/v1/redemptions", ["code": name, "platform": "ios"], token: user.token)
         XCTAssertEqual(redeemed.status, 201, redeemed.text)
-        let id = try XCTUnwrap(try redeemed.json()["redemptionId"] as? String)
+        let id = try redeemed.decode(RedemptionBody.self).redemptionId
         XCTAssertTrue(Self.fake.customCodes.first { $0.id == code.id }?.active == true, "a reservation waiting for Apple keeps the code on")
         // The purchase fills the cap: coupons writes the switch-off, grants makes the two calls.
         let paid = try await client.json("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "4.99", "currency": "USD"],
-                                                                                     "storeTransactionId": "txn-cap-50"], token: admin)
+                                                                                     "storeTransactionId": "txn-" + name], token: admin)
         XCTAssertEqual(paid.status, 200, paid.text)
         let started = Date()
         let off = try await Self.stack.eventually(10) {
@@ -137,14 +166,15 @@ final class StoreProvisioningTests: StackTestCase {
 
     /// The operator raises the full cap: code and offer are switched back on within seconds, and
     /// iOS is offered the coupon again once grants reports it.
-    func test4_raisingAFullCapSwitchesTheCodeAndOfferBackOn() async throws {
-        try await plan("pro.daily")
-        try await coupon("AGAIN-50", product: "pro.daily", cap: 1)
-        let ready = try await Self.stack.eventually(20) { try await self.offerState("AGAIN-50") == "ready" }
+    func testRaisingAFullCapSwitchesTheCodeAndOfferBackOn() async throws {
+        let (name, product) = Self.names("AGAIN")
+        try await plan(product)
+        try await coupon(name, product: product, cap: 1)
+        let ready = try await Self.stack.eventually(20) { try await self.offerState(name) == "ready" }
         XCTAssertTrue(ready, Self.stack.logs())
-        let code = try XCTUnwrap(Self.fake.customCodes.first { $0.customCode == "AGAIN-50" })
+        let code = try XCTUnwrap(Self.fake.customCodes.first { $0.customCode == name })
         let user = try Self.stack.minter().user()
-        let redeemed = try await client.json("POST", "/v1/redemptions", ["code": "AGAIN-50", "platform": "web"], token: user.token)
+        let redeemed = try await client.json("POST", "/v1/redemptions", ["code": name, "platform": "web"], token: user.token)
         XCTAssertEqual(redeemed.status, 201, redeemed.text)
         func active() -> (code: Bool?, offer: Bool?) {
             (Self.fake.customCodes.first { $0.id == code.id }?.active, Self.fake.offers.first { $0.id == code.offerId }?.active)
@@ -152,19 +182,21 @@ final class StoreProvisioningTests: StackTestCase {
         let off = try await Self.stack.eventually(10) { active() == (false, false) }
         XCTAssertTrue(off, "a web reservation filled the cap\n" + Self.stack.logs())
         let other = try Self.stack.minter().user()
-        let validate = { [client] in try await client.json("POST", "/v1/coupons/validate", ["code": "AGAIN-50", "platform": "ios"], token: other.token).json() }
-        let full = try await validate()["reason"] as? String
+        let validate = { [client] in
+            try await client.json("POST", "/v1/coupons/validate", ["code": name, "platform": "ios"], token: other.token).decode(ValidationBody.self)
+        }
+        let full = try await validate().reason
         XCTAssertEqual(full, "exhausted")
 
-        let raised = try await client.json("PATCH", "/v1/coupons/AGAIN-50", ["maxRedemptions": 5], token: admin)
+        let raised = try await client.json("PATCH", "/v1/coupons/\(name)", ["maxRedemptions": 5], token: admin)
         XCTAssertEqual(raised.status, 200, raised.text)
         let started = Date()
         let on = try await Self.stack.eventually(10) { active() == (true, true) }
         XCTAssertTrue(on, Self.stack.logs())
         XCTAssertLessThan(Date().timeIntervalSince(started), 5, "switched back on within seconds")
-        let again = try await Self.stack.eventually(10) { try await self.offerState("AGAIN-50") == "ready" }
+        let again = try await Self.stack.eventually(10) { try await self.offerState(name) == "ready" }
         XCTAssertTrue(again, Self.stack.logs())
-        let valid = try await validate()["valid"] as? Bool
+        let valid = try await validate().valid
         XCTAssertEqual(valid, true)
     }
 }
