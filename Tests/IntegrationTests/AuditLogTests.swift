@@ -36,20 +36,55 @@ final class AuditLogTests: StackTestCase {
         XCTAssertEqual(r.status, status, r.text, file: file, line: line)
     }
 
-    func entries(_ query: String, token: String? = nil) async throws -> [[String: Any]] {
+    /// One audit record; `before` and `after` hold the fields these tests read.
+    struct Entry: Decodable {
+        struct Actor: Decodable {
+            let type: String
+            let id: String?
+        }
+        struct Snapshot: Decodable {
+            let code: String?
+            let maxRedemptions: Int?
+            let active: Bool?
+            let role: String?
+            let url: String?
+            let name: String?
+        }
+        let id: String
+        let action: String
+        let mode: String
+        let objectType: String
+        let objectId: String
+        let requestId: String?
+        let createdAt: String
+        let actor: Actor?
+        let before: Snapshot?
+        let after: Snapshot?
+    }
+
+    func entries(_ query: String, token: String? = nil) async throws -> [Entry] {
+        try await page(query, token: token).data
+    }
+
+    func page(_ query: String, token: String? = nil) async throws -> ListBody<Entry> {
         let r = try await call("GET", "/v1/audit?" + query, token: token)
         XCTAssertEqual(r.status, 200, r.text)
-        return try r.json()["data"] as? [[String: Any]] ?? []
+        return try r.decode()
     }
 
     /// The id of the bootstrap admin key, the actor of every change this suite makes with it.
     func adminKeyId() async throws -> String {
-        let keys = try await call("GET", "/v1/api-keys?limit=100")
-        let list = try keys.json()["data"] as? [[String: Any]] ?? []
-        return try XCTUnwrap(list.first { $0["name"] as? String == "bootstrap admin" }?["id"] as? String)
+        let keys = try await call("GET", "/v1/api-keys?limit=100").decode(ListBody<APIKeyBody>.self).data
+        return try XCTUnwrap(keys.first { $0.name == "bootstrap admin" }?.id)
     }
 
-    func test1_everyCouponChangeIsRecordedWithBeforeAndAfter() async throws {
+    /// Deletes an endpoint this test made when the test ends.
+    func deleteAtTheEnd(_ webhook: HTTPClient.Response) throws {
+        let id = try webhook.decode(WebhookEndpointBody.self).id, client = self.client, admin = self.admin
+        addTeardownBlock { _ = try await client.send("DELETE", "/v1/webhooks/\(id)", headers: ["Authorization": "Bearer \(admin)"]) }
+    }
+
+    func testEveryCouponChangeIsRecordedWithBeforeAndAfter() async throws {
         let code = Self.code("AUD")
         let made = try await call("POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "month", "count": 1], "maxRedemptions": 5],
                                   requestId: "req-create-\(code)")
@@ -68,37 +103,36 @@ final class AuditLogTests: StackTestCase {
 
         let keyId = try await adminKeyId()
         let rows = try await entries("objectType=coupon&objectId=\(code)")
-        XCTAssertEqual(rows.map { $0["action"] as? String }, ["coupon.deactivate", "coupon.update", "coupon.create"], "\(rows)")
+        XCTAssertEqual(rows.map(\.action), ["coupon.deactivate", "coupon.update", "coupon.create"], "\(rows)")
         for row in rows {
-            let actor = row["actor"] as? [String: Any]
-            XCTAssertEqual(actor?["type"] as? String, "apiKey")
-            XCTAssertEqual(actor?["id"] as? String, keyId)
-            XCTAssertEqual(row["mode"] as? String, "live")
-            XCTAssertEqual(row["objectType"] as? String, "coupon")
-            XCTAssertNotNil(row["createdAt"] as? String)
+            XCTAssertEqual(row.actor?.type, "apiKey")
+            XCTAssertEqual(row.actor?.id, keyId)
+            XCTAssertEqual(row.mode, "live")
+            XCTAssertEqual(row.objectType, "coupon")
+            XCTAssertNotNil(Timestamp.parse(row.createdAt))
         }
         let create = rows[2], patch = rows[1], deactivate = rows[0]
-        XCTAssertTrue(create["before"] is NSNull)
-        XCTAssertEqual((create["after"] as? [String: Any])?["code"] as? String, code)
-        XCTAssertEqual(create["requestId"] as? String, "req-create-\(code)")
-        XCTAssertEqual((patch["before"] as? [String: Any])?["maxRedemptions"] as? Int, 5)
-        XCTAssertEqual((patch["after"] as? [String: Any])?["maxRedemptions"] as? Int, 3)
-        XCTAssertEqual(patch["requestId"] as? String, "req-patch-\(code)")
-        XCTAssertEqual((deactivate["before"] as? [String: Any])?["active"] as? Bool, true)
-        XCTAssertEqual((deactivate["after"] as? [String: Any])?["active"] as? Bool, false)
+        XCTAssertNil(create.before)
+        XCTAssertEqual(create.after?.code, code)
+        XCTAssertEqual(create.requestId, "req-create-\(code)")
+        XCTAssertEqual(patch.before?.maxRedemptions, 5)
+        XCTAssertEqual(patch.after?.maxRedemptions, 3)
+        XCTAssertEqual(patch.requestId, "req-patch-\(code)")
+        XCTAssertEqual(deactivate.before?.active, true)
+        XCTAssertEqual(deactivate.after?.active, false)
     }
 
-    func test2_keysWebhooksAndPlansAreRecordedWithoutTheirSecrets() async throws {
+    func testKeysWebhooksAndPlansAreRecordedWithoutTheirSecrets() async throws {
         let madeKey = try await call("POST", "/v1/api-keys", ["name": "audited", "role": "readonly"])
         XCTAssertEqual(madeKey.status, 201, madeKey.text)
-        let key = try XCTUnwrap(try madeKey.json()["key"] as? String)
-        let keyId = try XCTUnwrap(try madeKey.json()["id"] as? String)
+        let key = try XCTUnwrap(try madeKey.decode(APIKeyBody.self).key)
+        let keyId = try madeKey.decode(APIKeyBody.self).id
         expect(204, try await call("DELETE", "/v1/api-keys/\(keyId)"))
 
         let hook = try await call("POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/hook", "events": ["coupon.redeemed"]])
         XCTAssertEqual(hook.status, 201, hook.text)
-        let secret = try XCTUnwrap(try hook.json()["secret"] as? String)
-        let hookId = try XCTUnwrap(try hook.json()["id"] as? String)
+        let secret = try XCTUnwrap(try hook.decode(WebhookEndpointBody.self).secret)
+        let hookId = try hook.decode(WebhookEndpointBody.self).id
         expect(204, try await call("DELETE", "/v1/webhooks/\(hookId)"))
 
         let plan = "audit." + UUID().uuidString.prefix(6).lowercased()
@@ -106,16 +140,16 @@ final class AuditLogTests: StackTestCase {
         expect(200, try await call("PATCH", "/v1/plans/\(plan)", ["name": "Pro yearly"]))
 
         let keyRows = try await entries("objectType=apiKey&objectId=\(keyId)")
-        XCTAssertEqual(keyRows.map { $0["action"] as? String }, ["apiKey.revoke", "apiKey.create"])
-        XCTAssertEqual((keyRows[1]["after"] as? [String: Any])?["role"] as? String, "readonly")
-        XCTAssertTrue(keyRows[0]["after"] is NSNull)
+        XCTAssertEqual(keyRows.map(\.action), ["apiKey.revoke", "apiKey.create"])
+        XCTAssertEqual(keyRows[1].after?.role, "readonly")
+        XCTAssertNil(keyRows[0].after)
         let hookRows = try await entries("objectType=webhook&objectId=\(hookId)")
-        XCTAssertEqual(hookRows.map { $0["action"] as? String }, ["webhook.delete", "webhook.create"])
-        XCTAssertEqual((hookRows[1]["after"] as? [String: Any])?["url"] as? String, "http://127.0.0.1:9/hook")
+        XCTAssertEqual(hookRows.map(\.action), ["webhook.delete", "webhook.create"])
+        XCTAssertEqual(hookRows[1].after?.url, "http://127.0.0.1:9/hook")
         let planRows = try await entries("objectType=plan&objectId=\(plan)")
-        XCTAssertEqual(planRows.map { $0["action"] as? String }, ["plan.update", "plan.create"])
-        XCTAssertEqual((planRows[0]["before"] as? [String: Any])?["name"] as? String, "Pro")
-        XCTAssertEqual((planRows[0]["after"] as? [String: Any])?["name"] as? String, "Pro yearly")
+        XCTAssertEqual(planRows.map(\.action), ["plan.update", "plan.create"])
+        XCTAssertEqual(planRows[0].before?.name, "Pro")
+        XCTAssertEqual(planRows[0].after?.name, "Pro yearly")
 
         // No secret is ever in the log, nor any part of one after its prefix.
         let all = try await call("GET", "/v1/audit?limit=100")
@@ -126,10 +160,10 @@ final class AuditLogTests: StackTestCase {
         XCTAssertFalse(all.text.contains("\"secret\""))
     }
 
-    func test3_onlyAdminsReadItAndEachModeItsOwn() async throws {
+    func testOnlyAdminsReadItAndEachModeItsOwn() async throws {
         for role in ["readonly", "support"] {
             let made = try await call("POST", "/v1/api-keys", ["name": role, "role": role])
-            let key = try XCTUnwrap(try made.json()["key"] as? String)
+            let key = try XCTUnwrap(try made.decode(APIKeyBody.self).key)
             let r = try await call("GET", "/v1/audit", token: key)
             XCTAssertEqual(r.status, 403, r.text)
             XCTAssertEqual(r.errorCode, "forbidden")
@@ -139,20 +173,20 @@ final class AuditLogTests: StackTestCase {
         expect(401, try await client.get("/v1/audit"))
 
         let testMade = try await call("POST", "/v1/api-keys", ["name": "test admin", "role": "admin", "mode": "test"])
-        let testKey = try XCTUnwrap(try testMade.json()["key"] as? String)
-        let testKeyId = try XCTUnwrap(try testMade.json()["id"] as? String)
+        let testKey = try XCTUnwrap(try testMade.decode(APIKeyBody.self).key)
+        let testKeyId = try testMade.decode(APIKeyBody.self).id
         let code = Self.code("TST")
         expect(201, try await call("POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "week", "count": 1]], token: testKey))
         let testRows = try await entries("limit=100", token: testKey)
         XCTAssertFalse(testRows.isEmpty)
-        XCTAssertTrue(testRows.allSatisfy { $0["mode"] as? String == "test" }, "a test key reads only test-mode records")
-        XCTAssertEqual(testRows.first?["objectId"] as? String, code)
-        XCTAssertEqual((testRows.first?["actor"] as? [String: Any])?["id"] as? String, testKeyId)
+        XCTAssertTrue(testRows.allSatisfy { $0.mode == "test" }, "a test key reads only test-mode records")
+        XCTAssertEqual(testRows.first?.objectId, code)
+        XCTAssertEqual(testRows.first?.actor?.id, testKeyId)
         let liveRows = try await entries("objectId=\(code)")
         XCTAssertTrue(liveRows.isEmpty, "a live key reads no test-mode record")
         // By actor: every record of the test key, and nothing else.
         let byActor = try await entries("actorId=\(testKeyId)", token: testKey)
-        XCTAssertEqual(byActor.map { $0["objectId"] as? String }, [code])
+        XCTAssertEqual(byActor.map(\.objectId), [code])
 
         for bad in ["objectType=cake", "actorId=nope", "limit=0", "cursor=abc"] {
             let r = try await call("GET", "/v1/audit?" + bad)
@@ -160,28 +194,33 @@ final class AuditLogTests: StackTestCase {
         }
     }
 
-    func test5_aTestEventReachesOneEndpointSigned() async throws {
+    /// What `POST /v1/webhooks/{id}/test` answers, and its event's data.
+    struct TestEvent: Decodable {
+        struct Payload: Decodable, Sendable { let endpointId: String }
+        let type: String
+        let webhookId: String?
+    }
+
+    func testATestEventReachesOneEndpointSigned() async throws {
         let receiver = try WebhookReceiver()
-        defer { let done = DispatchSemaphore(value: 0); Task { await receiver.stop(); done.signal() }; done.wait() }
+        addTeardownBlock { await receiver.stop() }
         let hook = try await call("POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["coupon.redeemed"]])
         expect(201, hook)
-        let id = try XCTUnwrap(try hook.json()["id"] as? String)
-        let secret = try XCTUnwrap(try hook.json()["secret"] as? String)
+        try deleteAtTheEnd(hook)
+        let id = try hook.decode(WebhookEndpointBody.self).id
+        let secret = try XCTUnwrap(try hook.decode(WebhookEndpointBody.self).secret)
         let refused = try await call("POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["webhook.test"]])
         expect(422, refused)
         let sent = try await call("POST", "/v1/webhooks/\(id)/test")
         expect(201, sent)
-        XCTAssertEqual(try sent.json()["type"] as? String, "webhook.test")
-        let webhookId = try XCTUnwrap(try sent.json()["webhookId"] as? String)
-        var got: WebhookReceiver.Delivery?
-        for _ in 0..<100 where got == nil {
-            got = receiver.received.first { $0.id == webhookId }
-            if got == nil { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        let delivery = try XCTUnwrap(got, "the test event did not arrive")
-        let body = try XCTUnwrap(try JSONSerialization.jsonObject(with: delivery.body) as? [String: Any])
-        XCTAssertEqual(body["type"] as? String, "webhook.test")
-        XCTAssertEqual((body["data"] as? [String: Any])?["endpointId"] as? String, id)
+        let test = try sent.decode(TestEvent.self)
+        XCTAssertEqual(test.type, "webhook.test")
+        let webhookId = try XCTUnwrap(test.webhookId)
+        _ = try await Self.stack.eventually(10) { receiver.received.contains { $0.id == webhookId } }
+        let delivery = try XCTUnwrap(receiver.received.first { $0.id == webhookId }, "the test event did not arrive")
+        let body = try JSONDecoder().decode(WebhookEventBody<TestEvent.Payload>.self, from: delivery.body)
+        XCTAssertEqual(body.type, "webhook.test")
+        XCTAssertEqual(body.data.endpointId, id)
         // Signed per Standard Webhooks with the endpoint's secret.
         let key = try XCTUnwrap(Data(base64Encoded: String(secret.dropFirst("whsec_".count))))
         let signed = Data("\(delivery.id).\(delivery.timestamp).".utf8) + delivery.body
@@ -189,12 +228,14 @@ final class AuditLogTests: StackTestCase {
         expect(404, try await call("POST", "/v1/webhooks/\(UUID().uuidString)/test"))
     }
 
-    func test4_pagesWalkTheWholeLogOnceAcrossServices() async throws {
+    func testPagesWalkTheWholeLogOnceAcrossServices() async throws {
         // Records from all three services: coupons, accounts and grants.
         for i in 0..<3 {
             expect(201, try await call("POST", "/v1/coupons", ["code": Self.code("PG\(i)"), "kind": "freePeriod", "duration": ["unit": "day", "count": 1]]))
             expect(201, try await call("POST", "/v1/api-keys", ["name": "page \(i)", "role": "readonly"]))
-            expect(201, try await call("POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/p\(i)", "events": ["coupon.redeemed"]]))
+            let hook = try await call("POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/p\(i)", "events": ["coupon.redeemed"]])
+            expect(201, hook)
+            try deleteAtTheEnd(hook)
         }
         let whole = try await entries("limit=100")
         var walked: [String] = []
@@ -202,15 +243,14 @@ final class AuditLogTests: StackTestCase {
         repeat {
             let r = try await call("GET", "/v1/audit?limit=4" + (cursor.map { "&cursor=\($0)" } ?? ""))
             XCTAssertEqual(r.status, 200, r.text)
-            let o = try r.json()
-            let page = o["data"] as? [[String: Any]] ?? []
-            XCTAssertLessThanOrEqual(page.count, 4)
-            walked += page.compactMap { $0["id"] as? String }
-            cursor = o["nextCursor"] as? String
+            let page = try r.decode(ListBody<Entry>.self)
+            XCTAssertLessThanOrEqual(page.data.count, 4)
+            walked += page.data.map(\.id)
+            cursor = page.nextCursor
         } while cursor != nil
-        XCTAssertEqual(walked, whole.compactMap { $0["id"] as? String }, "pages are the whole log, newest first, each record once")
-        XCTAssertEqual(Set(whole.compactMap { $0["objectType"] as? String }).intersection(["coupon", "apiKey", "webhook"]).count, 3)
-        let times = whole.compactMap { $0["createdAt"] as? String }
+        XCTAssertEqual(walked, whole.map(\.id), "pages are the whole log, newest first, each record once")
+        XCTAssertEqual(Set(whole.map(\.objectType)).intersection(["coupon", "apiKey", "webhook"]).count, 3)
+        let times = whole.map(\.createdAt)
         XCTAssertEqual(times, times.sorted(by: >), "newest first")
     }
 }
