@@ -36,42 +36,72 @@ final class MembersTests: StackTestCase {
     static func email() -> String { "op-\(UUID().uuidString.prefix(8).lowercased())@example.com" }
     static let password = "a long operator passphrase"
 
+    /// What `POST /v1/members` answers (the one-time token and URL only here).
+    struct Invitation: Decodable {
+        let token: String
+        let inviteUrl: String?
+        let role: String?
+        let email: String?
+    }
+
+    /// A member in `GET /v1/members`, or the answer to a change of role.
+    struct Member: Decodable {
+        let email: String?
+        let role: String
+    }
+
+    /// An audit record, as far as these tests read it.
+    struct AuditEntry: Decodable {
+        struct Actor: Decodable {
+            let type: String
+            let id: String?
+        }
+        struct Snapshot: Decodable { let status: String? }
+        let action: String
+        let actor: Actor?
+        let before: Snapshot?
+    }
+
+    func audit(_ r: HTTPClient.Response) throws -> [AuditEntry] {
+        try r.decode(ListBody<AuditEntry>.self).data
+    }
+
     /// Invites `email` as `role` and accepts: the member's account id and access token.
     func member(_ role: String, email: String = MembersTests.email()) async throws -> (id: String, token: String, email: String) {
         let invited = try await call("POST", "/v1/members", ["email": email, "role": role], token: admin)
         expect(201, invited)
-        let token = try XCTUnwrap(try invited.json()["token"] as? String)
+        let token = try invited.decode(Invitation.self).token
         let accepted = try await call("POST", "/v1/members/accept", ["token": token, "password": Self.password], token: nil)
         expect(201, accepted)
-        let o = try accepted.json()
-        return (try XCTUnwrap((o["account"] as? [String: Any])?["id"] as? String),
-                try XCTUnwrap((o["session"] as? [String: Any])?["accessToken"] as? String), email)
+        let o = try accepted.decode(AccountSessionBody.self)
+        return (o.account.id, o.session.accessToken, email)
     }
 
     func signIn(_ email: String) async throws -> String {
         let r = try await call("POST", "/v1/sessions", ["email": email, "password": Self.password], token: nil)
         expect(200, r)
-        return try XCTUnwrap((try r.json()["session"] as? [String: Any])?["accessToken"] as? String)
+        return try r.decode(AccountSessionBody.self).session.accessToken
     }
 
     func waitUntilRefused(_ token: String, file: StaticString = #filePath, line: UInt = #line) async throws {
-        for _ in 0..<40 {
-            let r = try await call("GET", "/v1/coupons", token: token)
-            if r.status == 401 { XCTAssertEqual(r.errorCode, "invalidToken", file: file, line: line); return }
-            try await Task.sleep(for: .milliseconds(100))
+        var last: HTTPClient.Response?
+        let refused = try await Self.stack.eventually(4) {
+            last = try await self.call("GET", "/v1/coupons", token: token)
+            return last?.status == 401
         }
-        XCTFail("the member's old session still works", file: file, line: line)
+        XCTAssertTrue(refused, "the member's old session still works", file: file, line: line)
+        XCTAssertEqual(last?.errorCode, "invalidToken", file: file, line: line)
     }
 
-    func test1_anInviteIsAOneTimeURLThatMakesAMemberOfItsRole() async throws {
+    func testAnInviteIsAOneTimeURLThatMakesAMemberOfItsRole() async throws {
         let email = Self.email()
         let invited = try await call("POST", "/v1/members", ["email": email, "role": "readonly"], token: admin)
         expect(201, invited)
-        let o = try invited.json()
-        let token = try XCTUnwrap(o["token"] as? String)
-        XCTAssertEqual(o["inviteUrl"] as? String, "http://\(Self.stack.gateway.host!):\(Self.stack.gateway.port!)/dashboard#invite=\(token)")
-        XCTAssertEqual(o["role"] as? String, "readonly")
-        XCTAssertEqual(o["email"] as? String, email)
+        let o = try invited.decode(Invitation.self)
+        let token = o.token
+        XCTAssertEqual(o.inviteUrl, "http://\(Self.stack.gateway.host!):\(Self.stack.gateway.port!)/dashboard#invite=\(token)")
+        XCTAssertEqual(o.role, "readonly")
+        XCTAssertEqual(o.email, email)
 
         let weak = try await call("POST", "/v1/members/accept", ["token": token, "password": "short"], token: nil)
         expect(422, weak)
@@ -81,7 +111,7 @@ final class MembersTests: StackTestCase {
         expect(401, again)
         XCTAssertEqual(again.errorCode, "invalidToken", "an invitation is used once")
 
-        let session = try XCTUnwrap((try accepted.json()["session"] as? [String: Any])?["accessToken"] as? String)
+        let session = try accepted.decode(AccountSessionBody.self).session.accessToken
         expect(200, try await call("GET", "/v1/coupons", token: session))
         let create = try await call("POST", "/v1/coupons", ["code": "MEM-" + UUID().uuidString.prefix(6), "kind": "freePeriod",
                                                             "duration": ["unit": "day", "count": 1]], token: session)
@@ -93,10 +123,10 @@ final class MembersTests: StackTestCase {
         expect(200, try await call("GET", "/v1/me", token: session))
         let list = try await call("GET", "/v1/members?limit=100", token: admin)
         expect(200, list)
-        XCTAssertTrue((try list.json()["data"] as? [[String: Any]] ?? []).contains { $0["email"] as? String == email && $0["role"] as? String == "readonly" })
+        XCTAssertTrue(try list.decode(ListBody<Member>.self).data.contains { $0.email == email && $0.role == "readonly" }, list.text)
     }
 
-    func test2_aMembersModeIsItsHeaderAndItsChangesAreAuditedAsItself() async throws {
+    func testAMembersModeIsItsHeaderAndItsChangesAreAuditedAsItself() async throws {
         let m = try await member("admin")
         let live = "LIVE-" + UUID().uuidString.prefix(6), test = "TEST-" + UUID().uuidString.prefix(6)
         expect(201, try await call("POST", "/v1/coupons", ["code": live, "kind": "freePeriod", "duration": ["unit": "day", "count": 1]], token: m.token))
@@ -104,30 +134,30 @@ final class MembersTests: StackTestCase {
                                    token: m.token, mode: "test"))
         let liveCoupon = try await call("GET", "/v1/coupons/\(live)", token: m.token)
         expect(200, liveCoupon)
-        XCTAssertEqual(try liveCoupon.json()["mode"] as? String, "live")
+        XCTAssertEqual(try liveCoupon.decode(CouponBody.self).mode, "live")
         expect(404, try await call("GET", "/v1/coupons/\(test)", token: m.token))
         let testCoupon = try await call("GET", "/v1/coupons/\(test)", token: m.token, mode: "test")
-        XCTAssertEqual(try testCoupon.json()["mode"] as? String, "test")
+        XCTAssertEqual(try testCoupon.decode(CouponBody.self).mode, "test")
         expect(422, try await call("GET", "/v1/coupons", token: m.token, mode: "staging"))
         // A key the member makes in test mode is a test key.
         let key = try await call("POST", "/v1/api-keys", ["name": "from a member", "role": "readonly"], token: m.token, mode: "test")
         expect(201, key)
-        XCTAssertEqual(try key.json()["mode"] as? String, "test")
+        XCTAssertEqual(try key.decode(APIKeyBody.self).mode, "test")
 
         let audit = try await call("GET", "/v1/audit?objectId=\(live)", token: admin)
-        let row = try XCTUnwrap((try audit.json()["data"] as? [[String: Any]])?.first)
-        XCTAssertEqual(row["action"] as? String, "coupon.create")
-        XCTAssertEqual((row["actor"] as? [String: Any])?["type"] as? String, "member")
-        XCTAssertEqual((row["actor"] as? [String: Any])?["id"] as? String, m.id)
+        let row = try XCTUnwrap(try self.audit(audit).first)
+        XCTAssertEqual(row.action, "coupon.create")
+        XCTAssertEqual(row.actor?.type, "member")
+        XCTAssertEqual(row.actor?.id, m.id)
         let testAudit = try await call("GET", "/v1/audit?actorId=\(m.id)", token: m.token, mode: "test")
-        XCTAssertEqual((try testAudit.json()["data"] as? [[String: Any]])?.compactMap { $0["action"] as? String }, ["apiKey.create", "coupon.create"])
+        XCTAssertEqual(try self.audit(testAudit).map(\.action), ["apiKey.create", "coupon.create"])
     }
 
-    func test3_aNewRoleOrARemovalEndsTheMembersSessions() async throws {
+    func testANewRoleOrARemovalEndsTheMembersSessions() async throws {
         let m = try await member("readonly")
         let changed = try await call("PATCH", "/v1/members/\(m.id)", ["role": "admin"], token: admin)
         expect(200, changed)
-        XCTAssertEqual(try changed.json()["role"] as? String, "admin")
+        XCTAssertEqual(try changed.decode(Member.self).role, "admin")
         try await waitUntilRefused(m.token)
         let promoted = try await signIn(m.email)
         expect(201, try await call("POST", "/v1/coupons", ["code": "PRO-" + UUID().uuidString.prefix(6), "kind": "freePeriod",
@@ -141,23 +171,22 @@ final class MembersTests: StackTestCase {
         expect(404, try await call("DELETE", "/v1/members/\(m.id)", token: admin))
 
         let rows = try await call("GET", "/v1/audit?objectType=member&objectId=\(m.id)", token: admin)
-        XCTAssertEqual((try rows.json()["data"] as? [[String: Any]])?.compactMap { $0["action"] as? String },
-                       ["member.remove", "member.update", "member.join"])
+        XCTAssertEqual(try audit(rows).map(\.action), ["member.remove", "member.update", "member.join"])
     }
 
-    func test4_onlyLiveAdminsAndMembersManageMembers() async throws {
+    func testOnlyLiveAdminsAndMembersManageMembers() async throws {
         let testKey = try await call("POST", "/v1/api-keys", ["name": "test admin", "role": "admin", "mode": "test"], token: admin)
-        let test = try XCTUnwrap(try testKey.json()["key"] as? String)
+        let test = try XCTUnwrap(try testKey.decode(APIKeyBody.self).key)
         expect(403, try await call("POST", "/v1/members", ["email": Self.email(), "role": "admin"], token: test))
         let roKey = try await call("POST", "/v1/api-keys", ["name": "ro", "role": "readonly"], token: admin)
-        let ro = try XCTUnwrap(try roKey.json()["key"] as? String)
+        let ro = try XCTUnwrap(try roKey.decode(APIKeyBody.self).key)
         expect(403, try await call("POST", "/v1/members", ["email": Self.email(), "role": "admin"], token: ro))
         expect(401, try await call("GET", "/v1/members", token: nil))
         expect(422, try await call("POST", "/v1/members", ["email": "not an email", "role": "admin"], token: admin))
         expect(422, try await call("POST", "/v1/members", ["email": Self.email(), "role": "owner"], token: admin))
     }
 
-    func test6_aMemberReadsAnyRedemptionOfItsModeAndConfirmsByHandAsSupport() async throws {
+    func testAMemberReadsAnyRedemptionOfItsModeAndConfirmsByHandAsSupport() async throws {
         let code = "MRD-" + UUID().uuidString.prefix(6)
         expect(201, try await call("POST", "/v1/coupons", ["code": code, "kind": "percentOff", "percentOff": 50, "productIds": ["pro.monthly"],
                                                            "duration": ["unit": "month", "count": 1], "periodCount": 1, "platforms": ["web"]],
@@ -165,7 +194,7 @@ final class MembersTests: StackTestCase {
         let user = try Self.minter.user()
         let made = try await call("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: user.token)
         expect(201, made)
-        let id = try XCTUnwrap(try made.json()["redemptionId"] as? String)
+        let id = try made.decode(RedemptionBody.self).redemptionId
         let readonly = try await member("readonly")
         expect(200, try await call("GET", "/v1/redemptions/\(id)", token: readonly.token))
         expect(404, try await call("GET", "/v1/redemptions/\(id)", token: readonly.token, mode: "test"))
@@ -176,28 +205,29 @@ final class MembersTests: StackTestCase {
         let confirmed = try await call("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "4.99", "currency": "EUR"],
                                                                                    "storeTransactionId": "tx-" + code], token: support.token)
         expect(200, confirmed)
-        XCTAssertEqual(try confirmed.json()["status"] as? String, "completed")
+        XCTAssertEqual(try confirmed.decode(RedemptionBody.self).status, "completed")
         let audit = try await call("GET", "/v1/audit?objectType=redemption&objectId=\(id)", token: admin)
-        let row = try XCTUnwrap((try audit.json()["data"] as? [[String: Any]])?.first)
-        XCTAssertEqual(row["action"] as? String, "redemption.confirm")
-        XCTAssertEqual((row["actor"] as? [String: Any])?["id"] as? String, support.id)
-        XCTAssertEqual((row["before"] as? [String: Any])?["status"] as? String, "reserved")
+        let row = try XCTUnwrap(try self.audit(audit).first)
+        XCTAssertEqual(row.action, "redemption.confirm")
+        XCTAssertEqual(row.actor?.id, support.id)
+        XCTAssertEqual(row.before?.status, "reserved")
     }
 
-    func test5_anExistingAccountJoinsWithItsOwnPassword() async throws {
+    func testAnExistingAccountJoinsWithItsOwnPassword() async throws {
         let email = Self.email()
         let signUp = try await call("POST", "/v1/accounts", ["email": email, "password": Self.password], token: nil)
         expect(201, signUp)
-        let accountId = try XCTUnwrap((try signUp.json()["account"] as? [String: Any])?["id"] as? String)
+        let accountId = try signUp.decode(AccountSessionBody.self).account.id
         let invited = try await call("POST", "/v1/members", ["email": email.uppercased(), "role": "support"], token: admin)
-        let token = try XCTUnwrap(try invited.json()["token"] as? String)
+        let token = try invited.decode(Invitation.self).token
         let wrong = try await call("POST", "/v1/members/accept", ["token": token, "password": "not the password at all"], token: nil)
         expect(401, wrong)
         XCTAssertEqual(wrong.errorCode, "invalidCredentials")
         let joined = try await call("POST", "/v1/members/accept", ["token": token, "password": Self.password], token: nil)
         expect(200, joined)
-        XCTAssertEqual((try joined.json()["account"] as? [String: Any])?["id"] as? String, accountId, "the same account, now a member")
-        let session = try XCTUnwrap((try joined.json()["session"] as? [String: Any])?["accessToken"] as? String)
+        let member = try joined.decode(AccountSessionBody.self)
+        XCTAssertEqual(member.account.id, accountId, "the same account, now a member")
+        let session = member.session.accessToken
         expect(200, try await call("GET", "/v1/coupons", token: session))
     }
 }
