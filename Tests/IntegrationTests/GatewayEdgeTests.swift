@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import Runtime
+import Synchronization
 import TestSupport
 import XCTest
 
@@ -14,7 +15,8 @@ final class GatewayEdgeTests: StackTestCase {
         stack = try Stack(environment: [
                 "REDEEM_RATE_LIMITS": "on", "REDEEM_LIMIT_AUTH_PER_MINUTE": "5", "REDEEM_LIMIT_SIGNUP_PER_MINUTE": "3",
                 "REDEEM_LIMIT_CODES_PER_MINUTE": "20", "REDEEM_LOCKOUT_INVALID_CODES": "5", "REDEEM_LOCKOUT_SECONDS": "60",
-                // The tests' client stands for a proxy (test8); without a forwarding header it is its own client.
+                // The tests' client stands for a proxy: each test's requests name a client address of
+                // their own, so that no test's limits or lock-out reach another.
                 "REDEEM_TRUSTED_PROXIES": "127.0.0.1/32",
             ])
         minter = try stack.minter()
@@ -24,7 +26,15 @@ final class GatewayEdgeTests: StackTestCase {
         stack?.stop()
     }
 
-    var client: HTTPClient { Self.stack.client }
+    /// This test's client: behind the trusted proxy, at an address no other test uses.
+    lazy var client = HTTPClient(base: Self.stack.gateway, headers: ["X-Forwarded-For": Self.address()])
+
+    static let addresses = Mutex(0)
+    /// A client address (TEST-NET-2) not given out before.
+    static func address() -> String {
+        let n = addresses.withLock { $0 += 1; return $0 }
+        return "198.51.100.\(1 + n % 254)"
+    }
 
     func concurrently(_ n: Int, _ body: @escaping @Sendable (Int) async throws -> HTTPClient.Response) async throws -> [HTTPClient.Response] {
         try await withThrowingTaskGroup(of: HTTPClient.Response.self) { group in
@@ -33,7 +43,7 @@ final class GatewayEdgeTests: StackTestCase {
         }
     }
 
-    func test1_signInAndSignUpAreRateLimitedWithRetryAfter() async throws {
+    func testSignInAndSignUpAreRateLimitedWithRetryAfter() async throws {
         let client = self.client
         let email = "limited-\(UUID().uuidString.prefix(6))@example.com"
         let attempts = try await concurrently(12) { _ in try await client.json("POST", "/v1/sessions", ["email": email, "password": "wrong wrong wrong"]) }
@@ -48,7 +58,7 @@ final class GatewayEdgeTests: StackTestCase {
         XCTAssertEqual(signUps.filter { $0.status == 429 }.count, 3)
     }
 
-    func test2_validateAndRedeemAreRateLimitedPerAccount() async throws {
+    func testValidateAndRedeemAreRateLimitedPerAccount() async throws {
         let code = "EDGE-" + UUID().uuidString.prefix(6)
         let made = try await client.json("POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "day", "count": 1]], token: Self.stack.adminKey)
         XCTAssertEqual(made.status, 201)
@@ -62,7 +72,7 @@ final class GatewayEdgeTests: StackTestCase {
         XCTAssertEqual(other.status, 200)
     }
 
-    func test3_pageHeadersAndNoReflection() async throws {
+    func testPageHeadersAndNoReflection() async throws {
         let page = try await client.get("/redeem?code=%3Cscript%3Ealert(1)%3C%2Fscript%3E")
         XCTAssertEqual(page.status, 200)
         XCTAssertEqual(page.header("Content-Type"), "text/html; charset=utf-8")
@@ -87,7 +97,7 @@ final class GatewayEdgeTests: StackTestCase {
         XCTAssertFalse(js.contains("innerHTML"), "responses and the URL are only ever set as text")
     }
 
-    func test4_malformedInputIsAlwaysA4xxInTheErrorShape() async throws {
+    func testMalformedInputIsAlwaysA4xxInTheErrorShape() async throws {
         let deep = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
         let cases: [(Data, String, Int, String)] = [
             (Data("{".utf8), "application/json", 400, "malformedJson"),
@@ -110,7 +120,7 @@ final class GatewayEdgeTests: StackTestCase {
         XCTAssertEqual(badUUID.status, 404)
     }
 
-    func test5_metricsUseRouteTemplatesNeverRawPaths() async throws {
+    func testMetricsUseRouteTemplatesNeverRawPaths() async throws {
         let u = try Self.minter.user()
         _ = try await client.get("/v1/redemptions/\(UUID().uuidString)", token: u.token)
         let text = try await Self.stack.ops.get("/metrics").text
@@ -125,7 +135,7 @@ final class GatewayEdgeTests: StackTestCase {
 
     /// Behind a trusted proxy the lock-out keys on the client the proxy names: one client's
     /// guesses lock that client out, not everyone behind the proxy.
-    func test8_behindATrustedProxyTheLockOutIsTheForwardedClients() async throws {
+    func testBehindATrustedProxyTheLockOutIsTheForwardedClients() async throws {
         func validate(_ code: String, _ u: TokenMinter.User, from address: String) async throws -> HTTPClient.Response {
             try await client.json("POST", "/v1/coupons/validate", ["code": code], token: u.token, headers: ["X-Forwarded-For": address])
         }
@@ -143,7 +153,7 @@ final class GatewayEdgeTests: StackTestCase {
         XCTAssertEqual(sameAddress.status, 429, "the hop the proxy saw, not the one the client wrote")
     }
 
-    func test9_repeatedInvalidCodesLockTheCallerOut() async throws {
+    func testRepeatedInvalidCodesLockTheCallerOut() async throws {
         let u = try Self.minter.user()
         for i in 0..<5 {
             let r = try await client.json("POST", "/v1/coupons/validate", ["code": "GUESS-\(i)-\(UUID().uuidString.prefix(4))"], token: u.token)
