@@ -17,7 +17,7 @@ final class SecretsStackTests: StackTestCase {
     nonisolated(unsafe) static var minter: TokenMinter!
 
     override class func startSuite() throws {
-        stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"])
+        stack = try newStack()
         minter = try stack.minter()
     }
 
@@ -26,11 +26,14 @@ final class SecretsStackTests: StackTestCase {
     var stack: Stack { Self.stack }
     var client: HTTPClient { Self.stack.client }
 
-    func newWebhook() async throws -> (id: UUID, secret: String) {
-        let created = try await client.json("POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/hooks", "events": ["coupon.redeemed"]], token: stack.adminKey)
+    static func newStack() throws -> Stack { try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"]) }
+
+    func newWebhook(on stack: Stack) async throws -> (id: UUID, secret: String) {
+        let created = try await stack.client.json("POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/hooks", "events": ["coupon.redeemed"]],
+                                                  token: stack.adminKey)
         XCTAssertEqual(created.status, 201, created.text)
-        let body = try created.json()
-        return (try XCTUnwrap(UUID(uuidString: try XCTUnwrap(body["id"] as? String))), try XCTUnwrap(body["secret"] as? String))
+        let body = try created.decode(WebhookEndpointBody.self)
+        return (try XCTUnwrap(UUID(uuidString: body.id)), try XCTUnwrap(body.secret))
     }
 
     /// The stored secrets of every row: (context, key id, stored bytes).
@@ -50,8 +53,8 @@ final class SecretsStackTests: StackTestCase {
         return all
     }
 
-    func test1_theDatabaseHoldsNoPlaintextSecret() async throws {
-        let hook = try await newWebhook()
+    func testTheDatabaseHoldsNoPlaintextSecret() async throws {
+        let hook = try await newWebhook(on: stack)
         let db = try PGConnection(url: try stack.adminDatabaseURL())
         let keyring = try stack.secretKeyring()
         let row = try XCTUnwrap(try db.query("SELECT secret, secret_key_id FROM grants.webhook_endpoints WHERE id = $1", [hook.id]).first)
@@ -81,8 +84,13 @@ final class SecretsStackTests: StackTestCase {
     /// Rows stored before this version (plain, no key id) are sealed at the next start; a new key
     /// with the old one as `REDEEM_SECRET_KEY_PREVIOUS` seals everything again under the new one,
     /// and after that the new key alone opens everything.
-    func test2_legacyRowsAreSealedAndARotationKeepsEverythingReadable() async throws {
-        let hook = try await newWebhook()
+    /// On a stack of its own: the rotation changes the secret key that the suite's stack was
+    /// started with.
+    func testLegacyRowsAreSealedAndARotationKeepsEverythingReadable() async throws {
+        let stack = try await offThePool { try Self.newStack() }
+        addTeardownBlock { _ = try await offThePool { stack.stop() } }
+        let client = stack.client, minter = try stack.minter()
+        let hook = try await newWebhook(on: stack)
         let db = try PGConnection(url: try stack.adminDatabaseURL())
         let legacyHook = UUID.random(), legacySecret = "whsec_" + Data(Crypto.randomBytes(24)).base64EncodedString()
         try db.query("INSERT INTO grants.webhook_endpoints (id, url, events, secret, mode) VALUES ($1, 'http://127.0.0.1:9/old', '{coupon.redeemed}', $2, 'live')",
@@ -90,7 +98,7 @@ final class SecretsStackTests: StackTestCase {
         let seed = Crypto.randomBytes(32)
         try db.query("INSERT INTO accounts.signing_keys (kid, algorithm, private_key, created_at) VALUES ('legacy', 'EdDSA', $1, now() - interval '1 day')",
                      [PGBytes(Data(seed))])
-        let before = try Self.minter.user()
+        let before = try minter.user()
         let signing = try stack.signingKey()
 
         let old = try stack.secretKey()
@@ -106,16 +114,15 @@ final class SecretsStackTests: StackTestCase {
             for service in ["accounts", "grants"] {
                 let pid = try stack.pid(service)
                 kill(pid, SIGTERM)
-                // Gone, or a zombie the runner has not reaped (it restarts nothing in the tests).
-                let gone = try await stack.eventually(10) {
-                    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
-                    return stat.split(separator: ")").last?.split(separator: " ").first == "Z"
-                }
+                let gone = try await stack.gone(pid)
                 XCTAssertTrue(gone, "\(service) stopped")
-                try stack.startService(service, overrides: settings)
             }
-            let ready = try await stack.eventually(30) { try await self.stack.ops.get("/readyz").status == 200 }
-            XCTAssertTrue(ready, "accounts and grants start again: \(stack.logs().suffix(2000))")
+            do {
+                try await stack.restart("accounts", "grants", overrides: settings, seconds: 30)
+            } catch {
+                XCTFail("accounts and grants start again: \(stack.logs().suffix(2000))")
+                throw error
+            }
         }
         try await restart(["REDEEM_SECRET_KEY_FILE": newFile.path, "REDEEM_SECRET_KEY_PREVIOUS_FILE": oldFile.path])
 
@@ -140,7 +147,7 @@ final class SecretsStackTests: StackTestCase {
         XCTAssertEqual(mine.status, 200, mine.text)
         let signUp = try await client.json("POST", "/v1/accounts", ["email": "rotated-\(UUID().uuidString.prefix(8))@example.com", "password": "correct horse battery"])
         XCTAssertEqual(signUp.status, 201, signUp.text)
-        let token = try XCTUnwrap((try signUp.json()["session"] as? [String: Any])?["accessToken"] as? String)
+        let token = try signUp.decode(AccountSessionBody.self).session.accessToken
         let fresh = try await client.get("/v1/me/redemptions", token: token)
         XCTAssertEqual(fresh.status, 200, fresh.text)
     }
