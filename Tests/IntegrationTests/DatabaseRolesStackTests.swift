@@ -32,7 +32,7 @@ final class DatabaseRolesStackTests: StackTestCase {
         }
     }
 
-    func test1_eachServiceRunsAsARoleThatReachesOnlyItsOwnSchema() throws {
+    func testEachServiceRunsAsARoleThatReachesOnlyItsOwnSchema() throws {
         // The running services hold connections as their runtime roles, and only as those: the owners
         // migrated at start and let go (first, before this test connects as any role), and no service is connected as the superuser.
         let admin = try PGConnection(url: try stack.adminDatabaseURL())
@@ -68,7 +68,7 @@ final class DatabaseRolesStackTests: StackTestCase {
         }
     }
 
-    func test2_noRuntimeRoleCanChangeAnySchema() throws {
+    func testNoRuntimeRoleCanChangeAnySchema() throws {
         for service in Self.backends {
             let url = try stack.databaseURL(of: service)
             for ddl in [
@@ -93,7 +93,7 @@ final class DatabaseRolesStackTests: StackTestCase {
 
     /// Without the owner's URL an instance can do no DDL: on an empty database it waits, not
     /// ready, until `coupons migrate` (as the owner) has made the schema, and then serves.
-    func test3_anInstanceWithoutTheOwnerWaitsForMigrate() async throws {
+    func testAnInstanceWithoutTheOwnerWaitsForMigrate() async throws {
         let admin = try PGConnection(url: try stack.adminDatabaseURL())
         let name = "fresh_\(UUID().uuidString.prefix(8).lowercased())"
         try admin.execute("CREATE DATABASE \(name)")
@@ -118,6 +118,8 @@ final class DatabaseRolesStackTests: StackTestCase {
         let probe = HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!)
         let waiting = try await stack.eventually(20) { try await probe.get("/healthz").status == 200 }
         XCTAssertTrue(waiting)
+        // Two seconds in which it must neither become ready nor make a table: no condition says
+        // that it never will.
         try await Task.sleep(for: .seconds(2))
         let notReady = try await probe.get("/readyz").status
         XCTAssertEqual(notReady, 503)
@@ -139,7 +141,7 @@ final class DatabaseRolesStackTests: StackTestCase {
     }
 
     /// The roles' passwords never reach a log.
-    func test4_noPasswordInAnyLog() throws {
+    func testNoPasswordInAnyLog() throws {
         for service in Self.backends {
             for file in ["\(service).password", "\(service)-owner.password"] {
                 let password = try String(contentsOf: stack.directory.appendingPathComponent("db/\(file)"), encoding: .utf8)
@@ -154,7 +156,7 @@ final class DatabaseRolesStackTests: StackTestCase {
     /// migrations use, from the Secrets. It makes the roles and schemas with the passwords in those
     /// URLs (percent-encoded, as in any URL), so what the Secret says is what the pods can log in
     /// with; a URL naming another role is refused before anything changes.
-    func test5_theMigrationJobMakesTheRolesFromTheServicesURLs() async throws {
+    func testTheMigrationJobMakesTheRolesFromTheServicesURLs() async throws {
         let admin = try PGConnection(url: try stack.adminDatabaseURL())
         let name = "k8s_\(UUID().uuidString.prefix(8).lowercased())"
         try admin.execute("CREATE DATABASE \(name)")
