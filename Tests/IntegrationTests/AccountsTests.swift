@@ -57,11 +57,9 @@ final class AccountsTests: StackTestCase {
     }
 
     func session(_ resp: HTTPClient.Response, password: String? = nil) throws -> Session {
-        let o = try resp.json()
-        let account = try XCTUnwrap(o["account"] as? [String: Any])
-        let s = try XCTUnwrap(o["session"] as? [String: Any])
-        let result = Session(accountId: try XCTUnwrap(account["id"] as? String), appUserId: try XCTUnwrap(account["appUserId"] as? String),
-                             access: try XCTUnwrap(s["accessToken"] as? String), refresh: try XCTUnwrap(s["refreshToken"] as? String))
+        let o = try resp.decode(AccountSessionBody.self)
+        let result = Session(accountId: o.account.id, appUserId: try XCTUnwrap(o.account.appUserId),
+                             access: o.session.accessToken, refresh: try XCTUnwrap(o.session.refreshToken))
         Self.secrets.add(result.access, result.refresh)
         if let password { Self.secrets.add(password) }
         return result
@@ -261,7 +259,7 @@ final class AccountsTests: StackTestCase {
         let (a, b) = (try session(first), try session(retry))
         XCTAssertEqual(b.refresh, a.refresh, "the retry answers the same refresh token")
         XCTAssertEqual(b.access, a.access, "and the same access token")
-        let expiry = { (r: HTTPClient.Response) in (try? r.json()["session"] as? [String: Any])?["expiresAt"] as? String }
+        let expiry = { (r: HTTPClient.Response) in (try? r.decode(AccountSessionBody.self))?.session.expiresAt }
         XCTAssertNotNil(expiry(first))
         XCTAssertEqual(expiry(retry), expiry(first), "and the same expiry")
         XCTAssertEqual(b.accountId, s.accountId)
@@ -290,7 +288,7 @@ final class AccountsTests: StackTestCase {
             for _ in 0..<6 {
                 group.addTask {
                     let r = try await client.json("POST", "/v1/sessions/refresh", ["refreshToken": s.refresh])
-                    return (r.status, (try? r.json()["session"] as? [String: Any])?["refreshToken"] as? String)
+                    return (r.status, (try? r.decode(AccountSessionBody.self))?.session.refreshToken)
                 }
             }
             return try await group.reduce(into: [(Int, String?)]()) { $0.append($1) }

@@ -130,11 +130,9 @@ final class AppleWebSignInTests: StackTestCase {
     struct Session { var accountId: String; var access: String }
 
     func session(_ r: HTTPClient.Response) throws -> Session {
-        let o = try r.json()
-        let account = try XCTUnwrap(o["account"] as? [String: Any]), s = try XCTUnwrap(o["session"] as? [String: Any])
-        let access = try XCTUnwrap(s["accessToken"] as? String)
-        Self.secrets.add(access, try XCTUnwrap(s["refreshToken"] as? String))
-        return Session(accountId: try XCTUnwrap(account["id"] as? String), access: access)
+        let o = try r.decode(AccountSessionBody.self)
+        Self.secrets.add(o.session.accessToken, try XCTUnwrap(o.session.refreshToken))
+        return Session(accountId: o.account.id, access: o.session.accessToken)
     }
 
     func sql(_ text: String, _ params: [any PGBindable] = []) async throws -> PGResult {
@@ -206,8 +204,7 @@ final class AppleWebSignInTests: StackTestCase {
         let first = try await exchange(code)
         XCTAssertEqual(first.status, 200, first.text)
         let s = try session(first)
-        let account = try XCTUnwrap(try first.json()["account"] as? [String: Any])
-        XCTAssertEqual(account["email"] as? String, user.email, "Apple verified the email")
+        XCTAssertEqual(try first.decode(AccountSessionBody.self).account.email, user.email, "Apple verified the email")
         let me = try await client.get("/v1/me", token: s.access)
         XCTAssertEqual(me.status, 200)
         XCTAssertTrue(((try me.json()["identities"] as? [[String: Any]]) ?? []).contains { $0["type"] as? String == "apple" })
@@ -363,9 +360,11 @@ final class AppleWebSignInTests: StackTestCase {
         XCTAssertTrue(tried, "the revocation was tried while Apple was down")
         XCTAssertFalse(Self.apple.revokedSubjects.contains(user.sub))
 
-        kill(try Self.stack.pid("accounts"), SIGKILL)
-        try await Task.sleep(for: .milliseconds(300))
-        try Self.stack.startService("accounts")
+        let killed = try Self.stack.pid("accounts")
+        kill(killed, SIGKILL)
+        let gone = try await Self.stack.gone(killed)
+        XCTAssertTrue(gone, "the killed accounts is gone")
+        try await Self.stack.restart("accounts")
         Self.apple.setDown(false)
         let revoked = try await Self.stack.eventually(45) { Self.apple.revokedSubjects.contains(user.sub) }
         XCTAssertTrue(revoked, "revoked after Apple came back, by the restarted accounts")

@@ -154,7 +154,8 @@ final class CouponsTests: StackTestCase {
         let ok = try await create(["code": Self.code(), "kind": "amountOff", "amountOff": ["amount": "4.9", "currency": "EUR"], "productIds": ["p1"],
                                    "duration": ["unit": "month", "count": 1], "periodCount": 1, "platforms": ["web"]])
         XCTAssertEqual(ok.status, 201, ok.text)
-        XCTAssertEqual((try ok.json()["amountOff"] as? [String: Any])?["amount"] as? String, "4.90")
+        struct AmountOff: Decodable { let amountOff: MoneyBody }
+        XCTAssertEqual(try ok.decode(AmountOff.self).amountOff.amount, "4.90")
     }
 
     func testStoreLimitsForIOSDiscounts() async throws {
@@ -240,7 +241,7 @@ final class CouponsTests: StackTestCase {
         try await expect(inactive, "inactive")
         try await expect(try await freePeriod(["startsAt": Self.inAMonth]), "notStarted")
         let soon = try await freePeriod(["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(1.5))])
-        try await Task.sleep(for: .seconds(2))
+        try await Task.sleep(for: .seconds(2))  // time passing past the expiry is the point
         try await expect(soon, "expired")
         try await expect(try await freePeriod(["platforms": ["ios"]]), "notEligible", platform: "android")
         let capped = try await freePeriod(["maxRedemptions": 1])
@@ -270,7 +271,7 @@ final class CouponsTests: StackTestCase {
         // Several reasons: the first in the documented order wins (inactive before expired).
         let both = try await freePeriod(["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(1.2)), "platforms": ["ios"]])
         _ = try await client.send("DELETE", "/v1/coupons/\(both)", headers: ["Authorization": "Bearer \(admin)"])
-        try await Task.sleep(for: .seconds(1.5))
+        try await Task.sleep(for: .seconds(1.5))  // past its expiry: time passing is the point
         try await expect(both, "inactive", platform: "android")
         let guest = try await client.json("POST", "/v1/coupons/validate", ["code": first])
         XCTAssertEqual(guest.status, 401)
@@ -350,7 +351,7 @@ final class CouponsTests: StackTestCase {
         let paid = try await client.json("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "34.99", "currency": "USD"], "storeTransactionId": txn], token: support)
         XCTAssertEqual(paid.status, 200, paid.text)
         XCTAssertEqual(try paid.json()["status"] as? String, "completed")
-        XCTAssertEqual((try paid.json()["pricePaid"] as? [String: Any])?["amount"] as? String, "34.99")
+        XCTAssertEqual(try paid.decode(RedemptionBody.self).pricePaid?.amount, "34.99")
         let repeated = try await client.json("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "34.99", "currency": "USD"], "storeTransactionId": txn], token: support)
         XCTAssertEqual(repeated.status, 200, "idempotent per storeTransactionId")
         let another = try await redeem(code, try user(), extra: ["productId": "pro.monthly"])

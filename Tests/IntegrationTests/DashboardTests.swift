@@ -28,7 +28,7 @@ final class DashboardTests: StackTestCase {
         let token = try XCTUnwrap(try invited.json()["token"] as? String)
         let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
         XCTAssertEqual(joined.status, 201, joined.text)
-        let memberId = try XCTUnwrap((try joined.json()["account"] as? [String: Any])?["id"] as? String)
+        let memberId = try joined.decode(AccountSessionBody.self).account.id
         // Something on every page: an older coupon, a webhook endpoint.
         _ = try await client.json("POST", "/v1/coupons", ["code": "OLD-" + UUID().uuidString.prefix(6), "kind": "freePeriod",
                                                           "duration": ["unit": "week", "count": 1]], token: Self.stack.adminKey)

@@ -45,12 +45,15 @@ final class RedeemCommandTests: StackTestCase {
             process.standardError = err
             try process.run()
             // stderr is read on its own thread, so neither pipe can fill and stall the command.
-            let errData = LockedData()
-            let reader = Thread { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
+            let errData = LockedData(), read = DispatchSemaphore(value: 0)
+            let reader = Thread {
+                errData.set(err.fileHandleForReading.readDataToEndOfFile())
+                read.signal()
+            }
             reader.start()
             let outData = out.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
-            while !errData.isSet { Thread.sleep(forTimeInterval: 0.01) }
+            read.wait()
             return Run(status: process.terminationStatus, out: String(decoding: outData, as: UTF8.self),
                        err: String(decoding: errData.value, as: UTF8.self))
         }

@@ -192,7 +192,7 @@ final class RedeemKitStackTests: StackTestCase {
         try await expect(inactive, .inactive)
         try await expect(try await freePeriod { $0.startsAt = Date().addingTimeInterval(30 * 86_400) }, .notStarted)
         let soon = try await freePeriod { $0.expiresAt = Date().addingTimeInterval(1.5) }
-        try await Task.sleep(nanoseconds: 2_000_000_000)
+        try await Task.sleep(nanoseconds: 2_000_000_000)  // time passing past the expiry is the point
         try await expect(soon, .expired)
         try await expect(try await freePeriod { $0.platforms = [.ios] }, .notEligible, platform: .android)
         let capped = try await freePeriod { $0.maxRedemptions = 1 }
@@ -242,6 +242,8 @@ final class RedeemKitStackTests: StackTestCase {
 
         // The app awaits while StoreKit runs; the post of the signed transaction wakes it.
         let waiter = Task { try await client.awaitCouponCompletion(redemptionId: redemption.redemptionId, timeout: 30) }
+        // The post comes while the app awaits (its long poll under way): the pause is the point,
+        // nothing outside the client tells when its request has gone out.
         try await Task.sleep(nanoseconds: 500_000_000)
         let id = String(Int.random(in: 100_000_000_000...999_999_999_999))
         var t = JWSTransactionDecodedPayload(transactionId: id, originalTransactionId: id, bundleId: Self.bundleId, productId: discount.plan,
@@ -326,8 +328,8 @@ final class RedeemKitStackTests: StackTestCase {
 
         // Sign-out revokes the session at the server, not only here.
         let stored = try XCTUnwrap(try store.data(forKey: "redeemkit.session"))
-        let session = try XCTUnwrap((try JSONSerialization.jsonObject(with: stored) as? [String: Any])?["session"] as? [String: Any])
-        let accessToken = try XCTUnwrap(session["accessToken"] as? String)
+        struct Stored: Decodable { let session: AccountSessionBody.Session }
+        let accessToken = try JSONDecoder().decode(Stored.self, from: stored).session.accessToken
         await client.signOut()
         let v13 = try await client.isSignedIn
         XCTAssertFalse(v13)
