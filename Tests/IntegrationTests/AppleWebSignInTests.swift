@@ -129,6 +129,12 @@ final class AppleWebSignInTests: StackTestCase {
 
     struct Session { var accountId: String; var access: String }
 
+    /// `GET /v1/me`'s identities.
+    struct Identities: Decodable {
+        struct Identity: Decodable { let type: String }
+        let identities: [Identity]
+    }
+
     func session(_ r: HTTPClient.Response) throws -> Session {
         let o = try r.decode(AccountSessionBody.self)
         Self.secrets.add(o.session.accessToken, try XCTUnwrap(o.session.refreshToken))
@@ -207,7 +213,7 @@ final class AppleWebSignInTests: StackTestCase {
         XCTAssertEqual(try first.decode(AccountSessionBody.self).account.email, user.email, "Apple verified the email")
         let me = try await client.get("/v1/me", token: s.access)
         XCTAssertEqual(me.status, 200)
-        XCTAssertTrue(((try me.json()["identities"] as? [[String: Any]]) ?? []).contains { $0["type"] as? String == "apple" })
+        XCTAssertTrue(try me.decode(Identities.self).identities.contains { $0.type == "apple" }, me.text)
 
         // The same code again: refused, with its own machine code.
         let replay = try await exchange(code)
@@ -314,7 +320,7 @@ final class AppleWebSignInTests: StackTestCase {
         let token = Self.apple.identity.token(.init(aud: Self.bundleId, sub: sub, email: "linked@privaterelay.example.com", emailVerified: true))
         let linked = try await client.json("POST", "/v1/me/apple", ["identityToken": token], token: owner.access)
         XCTAssertEqual(linked.status, 200, linked.text)
-        XCTAssertTrue(((try linked.json()["identities"] as? [[String: Any]]) ?? []).contains { $0["type"] as? String == "apple" })
+        XCTAssertTrue(try linked.decode(Identities.self).identities.contains { $0.type == "apple" }, linked.text)
         let again = try await client.json("POST", "/v1/me/apple", ["identityToken": token], token: owner.access)
         XCTAssertEqual(again.status, 200, "linking twice is harmless: \(again.text)")
         let taken = try await client.json("POST", "/v1/me/apple", ["identityToken": token], token: other.access)
@@ -386,13 +392,22 @@ final class AppleWebSignInTests: StackTestCase {
         let shot = dir.appendingPathComponent("redeem-apple-signed-in.png")
         let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/apple_flow.py").path,
                                                           Self.stack.gateway.absoluteString, code, shot.path])
-        let result = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8)) as? [String: Any], out)
-        XCTAssertEqual(result["ok"] as? Bool, true, "\(result)")
-        XCTAssertEqual(result["button"] as? Bool, true, "the page shows Sign in with Apple")
-        XCTAssertEqual(result["signedInAs"] as? String, user.email)
-        XCTAssertEqual(result["appleHiddenWhenSignedIn"] as? Bool, true)
-        XCTAssertEqual(result["search"] as? String, "?code=\(code)", "the one-time code left the address bar; the coupon stayed")
-        XCTAssertTrue((result["result"] as? String ?? "").hasPrefix("Pro until "), "\(result)")
+        struct Flow: Decodable {
+            let ok: Bool
+            let button: Bool?
+            let signedInAs: String?
+            let appleHiddenWhenSignedIn: Bool?
+            let search: String?
+            let result: String?
+        }
+        let result: Flow
+        do { result = try JSONDecoder().decode(Flow.self, from: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8)) } catch { throw TestFailure("\(error): \(out)") }
+        XCTAssertEqual(result.ok, true, "\(result)")
+        XCTAssertEqual(result.button, true, "the page shows Sign in with Apple")
+        XCTAssertEqual(result.signedInAs, user.email)
+        XCTAssertEqual(result.appleHiddenWhenSignedIn, true)
+        XCTAssertEqual(result.search, "?code=\(code)", "the one-time code left the address bar; the coupon stayed")
+        XCTAssertTrue((result.result ?? "").hasPrefix("Pro until "), "\(result)")
         XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path))
         XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path.replacingOccurrences(of: ".png", with: "-button.png")))
         XCTAssertTrue(Self.apple.authorizations.contains { $0.query["nonce"] != nil && $0.query["response_mode"] == "form_post" })

@@ -23,11 +23,21 @@ final class BrowserTests: StackTestCase {
         return dir
     }
 
-    func drive(code: String, expect: String, screenshot: String, password: String? = nil) throws -> [String: Any] {
+    /// What `Tests/Browser/redeem_flow.py` prints.
+    struct Flow: Decodable {
+        let ok: Bool
+        let result: String?
+        let status: String?
+        let live: String?
+        let labelled: Bool?
+    }
+
+    func drive(code: String, expect: String, screenshot: String, password: String? = nil) throws -> Flow {
         let shot = output.appendingPathComponent(screenshot)
         let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/redeem_flow.py").path,
                                                           Self.stack.gateway.absoluteString, code, expect, shot.path] + (password.map { [$0] } ?? []))
-        let result = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out.split(separator: "\n").last.map { Data($0.utf8) } ?? Data())) as? [String: Any])
+        let result: Flow
+        do { result = try JSONDecoder().decode(Flow.self, from: out.split(separator: "\n").last.map { Data($0.utf8) } ?? Data()) } catch { throw TestFailure("\(error): \(out)") }
         XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path), "screenshot written")
         return result
     }
@@ -44,11 +54,11 @@ final class BrowserTests: StackTestCase {
     func testSignUpRedeemAndSeeProUntil() async throws {
         let code = try await coupon([:])
         let r = try drive(code: code, expect: "completed", screenshot: "redeem-completed.png")
-        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
-        let text = r["result"] as? String ?? ""
+        XCTAssertEqual(r.ok, true, "\(r)")
+        let text = r.result ?? ""
         XCTAssertTrue(text.hasPrefix("Pro until "), text)
-        XCTAssertEqual(r["live"] as? String, "polite", "status is a live region")
-        XCTAssertEqual(r["labelled"] as? Bool, true, "every input has a label")
+        XCTAssertEqual(r.live, "polite", "status is a live region")
+        XCTAssertEqual(r.labelled, true, "every input has a label")
     }
 
     /// The page says the server's sentence for the reason validate gives, not one of its own.
@@ -56,8 +66,8 @@ final class BrowserTests: StackTestCase {
         let code = try await coupon(["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(1))])
         try await Task.sleep(for: .seconds(1.5))  // time passing past the expiry is the point
         let r = try drive(code: code, expect: "expired", screenshot: "redeem-expired.png")
-        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
-        XCTAssertEqual(r["status"] as? String, RefusalReason.expired.sentence)
+        XCTAssertEqual(r.ok, true, "\(r)")
+        XCTAssertEqual(r.status, RefusalReason.expired.sentence)
     }
 
     /// An error answer is shown as the server's `message` (as a sentence: capital first, full
@@ -68,7 +78,7 @@ final class BrowserTests: StackTestCase {
         XCTAssertEqual(answer.status, 422, answer.text)
         let message = try XCTUnwrap(try answer.decode(ErrorBody.self).error.message)
         let r = try drive(code: "ANY-CODE", expect: "signUpRefused", screenshot: "redeem-weak-password.png", password: weak)
-        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
-        XCTAssertEqual(r["status"] as? String, message.prefix(1).uppercased() + message.dropFirst() + ".")
+        XCTAssertEqual(r.ok, true, "\(r)")
+        XCTAssertEqual(r.status, message.prefix(1).uppercased() + message.dropFirst() + ".")
     }
 }

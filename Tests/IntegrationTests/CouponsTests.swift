@@ -716,27 +716,31 @@ final class CouponsTests: StackTestCase {
                               "products": [r["productId"] for r in rows], "sandbox": sorted(set(r["sandbox"] for r in rows)),
                               "ids": [r["redemptionId"] for r in rows]}))
             """, file.path])
-        let parsed = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-        XCTAssertEqual(parsed["count"] as? Int, 10_004)
-        XCTAssertEqual(parsed["columns"] as? [String], ["redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",
+        struct Parsed: Decodable {
+            let count: Int
+            let columns, apps, products, sandbox, ids: [String]
+        }
+        let parsed = try JSONDecoder().decode(Parsed.self, from: Data(json.utf8))
+        XCTAssertEqual(parsed.count, 10_004)
+        XCTAssertEqual(parsed.columns, ["redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",
                                                        "currency", "status", "sandbox", "reservedAt", "completedAt"])
-        let apps = parsed["apps"] as? [String] ?? []
-        let products = parsed["products"] as? [String] ?? []
+        let apps = parsed.apps, products = parsed.products
         for (app, product) in tricky {
             XCTAssertTrue(apps.contains("'" + app), "formula-like \(app) neutralised")
             XCTAssertTrue(products.contains(product), "\(product.debugDescription) round-trips")
         }
-        XCTAssertEqual(parsed["sandbox"] as? [String], ["false", "true"])
+        XCTAssertEqual(parsed.sandbox, ["false", "true"])
         // The same rows as the JSON pages, with ids written the same way (joinable as text).
         var jsonIds: [String] = []
         var cursor: String?
         repeat {
-            let page = try await client.get("/v1/coupons/\(code)/redemptions?limit=100" + (cursor.map { "&cursor=\($0)" } ?? ""), token: admin).json()
-            jsonIds += (page["data"] as? [[String: Any]] ?? []).compactMap { $0["redemptionId"] as? String }
-            cursor = page["nextCursor"] as? String
+            let page = try await client.get("/v1/coupons/\(code)/redemptions?limit=100" + (cursor.map { "&cursor=\($0)" } ?? ""), token: admin)
+                .decode(ListBody<RedemptionBody>.self)
+            jsonIds += page.data.map(\.redemptionId)
+            cursor = page.nextCursor
         } while cursor != nil
         XCTAssertEqual(jsonIds.count, 10_004)
-        XCTAssertEqual(Set(jsonIds), Set(parsed["ids"] as? [String] ?? []))
+        XCTAssertEqual(Set(jsonIds), Set(parsed.ids))
         let unknown = try await client.send("GET", "/v1/coupons/NOPE-NOPE/redemptions", headers: ["Authorization": "Bearer \(admin)", "Accept": "text/csv"])
         XCTAssertEqual(unknown.status, 404)
     }

@@ -37,30 +37,31 @@ final class DashboardTests: StackTestCase {
         let code = "DASH-" + UUID().uuidString.prefix(6)
         let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/dashboard_flow.py").path,
                                                           Self.stack.gateway.absoluteString, email, password, code, output.path])
-        let r = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8)) as? [String: Any], out)
-        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
-        XCTAssertEqual(r["labelled"] as? Bool, true, "every input and select has a label")
-        XCTAssertEqual(r["who"] as? String, email)
-        XCTAssertEqual(r["exceptions"] as? [String], [], "no script error")
-        XCTAssertEqual(r["violations"] as? [String], [], "nothing the CSP refused")
+        let r: Flow
+        do { r = try JSONDecoder().decode(Flow.self, from: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8)) } catch { throw TestFailure("\(error): \(out)") }
+        XCTAssertEqual(r.ok, true, "\(r)")
+        XCTAssertEqual(r.labelled, true, "every input and select has a label")
+        XCTAssertEqual(r.who, email)
+        XCTAssertEqual(r.exceptions, [], "no script error")
+        XCTAssertEqual(r.violations, [], "nothing the CSP refused")
         // The store-limit error is the server's, next to the field it names.
-        XCTAssertTrue((r["storeLimitError"] as? String ?? "").contains("25000"), "\(r["storeLimitError"] ?? "")")
-        XCTAssertTrue((r["storeLimitState"] as? String ?? "").hasPrefix("Over a store limit"))
-        XCTAssertEqual(r["errorsCleared"] as? Bool, true)
-        let row = r["redemptionRow"] as? [String] ?? []
+        XCTAssertTrue((r.storeLimitError ?? "").contains("25000"), r.storeLimitError ?? "")
+        XCTAssertTrue((r.storeLimitState ?? "").hasPrefix("Over a store limit"))
+        XCTAssertEqual(r.errorsCleared, true)
+        let row = r.redemptionRow ?? []
         XCTAssertEqual(row.count, 7)
         XCTAssertEqual(row[safe: 1], "web")
         XCTAssertEqual(row[safe: 4], "completed")
         XCTAssertEqual(row[safe: 6], "no")
-        XCTAssertEqual(r["narrowOverflow"] as? Bool, false, "the page fits 390 px (wide tables scroll inside it)")
-        let csv = r["csv"] as? String ?? ""
+        XCTAssertEqual(r.narrowOverflow, false, "the page fits 390 px (wide tables scroll inside it)")
+        let csv = r.csv ?? ""
         let lines = csv.split(whereSeparator: \.isNewline)
         XCTAssertEqual(lines.count, 2, csv)
         XCTAssertTrue(lines.last?.contains(code.uppercased()) == true, csv)
         XCTAssertTrue(lines.last?.contains("completed") == true, csv)
-        XCTAssertEqual(r["testModeHasCoupon"] as? Bool, false, "test mode does not show live coupons")
-        XCTAssertEqual(r["testEvent"] as? String, "Test event queued.")
-        let audit = r["auditFirst"] as? [String] ?? []
+        XCTAssertEqual(r.testModeHasCoupon, false, "test mode does not show live coupons")
+        XCTAssertEqual(r.testEvent, "Test event queued.")
+        let audit = r.auditFirst ?? []
         XCTAssertEqual(audit[safe: 1], "coupon.create")
         XCTAssertEqual(audit[safe: 0], "member " + memberId, "the dashboard's change is audited with the member as actor")
         for page in ["signin", "coupons", "new-store-limit", "new-valid", "coupon-new", "coupon-redeemed", "coupon-390", "webhooks", "keys",
@@ -84,6 +85,24 @@ final class DashboardTests: StackTestCase {
         XCTAssertFalse(script.text.contains("localStorage") || script.text.contains("sessionStorage") || script.text.contains("document.cookie"),
                        "tokens stay in memory")
     }
+}
+
+/// What `Tests/Browser/dashboard_flow.py` prints.
+private struct Flow: Decodable {
+    let ok: Bool
+    let labelled: Bool?
+    let who: String?
+    let exceptions: [String]?
+    let violations: [String]?
+    let storeLimitError: String?
+    let storeLimitState: String?
+    let errorsCleared: Bool?
+    let redemptionRow: [String]?
+    let narrowOverflow: Bool?
+    let csv: String?
+    let testModeHasCoupon: Bool?
+    let testEvent: String?
+    let auditFirst: [String]?
 }
 
 private extension Array {
