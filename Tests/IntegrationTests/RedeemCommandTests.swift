@@ -23,9 +23,26 @@ final class RedeemCommandTests: StackTestCase {
         var out: String
         var err: String
 
-        func json() throws -> [String: Any] {
-            try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any], out)
+        /// What the command printed with `--json`, read as `T`.
+        func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
+            do { return try JSONDecoder().decode(T.self, from: Data(out.utf8)) } catch { throw TestFailure("not a \(T.self) (\(error)): \(out)") }
         }
+    }
+
+    /// A coupon as the command prints it, with a dry run's store limits.
+    struct Coupon: Decodable {
+        struct Limit: Decodable { let value: Int }
+        let code: String?
+        let remaining: Int?
+        let maxRedemptions: Int?
+        let active: Bool?
+        let storeLimits: [Limit]?
+    }
+
+    /// What `webhooks test` answers.
+    struct Sent: Decodable {
+        let type: String
+        let id: String
     }
 
     /// Runs the built `redeem` with `REDEEM_URL` and `REDEEM_API_KEY` (the admin key unless `key`).
@@ -66,8 +83,8 @@ final class RedeemCommandTests: StackTestCase {
         let made = try await redeem("coupons", "create", "--code", code.lowercased(), "--kind", "freePeriod", "--duration", "1 month",
                                     "--max-redemptions", "5", "--entitlement", "pro", "--json")
         XCTAssertEqual(made.status, 0, made.err)
-        XCTAssertEqual(try made.json()["code"] as? String, code)
-        XCTAssertEqual(try made.json()["remaining"] as? Int, 5)
+        XCTAssertEqual(try made.decode(Coupon.self).code, code)
+        XCTAssertEqual(try made.decode(Coupon.self).remaining, 5)
 
         // A dry run shows the store limits of an iOS discount and saves nothing.
         let expires = Date().addingTimeInterval(30 * 86_400).formatted(Date.ISO8601FormatStyle())
@@ -75,7 +92,7 @@ final class RedeemCommandTests: StackTestCase {
                                    "--duration", "1month", "--period-count", "3", "--products", "pro.monthly", "--platforms", "ios",
                                    "--max-redemptions", "100", "--expires-at", expires, "--dry-run", "--json")
         XCTAssertEqual(dry.status, 0, dry.err)
-        XCTAssertEqual((try dry.json()["storeLimits"] as? [[String: Any]])?.first?["value"] as? Int, 25_000)
+        XCTAssertEqual(try dry.decode(Coupon.self).storeLimits?.first?.value, 25_000)
         let notSaved = try await redeem("coupons", "get", "DRY-\(code)")
         XCTAssertEqual(notSaved.status, 1)
         XCTAssertTrue(notSaved.err.contains("notFound"), notSaved.err)
@@ -97,14 +114,14 @@ final class RedeemCommandTests: StackTestCase {
         let one = try await redeem("coupons", "get", code)
         XCTAssertTrue(one.out.split(separator: "\n").contains { $0.hasPrefix("remaining") && $0.hasSuffix(" 5") }, one.out)
         let listed = try await redeem("coupons", "list", "--active", "true", "--all", "--json")
-        XCTAssertTrue((try listed.json()["data"] as? [[String: Any]] ?? []).contains { $0["code"] as? String == code })
+        XCTAssertTrue(try listed.decode(ListBody<Coupon>.self).data.contains { $0.code == code })
 
         // Update: the cap removed (null), then set again.
         let uncapped = try await redeem("coupons", "update", code, "--max-redemptions", "none", "--json")
         XCTAssertEqual(uncapped.status, 0, uncapped.err)
-        XCTAssertNil(try uncapped.json()["maxRedemptions"])
+        XCTAssertNil(try uncapped.decode(Coupon.self).maxRedemptions)
         let capped = try await redeem("coupons", "update", code, "--max-redemptions", "3", "--json")
-        XCTAssertEqual(try capped.json()["maxRedemptions"] as? Int, 3)
+        XCTAssertEqual(try capped.decode(Coupon.self).maxRedemptions, 3)
 
         // A user redeems it with RedeemKit; the command sees and exports the redemption.
         let app = RedeemClient(configuration: .init(baseURL: Self.stack.gateway, tokenStore: MemoryTokenStore(), platform: .android))
@@ -114,9 +131,9 @@ final class RedeemCommandTests: StackTestCase {
         // Ids as the API writes them.
         let id = redemption.redemptionId.uuidString
         let redemptions = try await redeem("redemptions", "list", code, "--json")
-        let rows = try XCTUnwrap(try redemptions.json()["data"] as? [[String: Any]])
-        XCTAssertEqual(rows.map { $0["redemptionId"] as? String }, [id])
-        XCTAssertEqual(rows.first?["status"] as? String, "completed")
+        let rows = try redemptions.decode(ListBody<RedemptionBody>.self).data
+        XCTAssertEqual(rows.map(\.redemptionId), [id])
+        XCTAssertEqual(rows.first?.status, "completed")
         let got = try await redeem("redemptions", "get", id)
         XCTAssertTrue(got.out.contains("completed") && got.out.contains("android"), got.out)
         let csv = try await redeem("redemptions", "export", code, "--csv")
@@ -131,17 +148,17 @@ final class RedeemCommandTests: StackTestCase {
         let off = try await redeem("coupons", "deactivate", code)
         XCTAssertEqual(off.status, 0, off.err)
         let after = try await redeem("coupons", "get", code, "--json")
-        XCTAssertEqual(try after.json()["active"] as? Bool, false)
+        XCTAssertEqual(try after.decode(Coupon.self).active, false)
     }
 
     func testKeysAndWebhooks() async throws {
         let made = try await redeem("keys", "create", "--name", "ci reader", "--role", "readonly", "--mode", "test", "--json")
         XCTAssertEqual(made.status, 0, made.err)
-        let key = try XCTUnwrap(try made.json()["key"] as? String)
-        let keyId = try XCTUnwrap(try made.json()["id"] as? String)
+        let key = try XCTUnwrap(try made.decode(APIKeyBody.self).key)
+        let keyId = try made.decode(APIKeyBody.self).id
         XCTAssertTrue(key.hasPrefix("sk_test_"), key)
         let keys = try await redeem("keys", "list", "--all", "--json")
-        XCTAssertTrue((try keys.json()["data"] as? [[String: Any]] ?? []).contains { $0["id"] as? String == keyId && $0["role"] as? String == "readonly" })
+        XCTAssertTrue(try keys.decode(ListBody<APIKeyBody>.self).data.contains { $0.id == keyId && $0.role == "readonly" })
         XCTAssertFalse(keys.out.contains(key), "a listed key never shows its secret")
 
         // A readonly key reads, and is refused writes with the server's message.
@@ -157,18 +174,18 @@ final class RedeemCommandTests: StackTestCase {
 
         let hook = try await redeem("webhooks", "create", "--url", "http://127.0.0.1:9/hooks", "--events", "coupon.redeemed", "--json")
         XCTAssertEqual(hook.status, 0, hook.err)
-        let hookId = try XCTUnwrap(try hook.json()["id"] as? String)
-        XCTAssertTrue((try hook.json()["secret"] as? String)?.hasPrefix("whsec_") == true)
+        let hookId = try hook.decode(WebhookEndpointBody.self).id
+        XCTAssertTrue(try hook.decode(WebhookEndpointBody.self).secret?.hasPrefix("whsec_") == true)
         let hooks = try await redeem("webhooks", "list")
         XCTAssertTrue(hooks.out.contains(hookId) && hooks.out.contains("http://127.0.0.1:9/hooks"), hooks.out)
         let sent = try await redeem("webhooks", "test", hookId, "--json")
         XCTAssertEqual(sent.status, 0, sent.err)
-        XCTAssertEqual(try sent.json()["type"] as? String, "webhook.test")
-        let sentId = try XCTUnwrap(try sent.json()["id"] as? String)
+        XCTAssertEqual(try sent.decode(Sent.self).type, "webhook.test")
+        let sentId = try sent.decode(Sent.self).id
         let deliveries = try await redeem("webhooks", "deliveries", hookId, "--json")
         XCTAssertEqual(deliveries.status, 0, deliveries.err)
-        let logged = try XCTUnwrap(try deliveries.json()["data"] as? [[String: Any]])
-        XCTAssertEqual(logged.compactMap { $0["id"] as? String }, [sentId], "the test event is in the endpoint's delivery log")
+        let logged = try deliveries.decode(ListBody<DeliveryBody>.self).data
+        XCTAssertEqual(logged.compactMap(\.id), [sentId], "the test event is in the endpoint's delivery log")
         let badEvent = try await redeem("webhooks", "create", "--url", "http://127.0.0.1:9/x", "--events", "coupon.sold")
         XCTAssertEqual(badEvent.status, 1)
         XCTAssertTrue(badEvent.err.contains("invalid"), badEvent.err)

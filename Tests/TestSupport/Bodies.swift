@@ -96,6 +96,7 @@ public struct WebhookEndpointBody: Decodable, Sendable {
 
 /// One line of `GET /v1/webhooks/{id}/deliveries`.
 public struct DeliveryBody: Decodable, Sendable {
+    public let id: String?
     public let webhookId: String?
     public let status: String?
     public let attempts: Int?
