@@ -161,15 +161,33 @@ import TestSupport
             try Subprocess.run(swift, ["package", "--package-path", Project.root.path, "--scratch-path", dir.appendingPathComponent("root-build").path,
                                        "dump-package"])
         }
-        let manifest = try #require(try JSONSerialization.jsonObject(with: Data(dumped.utf8)) as? [String: Any])
-        let platforms = manifest["platforms"] as? [[String: Any]] ?? []
-        #expect(platforms.contains { $0["platformName"] as? String == "ios" && $0["version"] as? String == "16.0" }, "\(platforms)")
-        let targets = manifest["targets"] as? [[String: Any]] ?? []
-        let kit = try #require(targets.first { $0["name"] as? String == "RedeemKit" })
-        #expect((kit["dependencies"] as? [Any] ?? []).isEmpty, "RedeemKit depends on nothing but the toolchain")
-        #expect((kit["path"] as? String) == "Clients/RedeemKit")
-        let products = manifest["products"] as? [[String: Any]] ?? []
-        #expect(products.contains { $0["name"] as? String == "RedeemKit" && ($0["targets"] as? [String]) == ["RedeemKit"] })
+        /// `swift package dump-package`, as far as this test reads it.
+        struct Manifest: Decodable {
+            struct Platform: Decodable {
+                let platformName: String
+                let version: String
+            }
+            struct Target: Decodable {
+                /// A dependency of any kind (only their number is read).
+                struct Dependency: Decodable { init(from decoder: any Decoder) throws {} }
+                let name: String
+                let path: String?
+                let dependencies: [Dependency]
+            }
+            struct Product: Decodable {
+                let name: String
+                let targets: [String]
+            }
+            let platforms: [Platform]
+            let targets: [Target]
+            let products: [Product]
+        }
+        let manifest = try JSONDecoder().decode(Manifest.self, from: Data(dumped.utf8))
+        #expect(manifest.platforms.contains { $0.platformName == "ios" && $0.version == "16.0" }, "\(manifest.platforms)")
+        let kit = try #require(manifest.targets.first { $0.name == "RedeemKit" })
+        #expect(kit.dependencies.isEmpty, "RedeemKit depends on nothing but the toolchain")
+        #expect(kit.path == "Clients/RedeemKit")
+        #expect(manifest.products.contains { $0.name == "RedeemKit" && $0.targets == ["RedeemKit"] })
         // RedeemKit imports only Foundation (and Apple's frameworks behind canImport).
         let sources = Project.root.appendingPathComponent("Clients/RedeemKit")
         for file in try FileManager.default.contentsOfDirectory(atPath: sources.path) where file.hasSuffix(".swift") {
