@@ -25,7 +25,7 @@ final class DashboardTests: StackTestCase {
         let email = "dash-\(UUID().uuidString.prefix(8).lowercased())@example.com", password = "a long dashboard passphrase"
         let invited = try await client.json("POST", "/v1/members", ["email": email, "role": "admin"], token: Self.stack.adminKey)
         XCTAssertEqual(invited.status, 201, invited.text)
-        let token = try XCTUnwrap(try invited.json()["token"] as? String)
+        let token = try XCTUnwrap(try invited.decode(Invitation.self).token)
         let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
         XCTAssertEqual(joined.status, 201, joined.text)
         let memberId = try joined.decode(AccountSessionBody.self).account.id
@@ -86,6 +86,9 @@ final class DashboardTests: StackTestCase {
                        "tokens stay in memory")
     }
 }
+
+/// What `POST /v1/members` answers: the invitation's one-time token.
+private struct Invitation: Decodable { let token: String? }
 
 /// What `Tests/Browser/dashboard_flow.py` prints.
 private struct Flow: Decodable {

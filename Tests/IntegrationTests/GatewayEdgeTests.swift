@@ -142,7 +142,7 @@ final class GatewayEdgeTests: StackTestCase {
         let guesser = try Self.minter.user()
         for i in 0..<5 {
             let r = try await validate("GUESS-\(i)-\(UUID().uuidString.prefix(4))", guesser, from: "192.0.2.1")
-            XCTAssertEqual(try r.json()["reason"] as? String, "notFound", r.text)
+            XCTAssertEqual(try r.decode(ValidationBody.self).reason, "notFound", r.text)
         }
         let locked = try await validate("ANY-CODE", guesser, from: "192.0.2.1")
         XCTAssertEqual(locked.status, 429)
@@ -158,7 +158,7 @@ final class GatewayEdgeTests: StackTestCase {
         for i in 0..<5 {
             let r = try await client.json("POST", "/v1/coupons/validate", ["code": "GUESS-\(i)-\(UUID().uuidString.prefix(4))"], token: u.token)
             XCTAssertEqual(r.status, 200)
-            XCTAssertEqual(try r.json()["reason"] as? String, "notFound")
+            XCTAssertEqual(try r.decode(ValidationBody.self).reason, "notFound")
         }
         let locked = try await client.json("POST", "/v1/coupons/validate", ["code": "ANY-CODE"], token: u.token)
         XCTAssertEqual(locked.status, 429)
