@@ -67,7 +67,8 @@ final class APIContractTests: StackTestCase {
                 } else {
                     XCTAssertNotEqual(r.status, 401, name)
                 }
-                XCTAssertNotNil(operation.responses[String(r.status)], "\(name) answered \(r.status), which it does not describe")
+                XCTAssertNotNil(
+                    operation.responses[String(r.status)], "\(name) answered \(r.status), which it does not describe")
             }
             let other = try await client.send("PUT", path)
             XCTAssertEqual(other.status, 405, template)

@@ -25,7 +25,10 @@ final class AccountLinkTests: StackTestCase {
     override class func stopSuite() {
         stack?.stop()
         let done = DispatchSemaphore(value: 0)
-        Task { await revenueCat?.stop(); done.signal() }
+        Task {
+            await revenueCat?.stop()
+            done.signal()
+        }
         done.wait()
     }
 
@@ -42,8 +45,9 @@ final class AccountLinkTests: StackTestCase {
         let r = try await client.json("POST", "/v1/accounts", ["email": "link-\(UUID().uuidString.prefix(8))@example.com", "password": "correct horse battery"])
         XCTAssertEqual(r.status, 201, r.text)
         let o = try r.decode(AccountSessionBody.self)
-        return User(id: o.account.id, appUserId: try XCTUnwrap(o.account.appUserId), access: o.session.accessToken,
-                    refresh: try XCTUnwrap(o.session.refreshToken))
+        return User(
+            id: o.account.id, appUserId: try XCTUnwrap(o.account.appUserId), access: o.session.accessToken,
+            refresh: try XCTUnwrap(o.session.refreshToken))
     }
 
     /// What `POST /v1/me/cloudkit` answers.
@@ -130,11 +134,14 @@ final class AccountLinkTests: StackTestCase {
     func testWebFirstThenIOSLinkMovesTheIdAndItsGrants() async throws {
         let receiver = try WebhookReceiver()
         addTeardownBlock { await receiver.stop() }
-        let hook = try await client.json("POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["account.appUserIdChanged"]],
-                                         token: Self.stack.adminKey)
+        let hook = try await client.json(
+            "POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["account.appUserIdChanged"]],
+            token: Self.stack.adminKey)
         XCTAssertEqual(hook.status, 201, hook.text)
         let hookId = try hook.decode(WebhookEndpointBody.self).id, client = self.client, admin = Self.stack.adminKey
-        addTeardownBlock { _ = try await client.send("DELETE", "/v1/webhooks/\(hookId)", headers: ["Authorization": "Bearer \(admin)"]) }
+        addTeardownBlock {
+            _ = try await client.send("DELETE", "/v1/webhooks/\(hookId)", headers: ["Authorization": "Bearer \(admin)"])
+        }
         let u = try await signUp()
         let redemption = try await redeem(try await freeMonth(entitlement: "pro"), u)
         try await completed(redemption, u)
@@ -224,7 +231,8 @@ final class AccountLinkTests: StackTestCase {
             let answers = try await withThrowingTaskGroup(of: (changed: Bool?, appUserId: String?).self) { group in
                 for n in names {
                     group.addTask {
-                        let o = try await client.json("POST", "/v1/me/cloudkit", ["recordName": n], token: u.access).decode(LinkAnswer.self)
+                        let o = try await client.json("POST", "/v1/me/cloudkit", ["recordName": n], token: u.access)
+                            .decode(LinkAnswer.self)
                         return (o.changed, o.appUserId)
                     }
                 }
@@ -292,7 +300,9 @@ final class AccountLinkTests: StackTestCase {
         let e = try await entitlements(u.access)
         XCTAssertEqual(e.partial, false)
         let keys = e.data.map { ($0.entitlementId ?? "") + "/" + ($0.source ?? "") }
-        XCTAssertEqual(keys.sorted(), ["extra/revenuecat", "maps/stripe", "pro/app_store"], "Redeem's own promotional grant is listed once: \(e.data)")
+        XCTAssertEqual(
+            keys.sorted(), ["extra/revenuecat", "maps/stripe", "pro/app_store"],
+            "Redeem's own promotional grant is listed once: \(e.data)")
         XCTAssertEqual(e.data.first { $0.source == "stripe" }?.expiresAt, "9999-12-31T23:59:59.999Z", "lifetime")
         let me = try await me(u.access)
         XCTAssertEqual(me.managementUrl, "https://apps.apple.com/account/subscriptions")
@@ -330,8 +340,11 @@ extension AccountLinkTests {
         let made = try await client.json("POST", "/v1/accounts", ["email": email, "password": "correct horse battery", "cloudkitRecordName": record])
         XCTAssertEqual(made.status, 201, made.text)
         let o = try made.decode(AccountSessionBody.self)
-        let u = User(id: o.account.id, appUserId: record, access: o.session.accessToken, refresh: try XCTUnwrap(o.session.refreshToken))
-        let second = try await client.json("POST", "/v1/sessions", ["email": email, "password": "correct horse battery"])
+        let u = User(
+            id: o.account.id, appUserId: record, access: o.session.accessToken,
+            refresh: try XCTUnwrap(o.session.refreshToken))
+        let second = try await client.json(
+            "POST", "/v1/sessions", ["email": email, "password": "correct horse battery"])
         let otherAccess = try second.decode(AccountSessionBody.self).session.accessToken
         let code = "D-" + UUID().uuidString.prefix(8).uppercased()
         let coupon = try await client.json("POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "week", "count": 1],
@@ -352,7 +365,9 @@ extension AccountLinkTests {
         XCTAssertEqual(signIn.status, 401)
         XCTAssertEqual(signIn.errorCode, "invalidCredentials")
         // The redemption stays, anonymised, and still holds the coupon's one use.
-        let rows = try await client.get("/v1/coupons/\(code)/redemptions", token: Self.stack.adminKey).decode(ListBody<RedemptionBody>.self).data
+        let rows = try await client.get("/v1/coupons/\(code)/redemptions", token: Self.stack.adminKey).decode(
+            ListBody<RedemptionBody>.self
+        ).data
         let row = rows.first
         XCTAssertEqual(rows.count, 1)
         XCTAssertNil(row?.accountId, "\(String(describing: row))")
@@ -385,7 +400,8 @@ extension AccountLinkTests {
 
         let deleted = try await client.send("DELETE", "/v1/me", headers: ["Authorization": "Bearer \(u.access)"])
         XCTAssertEqual(deleted.status, 204, deleted.text)
-        let rows = try await client.get("/v1/coupons/\(code)/redemptions", token: Self.stack.adminKey).decode(ListBody<RedemptionBody>.self)
+        let rows = try await client.get("/v1/coupons/\(code)/redemptions", token: Self.stack.adminKey).decode(
+            ListBody<RedemptionBody>.self)
         let row = try XCTUnwrap(rows.data.first)
         XCTAssertEqual(row.status, "released")
         XCTAssertNil(row.accountId)

@@ -58,8 +58,9 @@ final class AccountsTests: StackTestCase {
 
     func session(_ resp: HTTPClient.Response, password: String? = nil) throws -> Session {
         let o = try resp.decode(AccountSessionBody.self)
-        let result = Session(accountId: o.account.id, appUserId: try XCTUnwrap(o.account.appUserId),
-                             access: o.session.accessToken, refresh: try XCTUnwrap(o.session.refreshToken))
+        let result = Session(
+            accountId: o.account.id, appUserId: try XCTUnwrap(o.account.appUserId),
+            access: o.session.accessToken, refresh: try XCTUnwrap(o.session.refreshToken))
         Self.secrets.add(result.access, result.refresh)
         if let password { Self.secrets.add(password) }
         return result

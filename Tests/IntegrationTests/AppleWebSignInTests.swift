@@ -401,7 +401,10 @@ final class AppleWebSignInTests: StackTestCase {
             let result: String?
         }
         let result: Flow
-        do { result = try JSONDecoder().decode(Flow.self, from: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8)) } catch { throw TestFailure("\(error): \(out)") }
+        do {
+            result = try JSONDecoder().decode(
+                Flow.self, from: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8))
+        } catch { throw TestFailure("\(error): \(out)") }
         XCTAssertEqual(result.ok, true, "\(result)")
         XCTAssertEqual(result.button, true, "the page shows Sign in with Apple")
         XCTAssertEqual(result.signedInAs, user.email)

@@ -81,7 +81,9 @@ final class AuditLogTests: StackTestCase {
     /// Deletes an endpoint this test made when the test ends.
     func deleteAtTheEnd(_ webhook: HTTPClient.Response) throws {
         let id = try webhook.decode(WebhookEndpointBody.self).id, client = self.client, admin = self.admin
-        addTeardownBlock { _ = try await client.send("DELETE", "/v1/webhooks/\(id)", headers: ["Authorization": "Bearer \(admin)"]) }
+        addTeardownBlock {
+            _ = try await client.send("DELETE", "/v1/webhooks/\(id)", headers: ["Authorization": "Bearer \(admin)"])
+        }
     }
 
     func testEveryCouponChangeIsRecordedWithBeforeAndAfter() async throws {
@@ -233,7 +235,8 @@ final class AuditLogTests: StackTestCase {
         for i in 0..<3 {
             expect(201, try await call("POST", "/v1/coupons", ["code": Self.code("PG\(i)"), "kind": "freePeriod", "duration": ["unit": "day", "count": 1]]))
             expect(201, try await call("POST", "/v1/api-keys", ["name": "page \(i)", "role": "readonly"]))
-            let hook = try await call("POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/p\(i)", "events": ["coupon.redeemed"]])
+            let hook = try await call(
+                "POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/p\(i)", "events": ["coupon.redeemed"]])
             expect(201, hook)
             try deleteAtTheEnd(hook)
         }

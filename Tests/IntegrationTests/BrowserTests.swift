@@ -37,7 +37,10 @@ final class BrowserTests: StackTestCase {
         let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/redeem_flow.py").path,
                                                           Self.stack.gateway.absoluteString, code, expect, shot.path] + (password.map { [$0] } ?? []))
         let result: Flow
-        do { result = try JSONDecoder().decode(Flow.self, from: out.split(separator: "\n").last.map { Data($0.utf8) } ?? Data()) } catch { throw TestFailure("\(error): \(out)") }
+        do {
+            result = try JSONDecoder().decode(
+                Flow.self, from: out.split(separator: "\n").last.map { Data($0.utf8) } ?? Data())
+        } catch { throw TestFailure("\(error): \(out)") }
         XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path), "screenshot written")
         return result
     }

@@ -722,8 +722,12 @@ final class CouponsTests: StackTestCase {
         }
         let parsed = try JSONDecoder().decode(Parsed.self, from: Data(json.utf8))
         XCTAssertEqual(parsed.count, 10_004)
-        XCTAssertEqual(parsed.columns, ["redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",
-                                                       "currency", "status", "sandbox", "reservedAt", "completedAt"])
+        XCTAssertEqual(
+            parsed.columns,
+            [
+                "redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",
+                "currency", "status", "sandbox", "reservedAt", "completedAt"
+            ])
         let apps = parsed.apps, products = parsed.products
         for (app, product) in tricky {
             XCTAssertTrue(apps.contains("'" + app), "formula-like \(app) neutralised")
@@ -734,8 +738,10 @@ final class CouponsTests: StackTestCase {
         var jsonIds: [String] = []
         var cursor: String?
         repeat {
-            let page = try await client.get("/v1/coupons/\(code)/redemptions?limit=100" + (cursor.map { "&cursor=\($0)" } ?? ""), token: admin)
-                .decode(ListBody<RedemptionBody>.self)
+            let page = try await client.get(
+                "/v1/coupons/\(code)/redemptions?limit=100" + (cursor.map { "&cursor=\($0)" } ?? ""), token: admin
+            )
+            .decode(ListBody<RedemptionBody>.self)
             jsonIds += page.data.map(\.redemptionId)
             cursor = page.nextCursor
         } while cursor != nil

@@ -38,7 +38,10 @@ final class DashboardTests: StackTestCase {
         let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/dashboard_flow.py").path,
                                                           Self.stack.gateway.absoluteString, email, password, code, output.path])
         let r: Flow
-        do { r = try JSONDecoder().decode(Flow.self, from: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8)) } catch { throw TestFailure("\(error): \(out)") }
+        do {
+            r = try JSONDecoder().decode(
+                Flow.self, from: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8))
+        } catch { throw TestFailure("\(error): \(out)") }
         XCTAssertEqual(r.ok, true, "\(r)")
         XCTAssertEqual(r.labelled, true, "every input and select has a label")
         XCTAssertEqual(r.who, email)

@@ -67,8 +67,12 @@ final class DiscoveryStackTests: StackTestCase {
     /// (requests) and wakes long polls (events) through the name.
     func testAGrantsInstanceJoinsAndOneLeavesUnderLoadAndNothingIsLostOrGrantedTwice() async throws {
         let code = "DISCO-" + UUID().uuidString.prefix(8)
-        let made = try await client.json("POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "maxRedemptions": 10000,
-                                                                 "duration": ["unit": "month", "count": 1]], token: Self.stack.adminKey)
+        let made = try await client.json(
+            "POST", "/v1/coupons",
+            [
+                "code": code, "kind": "freePeriod", "maxRedemptions": 10000,
+                "duration": ["unit": "month", "count": 1]
+            ], token: Self.stack.adminKey)
         XCTAssertEqual(made.status, 201, made.text)
         // Eight holders at a time redeem, each once, until the instances have changed places.
         let stopped = Stopped()
@@ -80,7 +84,8 @@ final class DiscoveryStackTests: StackTestCase {
                         var done: [(String, TokenMinter.User)] = []
                         while !stopped.isSet {
                             let u = try minter.user()
-                            let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: u.token)
+                            let r = try await client.json(
+                                "POST", "/v1/redemptions", ["code": code, "platform": "web"], token: u.token)
                             XCTAssertEqual(r.status, 201, r.text)
                             if let id = try? r.decode(RedemptionBody.self).redemptionId { done.append((id, u)) }
                             try await Task.sleep(for: .milliseconds(50))  // the stream's pace: steady, not a flood

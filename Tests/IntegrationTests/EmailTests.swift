@@ -51,7 +51,8 @@ final class EmailTests: StackTestCase {
 
     func session(_ resp: HTTPClient.Response) throws -> Session {
         let o = try resp.decode(AccountSessionBody.self)
-        let result = Session(accountId: o.account.id, access: o.session.accessToken, refresh: try XCTUnwrap(o.session.refreshToken))
+        let result = Session(
+            accountId: o.account.id, access: o.session.accessToken, refresh: try XCTUnwrap(o.session.refreshToken))
         Self.secrets.add(result.access, result.refresh)
         return result
     }

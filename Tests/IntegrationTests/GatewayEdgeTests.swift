@@ -13,12 +13,12 @@ final class GatewayEdgeTests: StackTestCase {
 
     override class func startSuite() throws {
         stack = try Stack(environment: [
-                "REDEEM_RATE_LIMITS": "on", "REDEEM_LIMIT_AUTH_PER_MINUTE": "5", "REDEEM_LIMIT_SIGNUP_PER_MINUTE": "3",
-                "REDEEM_LIMIT_CODES_PER_MINUTE": "20", "REDEEM_LOCKOUT_INVALID_CODES": "5", "REDEEM_LOCKOUT_SECONDS": "60",
-                // The tests' client stands for a proxy: each test's requests name a client address of
-                // their own, so that no test's limits or lock-out reach another.
-                "REDEEM_TRUSTED_PROXIES": "127.0.0.1/32",
-            ])
+            "REDEEM_RATE_LIMITS": "on", "REDEEM_LIMIT_AUTH_PER_MINUTE": "5", "REDEEM_LIMIT_SIGNUP_PER_MINUTE": "3",
+            "REDEEM_LIMIT_CODES_PER_MINUTE": "20", "REDEEM_LOCKOUT_INVALID_CODES": "5", "REDEEM_LOCKOUT_SECONDS": "60",
+            // The tests' client stands for a proxy: each test's requests name a client address of
+            // their own, so that no test's limits or lock-out reach another.
+            "REDEEM_TRUSTED_PROXIES": "127.0.0.1/32"
+        ])
         minter = try stack.minter()
     }
 
@@ -32,7 +32,10 @@ final class GatewayEdgeTests: StackTestCase {
     static let addresses = Mutex(0)
     /// A client address (TEST-NET-2) not given out before.
     static func address() -> String {
-        let n = addresses.withLock { $0 += 1; return $0 }
+        let n = addresses.withLock {
+            $0 += 1
+            return $0
+        }
         return "198.51.100.\(1 + n % 254)"
     }
 

@@ -20,7 +20,7 @@ final class GrantsTests: StackTestCase {
         try Stack(environment: [
             "REDEEM_ENTITLEMENT_PROVIDER": "revenuecat", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
             "REDEEM_REVENUECAT_KEY": rcKey, "REDEEM_PROVIDER_RATE": "20", "REDEEM_GRANT_MAX_RETRY_SECONDS": "2",
-            "REDEEM_WEBHOOK_RETRY_SCHEDULE": "1,1,1", "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1",
+            "REDEEM_WEBHOOK_RETRY_SCHEDULE": "1,1,1", "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"
         ])
     }
 
@@ -33,7 +33,10 @@ final class GrantsTests: StackTestCase {
     override class func stopSuite() {
         stack?.stop()
         let done = DispatchSemaphore(value: 0)
-        Task { await revenueCat?.stop(); done.signal() }
+        Task {
+            await revenueCat?.stop()
+            done.signal()
+        }
         done.wait()
     }
 
@@ -56,10 +59,14 @@ final class GrantsTests: StackTestCase {
     /// An endpoint for `events` at `url`, deleted when the test ends: its answer, with the secret.
     func endpoint(_ url: URL, _ events: [String], on stack: Stack? = nil) async throws -> WebhookEndpointBody {
         let stack = stack ?? Self.stack!
-        let r = try await stack.client.json("POST", "/v1/webhooks", ["url": url.absoluteString, "events": events], token: stack.adminKey)
+        let r = try await stack.client.json(
+            "POST", "/v1/webhooks", ["url": url.absoluteString, "events": events], token: stack.adminKey)
         XCTAssertEqual(r.status, 201, r.text)
         let made = try r.decode(WebhookEndpointBody.self)
-        addTeardownBlock { _ = try await stack.client.send("DELETE", "/v1/webhooks/\(made.id)", headers: ["Authorization": "Bearer \(stack.adminKey)"]) }
+        addTeardownBlock {
+            _ = try await stack.client.send(
+                "DELETE", "/v1/webhooks/\(made.id)", headers: ["Authorization": "Bearer \(stack.adminKey)"])
+        }
         return made
     }
 
@@ -84,7 +91,9 @@ final class GrantsTests: StackTestCase {
         return try r.decode(RedemptionBody.self).redemptionId
     }
 
-    func waitFor(_ id: String, _ u: TokenMinter.User, seconds: Int = 20, on client: HTTPClient? = nil) async throws -> RedemptionBody {
+    func waitFor(
+        _ id: String, _ u: TokenMinter.User, seconds: Int = 20, on client: HTTPClient? = nil
+    ) async throws -> RedemptionBody {
         let r = try await (client ?? self.client).get("/v1/redemptions/\(id)?wait=\(seconds)", token: u.token)
         XCTAssertEqual(r.status, 200, r.text)
         return try r.decode()
@@ -159,10 +168,13 @@ final class GrantsTests: StackTestCase {
                         let id = try r.decode(RedemptionBody.self).redemptionId
                         var status = ""
                         for _ in 0..<2000 where status != "completed" {
-                            status = try await client.get("/v1/redemptions/\(id)", token: u.token).decode(RedemptionBody.self).status
+                            status = try await client.get("/v1/redemptions/\(id)", token: u.token).decode(
+                                RedemptionBody.self
+                            ).status
                         }
                         XCTAssertEqual(status, "completed")
-                        let ents = try await client.get("/v1/me/entitlements", token: u.token).decode(EntitlementsBody.self)
+                        let ents = try await client.get("/v1/me/entitlements", token: u.token).decode(
+                            EntitlementsBody.self)
                         if ents.entry(ent) == nil { misses += 1 }
                     }
                     return misses
@@ -261,7 +273,9 @@ final class GrantsTests: StackTestCase {
         let remaining = try await coupon(code).remaining
         XCTAssertEqual(remaining, 3, "the use was given back")
         let got = try await Self.stack.eventually(10) {
-            Self.deliveries(receiver, naming: id).contains { String(decoding: $0.body, as: UTF8.self).contains("redemption.failed") }
+            Self.deliveries(receiver, naming: id).contains {
+                String(decoding: $0.body, as: UTF8.self).contains("redemption.failed")
+            }
         }
         XCTAssertTrue(got, "redemption.failed webhook")
         // After a failure, a new redemption may be made.
@@ -289,7 +303,9 @@ final class GrantsTests: StackTestCase {
         let mine = Self.deliveries(receiver, naming: id)
         XCTAssertEqual(Set(mine.map(\.id)).count, 1, "webhook-id is stable across retries")
         // The webhook's redemption is the one the API shows, to the millisecond.
-        let shown = try JSONDecoder().decode(WebhookEventBody<RedemptionEvent>.self, from: try XCTUnwrap(mine.last).body).data
+        let shown = try JSONDecoder().decode(
+            WebhookEventBody<RedemptionEvent>.self, from: try XCTUnwrap(mine.last).body
+        ).data
         XCTAssertNotNil(done.completedAt)
         XCTAssertEqual(shown.completedAt, done.completedAt)
         XCTAssertEqual(shown.entitlement?.expiresAt, done.entitlement?.expiresAt)
@@ -313,7 +329,8 @@ final class GrantsTests: StackTestCase {
         let data = try JSONDecoder().decode(WebhookEventBody<RedemptionEvent>.self, from: d.body).data
         XCTAssertEqual(data.appUserId, u.appUserId)
         XCTAssertNotNil(data.coupon)
-        let log = try await client.get("/v1/webhooks/\(endpoint)/deliveries", token: admin).decode(ListBody<DeliveryBody>.self)
+        let log = try await client.get("/v1/webhooks/\(endpoint)/deliveries", token: admin).decode(
+            ListBody<DeliveryBody>.self)
         let entry = log.data.first { $0.webhookId == d.id }
         XCTAssertEqual(entry?.status, "delivered")
         XCTAssertEqual(entry?.attempts, 2)
@@ -323,13 +340,16 @@ final class GrantsTests: StackTestCase {
         let id2 = try await redeem(try await freePeriod(), u2)
         _ = try await waitFor(id2, u2)
         let disabled = try await Self.stack.eventually(10) {
-            let hooks = try await self.client.get("/v1/webhooks", token: self.admin).decode(ListBody<WebhookEndpointBody>.self).data
+            let hooks = try await self.client.get("/v1/webhooks", token: self.admin).decode(
+                ListBody<WebhookEndpointBody>.self
+            ).data
             return hooks.first { $0.id == endpoint }?.active == false
         }
         XCTAssertTrue(disabled)
         let bad = try await client.json("POST", "/v1/webhooks", ["url": "ftp://example.com/x", "events": ["coupon.redeemed"]], token: admin)
         XCTAssertEqual(bad.errorField, "url")
-        let badEvents = try await client.json("POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["coupon.stolen"]], token: admin)
+        let badEvents = try await client.json(
+            "POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["coupon.stolen"]], token: admin)
         XCTAssertEqual(badEvents.errorField, "events")
     }
 
@@ -413,7 +433,9 @@ final class GrantsTests: StackTestCase {
         _ = try await waitFor(try await redeem(try await freePeriod(), u), u)
         var entry: DeliveryBody?
         let logged = try await Self.stack.eventually(10) {
-            entry = try await self.client.get("/v1/webhooks/\(hook)/deliveries", token: self.admin).decode(ListBody<DeliveryBody>.self).data.first
+            entry = try await self.client.get("/v1/webhooks/\(hook)/deliveries", token: self.admin).decode(
+                ListBody<DeliveryBody>.self
+            ).data.first
             return entry?.lastStatusCode == 302
         }
         XCTAssertTrue(logged, "\(String(describing: entry))")
@@ -484,8 +506,12 @@ final class GrantsTests: StackTestCase {
         let minter = try stack.minter(), client = stack.client
         let receiver = try receiver()
         _ = try await endpoint(receiver.url, ["coupon.redeemed"], on: stack)
-        let created = try await client.json("POST", "/v1/coupons", ["code": "CHAOS-" + UUID().uuidString.prefix(8), "kind": "freePeriod",
-                                                                   "duration": ["unit": "month", "count": 1], "maxRedemptions": 1000], token: stack.adminKey)
+        let created = try await client.json(
+            "POST", "/v1/coupons",
+            [
+                "code": "CHAOS-" + UUID().uuidString.prefix(8), "kind": "freePeriod",
+                "duration": ["unit": "month", "count": 1], "maxRedemptions": 1000
+            ], token: stack.adminKey)
         XCTAssertEqual(created.status, 201, created.text)
         let code = try created.decode(CouponBody.self).code
         let users = try (0..<200).map { _ in try minter.user() }
@@ -496,8 +522,11 @@ final class GrantsTests: StackTestCase {
                         // A request may meet the coupons process dead; the client retries, as apps do
                         // (the pause is the app's, between its tries).
                         for _ in 0..<40 {
-                            if let r = try? await client.json("POST", "/v1/redemptions", ["code": code, "platform": "android"], token: u.token),
-                               r.status == 200 || r.status == 201, let id = try? r.decode(RedemptionBody.self).redemptionId {
+                            if let r = try? await client.json(
+                                "POST", "/v1/redemptions", ["code": code, "platform": "android"], token: u.token),
+                                r.status == 200 || r.status == 201,
+                                let id = try? r.decode(RedemptionBody.self).redemptionId
+                            {
                                 return (id, u)
                             }
                             try await Task.sleep(for: .milliseconds(250))

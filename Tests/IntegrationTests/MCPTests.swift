@@ -79,22 +79,29 @@ final class MCPTests: StackTestCase {
         let python = Project.root.appendingPathComponent(".venv/\(venv)/bin/python").path
         guard FileManager.default.isExecutableFile(atPath: python) else { throw TestFailure("no \(python): run scripts/setup") }
         let stack = Self.stack!, client = stack.client
-        let key = try await client.json("POST", "/v1/api-keys", ["name": "mcp readonly", "role": "readonly"], token: stack.adminKey)
+        let key = try await client.json(
+            "POST", "/v1/api-keys", ["name": "mcp readonly", "role": "readonly"], token: stack.adminKey)
         XCTAssertEqual(key.status, 201, key.text)
         let readonlyKey = try XCTUnwrap(try key.decode(APIKeyBody.self).key)
         // A coupon with one redemption, for list_redemptions and the CSV export.
         let redeemed = "MCPR-" + UUID().uuidString.prefix(6)
-        let coupon = try await client.json("POST", "/v1/coupons", ["code": redeemed, "kind": "freePeriod", "duration": ["unit": "week", "count": 1]],
-                                           token: stack.adminKey)
+        let coupon = try await client.json(
+            "POST", "/v1/coupons", ["code": redeemed, "kind": "freePeriod", "duration": ["unit": "week", "count": 1]],
+            token: stack.adminKey)
         XCTAssertEqual(coupon.status, 201, coupon.text)
-        let redemption = try await client.json("POST", "/v1/redemptions", ["code": redeemed, "platform": "web"], token: try Self.minter.user().token)
+        let redemption = try await client.json(
+            "POST", "/v1/redemptions", ["code": redeemed, "platform": "web"], token: try Self.minter.user().token)
         XCTAssertEqual(redemption.status, 201, redemption.text)
         let code = "MCP-" + UUID().uuidString.prefix(6)
         let script = Project.root.appendingPathComponent("Tests/MCP/mcp_client.py").path, url = mcpURL
-        let out = try await offThePool { try Subprocess.run(python, [script, url, stack.adminKey, readonlyKey, code, redeemed, mode]) }
+        let out = try await offThePool {
+            try Subprocess.run(python, [script, url, stack.adminKey, readonlyKey, code, redeemed, mode])
+        }
         let line = out.split(separator: "\n").last.map(String.init) ?? ""
         let run: Run
-        do { run = try JSONDecoder().decode(Run.self, from: Data(line.utf8)) } catch { throw TestFailure("\(error): \(out)") }
+        do { run = try JSONDecoder().decode(Run.self, from: Data(line.utf8)) } catch {
+            throw TestFailure("\(error): \(out)")
+        }
         XCTAssertFalse(line.contains("$ref"), "references are inlined")
         try checkAdmin(run.admin, code: code, redeemed: redeemed)
         checkReadonly(run.readonly)
@@ -102,17 +109,24 @@ final class MCPTests: StackTestCase {
     }
 
     func checkAdmin(_ a: AdminRun, code: String, redeemed: String) throws {
-        XCTAssertEqual(a.tools, ["create_coupon", "deactivate_coupon", "export_redemptions_csv", "get_coupon", "get_redemption",
-                                 "list_coupons", "list_redemptions", "list_store_offers", "update_coupon"])
+        XCTAssertEqual(
+            a.tools,
+            [
+                "create_coupon", "deactivate_coupon", "export_redemptions_csv", "get_coupon", "get_redemption",
+                "list_coupons", "list_redemptions", "list_store_offers", "update_coupon"
+            ])
         // The input schema is the API's: CouponInput's fields, its rules, and dry_run.
         let schema = a.createSchema
         XCTAssertEqual(Set(schema.required ?? []), ["code", "kind", "duration"])
         XCTAssertEqual(schema.properties["kind"]?.enum, CouponKind.allCases.map(\.rawValue))
         XCTAssertNotNil(schema.properties["dry_run"])
-        XCTAssertEqual(schema.properties["duration"]?.properties?.keys.sorted(), ["count", "unit"], "references are inlined")
+        XCTAssertEqual(
+            schema.properties["duration"]?.properties?.keys.sorted(), ["count", "unit"], "references are inlined")
 
         XCTAssertEqual(a.dryRunStoreLimit.isError, true)
-        XCTAssertEqual(a.dryRunStoreLimit.structured?.error?.code, "storeLimit", "an iOS discount without a cap breaks a store limit, as the API says")
+        XCTAssertEqual(
+            a.dryRunStoreLimit.structured?.error?.code, "storeLimit",
+            "an iOS discount without a cap breaks a store limit, as the API says")
         XCTAssertEqual(a.created.isError, false)
         XCTAssertEqual(a.created.structured?.code, code)
         XCTAssertEqual(a.again.structured?.error?.code, "codeInUse")
@@ -158,7 +172,8 @@ final class MCPTests: StackTestCase {
         // Every change the tools made is audited like the API's, with the key as actor.
         let code = try XCTUnwrap(a.created.structured?.code)
         struct AuditEntry: Decodable { let action: String }
-        let audit = try await Self.stack.client.get("/v1/audit?objectId=\(code)", token: Self.stack.adminKey).decode(ListBody<AuditEntry>.self)
+        let audit = try await Self.stack.client.get("/v1/audit?objectId=\(code)", token: Self.stack.adminKey).decode(
+            ListBody<AuditEntry>.self)
         XCTAssertEqual(audit.data.map(\.action), ["coupon.deactivate", "coupon.update", "coupon.create"])
     }
 

@@ -99,7 +99,8 @@ final class MembersTests: StackTestCase {
         expect(201, invited)
         let o = try invited.decode(Invitation.self)
         let token = o.token
-        XCTAssertEqual(o.inviteUrl, "http://\(Self.stack.gateway.host!):\(Self.stack.gateway.port!)/dashboard#invite=\(token)")
+        XCTAssertEqual(
+            o.inviteUrl, "http://\(Self.stack.gateway.host!):\(Self.stack.gateway.port!)/dashboard#invite=\(token)")
         XCTAssertEqual(o.role, "readonly")
         XCTAssertEqual(o.email, email)
 
@@ -123,7 +124,9 @@ final class MembersTests: StackTestCase {
         expect(200, try await call("GET", "/v1/me", token: session))
         let list = try await call("GET", "/v1/members?limit=100", token: admin)
         expect(200, list)
-        XCTAssertTrue(try list.decode(ListBody<Member>.self).data.contains { $0.email == email && $0.role == "readonly" }, list.text)
+        XCTAssertTrue(
+            try list.decode(ListBody<Member>.self).data.contains { $0.email == email && $0.role == "readonly" },
+            list.text)
     }
 
     func testAMembersModeIsItsHeaderAndItsChangesAreAuditedAsItself() async throws {

@@ -96,8 +96,11 @@ final class ModeIsolationTests: StackTestCase {
         XCTAssertEqual(r.status, 201, r.text)
     }
 
-    func redeem(_ code: String, _ u: TokenMinter.User, environment: String = "production") async throws -> RedemptionBody {
-        let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web", "environment": environment], token: u.token)
+    func redeem(
+        _ code: String, _ u: TokenMinter.User, environment: String = "production"
+    ) async throws -> RedemptionBody {
+        let r = try await client.json(
+            "POST", "/v1/redemptions", ["code": code, "platform": "web", "environment": environment], token: u.token)
         XCTAssertEqual(r.status, 201, r.text)
         return try r.decode()
     }
@@ -247,7 +250,9 @@ final class ModeIsolationTests: StackTestCase {
 
         // Each mode's coupon lists and exports its own redemption only.
         for (token, mine, theirs) in [(live, liveId, testId), (test, testId, liveId), (testReader, testId, liveId)] {
-            let ids = try data(try await send("GET", "/v1/coupons/\(shared)/redemptions", token)).compactMap { $0.redemptionId }
+            let ids = try data(try await send("GET", "/v1/coupons/\(shared)/redemptions", token)).compactMap {
+                $0.redemptionId
+            }
             XCTAssertEqual(ids, [mine])
             let csv = try await send("GET", "/v1/coupons/\(shared)/redemptions", token, accept: "text/csv")
             XCTAssertEqual(csv.status, 200)

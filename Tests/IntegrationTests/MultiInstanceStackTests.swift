@@ -133,7 +133,8 @@ final class MultiInstanceStackTests: StackTestCase {
         XCTAssertEqual(same.filter { $0.0 == 201 }.count, 1, "\(same.map(\.0))")
         XCTAssertEqual(same.filter { $0.0 == 200 }.count, 39)
         XCTAssertEqual(Set(same.compactMap(\.2)).count, 1, "every answer names the same redemption")
-        let remaining = try await Self.gateways[1].get("/v1/coupons/\(one)", token: admin).decode(CouponBody.self).remaining
+        let remaining = try await Self.gateways[1].get("/v1/coupons/\(one)", token: admin).decode(CouponBody.self)
+            .remaining
         XCTAssertEqual(remaining, 9)
     }
 
@@ -162,8 +163,11 @@ final class MultiInstanceStackTests: StackTestCase {
                         // Spread over two seconds, so that redemptions are in flight on both sides of the kill.
                         try await Task.sleep(for: .milliseconds(10 * i))
                         for _ in 0..<40 {
-                            if let r = try? await gateways[i % 2].json("POST", "/v1/redemptions", ["code": code, "platform": "android"], token: u.token),
-                               r.status == 200 || r.status == 201, let id = try? r.decode(RedemptionBody.self).redemptionId {
+                            if let r = try? await gateways[i % 2].json(
+                                "POST", "/v1/redemptions", ["code": code, "platform": "android"], token: u.token),
+                                r.status == 200 || r.status == 201,
+                                let id = try? r.decode(RedemptionBody.self).redemptionId
+                            {
                                 return (id, u)
                             }
                             try await Task.sleep(for: .milliseconds(250))  // the app's pause between its tries
@@ -181,13 +185,15 @@ final class MultiInstanceStackTests: StackTestCase {
         try await Task.sleep(for: .milliseconds(300))
         kill(try Self.stack.pid("grants"), SIGKILL)
         addTeardownBlock {
-            try await Self.stack.restart("grants", overrides: Self.binds(Self.addresses[0]),
-                                         readyAt: URL(string: "http://127.0.0.1:\(Self.grantsPorts[0])")!)
+            try await Self.stack.restart(
+                "grants", overrides: Self.binds(Self.addresses[0]),
+                readyAt: URL(string: "http://127.0.0.1:\(Self.grantsPorts[0])")!)
         }
         let ids = try await redeeming.value
         XCTAssertEqual(ids.count, 200, "every client got its redemption")
         for (id, u) in ids {
-            let done = try await gateways[1].get("/v1/redemptions/\(id)?wait=30", token: u.token).decode(RedemptionBody.self)
+            let done = try await gateways[1].get("/v1/redemptions/\(id)?wait=30", token: u.token).decode(
+                RedemptionBody.self)
             XCTAssertEqual(done.status, "completed", "\(id): \(done)")
         }
         // Exactly one grant per redemption at the provider (a repeat carries the same end time).

@@ -121,7 +121,9 @@ final class PlayStoreTests: StackTestCase {
         XCTAssertEqual(offer.state, "ACTIVE")
         XCTAssertEqual(offer.tags, ["redeem-coupon"])
         let u = try Self.minter.user()
-        let valid = try await client.json("POST", "/v1/coupons/validate", ["code": c.code, "platform": "android"], token: u.token).decode(ValidationBody.self)
+        let valid = try await client.json(
+            "POST", "/v1/coupons/validate", ["code": c.code, "platform": "android"], token: u.token
+        ).decode(ValidationBody.self)
         XCTAssertEqual(valid.valid, true, "\(valid)")
         XCTAssertEqual(valid.playStore?.offerId, c.offerId)
         XCTAssertEqual(valid.basePlanIds?[c.plan], [offer.basePlanId])
@@ -135,7 +137,8 @@ final class PlayStoreTests: StackTestCase {
         XCTAssertEqual(completed.status, "completed")
         XCTAssertEqual(completed.sandbox, false)
         let paid = try XCTUnwrap(completed.pricePaid, posted.text)
-        XCTAssertEqual(paid.amount, "6.99", "the offer phase's price (30 % off 9.99), not the base plan's 9.99 Google reports")
+        XCTAssertEqual(
+            paid.amount, "6.99", "the offer phase's price (30 % off 9.99), not the base plan's 9.99 Google reports")
         XCTAssertEqual(paid.currency, "USD")
         XCTAssertEqual(Self.play.purchase(token)?.acknowledged, true, "acknowledged at Google")
 
@@ -205,7 +208,9 @@ final class PlayStoreTests: StackTestCase {
         let good = try await push(GooglePushSender.body(packageName: Self.package, purchaseToken: token, messageId: message), token: try Self.pusher.token())
         XCTAssertEqual(good.status, 200, good.text)
         XCTAssertEqual(try good.decode(StoreNotificationAnswer.self).recorded, true)
-        XCTAssertEqual(try good.decode(StoreNotificationAnswer.self).redemptionId, r.id, "the account's reservation, named by its obfuscated id")
+        XCTAssertEqual(
+            try good.decode(StoreNotificationAnswer.self).redemptionId, r.id,
+            "the account's reservation, named by its obfuscated id")
         XCTAssertEqual(Self.play.purchase(token)?.acknowledged, true)
         let repeated = try await push(GooglePushSender.body(packageName: Self.package, purchaseToken: token, messageId: message), token: try Self.pusher.token())
         XCTAssertEqual(try repeated.decode(StoreNotificationAnswer.self).redemptionId, r.id)
@@ -221,8 +226,12 @@ final class PlayStoreTests: StackTestCase {
         let posted = try await client.json("POST", "/v1/redemptions/\(r.id)/purchase", ["purchaseToken": token], token: u.token)
         XCTAssertEqual(posted.status, 200, posted.text)
         XCTAssertEqual(try posted.decode(RedemptionBody.self).sandbox, true, "testPurchase, never the client's word")
-        XCTAssertNotEqual(try posted.decode(RedemptionBody.self).redemptionId, r.id, "a sandbox redemption of its own; the live reservation stays")
-        XCTAssertEqual(try count("SELECT count(*) FROM coupons.redemptions WHERE id = $1::uuid AND status = 'reserved'", [r.id]), 1)
+        XCTAssertNotEqual(
+            try posted.decode(RedemptionBody.self).redemptionId, r.id,
+            "a sandbox redemption of its own; the live reservation stays")
+        XCTAssertEqual(
+            try count("SELECT count(*) FROM coupons.redemptions WHERE id = $1::uuid AND status = 'reserved'", [r.id]), 1
+        )
     }
 
     func testGrantsKilledBeforeGoogleTookTheAcknowledgementRecordsNothingUntilThePushComesAgain() async throws {
@@ -371,9 +380,13 @@ final class PlayStoreTests: StackTestCase {
         let monthly = "dry-monthly-\(suffix)", annual = "dry-annual-\(suffix)"
         Self.play.addBasePlan(productId: Self.playProduct, basePlanId: monthly, [.init("US", "USD", "9.99")])
         Self.play.addBasePlan(productId: Self.playProduct, basePlanId: annual, [.init("US", "USD", "99.99")])
-        let p = try await client.json("POST", "/v1/plans", ["productId": plan, "name": "Pro",
-                                                          "playStore": ["productId": Self.playProduct, "basePlanIds": [monthly, annual]]],
-                                      token: admin)
+        let p = try await client.json(
+            "POST", "/v1/plans",
+            [
+                "productId": plan, "name": "Pro",
+                "playStore": ["productId": Self.playProduct, "basePlanIds": [monthly, annual]]
+            ],
+            token: admin)
         XCTAssertEqual(p.status, 201, p.text)
         let code = "DRYPLAY" + UUID().uuidString.prefix(6).uppercased().replacingOccurrences(of: "-", with: "")
         let offersBefore = Self.play.offers.count
@@ -384,7 +397,9 @@ final class PlayStoreTests: StackTestCase {
         XCTAssertEqual(dry.status, 200, dry.text)
         let offers = try XCTUnwrap(try dry.decode(CouponBody.self).storeOffers, dry.text)
         XCTAssertEqual(offers.map(\.store), ["playStore", "playStore"])
-        XCTAssertEqual(offers.map(\.basePlanId), [monthly, annual].sorted(), "one per base plan, listed as a made coupon lists them")
+        XCTAssertEqual(
+            offers.map(\.basePlanId), [monthly, annual].sorted(),
+            "one per base plan, listed as a made coupon lists them")
         XCTAssertEqual(offers.map(\.state), ["creating", "creating"])
         XCTAssertEqual(offers.map(\.productId), [plan, plan])
         // Nothing was made: no coupon, no offer at Google.

@@ -25,7 +25,9 @@ final class RedeemCommandTests: StackTestCase {
 
         /// What the command printed with `--json`, read as `T`.
         func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
-            do { return try JSONDecoder().decode(T.self, from: Data(out.utf8)) } catch { throw TestFailure("not a \(T.self) (\(error)): \(out)") }
+            do { return try JSONDecoder().decode(T.self, from: Data(out.utf8)) } catch {
+                throw TestFailure("not a \(T.self) (\(error)): \(out)")
+            }
         }
     }
 
@@ -158,7 +160,8 @@ final class RedeemCommandTests: StackTestCase {
         let keyId = try made.decode(APIKeyBody.self).id
         XCTAssertTrue(key.hasPrefix("sk_test_"), key)
         let keys = try await redeem("keys", "list", "--all", "--json")
-        XCTAssertTrue(try keys.decode(ListBody<APIKeyBody>.self).data.contains { $0.id == keyId && $0.role == "readonly" })
+        XCTAssertTrue(
+            try keys.decode(ListBody<APIKeyBody>.self).data.contains { $0.id == keyId && $0.role == "readonly" })
         XCTAssertFalse(keys.out.contains(key), "a listed key never shows its secret")
 
         // A readonly key reads, and is refused writes with the server's message.

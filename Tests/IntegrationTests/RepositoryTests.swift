@@ -183,7 +183,8 @@ import TestSupport
             let products: [Product]
         }
         let manifest = try JSONDecoder().decode(Manifest.self, from: Data(dumped.utf8))
-        #expect(manifest.platforms.contains { $0.platformName == "ios" && $0.version == "16.0" }, "\(manifest.platforms)")
+        #expect(
+            manifest.platforms.contains { $0.platformName == "ios" && $0.version == "16.0" }, "\(manifest.platforms)")
         let kit = try #require(manifest.targets.first { $0.name == "RedeemKit" })
         #expect(kit.dependencies.isEmpty, "RedeemKit depends on nothing but the toolchain")
         #expect(kit.path == "Clients/RedeemKit")

@@ -29,8 +29,9 @@ final class SecretsStackTests: StackTestCase {
     static func newStack() throws -> Stack { try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"]) }
 
     func newWebhook(on stack: Stack) async throws -> (id: UUID, secret: String) {
-        let created = try await stack.client.json("POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/hooks", "events": ["coupon.redeemed"]],
-                                                  token: stack.adminKey)
+        let created = try await stack.client.json(
+            "POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/hooks", "events": ["coupon.redeemed"]],
+            token: stack.adminKey)
         XCTAssertEqual(created.status, 201, created.text)
         let body = try created.decode(WebhookEndpointBody.self)
         return (try XCTUnwrap(UUID(uuidString: body.id)), try XCTUnwrap(body.secret))

@@ -75,15 +75,19 @@ final class StoreProvisioningTests: StackTestCase {
 
     /// The name of the offer coupons made for `code`.
     func offerName(_ code: String) async throws -> String {
-        let row = try await sql("""
+        let row = try await sql(
+            """
             SELECT o.offer_name FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id WHERE c.code = $1
-            """, [code]).first
+            """, [code]
+        ).first
         return try XCTUnwrap(row).decode("offer_name")
     }
 
     /// POSTs to `path` whose body names `text` (an offer's name, a custom code).
     func posts(_ path: String, naming text: String) -> Int {
-        Self.fake.received.filter { $0.method == "POST" && $0.path == path && String(decoding: $0.body, as: UTF8.self).contains(text) }.count
+        Self.fake.received.filter {
+            $0.method == "POST" && $0.path == path && String(decoding: $0.body, as: UTF8.self).contains(text)
+        }.count
     }
 
     func testKillingGrantsBetweenTheOfferAndTheCodeMakesNeitherTwice() async throws {
@@ -95,13 +99,16 @@ final class StoreProvisioningTests: StackTestCase {
         let name = try await offerName(code)
         // The offer is made and recorded; every code creation fails until grants is killed.
         let stalled = try await Self.stack.eventually(20) {
-            Self.fake.offers.contains { $0.name == name } && self.posts("/v1/subscriptionOfferCodeCustomCodes", naming: code) >= 1
+            Self.fake.offers.contains { $0.name == name }
+                && self.posts("/v1/subscriptionOfferCodeCustomCodes", naming: code) >= 1
         }
         XCTAssertTrue(stalled, Self.stack.logs())
         func recorded() async throws -> Int {
-            try await sql("""
+            try await sql(
+                """
                 SELECT count(*)::int AS n FROM grants.store_tasks WHERE offer_name = $1 AND offer_id IS NOT NULL AND custom_code_id IS NULL
-                """, [name]).first!.decode("n")
+                """, [name]
+            ).first!.decode("n")
         }
         let offerRecorded = try await Self.stack.eventually(10) { try await recorded() == 1 }
         XCTAssertTrue(offerRecorded, "grants recorded the offer before the code")
@@ -114,7 +121,9 @@ final class StoreProvisioningTests: StackTestCase {
         Self.fake.failCodeCreations(0)
         try await Self.stack.restart("grants")
         // A run cut off mid-call waits out its lease (8 × 2 s + 30 s) before another takes it.
-        let ready = try await Self.stack.eventually(60) { ["waitingForApple", "ready"].contains(try await self.offerState(code) ?? "") }
+        let ready = try await Self.stack.eventually(60) {
+            ["waitingForApple", "ready"].contains(try await self.offerState(code) ?? "")
+        }
         XCTAssertTrue(ready, Self.stack.logs())
         XCTAssertEqual(Self.fake.offers.filter { $0.name == name }.count, 1)
         XCTAssertEqual(Self.fake.customCodes.filter { $0.customCode == code }.count, 1)
@@ -127,7 +136,9 @@ final class StoreProvisioningTests: StackTestCase {
         let (name, product) = Self.names("OFF")
         try await plan(product)
         try await coupon(name, product: product)
-        let made = try await Self.stack.eventually(20) { ["waitingForApple", "ready"].contains(try await self.offerState(name) ?? "") }
+        let made = try await Self.stack.eventually(20) {
+            ["waitingForApple", "ready"].contains(try await self.offerState(name) ?? "")
+        }
         XCTAssertTrue(made, Self.stack.logs())
         let code = try XCTUnwrap(Self.fake.customCodes.first { $0.customCode == name })
         let r = try await client.json("PATCH", "/v1/coupons/\(name)", ["active": false], token: admin)
@@ -148,13 +159,18 @@ final class StoreProvisioningTests: StackTestCase {
         XCTAssertTrue(ready, Self.stack.logs())
         let code = try XCTUnwrap(Self.fake.customCodes.first { $0.customCode == name })
         let user = try Self.stack.minter().user()
-        let redeemed = try await client.json("POST", "/v1/redemptions", ["code": name, "platform": "ios"], token: user.token)
+        let redeemed = try await client.json(
+            "POST", "/v1/redemptions", ["code": name, "platform": "ios"], token: user.token)
         XCTAssertEqual(redeemed.status, 201, redeemed.text)
         let id = try redeemed.decode(RedemptionBody.self).redemptionId
         XCTAssertTrue(Self.fake.customCodes.first { $0.id == code.id }?.active == true, "a reservation waiting for Apple keeps the code on")
         // The purchase fills the cap: coupons writes the switch-off, grants makes the two calls.
-        let paid = try await client.json("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "4.99", "currency": "USD"],
-                                                                                     "storeTransactionId": "txn-" + name], token: admin)
+        let paid = try await client.json(
+            "POST", "/v1/redemptions/\(id)/purchase",
+            [
+                "pricePaid": ["amount": "4.99", "currency": "USD"],
+                "storeTransactionId": "txn-" + name
+            ], token: admin)
         XCTAssertEqual(paid.status, 200, paid.text)
         let started = Date()
         let off = try await Self.stack.eventually(10) {
@@ -174,7 +190,8 @@ final class StoreProvisioningTests: StackTestCase {
         XCTAssertTrue(ready, Self.stack.logs())
         let code = try XCTUnwrap(Self.fake.customCodes.first { $0.customCode == name })
         let user = try Self.stack.minter().user()
-        let redeemed = try await client.json("POST", "/v1/redemptions", ["code": name, "platform": "web"], token: user.token)
+        let redeemed = try await client.json(
+            "POST", "/v1/redemptions", ["code": name, "platform": "web"], token: user.token)
         XCTAssertEqual(redeemed.status, 201, redeemed.text)
         func active() -> (code: Bool?, offer: Bool?) {
             (Self.fake.customCodes.first { $0.id == code.id }?.active, Self.fake.offers.first { $0.id == code.offerId }?.active)
@@ -183,7 +200,8 @@ final class StoreProvisioningTests: StackTestCase {
         XCTAssertTrue(off, "a web reservation filled the cap\n" + Self.stack.logs())
         let other = try Self.stack.minter().user()
         let validate = { [client] in
-            try await client.json("POST", "/v1/coupons/validate", ["code": name, "platform": "ios"], token: other.token).decode(ValidationBody.self)
+            try await client.json("POST", "/v1/coupons/validate", ["code": name, "platform": "ios"], token: other.token)
+                .decode(ValidationBody.self)
         }
         let full = try await validate().reason
         XCTAssertEqual(full, "exhausted")

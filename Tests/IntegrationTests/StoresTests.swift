@@ -186,7 +186,9 @@ final class StoresTests: StackTestCase {
         let v2 = try await client.json("PATCH", "/v1/plans/no.such.plan", ["name": "x"], token: admin).status
         XCTAssertEqual(v2, 404)
         // Admin keys only: a support key and a user are refused.
-        let k = try await client.json("POST", "/v1/api-keys", ["name": "support", "role": "support", "mode": "live"], token: admin).decode(APIKeyBody.self).key
+        let k = try await client.json(
+            "POST", "/v1/api-keys", ["name": "support", "role": "support", "mode": "live"], token: admin
+        ).decode(APIKeyBody.self).key
         let support = try XCTUnwrap(k)
         let v3 = try await client.get("/v1/plans", token: support).status
         XCTAssertEqual(v3, 403)
@@ -201,7 +203,9 @@ final class StoresTests: StackTestCase {
     func testIosValidateWaitsForAppleThenHandsOff() async throws {
         let c = try await coupon(ready: false)
         let u = try Self.minter.user()
-        let waiting = try await client.json("POST", "/v1/coupons/validate", ["code": c.code, "platform": "ios"], token: u.token).decode(ValidationBody.self)
+        let waiting = try await client.json(
+            "POST", "/v1/coupons/validate", ["code": c.code, "platform": "ios"], token: u.token
+        ).decode(ValidationBody.self)
         XCTAssertEqual(waiting.valid, false)
         XCTAssertEqual(waiting.reason, "notReady")
         let refused = try await client.json("POST", "/v1/redemptions", ["code": c.code, "platform": "ios"], token: u.token)
@@ -209,11 +213,15 @@ final class StoresTests: StackTestCase {
         let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         let couponId: UUID = try XCTUnwrap(try db.query("SELECT id FROM coupons.coupons WHERE code = $1", [c.code]).rows.first).decode("id")
         try await report(couponId, c.plan)
-        let ready = try await client.json("POST", "/v1/coupons/validate", ["code": c.code, "platform": "ios"], token: u.token).decode(ValidationBody.self)
+        let ready = try await client.json(
+            "POST", "/v1/coupons/validate", ["code": c.code, "platform": "ios"], token: u.token
+        ).decode(ValidationBody.self)
         XCTAssertEqual(ready.valid, true, "\(ready)")
         XCTAssertEqual(ready.eligibleProductIds, [c.plan])
         XCTAssertEqual(ready.offer?.percentOff, 50, "\(ready)")
-        XCTAssertEqual(ready.appStore?.redemptionUrl, "https://apps.apple.com/redeem?ctx=offercodes&id=\(Self.appId)&code=\(c.code)")
+        XCTAssertEqual(
+            ready.appStore?.redemptionUrl,
+            "https://apps.apple.com/redeem?ctx=offercodes&id=\(Self.appId)&code=\(c.code)")
         let r = try await redeem(c.code, u)
         let view = try await client.get("/v1/redemptions/\(r.id)", token: u.token).decode(RedemptionBody.self)
         XCTAssertEqual(view.status, "reserved")

@@ -63,7 +63,9 @@ public struct HTTPClient: Sendable {
         var req = URLRequest(url: URL(string: path, relativeTo: base)!)
         req.httpMethod = method
         req.httpBody = body
-        for (k, v) in self.headers.merging(headers, uniquingKeysWith: { _, given in given }) { req.setValue(v, forHTTPHeaderField: k) }
+        for (k, v) in self.headers.merging(headers, uniquingKeysWith: { _, given in given }) {
+            req.setValue(v, forHTTPHeaderField: k)
+        }
         let (data, resp) = try await session.data(for: req)
         let http = resp as! HTTPURLResponse
         var h: [String: String] = [:]

@@ -136,7 +136,9 @@ public final class Stack: @unchecked Sendable {
     /// stack is ready again (the gateway's `/readyz` is 200 and, with `readyAt`, that instance's
     /// own). From then on `pid(service)` is the new instance's. A test that kills a service of a
     /// suite's shared stack calls this, so that the next test finds the stack as it was.
-    public func restart(_ services: String..., overrides: [String: String] = [:], readyAt: URL? = nil, seconds: Double = 60) async throws {
+    public func restart(
+        _ services: String..., overrides: [String: String] = [:], readyAt: URL? = nil, seconds: Double = 60
+    ) async throws {
         for service in services { replacements[service] = try startService(service, overrides: overrides) }
         let ready = try await eventually(seconds) {
             guard try await self.ops.get("/readyz").status == 200 else { return false }
