@@ -78,9 +78,9 @@ extension Gateway {
         .route(.post, "/v1/me/totp", "A member starts TOTP: a new secret, waiting for its first code", access: .user,
                answers: [200: .json(TOTPSetupBody.self)], errors: [403, 409], handle: Gateway.startTOTP),
         .route(.post, "/v1/me/totp/confirm", "A member turns TOTP on with a first code: recovery codes, shown once; their sessions end",
-               access: .user, answers: [200: .json(RecoveryCodesBody.self)], errors: [401, 409, 422], handle: Gateway.confirmTOTP),
+               access: .user, answers: [200: .json(RecoveryCodesBody.self)], errors: [401, 409, 422, 429], handle: Gateway.confirmTOTP),
         .route(.post, "/v1/me/totp/disable", "A member turns TOTP off with a current or recovery code", access: .user,
-               answers: [204: .empty], errors: [401, 409, 422], handle: Gateway.disableTOTP),
+               answers: [204: .empty], errors: [401, 409, 422, 429], handle: Gateway.disableTOTP),
         .route(.post, "/v1/members/accept", "Accept an invitation: sets the password and signs the member in",
                answers: [200: .json(AuthBody.self), 201: .json(AuthBody.self)], errors: [401, 422, 429], handle: Gateway.acceptInvite),
     ]
