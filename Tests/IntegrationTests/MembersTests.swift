@@ -338,6 +338,9 @@ final class MembersTests: StackTestCase {
         XCTAssertEqual(try hashes.first?.decode("n", as: Int.self), 1, "recovery codes are kept as their SHA-256")
         let audit = try await call("GET", "/v1/audit?objectType=member&objectId=\(m.id)", token: admin)
         XCTAssertTrue((try audit.json()["data"] as? [[String: Any]] ?? []).contains { $0["action"] as? String == "member.totpEnable" })
+        let listed = try await call("GET", "/v1/members?limit=100", token: admin)
+        let row = (try listed.json()["data"] as? [[String: Any]] ?? []).first { $0["id"] as? String == m.id }
+        XCTAssertEqual(row?["totpEnabled"] as? Bool, true, "an admin sees who has TOTP on")
     }
 
     /// An admin requires TOTP of every member: sessions opened without it end, a member without

@@ -47,7 +47,7 @@ enum MemberStore {
 
     static func get(_ c: PGConnection, id: UUID, lock: Bool = false) throws -> MemberView? {
         try c.query("""
-            SELECT m.account_id AS id, a.email, m.role, m.created_at FROM accounts.members m JOIN accounts.accounts a ON a.id = m.account_id
+            SELECT m.account_id AS id, a.email, m.role, m.created_at, \(totpEnabled) FROM accounts.members m JOIN accounts.accounts a ON a.id = m.account_id
             WHERE m.account_id = $1\(lock ? " FOR UPDATE OF m" : "")
             """, [id]).first.map(view)
     }
@@ -55,7 +55,7 @@ enum MemberStore {
     static func list(_ c: PGConnection, _ req: Members.List) throws -> Page<MemberView> {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
         let rows = try c.query("""
-            SELECT m.account_id AS id, a.email, m.role, m.created_at, \(Keyset.micros("m.created_at")) AS created_us
+            SELECT m.account_id AS id, a.email, m.role, m.created_at, \(totpEnabled), \(Keyset.micros("m.created_at")) AS created_us
             FROM accounts.members m JOIN accounts.accounts a ON a.id = m.account_id
             WHERE \(Keyset.condition(time: "m.created_at", id: "m.account_id", parameter: 1))
             ORDER BY m.created_at DESC, m.account_id DESC LIMIT $3
@@ -96,6 +96,11 @@ enum MemberStore {
 
     static let notFound = ServiceError(.notFound, "no such member")
 
+    /// The column saying whether a member (`m`) has TOTP on.
+    static let totpEnabled = """
+        EXISTS (SELECT 1 FROM accounts.member_totp t WHERE t.account_id = m.account_id AND t.enabled_at IS NOT NULL) AS totp_enabled
+        """
+
     private static func hash(_ token: String) -> PGBytes { PGBytes(Data(Crypto.sha256(Array(token.utf8)))) }
 
     private static func role(_ row: PGRow) throws -> Role {
@@ -109,6 +114,7 @@ enum MemberStore {
     }
 
     private static func view(_ row: PGRow) throws -> MemberView {
-        MemberView(id: try row.decode("id"), email: try row.decodeIfPresent("email") ?? "", role: try role(row), createdAt: try row.decode("created_at"))
+        MemberView(id: try row.decode("id"), email: try row.decodeIfPresent("email") ?? "", role: try role(row), createdAt: try row.decode("created_at"),
+                   totpEnabled: try row.decodeIfPresent("totp_enabled") ?? false)
     }
 }

@@ -8,11 +8,14 @@ public struct MemberView: Codable, Sendable, Equatable {
     public var email: String
     public var role: Role
     public var createdAt: Date
-    public init(id: UUID, email: String, role: Role, createdAt: Date) {
+    /// Whether the member signs in with TOTP (two-step verification).
+    public var totpEnabled: Bool
+    public init(id: UUID, email: String, role: Role, createdAt: Date, totpEnabled: Bool = false) {
         self.id = id
         self.email = email
         self.role = role
         self.createdAt = createdAt
+        self.totpEnabled = totpEnabled
     }
 }
 
