@@ -131,7 +131,8 @@ final class AppleWebSignInTests: StackTestCase {
         if let verifier { body["codeVerifier"] = verifier }
         var headers = ["Content-Type": "application/json"]
         if let cookie { headers["Cookie"] = "__Host-redeem-apple=\(cookie); other=1" }
-        return try await client.send("POST", "/v1/sessions/exchange", body: try JSONSerialization.data(withJSONObject: body), headers: headers)
+        // `browser` keeps no cookie jar, so the cookie sent is exactly this one.
+        return try await browser.send("POST", "/v1/sessions/exchange", body: try JSONSerialization.data(withJSONObject: body), headers: headers)
     }
 
     func exchange(_ signIn: (code: String, cookie: String)) async throws -> HTTPClient.Response {

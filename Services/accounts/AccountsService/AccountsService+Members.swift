@@ -23,7 +23,7 @@ extension AccountsService {
         r.on(Members.RevokeInvite.self) { [self] req, context in
             try await pool.transaction { tx in
                 let before = try MemberStore.revokeInvite(tx, id: req.id)
-                try Self.audit(tx, req.actor, "member.inviteRevoke", req.id.uppercasedString, before: before, after: nil, context, req.mode)
+                try Self.audit(tx, req.actor, .memberInviteRevoke, req.id.uppercasedString, before: before, after: nil, context, req.mode)
                 return Empty()
             }
         }
@@ -96,7 +96,7 @@ extension AccountsService {
         r.on(Members.ConfirmTOTP.self) { [self] req, context in
             let (codes, revoked) = try await pool.transaction { [sessions, keyring] tx in
                 let codes = try MemberTOTP.confirm(tx, account: req.accountId, code: req.code, keyring: keyring, now: Date())
-                try Self.audit(tx, AuditActor(type: .member, id: req.accountId), "member.totpEnable", req.accountId.uppercasedString,
+                try Self.audit(tx, AuditActor(type: .member, id: req.accountId), .memberTOTPEnable, req.accountId.uppercasedString,
                                before: nil, after: nil, context, .live)
                 return (codes, try sessions.revokeAll(tx, account: req.accountId, reason: "secondFactorEnabled"))
             }
@@ -106,7 +106,7 @@ extension AccountsService {
         r.on(Members.DisableTOTP.self) { [self] req, context in
             try await pool.transaction { [keyring] tx in
                 try MemberTOTP.disable(tx, account: req.accountId, code: req.code, keyring: keyring, now: Date())
-                try Self.audit(tx, AuditActor(type: .member, id: req.accountId), "member.totpDisable", req.accountId.uppercasedString,
+                try Self.audit(tx, AuditActor(type: .member, id: req.accountId), .memberTOTPDisable, req.accountId.uppercasedString,
                                before: nil, after: nil, context, .live)
                 return Empty()
             }
@@ -119,7 +119,7 @@ extension AccountsService {
                 let before = Members.Settings(requireTotp: try MemberTOTP.required(tx))
                 try tx.query("UPDATE accounts.member_settings SET require_totp = $1, updated_at = now()", [req.requireTotp])
                 let after = Members.Settings(requireTotp: req.requireTotp)
-                try Self.audit(tx, req.actor, "memberSettings.update", "members", before: before, after: after, context, req.mode)
+                try Self.audit(tx, req.actor, .memberSettingsUpdate, "members", before: before, after: after, context, req.mode)
                 // Sessions members opened without a second factor lose their role now, not at their next refresh.
                 var revoked: [SessionRevoked] = []
                 if req.requireTotp && !before.requireTotp {

@@ -89,7 +89,7 @@ public final class AccountsService: BackendService {
                 // A member who deletes their account leaves the members, in the audit log too.
                 if let member = try MemberStore.get(tx, id: req.accountId, lock: true) {
                     try MemberStore.remove(tx, id: req.accountId)
-                    try Self.audit(tx, AuditActor(type: .member, id: req.accountId), "member.remove", req.accountId.uppercasedString,
+                    try Self.audit(tx, AuditActor(type: .member, id: req.accountId), .memberRemove, req.accountId.uppercasedString,
                                    before: member, after: nil, context, .live)
                 }
                 let owed = try Self.queueAppleRevocations(tx, account: req.accountId)

@@ -160,7 +160,9 @@ final class ZMQSocket {
                 if err.isAgain && frames.isEmpty { return nil }
                 throw err
             }
-            if frames.isEmpty, let user = zmq_msg_gets(msg, "User-Id") {
+            // A ROUTER's first frame (the routing id) is made locally and has no properties;
+            // the frames that came over the wire carry the connection's.
+            if sender == nil, let user = zmq_msg_gets(msg, "User-Id") {
                 let name = String(cString: user)
                 sender = name.isEmpty ? nil : name
             }
