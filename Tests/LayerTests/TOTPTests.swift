@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Cryptography
 
 /// TOTP (RFC 6238) over libcrypto's HMAC-SHA1, against the RFC's own test vectors.
@@ -9,7 +10,7 @@ import Testing
     /// RFC 6238 appendix B, the SHA1 column: 8 digits; the 6 an app shows are its last 6.
     @Test(arguments: [
         (59 as Int64, "94287082"), (1_111_111_109, "07081804"), (1_111_111_111, "14050471"),
-        (1_234_567_890, "89005924"), (2_000_000_000, "69279037"), (20_000_000_000, "65353130"),
+        (1_234_567_890, "89005924"), (2_000_000_000, "69279037"), (20_000_000_000, "65353130")
     ])
     func rfc6238Vectors(time: Int64, expected: String) {
         let step = TOTP.step(at: Date(timeIntervalSince1970: Double(time)))
@@ -24,7 +25,8 @@ import Testing
         let step = TOTP.step(at: now)
         let code = Self.rfcSecret.code(step: step)
         #expect(Self.rfcSecret.matchingStep(code, at: now, after: 0) == step)
-        #expect(Self.rfcSecret.matchingStep(code, at: now.addingTimeInterval(30), after: 0) == step, "a phone 30 s slow")
+        #expect(
+            Self.rfcSecret.matchingStep(code, at: now.addingTimeInterval(30), after: 0) == step, "a phone 30 s slow")
         #expect(Self.rfcSecret.matchingStep(code, at: now.addingTimeInterval(90), after: 0) == nil, "too far")
         #expect(Self.rfcSecret.matchingStep(code, at: now, after: step) == nil, "used already")
         #expect(Self.rfcSecret.matchingStep(" " + code.dropFirst(), at: now, after: 0) == nil)
@@ -33,7 +35,10 @@ import Testing
     }
 
     /// RFC 4648 §10's vectors, without padding; the URI apps read carries the secret so.
-    @Test(arguments: [("", ""), ("f", "MY"), ("fo", "MZXQ"), ("foo", "MZXW6"), ("foob", "MZXW6YQ"), ("fooba", "MZXW6YTB"), ("foobar", "MZXW6YTBOI")])
+    @Test(arguments: [
+        ("", ""), ("f", "MY"), ("fo", "MZXQ"), ("foo", "MZXW6"), ("foob", "MZXW6YQ"), ("fooba", "MZXW6YTB"),
+        ("foobar", "MZXW6YTBOI")
+    ])
     func base32(plain: String, encoded: String) {
         #expect(Base32.encode(Array(plain.utf8)) == encoded)
         #expect(Base32.decode(encoded) == Array(plain.utf8) && Base32.decode(encoded.lowercased()) == Array(plain.utf8))
@@ -44,7 +49,9 @@ import Testing
     }
 
     @Test func theURIAnAppReads() {
-        #expect(Self.rfcSecret.uri(issuer: "Redeem", account: "op@example.com")
-            == "otpauth://totp/Redeem:op@example.com?secret=GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ&issuer=Redeem&algorithm=SHA1&digits=6&period=30")
+        #expect(
+            Self.rfcSecret.uri(issuer: "Redeem", account: "op@example.com")
+                == "otpauth://totp/Redeem:op@example.com?secret=GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ&issuer=Redeem&algorithm=SHA1&digits=6&period=30"
+        )
     }
 }

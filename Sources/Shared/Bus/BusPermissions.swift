@@ -15,9 +15,11 @@ import Core
 public enum BusPermissions {
     /// The messages only these services send.
     static let serviceMessages: [String: Set<String>] = [
-        "coupons": [GrantCommand.type, RedemptionCompletedNotice.type, StoreProvisionCommand.type, StoreSwitchCommand.type],
+        "coupons": [
+            GrantCommand.type, RedemptionCompletedNotice.type, StoreProvisionCommand.type, StoreSwitchCommand.type
+        ],
         "grants": [OutboxAck.type, Coupons.Release.type, Coupons.CompleteMany.type, Coupons.StoreOfferReport.type],
-        "accounts": [Grants.StoreView.type, Grants.MoveHolder.type],
+        "accounts": [Grants.StoreView.type, Grants.MoveHolder.type]
     ]
 
     /// The messages of `serviceMessages` the gateway sends as well.

@@ -25,7 +25,9 @@ public struct TOTP: Sendable {
         let counter = (0..<8).map { UInt8(truncatingIfNeeded: UInt64(bitPattern: step) >> (56 - 8 * $0)) }
         let mac = Crypto.hmacSHA1(key: secret, counter)
         let offset = Int(mac[19] & 0x0f)
-        let binary = (UInt32(mac[offset] & 0x7f) << 24) | (UInt32(mac[offset + 1]) << 16) | (UInt32(mac[offset + 2]) << 8) | UInt32(mac[offset + 3])
+        let binary =
+            (UInt32(mac[offset] & 0x7f) << 24) | (UInt32(mac[offset + 1]) << 16) | (UInt32(mac[offset + 2]) << 8)
+            | UInt32(mac[offset + 3])
         var modulus: UInt32 = 1
         for _ in 0..<digits { modulus *= 10 }
         let text = String(binary % modulus)
@@ -49,7 +51,8 @@ public struct TOTP: Sendable {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~@")
         func escape(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: allowed) ?? "" }
-        return "otpauth://totp/\(escape(issuer)):\(escape(account))?secret=\(Base32.encode(secret))&issuer=\(escape(issuer))"
+        return
+            "otpauth://totp/\(escape(issuer)):\(escape(account))?secret=\(Base32.encode(secret))&issuer=\(escape(issuer))"
             + "&algorithm=SHA1&digits=\(Self.digits)&period=\(Self.period)"
     }
 }
