@@ -89,9 +89,10 @@ final class AppleWebSignInTests: StackTestCase {
     }
 
     /// Start → Apple's authorize page → the form it would post, as a browser gets there.
-    func begin(return back: String, as user: FakeAppleID.User) async throws -> Begun {
+    func begin(return back: String, as user: FakeAppleID.User, challenge: String? = nil) async throws -> Begun {
         Self.apple.signInNext(user)
-        let start = try await browser.get("/v1/sessions/apple/start?return=" + Self.encoded(back))
+        let pkce = challenge.map { "&code_challenge=\($0)&code_challenge_method=S256" } ?? ""
+        let start = try await browser.get("/v1/sessions/apple/start?return=" + Self.encoded(back) + pkce)
         XCTAssertEqual(start.status, 302, start.text)
         let location = try XCTUnwrap(start.header("Location"))
         let setCookie = try XCTUnwrap(start.header("Set-Cookie"))
@@ -111,8 +112,9 @@ final class AppleWebSignInTests: StackTestCase {
         return try await browser.send("POST", "/v1/sessions/apple/callback", body: Data(body.utf8), headers: headers)
     }
 
-    /// The whole web flow: answers the one-time code from the redirect back.
-    func signInCode(return back: String = AppleWebSignInTests.deepLink, as user: FakeAppleID.User) async throws -> String {
+    /// The whole web flow: answers the one-time code from the redirect back, and the cookie of
+    /// the browser that started it (which its exchange needs).
+    func signInCode(return back: String = AppleWebSignInTests.deepLink, as user: FakeAppleID.User) async throws -> (code: String, cookie: String) {
         let begun = try await begin(return: back, as: user)
         let answer = try await callback(begun.fields, cookie: begun.cookie)
         XCTAssertEqual(answer.status, 303, answer.text)
@@ -120,11 +122,27 @@ final class AppleWebSignInTests: StackTestCase {
         XCTAssertTrue(location.hasPrefix(back + (back.contains("?") ? "&" : "?") + "code="), location)
         let code = try XCTUnwrap(Self.query(location)["code"])
         Self.secrets.add(code)
-        return code
+        return (code, begun.cookie)
     }
 
-    func exchange(_ code: String) async throws -> HTTPClient.Response {
-        try await client.json("POST", "/v1/sessions/exchange", ["code": code])
+    /// An exchange as a browser makes it (with the flow's cookie) or an app (with its verifier).
+    func exchange(_ code: String, cookie: String? = nil, verifier: String? = nil) async throws -> HTTPClient.Response {
+        var body = ["code": code]
+        if let verifier { body["codeVerifier"] = verifier }
+        var headers = ["Content-Type": "application/json"]
+        if let cookie { headers["Cookie"] = "__Host-redeem-apple=\(cookie); other=1" }
+        // `browser` keeps no cookie jar, so the cookie sent is exactly this one.
+        return try await browser.send("POST", "/v1/sessions/exchange", body: try JSONSerialization.data(withJSONObject: body), headers: headers)
+    }
+
+    func exchange(_ signIn: (code: String, cookie: String)) async throws -> HTTPClient.Response {
+        try await exchange(signIn.code, cookie: signIn.cookie)
+    }
+
+    /// A PKCE pair as an app makes one (RFC 7636 S256): the verifier and its challenge.
+    static func pkce() -> (verifier: String, challenge: String) {
+        let verifier = Crypto.randomToken(bytes: 32)
+        return (verifier, Base64URL.encode(Crypto.sha256(Array(verifier.utf8))))
     }
 
     struct Session { var accountId: String; var access: String }
@@ -195,7 +213,8 @@ final class AppleWebSignInTests: StackTestCase {
 
     func testAndroidFlowHandsBackAOneTimeCodeThatOpensOneSession() async throws {
         let user = Self.user()
-        let begun = try await begin(return: Self.deepLink, as: user)
+        let app = Self.pkce()
+        let begun = try await begin(return: Self.deepLink, as: user, challenge: app.challenge)
         XCTAssertNotNil(begun.fields["user"], "Apple sends the user's name and email the first time")
         XCTAssertEqual(begun.action, "\(Self.stack.gateway.absoluteString)/v1/sessions/apple/callback")
         let answer = try await callback(begun.fields, cookie: begun.cookie)
@@ -204,10 +223,11 @@ final class AppleWebSignInTests: StackTestCase {
         let code = try XCTUnwrap(Self.query(location)["code"])
         XCTAssertEqual(location, Self.deepLink + "?code=" + code, "only the one-time code travels in the URL, no token")
         XCTAssertEqual(code.count, 43)
-        XCTAssertTrue(answer.header("Set-Cookie")?.contains("Max-Age=0") == true, "the binding cookie is cleared")
+        XCTAssertTrue(answer.header("Set-Cookie")?.contains("Max-Age=120") == true, "the binding cookie lives on for the exchange")
         Self.secrets.add(code)
 
-        let first = try await exchange(code)
+        let first = try await exchange(code, verifier: app.verifier)
+        XCTAssertTrue(first.header("Set-Cookie")?.contains("Max-Age=0") == true, "the binding cookie is cleared once used")
         XCTAssertEqual(first.status, 200, first.text)
         let s = try session(first)
         XCTAssertEqual(try first.decode(AccountSessionBody.self).account.email, user.email, "Apple verified the email")
@@ -216,7 +236,7 @@ final class AppleWebSignInTests: StackTestCase {
         XCTAssertTrue(try me.decode(Identities.self).identities.contains { $0.type == "apple" }, me.text)
 
         // The same code again: refused, with its own machine code.
-        let replay = try await exchange(code)
+        let replay = try await exchange(code, verifier: app.verifier)
         XCTAssertEqual(replay.status, 401, replay.text)
         XCTAssertEqual(replay.errorCode, "signInCodeUsed")
         let unknown = try await exchange("not-a-code-we-gave")
@@ -230,15 +250,53 @@ final class AppleWebSignInTests: StackTestCase {
         XCTAssertEqual(back.status, 303, back.text)
         let location2 = try XCTUnwrap(back.header("Location"))
         XCTAssertTrue(location2.hasPrefix("/redeem?apple=1&code="), location2)
-        let second = try await exchange(try XCTUnwrap(Self.query("http://x" + location2)["code"]))
+        let second = try await exchange(try XCTUnwrap(Self.query("http://x" + location2)["code"]), cookie: again.cookie)
         XCTAssertEqual(second.status, 200, second.text)
         XCTAssertEqual(try session(second).accountId, s.accountId)
+    }
+
+    /// No login CSRF: a code opens a session only for whoever started its flow. A browser's code
+    /// needs that browser's cookie, an app's code the verifier of its challenge; a refused
+    /// exchange leaves the code unused, so someone who only saw it can't spend it either.
+    func testASignInCodeIsBoundToWhoStartedItsFlow() async throws {
+        let web = try await signInCode(return: "/redeem?apple=1", as: Self.user())
+        let other = try await begin(return: "/redeem?apple=1", as: Self.user())
+        for (name, cookie) in [("no cookie", nil), ("another browser's cookie", other.cookie), ("not a cookie", "garbage")] as [(String, String?)] {
+            let r = try await exchange(web.code, cookie: cookie)
+            XCTAssertEqual(r.status, 400, "\(name): \(r.text)")
+            XCTAssertEqual(r.errorCode, "stateMismatch", name)
+        }
+        let withVerifier = try await exchange(web.code, verifier: Self.pkce().verifier)
+        XCTAssertEqual(withVerifier.status, 400, "a verifier is no cookie")
+        let mine = try await exchange(web)
+        XCTAssertEqual(mine.status, 200, mine.text)
+
+        let app = Self.pkce()
+        let begun = try await begin(return: Self.deepLink, as: Self.user(), challenge: app.challenge)
+        let answer = try await callback(begun.fields, cookie: begun.cookie)
+        let code = try XCTUnwrap(Self.query(try XCTUnwrap(answer.header("Location")))["code"])
+        Self.secrets.add(code)
+        for (name, verifier) in [("no verifier", nil), ("another verifier", Self.pkce().verifier)] as [(String, String?)] {
+            let r = try await exchange(code, verifier: verifier)
+            XCTAssertEqual(r.status, 400, "\(name): \(r.text)")
+            XCTAssertEqual(r.errorCode, "stateMismatch", name)
+        }
+        let malformed = try await exchange(code, verifier: "short")
+        XCTAssertEqual(malformed.status, 422, malformed.text)
+        let right = try await exchange(code, verifier: app.verifier)
+        XCTAssertEqual(right.status, 200, right.text)
+
+        // The start takes S256 challenges only.
+        for query in ["&code_challenge=\(app.challenge)&code_challenge_method=plain", "&code_challenge=tooshort", "&code_challenge_method=S256"] {
+            let r = try await browser.get("/v1/sessions/apple/start?return=" + Self.encoded(Self.deepLink) + query)
+            XCTAssertEqual(r.status, 422, "\(query): \(r.text)")
+        }
     }
 
     func testAnExpiredSignInCodeIsRefused() async throws {
         let code = try await signInCode(as: Self.user())
         try await sql("UPDATE accounts.sign_in_codes SET expires_at = now() - interval '1 second' WHERE code_hash = $1",
-                      [PGBytes(Data(Crypto.sha256(Array(code.utf8))))])
+                      [PGBytes(Data(Crypto.sha256(Array(code.code.utf8))))])
         let r = try await exchange(code)
         XCTAssertEqual(r.status, 401, r.text)
         XCTAssertEqual(r.errorCode, "signInCodeExpired")

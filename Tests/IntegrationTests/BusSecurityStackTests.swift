@@ -86,7 +86,10 @@ final class BusSecurityStackTests: StackTestCase {
         let forged = "forged-" + UUID().uuidString.prefix(8), control = "control-" + UUID().uuidString.prefix(8)
         let commands = try endpoints("REDEEM_GRANTS_COMMANDS")
         let forgers = try [plain, stranger].map { try Pusher(bus: $0, service: "grants", connect: commands, logger: Self.quiet) }
-        let insider = try Pusher(bus: good, service: "grants", connect: commands, logger: Self.quiet)
+        // Grant commands come from coupons' key only (the gateway's is refused: test5).
+        let couponsNode = try stack.busNode(as: "coupons")
+        defer { couponsNode.stop() }
+        let insider = try Pusher(bus: couponsNode, service: "grants", connect: commands, logger: Self.quiet)
         let grants = try BusClient(bus: good, service: "grants", connect: try endpoints("REDEEM_GRANTS_BUS"))
         defer { forgers.forEach { $0.stop() }; insider.stop(); grants.stop() }
         func entitlements(_ appUserId: String) async throws -> Int {
@@ -161,5 +164,45 @@ final class BusSecurityStackTests: StackTestCase {
         }
         XCTAssertTrue(settled, "the good subscriber heard grants")
         XCTAssertEqual(heard.withLock { $0 }.keys.sorted(), ["good"])
+    }
+
+    /// A client holding the gateway's key: admitted, but its grant command is not taken and grants
+    /// logs it `forbidden`; coupons answers its outbox acknowledgement `forbidden`.
+    func testTheGatewaysKeyMayNotSendGrantCommands() async throws {
+        let gateway = try stack.busNode(as: "gateway"), couponsNode = try stack.busNode(as: "coupons")
+        defer { [gateway, couponsNode].forEach { $0.stop() } }
+        let duration = CouponDuration(unit: "year", count: 1000)
+        func command(for appUserId: String) -> GrantCommand {
+            GrantCommand(redemptionId: UUID(), accountId: UUID(), appUserId: appUserId, entitlementId: "pro", duration: duration, sandbox: false,
+                         coupon: PublicCoupon(code: "FORGED", kind: .freePeriod, percentOff: nil, amountOff: nil, duration: duration,
+                                              periodCount: nil, entitlementId: "pro"),
+                         platform: .web, productId: nil, reservedAt: Date(), mode: .live)
+        }
+        let forged = "gw-" + UUID().uuidString.prefix(8), control = "cp-" + UUID().uuidString.prefix(8)
+        let commands = try endpoints("REDEEM_GRANTS_COMMANDS")
+        let fromGateway = try Pusher(bus: gateway, service: "grants", connect: commands, logger: Self.quiet)
+        let fromCoupons = try Pusher(bus: couponsNode, service: "grants", connect: commands, logger: Self.quiet)
+        let grants = try BusClient(bus: gateway, service: "grants", connect: try endpoints("REDEEM_GRANTS_BUS"))
+        let coupons = try BusClient(bus: gateway, service: "coupons", connect: try endpoints("REDEEM_COUPONS_BUS"))
+        defer { fromGateway.stop(); fromCoupons.stop(); grants.stop(); coupons.stop() }
+        for _ in 0..<15 {
+            fromGateway.push(command(for: forged))
+            fromCoupons.push(command(for: control))
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let controlled = try await stack.eventually(15) { try await grants.request(Grants.Entitlements(appUserId: control), timeout: .seconds(5)).data.count > 0 }
+        XCTAssertTrue(controlled, "coupons' command is taken")
+        let forgedEntitlements = try await grants.request(Grants.Entitlements(appUserId: forged), timeout: .seconds(5)).data.count
+        XCTAssertEqual(forgedEntitlements, 0, "the gateway's command was taken")
+        let logged = try await stack.eventually(5) { self.stack.logs().split(separator: "\n").contains {
+            $0.contains("forbidden bus message") && $0.contains("\"bus.sender\":\"gateway\"") && $0.contains("\"service\":\"grants\"")
+        } }
+        XCTAssertTrue(logged, "grants logged the forbidden command")
+        do {
+            _ = try await coupons.request(OutboxAck(redemptionIds: [UUID()], type: GrantCommand.type), timeout: .seconds(5))
+            XCTFail("coupons took an outbox ack from the gateway's key")
+        } catch let e as ServiceError {
+            XCTAssertEqual(e.code, .forbidden)
+        }
     }
 }

@@ -1,4 +1,5 @@
 import Core
+import Cryptography
 import Foundation
 import TestSupport
 import XCTest
@@ -71,6 +72,34 @@ final class DashboardTests: StackTestCase {
                      "members", "audit", "test-mode"] {
             XCTAssertTrue(FileManager.default.fileExists(atPath: output.appendingPathComponent("dashboard-\(page).png").path), page)
         }
+    }
+
+    /// A member with TOTP signs in on the dashboard: the page asks for the code when the server
+    /// answers `totpRequired`, and signs in with it (Tests/Browser/dashboard_totp.py).
+    func testAMemberWithTOTPSignsInWithTheirCode() async throws {
+        let client = Self.stack.client
+        let email = "totp-\(UUID().uuidString.prefix(8).lowercased())@example.com", password = "a long dashboard passphrase"
+        let invited = try await client.json("POST", "/v1/members", ["email": email, "role": "readonly"], token: Self.stack.adminKey)
+        let token = try XCTUnwrap(try invited.json()["token"] as? String)
+        let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
+        XCTAssertEqual(joined.status, 201, joined.text)
+        let session = try XCTUnwrap((try joined.json()["session"] as? [String: Any])?["accessToken"] as? String)
+        let started = try await client.json("POST", "/v1/me/totp", [:], token: session)
+        XCTAssertEqual(started.status, 200, started.text)
+        let secret = try XCTUnwrap(try started.json()["secret"] as? String)
+        let step = TOTP.step(at: Date())
+        let code = TOTP(secret: try XCTUnwrap(Base32.decode(secret))).code(step: step)
+        let confirmed = try await client.json("POST", "/v1/me/totp/confirm", ["code": code], token: session)
+        XCTAssertEqual(confirmed.status, 200, confirmed.text)
+
+        let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/dashboard_totp.py").path,
+                                                          Self.stack.gateway.absoluteString, email, password, secret, String(step), output.path])
+        let r = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8)) as? [String: Any], out)
+        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
+        XCTAssertEqual(r["codeFieldAtFirst"] as? Bool, false, "the code field shows only when the server asks for it")
+        XCTAssertEqual(r["codeFocused"] as? Bool, true)
+        XCTAssertEqual(r["who"] as? String, email)
+        XCTAssertEqual(r["exceptions"] as? [String], [])
     }
 
     func testThePageAndItsAssetsCarryTheStrictPolicy() async throws {

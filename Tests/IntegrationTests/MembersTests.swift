@@ -1,4 +1,6 @@
 import Core
+import Cryptography
+import Database
 import Foundation
 import TestSupport
 import XCTest
@@ -232,5 +234,177 @@ final class MembersTests: StackTestCase {
         XCTAssertEqual(member.account.id, accountId, "the same account, now a member")
         let session = member.session.accessToken
         expect(200, try await call("GET", "/v1/coupons", token: session))
+    }
+
+    func sql(_ text: String, _ params: [any PGBindable] = []) async throws -> PGResult {
+        let database = try Self.stack.adminDatabaseURL()
+        nonisolated(unsafe) let p = params
+        return try await offThePool { try PGConnection(url: database).query(text, p) }
+    }
+
+    /// Pending invitations are listed (without tokens), live 72 hours, and can be revoked: a
+    /// revoked or expired one makes no member, and is no longer listed. Revoking is audited.
+    func testInvitationsAreListedRevokedAndExpireAfter72Hours() async throws {
+        let (kept, revoked, expired) = (Self.email(), Self.email(), Self.email())
+        var ids: [String: String] = [:], tokens: [String: String] = [:]
+        for email in [kept, revoked, expired] {
+            let r = try await call("POST", "/v1/members", ["email": email, "role": "support"], token: admin)
+            expect(201, r)
+            let o = try r.json()
+            ids[email] = try XCTUnwrap(o["id"] as? String)
+            tokens[email] = try XCTUnwrap(o["token"] as? String)
+            let made = try XCTUnwrap(Timestamp.parse(o["createdAt"] as? String ?? "")), ends = try XCTUnwrap(Timestamp.parse(o["expiresAt"] as? String ?? ""))
+            XCTAssertEqual(ends.timeIntervalSince(made), 72 * 3600, accuracy: 1, "an invitation lives 72 hours")
+        }
+        func listed() async throws -> [[String: Any]] {
+            let r = try await call("GET", "/v1/members/invites?limit=100", token: admin)
+            expect(200, r)
+            return try XCTUnwrap(try r.json()["data"] as? [[String: Any]])
+        }
+        let before = try await listed()
+        for email in [kept, revoked, expired] {
+            let row = try XCTUnwrap(before.first { $0["email"] as? String == email }, "\(email) is listed")
+            XCTAssertEqual(row["role"] as? String, "support")
+            XCTAssertNil(row["token"], "a listing never shows a token")
+        }
+        expect(403, try await call("GET", "/v1/members/invites", token: try await member("support").token))
+
+        expect(204, try await call("DELETE", "/v1/members/invites/\(ids[revoked]!)", token: admin))
+        expect(404, try await call("DELETE", "/v1/members/invites/\(ids[revoked]!)", token: admin))
+        _ = try await sql("UPDATE accounts.member_invites SET expires_at = now() - interval '1 second' WHERE id = $1", [UUID(uuidString: ids[expired]!)!])
+        let after = try await listed().compactMap { $0["email"] as? String }
+        XCTAssertTrue(after.contains(kept))
+        XCTAssertFalse(after.contains(revoked) || after.contains(expired), "\(after)")
+        for email in [revoked, expired] {
+            let r = try await call("POST", "/v1/members/accept", ["token": tokens[email]!, "password": Self.password], token: nil)
+            expect(401, r)
+            XCTAssertEqual(r.errorCode, "invalidToken")
+        }
+        expect(201, try await call("POST", "/v1/members/accept", ["token": tokens[kept]!, "password": Self.password], token: nil))
+        let audit = try await call("GET", "/v1/audit?objectType=member&objectId=\(ids[revoked]!.uppercased())", token: admin)
+        XCTAssertEqual((try audit.json()["data"] as? [[String: Any]])?.compactMap { $0["action"] as? String }, ["member.inviteRevoke", "member.invite"])
+    }
+
+    /// A demotion and a removal are in the audit log with the role before and after, and so is
+    /// a member who leaves by deleting their account (which also ends the membership).
+    func testDemotionsAndRemovalsAreAuditedEvenByDeletingTheAccount() async throws {
+        let m = try await member("admin")
+        expect(200, try await call("PATCH", "/v1/members/\(m.id)", ["role": "readonly"], token: admin))
+        let leaving = try await member("support")
+        expect(204, try await call("DELETE", "/v1/me", token: leaving.token))
+        let members = try await call("GET", "/v1/members?limit=100", token: admin)
+        XCTAssertFalse((try members.json()["data"] as? [[String: Any]] ?? []).contains { $0["id"] as? String == leaving.id },
+                       "a deleted account is no member")
+        let demoted = try await call("GET", "/v1/audit?objectType=member&objectId=\(m.id)", token: admin)
+        let update = try XCTUnwrap((try demoted.json()["data"] as? [[String: Any]])?.first)
+        XCTAssertEqual(update["action"] as? String, "member.update")
+        XCTAssertEqual((update["before"] as? [String: Any])?["role"] as? String, "admin")
+        XCTAssertEqual((update["after"] as? [String: Any])?["role"] as? String, "readonly")
+        let left = try await call("GET", "/v1/audit?objectType=member&objectId=\(leaving.id)", token: admin)
+        let rows = try XCTUnwrap(try left.json()["data"] as? [[String: Any]])
+        XCTAssertEqual(rows.compactMap { $0["action"] as? String }, ["member.remove", "member.join"])
+        XCTAssertEqual(((rows.first?["actor"] as? [String: Any])?["id"] as? String)?.lowercased(), leaving.id.lowercased())
+    }
+
+    /// The code an authenticator app shows at `step` for a base32 secret.
+    func totp(_ secret: String, step: Int64) throws -> String {
+        TOTP(secret: try XCTUnwrap(Base32.decode(secret))).code(step: step)
+    }
+
+    func signIn(_ email: String, code: String?) async throws -> HTTPClient.Response {
+        var body: [String: Any] = ["email": email, "password": Self.password]
+        if let code { body["totpCode"] = code }
+        return try await call("POST", "/v1/sessions", body, token: nil)
+    }
+
+    /// Turns TOTP on for a member: the secret (base32), the recovery codes, and the step of the
+    /// code that turned it on (taken, so the next code is for a later step).
+    func turnOnTOTP(_ token: String, email: String) async throws -> (secret: String, recovery: [String], step: Int64) {
+        let started = try await call("POST", "/v1/me/totp", token: token)
+        expect(200, started)
+        let secret = try XCTUnwrap(try started.json()["secret"] as? String)
+        let uri = try XCTUnwrap(try started.json()["uri"] as? String)
+        XCTAssertTrue(uri.hasPrefix("otpauth://totp/Redeem:") && uri.contains("secret=\(secret)") && uri.contains("digits=6&period=30"), uri)
+        let step = TOTP.step(at: Date())
+        let wrong = try await call("POST", "/v1/me/totp/confirm", ["code": try totp(secret, step: step + 20)], token: token)
+        expect(401, wrong)
+        let confirmed = try await call("POST", "/v1/me/totp/confirm", ["code": try totp(secret, step: step)], token: token)
+        expect(200, confirmed)
+        let recovery = try XCTUnwrap(try confirmed.json()["recoveryCodes"] as? [String])
+        XCTAssertEqual(recovery.count, 10)
+        XCTAssertEqual(Set(recovery).count, 10)
+        return (secret, recovery, step)
+    }
+
+    /// TOTP: turned on with a first code, it ends the member's sessions; sign-in then needs a
+    /// code (401 totpRequired without one), each code works once, and so does each recovery code.
+    /// The secret is stored sealed, recovery codes as hashes.
+    func testAMemberWithTOTPSignsInWithACodeOrARecoveryCode() async throws {
+        let m = try await member("admin")
+        let (secret, recovery, step) = try await turnOnTOTP(m.token, email: m.email)
+        try await waitUntilRefused(m.token)
+
+        let missing = try await signIn(m.email, code: nil)
+        expect(401, missing)
+        XCTAssertEqual(missing.errorCode, "totpRequired")
+        let wrong = try await signIn(m.email, code: try totp(secret, step: step + 20))
+        expect(401, wrong)
+        XCTAssertEqual(wrong.errorCode, "invalidCredentials")
+        let reused = try await signIn(m.email, code: try totp(secret, step: step))
+        expect(401, reused)
+        XCTAssertEqual(reused.errorCode, "invalidCredentials", "a code works once")
+        // With the next code, the session carries the role.
+        let withCode = try session(try await signIn(m.email, code: try totp(secret, step: step + 1)))
+        expect(200, try await call("GET", "/v1/coupons", token: withCode))
+        expect(409, try await call("POST", "/v1/me/totp", token: withCode))
+        let recovered = try await signIn(m.email, code: recovery[0].uppercased())
+        expect(200, recovered)
+        expect(200, try await call("GET", "/v1/coupons", token: try session(recovered)))
+        let again = try await signIn(m.email, code: recovery[0])
+        expect(401, again)
+
+        let stored = try await sql("SELECT secret FROM accounts.member_totp WHERE account_id = $1", [UUID(uuidString: m.id)!])
+        let sealed = try XCTUnwrap(stored.first?.decode("secret", as: PGBytes.self)).data
+        XCTAssertFalse(sealed.range(of: Data(try XCTUnwrap(Base32.decode(secret)))) != nil, "the secret is sealed")
+        let hashes = try await sql("SELECT count(*) AS n FROM accounts.member_recovery_codes WHERE account_id = $1 AND code_hash = $2",
+                                   [UUID(uuidString: m.id)!, PGBytes(Data(Crypto.sha256(Array(recovery[1].replacingOccurrences(of: "-", with: "").utf8))))])
+        XCTAssertEqual(try hashes.first?.decode("n", as: Int.self), 1, "recovery codes are kept as their SHA-256")
+        let audit = try await call("GET", "/v1/audit?objectType=member&objectId=\(m.id)", token: admin)
+        XCTAssertTrue((try audit.json()["data"] as? [[String: Any]] ?? []).contains { $0["action"] as? String == "member.totpEnable" })
+        let listed = try await call("GET", "/v1/members?limit=100", token: admin)
+        let row = (try listed.json()["data"] as? [[String: Any]] ?? []).first { $0["id"] as? String == m.id }
+        XCTAssertEqual(row?["totpEnabled"] as? Bool, true, "an admin sees who has TOTP on")
+    }
+
+    /// An admin requires TOTP of every member: sessions opened without it end, a member without
+    /// it signs in with no role until they turn it on, and can't turn it off while required.
+    func testAnAdminCanRequireTOTPOfEveryMember() async throws {
+        let m = try await member("support")
+        let required = try await call("PATCH", "/v1/members/settings", ["requireTotp": true], token: admin)
+        expect(200, required)
+        do {
+            XCTAssertEqual(try required.json()["requireTotp"] as? Bool, true)
+            try await waitUntilRefused(m.token)
+            let roleless = try await signIn(m.email)
+            expect(403, try await call("GET", "/v1/coupons", token: roleless))
+            let (secret, recovery, step) = try await turnOnTOTP(roleless, email: m.email)
+            let signedIn = try session(try await signIn(m.email, code: try totp(secret, step: step + 1)))
+            expect(200, try await call("GET", "/v1/coupons", token: signedIn))
+            let off = try await call("POST", "/v1/me/totp/disable", ["code": recovery[0]], token: signedIn)
+            expect(409, off)
+            let audit = try await call("GET", "/v1/audit?objectType=memberSettings", token: admin)
+            XCTAssertEqual((try audit.json()["data"] as? [[String: Any]])?.first?["action"] as? String, "memberSettings.update")
+        } catch {
+            _ = try? await call("PATCH", "/v1/members/settings", ["requireTotp": false], token: admin)
+            throw error
+        }
+        expect(200, try await call("PATCH", "/v1/members/settings", ["requireTotp": false], token: admin))
+        let settings = try await call("GET", "/v1/members/settings", token: admin)
+        XCTAssertEqual(try settings.json()["requireTotp"] as? Bool, false)
+    }
+
+    func session(_ r: HTTPClient.Response, file: StaticString = #filePath, line: UInt = #line) throws -> String {
+        XCTAssertEqual(r.status, 200, r.text, file: file, line: line)
+        return try XCTUnwrap((try r.json()["session"] as? [String: Any])?["accessToken"] as? String)
     }
 }

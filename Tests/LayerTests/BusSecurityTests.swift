@@ -226,4 +226,66 @@ import Testing
         let bus = node(.curve(Self.client, BusKeyring([.init(name: "gateway", key: Self.client.publicKey)])))
         #expect(throws: ConfigError.self) { try BusClient(bus: bus, service: "coupons", connect: ["tcp://127.0.0.1:1"]) }
     }
+
+    /// Which key may send what: the outbox's commands only from coupons, the replies to them only
+    /// from grants, API key messages only from the gateway, `ping` from anyone.
+    @Test(arguments: [
+        ("coupons", GrantCommand.type, true), ("gateway", GrantCommand.type, false), ("grants", GrantCommand.type, false),
+        ("gateway", RedemptionCompletedNotice.type, false), ("gateway", StoreProvisionCommand.type, false), ("gateway", StoreSwitchCommand.type, false),
+        ("coupons", StoreSwitchCommand.type, true), ("grants", OutboxAck.type, true), ("gateway", OutboxAck.type, false),
+        ("gateway", Coupons.CompleteMany.type, false), ("grants", Coupons.CompleteMany.type, true), ("grants", Coupons.Release.type, true),
+        ("gateway", APIKeys.Create.type, true), ("coupons", APIKeys.Create.type, false), ("grants", APIKeys.Create.type, false),
+        ("accounts", APIKeys.Create.type, false), ("grants", APIKeys.Authenticate.type, false),
+        ("gateway", Coupons.Redeem.type, true), ("coupons", Coupons.Redeem.type, false), ("accounts", Grants.MoveHolder.type, true),
+        ("gateway", Grants.MoveHolder.type, false), ("gateway", Grants.StoreView.type, true), ("accounts", Grants.StoreView.type, true),
+        ("ops-tool", Ping.type, true), ("ops-tool", Coupons.Redeem.type, false), ("grants", Ping.type, true),
+    ])
+    func eachKeySendsOnlyItsMessages(sender: String, type: String, allowed: Bool) {
+        #expect(BusPermissions.allows(sender, toSend: type) == allowed)
+    }
+
+    /// A client holding the gateway's key, over real CURVE sockets: its grant command is not run,
+    /// its request for a command is answered `forbidden`, and both are logged; coupons' key pushes
+    /// the same command and it runs. Coupons' key may not ask for an API key; the gateway's may.
+    @Test func theGatewaysKeyMayNotSendGrantCommands() async throws {
+        let couponsKey = try CurveKeyPair.generate()
+        let keyring = BusKeyring(Self.keyring.entries + [.init(name: "coupons", key: couponsKey.publicKey)])
+        let granted = Mutex<Set<String>>([])
+        var router = BusRouter(logger: logger)
+        router.on(GrantCommand.self) { c, _ in granted.withLock { _ = $0.insert(c.appUserId) }; return Empty() }
+        router.on(APIKeys.Create.self) { req, _ in throw ServiceError(.invalid, "answered \(req.name)") }
+        let bus = node(.curve(Self.server, keyring))
+        let puller = try Puller(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router)
+        let server = try BusServer(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
+        defer { puller.stop(); server.stop(); bus.stop() }
+        let (gateway, coupons) = (node(.curve(Self.client, keyring)), node(.curve(couponsKey, keyring)))
+        let pushers = try [gateway, coupons].map { try Pusher(bus: $0, service: "test", connect: [puller.endpoint], logger: logger) }
+        defer { pushers.forEach { $0.stop() } }
+        for _ in 0..<40 where granted.withLock({ !$0.contains("from-coupons") }) {
+            pushers[0].push(Self.command(for: "from-gateway"))
+            pushers[1].push(Self.command(for: "from-coupons"))
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(granted.withLock { $0 } == ["from-coupons"])
+        #expect(sink.lines.contains { $0.contains("forbidden bus message") && $0.contains("\"bus.sender\":\"gateway\"") && $0.contains(GrantCommand.type) })
+
+        func ask<R: BusRequest>(_ node: BusNode, _ request: R) async throws -> ServiceError? {
+            let client = try BusClient(bus: node, service: "test", connect: [server.endpoint])
+            defer { client.stop() }
+            do { _ = try await client.request(request, timeout: .seconds(5)); return nil } catch let e as ServiceError { return e }
+        }
+        #expect(try await ask(gateway, Self.command(for: "asked")) == ServiceError(.forbidden, "gateway may not send \(GrantCommand.type)"))
+        #expect(try await ask(coupons, APIKeys.Create(name: "mine", role: .admin, mode: .live, callerMode: .live))?.code == .forbidden)
+        #expect(try await ask(gateway, APIKeys.Create(name: "mine", role: .admin, mode: .live, callerMode: .live))?.message == "answered mine")
+        #expect(granted.withLock { $0 } == ["from-coupons"])
+    }
+
+    static func command(for appUserId: String) -> GrantCommand {
+        let duration = CouponDuration(unit: "year", count: 1000)
+        return GrantCommand(redemptionId: UUID(), accountId: UUID(), appUserId: appUserId, entitlementId: "pro", duration: duration, sandbox: false,
+                            coupon: PublicCoupon(code: "FORGED", kind: .freePeriod, percentOff: nil, amountOff: nil, duration: duration,
+                                                 periodCount: nil, entitlementId: "pro"),
+                            platform: .web, productId: nil, reservedAt: Date(), mode: .live)
+    }
 }

@@ -50,6 +50,32 @@ import TestSupport
         }
     }
 
+    /// The code's binding: a browser's verifier comes from its cookie's secret; an app's
+    /// challenge rides in the cookie, bound into the state, and only its verifier matches.
+    @Test func theSignInCodeIsBoundToTheBrowserOrTheAppsVerifier() throws {
+        let now = Date()
+        let browser = AppleSignInBinding(returnURL: "/redeem?apple=1", now: now)
+        #expect(AppleSignInBinding.verifies(browser.verifier, challenge: browser.exchangeChallenge))
+        let read = try #require(AppleSignInBinding(cookie: browser.cookie, now: now.addingTimeInterval(700), grace: 120))
+        #expect(read.verifier == browser.verifier, "the exchange, after the callback, still reads the cookie")
+        #expect(AppleSignInBinding(cookie: browser.cookie, now: now.addingTimeInterval(700)) == nil)
+        let another = AppleSignInBinding(returnURL: "/redeem?apple=1", now: now)
+        #expect(!AppleSignInBinding.verifies(another.verifier, challenge: browser.exchangeChallenge))
+
+        let verifier = Crypto.randomToken(bytes: 32)
+        let challenge = Base64URL.encode(Crypto.sha256(Array(verifier.utf8)))
+        let app = AppleSignInBinding(returnURL: "myapp://signed-in", challenge: challenge, now: now)
+        let back = try #require(AppleSignInBinding(cookie: app.cookie, now: now))
+        #expect(back == app && back.challenge == challenge)
+        #expect(AppleSignInBinding.verifies(verifier, challenge: app.exchangeChallenge))
+        #expect(!AppleSignInBinding.verifies(app.verifier, challenge: app.exchangeChallenge), "the cookie alone doesn't exchange an app's code")
+        // A challenge swapped in the cookie changes the state Apple echoes.
+        let swapped = String(app.cookie.dropLast(43)) + Base64URL.encode(Crypto.sha256(Array("mine".utf8)))
+        #expect(try #require(AppleSignInBinding(cookie: swapped, now: now)).matches(state: app.state) == false)
+        #expect(AppleSignInBinding.isChallenge(challenge) && !AppleSignInBinding.isChallenge("short"))
+        #expect(AppleSignInBinding.isVerifier(verifier) && !AppleSignInBinding.isVerifier("short") && !AppleSignInBinding.isVerifier(verifier + " "))
+    }
+
     @Test func theClientSecretIsAnES256JWTOfTheTeamForTheServicesID() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

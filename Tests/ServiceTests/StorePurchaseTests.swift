@@ -70,6 +70,27 @@ import Testing
         #expect(try await notices(world).count == 1)
     }
 
+    /// Someone who learns another buyer's transaction can't post it to their own reservation: its
+    /// `appAccountToken` names the buyer. Nothing is written, and the buyer's own post completes theirs.
+    @Test func aPostedTransactionForAnotherAccountIsRefusedAndTheBuyerKeepsIt() async throws {
+        let (world, offer) = try await Self.sale()
+        defer { world.close() }
+        let (buyer, thief) = (UUID.random(), UUID.random())
+        let bought = try #require(try await world.redeem("SALE", account: buyer).redemption)
+        let stolen = try #require(try await world.redeem("SALE", account: thief).redemption)
+        let t = StoreWorld.transaction(offer, chain: "buyer-1", token: StoreIds.appAccountToken(account: buyer))
+        for post in [Coupons.StorePurchase(transaction: t, redemptionId: stolen.redemptionId, accountId: thief, appUserId: stolen.appUserId),
+                     Coupons.StorePurchase(transaction: t, accountId: thief, appUserId: stolen.appUserId)] {
+            let refused = await #expect(throws: ServiceError.self) { try await world.purchase(post) }
+            #expect(refused?.code == .invalid && refused?.field == "signedTransaction")
+        }
+        #expect(try await world.count("SELECT count(*) FROM coupons.store_purchases") == 0)
+        #expect(try await world.count("SELECT count(*) FROM coupons.redemptions WHERE status = 'reserved'") == 2)
+        let mine = try await world.purchase(.init(transaction: t, redemptionId: bought.redemptionId, accountId: buyer, appUserId: bought.appUserId))
+        #expect(mine.created && mine.redemption.redemptionId == bought.redemptionId && mine.redemption.status == .completed)
+        #expect(try await notices(world).count == 1)
+    }
+
     /// A code typed straight into the App Store: a completed redemption without an account, counted
     /// toward the cap. The app's later post of the chain attaches its account: still one
     /// redemption, one webhook, and the account's reservation gives its use to the purchase.

@@ -15,7 +15,7 @@ extension AccountsService {
     func addAppleWebRoutes(to r: inout BusRouter) {
         r.on(Accounts.AppleWebStart.self) { [self] req, _ in try appleWebStart(req) }
         r.on(Accounts.AppleWebCallback.self) { [self] req, _ in try await appleWebCallback(req) }
-        r.on(Accounts.ExchangeSignInCode.self) { [self] req, _ in try await exchangeSignInCode(req.code) }
+        r.on(Accounts.ExchangeSignInCode.self) { [self] req, _ in try await exchangeSignInCode(req) }
         r.on(Accounts.LinkApple.self) { [self] req, _ in try await linkApple(req) }
     }
 
@@ -27,7 +27,16 @@ extension AccountsService {
     func appleWebStart(_ req: Accounts.AppleWebStart) throws -> Accounts.AppleWebStart.Response {
         let flow = try webFlow()
         let back = try flow.settings.returns.check(req.returnURL)
-        let binding = AppleSignInBinding(returnURL: back, now: Date())
+        if let method = req.codeChallengeMethod, method != "S256" {
+            throw ServiceError(.invalid, "code_challenge_method must be S256", field: "code_challenge_method")
+        }
+        if req.codeChallengeMethod != nil, req.codeChallenge == nil {
+            throw ServiceError(.invalid, "code_challenge_method comes with a code_challenge", field: "code_challenge")
+        }
+        if let challenge = req.codeChallenge, !AppleSignInBinding.isChallenge(challenge) {
+            throw ServiceError(.invalid, "code_challenge must be the base64url SHA-256 of a verifier (43 characters)", field: "code_challenge")
+        }
+        let binding = AppleSignInBinding(returnURL: back, challenge: req.codeChallenge, now: Date())
         return .init(authorizeURL: flow.settings.authorize(binding), cookie: binding.cookie, cookieMaxAge: AppleSignInBinding.lifetime)
     }
 
@@ -66,11 +75,12 @@ extension AccountsService {
                 try tx.query("UPDATE accounts.apple_identities SET client_id = $2, refresh_token = $3, refresh_key_id = $4 WHERE subject = $1",
                              [claims.sub, servicesId, PGBytes(Data(sealed.sealed)), sealed.keyId])
             }
-            try tx.query("INSERT INTO accounts.sign_in_codes (code_hash, account_id, expires_at) VALUES ($1, $2, now() + make_interval(secs => $3))",
-                         [Self.signInCodeHash(signInCode), account, Self.signInCodeLifetime])
+            try tx.query("""
+                INSERT INTO accounts.sign_in_codes (code_hash, account_id, expires_at, challenge) VALUES ($1, $2, now() + make_interval(secs => $3), $4)
+                """, [Self.signInCodeHash(signInCode), account, Self.signInCodeLifetime, PGBytes(Data(binding.exchangeChallenge))])
         }
         runtime.logger.info("signed in with Apple on the web", ["account.id": account.lowercasedString, "account.created": created])
-        return .init(location: ReturnURLRule.appending(back, "code", signInCode))
+        return .init(location: ReturnURLRule.appending(back, "code", signInCode), keepCookieFor: Int(Self.signInCodeLifetime))
     }
 
     /// Seals again under the current secret key the Apple tokens sealed under another one (a
@@ -104,11 +114,26 @@ extension AccountsService {
 
     static func signInCodeHash(_ code: String) -> PGBytes { PGBytes(Data(Crypto.sha256(Array(code.utf8)))) }
 
-    /// A sign-in code for a session, once: the conditional update lets one of two exchanges at
-    /// once win; the other, and any later one, is refused `signInCodeUsed`.
-    func exchangeSignInCode(_ code: String) async throws -> AuthResult {
-        let hash = Self.signInCodeHash(code)
+    /// A sign-in code for a session, once, and only for whoever started its flow: the verifier
+    /// (the app's, or the one the browser's cookie derives) must be the one the code was stored
+    /// with, else 400 `stateMismatch`, and the code stays unused (someone holding a code alone
+    /// can't spend it). The conditional update lets one of two exchanges at once win; the
+    /// other, and any later one, is refused `signInCodeUsed`.
+    func exchangeSignInCode(_ req: Accounts.ExchangeSignInCode) async throws -> AuthResult {
+        let hash = Self.signInCodeHash(req.code)
+        if let verifier = req.codeVerifier, !AppleSignInBinding.isVerifier(verifier) {
+            throw ServiceError(.invalid, "codeVerifier must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~", field: "codeVerifier")
+        }
+        let verifier = req.codeVerifier
+            ?? req.cookie.flatMap { AppleSignInBinding(cookie: $0, now: Date(), grace: Int(Self.signInCodeLifetime)) }?.verifier
         return try await pool.transaction { [sessions] tx in
+            if let row = try tx.query("SELECT challenge FROM accounts.sign_in_codes WHERE code_hash = $1", [hash]).first {
+                let challenge = try row.decodeIfPresent("challenge", as: PGBytes.self).map { Array($0.data) }
+                guard let challenge, let verifier, AppleSignInBinding.verifies(verifier, challenge: challenge) else {
+                    throw ServiceError(.stateMismatch, "this sign-in code belongs to a sign-in started elsewhere: exchange it where it began "
+                                       + "(the browser's cookie, or the app's codeVerifier)", field: "code")
+                }
+            }
             if let row = try tx.query("""
                 UPDATE accounts.sign_in_codes SET used_at = now()
                 WHERE code_hash = $1 AND used_at IS NULL AND expires_at > now() RETURNING account_id

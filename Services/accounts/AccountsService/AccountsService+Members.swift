@@ -19,6 +19,14 @@ extension AccountsService {
         }
         r.on(Members.Accept.self) { [self] req, context in try await accept(req, context) }
         r.on(Members.List.self) { [self] req, _ in try await pool.withConnection { try MemberStore.list($0, req) } }
+        r.on(Members.ListInvites.self) { [self] req, _ in try await pool.withConnection { try MemberStore.listInvites($0, req) } }
+        r.on(Members.RevokeInvite.self) { [self] req, context in
+            try await pool.transaction { tx in
+                let before = try MemberStore.revokeInvite(tx, id: req.id)
+                try Self.audit(tx, req.actor, .memberInviteRevoke, req.id.uppercasedString, before: before, after: nil, context, req.mode)
+                return Empty()
+            }
+        }
         r.on(Members.Update.self) { [self] req, context in
             let (view, revoked) = try await pool.transaction { [sessions] tx in
                 guard let before = try MemberStore.get(tx, id: req.id, lock: true) else { throw MemberStore.notFound }
@@ -31,6 +39,7 @@ extension AccountsService {
             for event in revoked { events.publish(event) }
             return view
         }
+        addTOTPRoutes(to: &r)
         r.on(Members.Remove.self) { [self] req, context in
             let revoked = try await pool.transaction { [sessions] tx in
                 guard let before = try MemberStore.get(tx, id: req.id, lock: true) else { throw MemberStore.notFound }
@@ -50,7 +59,7 @@ extension AccountsService {
         // The invitation is read first without spending it: a wrong password must not use it up.
         let hash = PGBytes(Data(Crypto.sha256(Array(req.token.utf8))))
         guard let pending = try await pool.query("""
-            SELECT email FROM accounts.member_invites WHERE token_hash = $1 AND accepted_at IS NULL AND expires_at > now()
+            SELECT email FROM accounts.member_invites WHERE token_hash = $1 AND \(MemberStore.pending)
             """, [hash]).first else { throw ServiceError(.invalidToken, "the invitation is not valid, was used, or has expired") }
         let email: String = try pending.decode("email")
         let existing = try await pool.withConnection { try AccountStore.find($0, email: email) }
@@ -75,4 +84,57 @@ extension AccountsService {
                               created: existing == nil)
         }
     }
+
+    /// TOTP for members, and the setting that requires it of all of them.
+    func addTOTPRoutes(to r: inout BusRouter) {
+        r.on(Members.StartTOTP.self) { [self] req, _ in
+            try await pool.transaction { [keyring] tx in
+                let account = try AccountStore.view(tx, account: req.accountId)
+                return try MemberTOTP.start(tx, account: req.accountId, email: account.email ?? req.accountId.uppercasedString, keyring: keyring)
+            }
+        }
+        r.on(Members.ConfirmTOTP.self) { [self] req, context in
+            let (codes, revoked) = try await pool.transaction { [sessions, keyring] tx in
+                let codes = try MemberTOTP.confirm(tx, account: req.accountId, code: req.code, keyring: keyring, now: Date())
+                try Self.audit(tx, AuditActor(type: .member, id: req.accountId), .memberTOTPEnable, req.accountId.uppercasedString,
+                               before: nil, after: nil, context, .live)
+                return (codes, try sessions.revokeAll(tx, account: req.accountId, reason: "secondFactorEnabled"))
+            }
+            for event in revoked { events.publish(event) }
+            return .init(recoveryCodes: codes)
+        }
+        r.on(Members.DisableTOTP.self) { [self] req, context in
+            try await pool.transaction { [keyring] tx in
+                try MemberTOTP.disable(tx, account: req.accountId, code: req.code, keyring: keyring, now: Date())
+                try Self.audit(tx, AuditActor(type: .member, id: req.accountId), .memberTOTPDisable, req.accountId.uppercasedString,
+                               before: nil, after: nil, context, .live)
+                return Empty()
+            }
+        }
+        r.on(Members.GetSettings.self) { [self] _, _ in
+            try await pool.withConnection { Members.Settings(requireTotp: try MemberTOTP.required($0)) }
+        }
+        r.on(Members.SetSettings.self) { [self] req, context in
+            let (after, revoked) = try await pool.transaction { [sessions] tx in
+                let before = Members.Settings(requireTotp: try MemberTOTP.required(tx))
+                try tx.query("UPDATE accounts.member_settings SET require_totp = $1, updated_at = now()", [req.requireTotp])
+                let after = Members.Settings(requireTotp: req.requireTotp)
+                try Self.audit(tx, req.actor, .memberSettingsUpdate, "members", before: before, after: after, context, req.mode)
+                // Sessions members opened without a second factor lose their role now, not at their next refresh.
+                var revoked: [SessionRevoked] = []
+                if req.requireTotp && !before.requireTotp {
+                    for row in try tx.query("""
+                        SELECT s.id FROM accounts.sessions s JOIN accounts.members m ON m.account_id = s.account_id
+                        WHERE s.revoked_at IS NULL AND NOT s.second_factor
+                        """).rows {
+                        if let event = try sessions.revoke(tx, session: try row.decode("id"), reason: "secondFactorRequired") { revoked.append(event) }
+                    }
+                }
+                return (after, revoked)
+            }
+            for event in revoked { events.publish(event) }
+            return after
+        }
+    }
 }
+

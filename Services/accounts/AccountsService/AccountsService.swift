@@ -82,10 +82,16 @@ public final class AccountsService: BackendService {
             }
             return Empty()
         }
-        r.on(Accounts.Delete.self) { [self] req, _ in
+        r.on(Accounts.Delete.self) { [self] req, context in
             // Apple's tokens go to the revocation outbox in the deletion's transaction: Apple
             // being down never fails a deletion, and the revocation outlives a restart.
             let (revoked, owed) = try await pool.transaction { [sessions] tx in
+                // A member who deletes their account leaves the members, in the audit log too.
+                if let member = try MemberStore.get(tx, id: req.accountId, lock: true) {
+                    try MemberStore.remove(tx, id: req.accountId)
+                    try Self.audit(tx, AuditActor(type: .member, id: req.accountId), .memberRemove, req.accountId.uppercasedString,
+                                   before: member, after: nil, context, .live)
+                }
                 let owed = try Self.queueAppleRevocations(tx, account: req.accountId)
                 return (try AccountStore.delete(tx, account: req.accountId, sessions: sessions), owed)
             }
@@ -147,8 +153,19 @@ public final class AccountsService: BackendService {
         guard ok, let account = found?.id, found?.passwordHash != nil else {
             throw ServiceError(.invalidCredentials, "the email or password is not right")
         }
-        return try await pool.transaction { [sessions] tx in
-            AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: false)
+        // A member with TOTP gives a code too; the session then carries the member's role.
+        let secondFactor = try await pool.withConnection { try MemberTOTP.isOn($0, account: account) }
+        let code = req.totpCode ?? ""
+        if secondFactor, code.isEmpty {
+            throw ServiceError(.totpRequired, "this account has two-step verification: send totpCode, from the authenticator app or a recovery code",
+                               field: "totpCode")
+        }
+        return try await pool.transaction { [sessions, keyring] tx in
+            if secondFactor, try !MemberTOTP.verify(tx, account: account, code: code, keyring: keyring, now: Date()) {
+                throw ServiceError(.invalidCredentials, "the code is not right, or was used already", field: "totpCode")
+            }
+            return AuthResult(account: try AccountStore.view(tx, account: account),
+                              session: try sessions.open(tx, account: account, secondFactor: secondFactor), created: false)
         }
     }
 

@@ -131,6 +131,11 @@ struct ReturnURLRule: Sendable, Equatable {
 /// and the `nonce` sent to Apple are derived. Only that browser can show both the state Apple
 /// echoes and the secret it comes from, and the id_token must carry the nonce of this secret,
 /// so neither a forged post nor a token from another sign-in passes.
+///
+/// The one-time code the callback hands back is bound to whoever started the flow too (no
+/// login CSRF): an app's `code_challenge` (S256, RFC 7636), whose verifier the app sends with
+/// the exchange, or else a verifier derived from the cookie's secret, which only the browser
+/// holding the cookie can present.
 struct AppleSignInBinding: Sendable, Equatable {
     /// Seconds a sign-in may take, the cookie's life.
     static let lifetime = 600
@@ -138,33 +143,67 @@ struct AppleSignInBinding: Sendable, Equatable {
     let secret: String
     let issuedAt: Int
     let returnURL: String
+    /// An app's S256 `code_challenge` (43 characters of base64url), or nil in a browser.
+    let challenge: String?
 
-    init(returnURL: String, now: Date) {
+    init(returnURL: String, challenge: String? = nil, now: Date) {
         secret = Crypto.randomToken(bytes: 32)
         issuedAt = Int(now.timeIntervalSince1970)
         self.returnURL = returnURL
+        self.challenge = challenge
     }
 
-    /// The cookie's value: `secret.issuedAt.base64url(return)`; nil when it is not one, or
-    /// older than `lifetime`.
-    init?(cookie: String, now: Date) {
+    /// The cookie's value: `secret.issuedAt.base64url(return)[.challenge]`; nil when it is not
+    /// one, or older than `lifetime` (plus `grace`: the exchange comes after the callback).
+    init?(cookie: String, now: Date, grace: Int = 0) {
         let parts = cookie.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].utf8.count == 43, let issued = Int(parts[1]),
+        guard parts.count == 3 || parts.count == 4, parts[0].utf8.count == 43, let issued = Int(parts[1]),
               let url = Base64URL.decode(String(parts[2])).map({ String(decoding: $0, as: UTF8.self) }) else { return nil }
         let age = Int(now.timeIntervalSince1970) - issued
-        guard age >= -60, age <= Self.lifetime else { return nil }
+        guard age >= -60, age <= Self.lifetime + grace else { return nil }
+        if parts.count == 4 {
+            guard Self.isChallenge(String(parts[3])) else { return nil }
+            challenge = String(parts[3])
+        } else {
+            challenge = nil
+        }
         secret = String(parts[0])
         issuedAt = issued
         returnURL = url
     }
 
-    var cookie: String { "\(secret).\(issuedAt).\(Base64URL.encode(Array(returnURL.utf8)))" }
+    var cookie: String { "\(secret).\(issuedAt).\(Base64URL.encode(Array(returnURL.utf8)))" + (challenge.map { ".\($0)" } ?? "") }
     var state: String { derive("state") }
     var nonce: String { derive("nonce") }
+    /// The browser's verifier: what its exchange presents, through the cookie.
+    var verifier: String { derive("verifier") }
+
+    /// What the sign-in code is stored with: SHA-256 of the verifier that may exchange it.
+    var exchangeChallenge: [UInt8] {
+        challenge.flatMap { Base64URL.decode($0) } ?? Crypto.sha256(Array(verifier.utf8))
+    }
 
     func matches(state: String) -> Bool { Crypto.constantTimeEqual(Array(state.utf8), Array(self.state.utf8)) }
 
+    /// Whether `verifier` is the one `challenge` (as stored) was made from.
+    static func verifies(_ verifier: String, challenge: [UInt8]) -> Bool {
+        Crypto.constantTimeEqual(Crypto.sha256(Array(verifier.utf8)), challenge)
+    }
+
+    /// An S256 challenge: base64url of 32 bytes, 43 characters.
+    static func isChallenge(_ text: String) -> Bool {
+        text.utf8.count == 43 && Base64URL.decode(text)?.count == 32
+    }
+
+    /// An app's verifier as RFC 7636 §4.1 has it: 43 to 128 unreserved characters.
+    static func isVerifier(_ text: String) -> Bool {
+        (43...128).contains(text.utf8.count) && text.unicodeScalars.allSatisfy {
+            ($0.isASCII && CharacterSet.alphanumerics.contains($0)) || "-._~".unicodeScalars.contains($0)
+        }
+    }
+
     private func derive(_ what: String) -> String {
-        Base64URL.encode(Crypto.sha256(Array("redeem apple \(what) v1|\(secret)|\(issuedAt)|\(returnURL)".utf8)))
+        let bound = "redeem apple \(what) v1|\(secret)|\(issuedAt)|\(returnURL)" + (challenge.map { "|\($0)" } ?? "")
+        return Base64URL.encode(Crypto.sha256(Array(bound.utf8)))
     }
 }

@@ -49,15 +49,28 @@ final class SessionIssuer: Sendable {
         })
     }
 
-    /// Starts a session for an account inside the caller's transaction.
-    func open(_ tx: PGConnection, account: UUID) throws -> SessionTokens {
+    /// A member's role as a session carries it: only a session opened with the second factor
+    /// (`secondFactor`, an SQL boolean) carries it when the member has TOTP turned on or every
+    /// member must (docs/security.md, "Members").
+    static func memberRole(account: String, secondFactor: String) -> String {
+        """
+        (SELECT m.role FROM accounts.members m WHERE m.account_id = \(account) AND (\(secondFactor)
+            OR NOT (EXISTS (SELECT 1 FROM accounts.member_totp t WHERE t.account_id = m.account_id AND t.enabled_at IS NOT NULL)
+                    OR (SELECT require_totp FROM accounts.member_settings))))
+        """
+    }
+
+    /// Starts a session for an account inside the caller's transaction; `secondFactor` when the
+    /// member gave a TOTP or recovery code.
+    func open(_ tx: PGConnection, account: UUID, secondFactor: Bool = false) throws -> SessionTokens {
         let session = UUID.random()
         let refresh = "rt_" + Crypto.randomToken(bytes: 32)
         let row = try tx.query("""
-            INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+            INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at, second_factor)
+            VALUES ($1, $2, $3, now() + make_interval(secs => $4), $5)
             RETURNING (SELECT app_user_id FROM accounts.accounts WHERE id = $2) AS app_user_id,
-                      (SELECT role FROM accounts.members WHERE account_id = $2) AS role
-            """, [session, account, Self.hash(refresh), config.refreshTokenTTL]).first!
+                      \(Self.memberRole(account: "$2", secondFactor: "$5::boolean")) AS role
+            """, [session, account, Self.hash(refresh), config.refreshTokenTTL, secondFactor]).first!
         return try tokens(account: account, appUserId: try row.decode("app_user_id"), session: session, refresh: refresh,
                           role: try row.decodeIfPresent("role", as: String.self).flatMap(Role.init(rawValue:)))
     }
@@ -93,7 +106,7 @@ final class SessionIssuer: Sendable {
             UPDATE accounts.sessions SET refresh_hash = $2, refreshed_at = now()
             WHERE refresh_hash = $1 AND revoked_at IS NULL AND expires_at > now()
             RETURNING id, account_id, (SELECT app_user_id FROM accounts.accounts a WHERE a.id = account_id) AS app_user_id,
-                      (SELECT role FROM accounts.members m WHERE m.account_id = sessions.account_id) AS role
+                      \(Self.memberRole(account: "sessions.account_id", secondFactor: "sessions.second_factor")) AS role
             """, [old, Self.hash(next)]).first
         if let rotated {
             let session = try rotated.decode("id", as: UUID.self)

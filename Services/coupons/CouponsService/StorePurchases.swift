@@ -79,12 +79,24 @@ enum StorePurchases {
             """, [couponId]).first else { throw ServiceError.internal }
         let account = try self.account(tx, req, coupon: couponId)
         try PlayPurchases.checkAccount(t, posted: req.accountId != nil ? account : nil)
+        try checkToken(t, posted: req.accountId != nil ? account : nil)
         if let chain = try tx.query("""
             SELECT redemption_id, over_cap FROM coupons.store_purchases WHERE store = $1 AND original_transaction_id = $2 FOR UPDATE
             """, [t.store.rawValue, t.originalTransactionId]).first {
             return try existing(tx, chain: chain, account: account, posted: req.accountId != nil)
         }
         return try recordChain(tx, t, coupon: coupon, productId: productId, account: account)
+    }
+
+    /// An App Store purchase the app posts must not name another account: its `appAccountToken`,
+    /// when it has one, is the posting account's (422 on `signedTransaction` otherwise). Without
+    /// this, someone holding another buyer's transaction id would complete their own reservation
+    /// with it, and the buyer's own post would then be refused as `transactionInUse`.
+    static func checkToken(_ t: VerifiedStoreTransaction, posted account: Account?) throws {
+        guard t.store == .appStore, let account, let token = t.appAccountToken else { return }
+        guard token == StoreIds.appAccountToken(account: account.id) else {
+            throw ServiceError(.invalid, "this purchase was not made for this account (its appAccountToken is another's)", field: "signedTransaction")
+        }
     }
 
     /// The redemption of a chain already recorded.

@@ -12,8 +12,12 @@ extension Gateway {
     }
     struct SignInBody: APIBody {
         static let schemaName: String? = "SignIn"
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "totpCode": [.note("a member with TOTP on: the authenticator app's code, or a recovery code (401 totpRequired without it)")],
+        ]
         var email: String
         var password: String
+        var totpCode: String?
     }
     struct AppleBody: APIBody {
         static let schemaName: String? = "AppleSignIn"
@@ -78,7 +82,7 @@ extension Gateway {
 
     static let accountRoutes: [APIRoute] = [
         .route(.post, "/v1/accounts", "Create an account", answers: [201: .json(AuthBody.self)], errors: [409, 422, 429], handle: Gateway.signUp),
-        .route(.post, "/v1/sessions", "Sign in with email and password", answers: [200: .json(AuthBody.self)], errors: [401, 422, 429],
+        .route(.post, "/v1/sessions", "Sign in with email and password (and a member's TOTP code)", answers: [200: .json(AuthBody.self)], errors: [401, 422, 429],
                handle: Gateway.signIn),
         .route(.post, "/v1/sessions/apple", "Sign in with Apple", answers: [200: .json(AuthBody.self), 201: .json(AuthBody.self)],
                errors: [401, 409, 422, 429], handle: Gateway.signInWithApple),
@@ -114,7 +118,7 @@ extension Gateway {
     func signIn(_ req: HTTPRequest, _ body: Incoming<SignInBody>) async throws -> HTTPResponse {
         let b = try body.read()
         try abuse.checkAuth(ip: req.clientAddress, email: b.email)
-        let result = try await accounts.request(Accounts.SignIn(email: b.email, password: b.password))
+        let result = try await accounts.request(Accounts.SignIn(email: b.email, password: b.password, totpCode: b.totpCode))
         return .json(200, AuthBody(account: result.account, session: result.session))
     }
 

@@ -9,7 +9,11 @@ import HTTP
 extension Gateway {
     struct SignInCodeBody: APIBody {
         static let schemaName: String? = "SignInCodeExchange"
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "codeVerifier": [.note("an app that started with code_challenge: its PKCE verifier (a browser sends the flow's cookie instead)")],
+        ]
         var code: String
+        var codeVerifier: String?
     }
     /// What Apple posts to the callback (`form_post`): `code`, `id_token` and `state`, and `user`
     /// (a JSON text: name and email) the first time; or `error` and `state`. The id_token is not
@@ -37,14 +41,17 @@ extension Gateway {
         // `return`: the gateway's own /redeem, or a URL of REDEEM_APPLE_RETURN_URLS (400
         // returnNotAllowed otherwise); 404 when the web flow is not configured.
         .route(.get, "/v1/sessions/apple/start", "Sign in with Apple on the web or Android: redirects (302) to Apple",
-               query: [QueryParameter(name: "return", schema: .string, description: "where to send the browser back: /redeem or an allow-listed URL (an app's deep link)")],
+               query: [QueryParameter(name: "return", schema: .string, description: "where to send the browser back: /redeem or an allow-listed URL (an app's deep link)"),
+                       QueryParameter(name: "code_challenge", schema: .string,
+                                      description: "an app's PKCE challenge: base64url SHA-256 of its verifier (RFC 7636 S256); the exchange then needs the verifier"),
+                       QueryParameter(name: "code_challenge_method", schema: .string, description: "S256 (the only method taken)")],
                answers: [302: .empty], errors: [400, 404, 429], handle: Gateway.appleStart),
         // Apple's form_post (application/x-www-form-urlencoded: code, id_token, state, user, or
         // error). Answers 303 to the return URL with ?code=<one-time sign-in code> (or ?error=).
         .route(.post, "/v1/sessions/apple/callback", "Where Apple posts the web flow's answer: redirects (303) back with a one-time code",
                form: AppleCallbackForm.self, answers: [303: .empty], errors: [400, 401, 404, 409, 422, 429, 503], handle: Gateway.appleCallback),
-        .route(.post, "/v1/sessions/exchange", "Exchange a one-time sign-in code for a session", answers: [200: .json(AuthBody.self)],
-               errors: [401, 422, 429], handle: Gateway.exchangeSignInCode),
+        .route(.post, "/v1/sessions/exchange", "Exchange a one-time sign-in code for a session (with the flow's cookie, or the app's codeVerifier)",
+               answers: [200: .json(AuthBody.self)], errors: [400, 401, 422, 429], handle: Gateway.exchangeSignInCode),
         .route(.post, "/v1/me/apple", "Link Sign in with Apple to the signed-in account", access: .user,
                answers: [200: .json(AccountView.self)], errors: [401, 404, 409, 422], handle: Gateway.linkApple),
     ]
@@ -52,7 +59,8 @@ extension Gateway {
     func appleStart(_ req: HTTPRequest) async throws -> HTTPResponse {
         try abuse.checkAuth(ip: req.clientAddress, email: nil)
         let back = req.query["return"] ?? ""
-        let answer = try await accounts.request(Accounts.AppleWebStart(returnURL: back))
+        let answer = try await accounts.request(Accounts.AppleWebStart(returnURL: back, codeChallenge: req.query["code_challenge"],
+                                                                       codeChallengeMethod: req.query["code_challenge_method"]))
         return HTTPResponse(status: 302, headers: [
             ("Location", answer.authorizeURL),
             ("Set-Cookie", "\(Self.appleCookieName)=\(answer.cookie); Path=/; Max-Age=\(answer.cookieMaxAge); HttpOnly; Secure; SameSite=None"),
@@ -69,17 +77,25 @@ extension Gateway {
         let answer = try await accounts.request(Accounts.AppleWebCallback(
             cookie: Self.cookie(Self.appleCookieName, in: req.header("cookie")), state: form["state"], code: form["code"], error: form["error"]),
             timeout: .seconds(15))
+        // With a code handed back, the cookie stays (for the code's life) to bind its exchange.
+        let cookie = Self.cookie(Self.appleCookieName, in: req.header("cookie"))
+        let kept = answer.keepCookieFor.flatMap { seconds in cookie.map { ($0, seconds) } }
         return HTTPResponse(status: 303, headers: [
             ("Location", answer.location),
-            ("Set-Cookie", "\(Self.appleCookieName)=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=None"),
+            ("Set-Cookie", kept.map { "\(Self.appleCookieName)=\($0.0); Path=/; Max-Age=\($0.1); HttpOnly; Secure; SameSite=None" } ?? Self.clearedAppleCookie),
         ])
     }
 
+    static let clearedAppleCookie = "\(appleCookieName)=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=None"
+
+    /// A browser's exchange carries the flow's cookie (the page's same-origin request sends it);
+    /// an app's carries its `codeVerifier`. The cookie is cleared once it has done its work.
     func exchangeSignInCode(_ req: HTTPRequest, _ body: Incoming<SignInCodeBody>) async throws -> HTTPResponse {
         try abuse.checkAuth(ip: req.clientAddress, email: nil)
         let b = try body.read()
-        let result = try await accounts.request(Accounts.ExchangeSignInCode(code: b.code))
-        return .json(200, AuthBody(account: result.account, session: result.session))
+        let result = try await accounts.request(Accounts.ExchangeSignInCode(code: b.code, cookie: Self.cookie(Self.appleCookieName, in: req.header("cookie")),
+                                                                            codeVerifier: b.codeVerifier))
+        return .json(200, AuthBody(account: result.account, session: result.session), headers: [("Set-Cookie", Self.clearedAppleCookie)])
     }
 
     func linkApple(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<AppleLinkBody>) async throws -> HTTPResponse {

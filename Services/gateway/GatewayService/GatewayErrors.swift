@@ -8,7 +8,7 @@ enum GatewayErrors {
     static func status(of code: ErrorCode) -> Int {
         switch code {
         case .notIdentified, .invalidToken, .invalidCredentials, .invalidIdentityToken, .invalidSignedData: 401
-        case .invalidSignInCode, .signInCodeUsed, .signInCodeExpired: 401
+        case .invalidSignInCode, .signInCodeUsed, .signInCodeExpired, .totpRequired: 401
         case .forbidden, .mailNotConfigured: 403
         case .notFound, .routeNotFound: 404
         case .emailInUse, .recordNameInUse, .codeInUse, .productInUse, .transactionInUse, .invalidState, .appleIdInUse: 409

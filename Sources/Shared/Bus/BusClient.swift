@@ -102,7 +102,7 @@ public final class BusClient: Sendable {
                 }
                 for frames in pending.takeUnsent() { outbox.enqueue(frames) }
             },
-            onMessage: { frames in
+            onMessage: { frames, _ in
                 // DEALER receives ["", correlation id, reply envelope, frames it carries…].
                 guard frames.count >= 3 else { return }
                 pending.take(String(decoding: frames[1], as: UTF8.self))?.continuation.resume(returning: frames[2...])

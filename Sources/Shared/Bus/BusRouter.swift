@@ -32,6 +32,8 @@ public struct BusRouter: Sendable {
     /// The bus decoder, carrying the routes so an envelope's body is decoded as its type.
     private var decoder = BusRouter.decoder(for: [:])
     private let logger: Logger
+    /// Forbidden messages are logged once a minute per sender and type.
+    private let forbidden = RefusalLog()
 
     public init(logger: Logger) { self.logger = logger }
 
@@ -86,8 +88,10 @@ public struct BusRouter: Sendable {
     }
 
     /// Answers one raw request envelope with the frames of its reply (when `replying`; a pushed
-    /// message is only handled, and its reply left unencoded).
-    public func handle(_ data: Data, replying: Bool = true) async -> [Data] {
+    /// message is only handled, and its reply left unencoded). `sender` is the name the sender's
+    /// CURVE key is listed under (nil on a plain bus): a message it may not send
+    /// (`BusPermissions`) is answered `forbidden`, and logged, without being handled.
+    public func handle(_ data: Data, replying: Bool = true, sender: String? = nil) async -> [Data] {
         let incoming: Incoming
         do {
             incoming = try decoder.decode(Incoming.self, from: data)
@@ -99,6 +103,13 @@ public struct BusRouter: Sendable {
         guard header.v == Envelope<Empty>.currentVersion else {
             logger.warning("unsupported bus message version", ["bus.type": header.type, "bus.version": header.v])
             return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .unsupportedVersion(header.v)), id: header.id)
+        }
+        if let sender, !BusPermissions.allows(sender, toSend: header.type) {
+            if forbidden.shouldLog("\(sender) \(header.type)", now: .now) {
+                logger.warning("forbidden bus message", ["bus.type": header.type, "bus.sender": sender, "error.code": ErrorCode.forbidden.rawValue])
+            }
+            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil,
+                                                         error: ServiceError(.forbidden, "\(sender) may not send \(header.type)")), id: header.id)
         }
         guard let route = routes[header.type], let decoded = incoming.body else {
             logger.warning("unknown bus message type", ["bus.type": header.type])

@@ -34,7 +34,7 @@ public final class BusServer: Sendable {
         worker = try SocketWorker(
             name: "bus-server",
             outbox: replies,
-            onMessage: { frames in
+            onMessage: { frames, sender in
                 // ROUTER frames from a DEALER: [identity, "", correlation id, envelope]; the reply
                 // echoes the first three, then its envelope and any frames it carries. Anything
                 // else is dropped.
@@ -50,7 +50,7 @@ public final class BusServer: Sendable {
                     return
                 }
                 Task {
-                    let reply = await router.handle(payload)
+                    let reply = await router.handle(payload, sender: sender)
                     replies.enqueue(route + reply)
                     admission.done()
                 }

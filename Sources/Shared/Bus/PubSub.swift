@@ -8,7 +8,7 @@ public final class EventPublisher: Sendable {
     private let worker: SocketWorker
 
     public init(bus: BusNode, bind endpoints: [String]) throws {
-        worker = try SocketWorker(name: "bus-pub", onMessage: { _ in }, open: { try SingleSocket(bus.bound(.pub, endpoints)) })
+        worker = try SocketWorker(name: "bus-pub", onMessage: { _, _ in }, open: { try SingleSocket(bus.bound(.pub, endpoints)) })
     }
 
     public var endpoint: String { worker.endpoint }
@@ -33,7 +33,7 @@ public final class EventSubscriber: Sendable {
                 handlers: [String: @Sendable (Data) -> Void]) throws {
         worker = try SocketWorker(
             name: "bus-sub",
-            onMessage: { frames in
+            onMessage: { frames, _ in
                 guard frames.count == 2, let topic = String(data: frames[0], encoding: .utf8), let handler = handlers[topic] else {
                     logger.warning("dropped unexpected event frames", ["frames": frames.count])
                     return
@@ -70,7 +70,7 @@ public final class Pusher: Sendable {
                                   onSendFailure: { _, error in
                                       logger.debug("push not sent; will be re-sent", ["errno": Int(error.errno)])
                                   },
-                                  onMessage: { _ in },
+                                  onMessage: { _, _ in },
                                   open: {
                                       let socket = try bus.connecting(.push, to: service)
                                       try socket.setImmediate()
@@ -97,9 +97,9 @@ public final class Puller: Sendable {
 
     public init(bus: BusNode, bind endpoints: [String], router: BusRouter) throws {
         worker = try SocketWorker(name: "bus-pull",
-                                  onMessage: { frames in
+                                  onMessage: { frames, sender in
                                       guard let payload = frames.last else { return }
-                                      Task { _ = await router.handle(payload, replying: false) }
+                                      Task { _ = await router.handle(payload, replying: false, sender: sender) }
                                   },
                                   open: { try SingleSocket(bus.bound(.pull, endpoints)) })
     }

@@ -18,7 +18,7 @@ final class ZAPHandler: Sendable {
         let refusals = RefusalLog()
         worker = try SocketWorker(
             name: "bus-zap", outbox: replies,
-            onMessage: { frames in
+            onMessage: { frames, _ in
                 // ROUTER: [routing id, "", request frames…]; the reply goes back the same way.
                 guard frames.count >= 3, frames[1].isEmpty else { return }
                 let request = Array(frames[2...])

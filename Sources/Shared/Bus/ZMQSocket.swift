@@ -144,9 +144,11 @@ final class ZMQSocket {
         }
     }
 
-    /// Receives one multipart message without blocking; nil when none is waiting.
-    func receive() throws -> [Data]? {
+    /// Receives one multipart message without blocking (nil when none is waiting), with the user id the ZAP handler gave its
+    /// connection (under CURVE, the name the sender's key is listed under; nil without one).
+    func receiveWithSender() throws -> (frames: [Data], sender: String?)? {
         var frames: [Data] = []
+        var sender: String?
         let msg = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
         defer { msg.deallocate() }
         while true {
@@ -158,10 +160,16 @@ final class ZMQSocket {
                 if err.isAgain && frames.isEmpty { return nil }
                 throw err
             }
+            // A ROUTER's first frame (the routing id) is made locally and has no properties;
+            // the frames that came over the wire carry the connection's.
+            if sender == nil, let user = zmq_msg_gets(msg, "User-Id") {
+                let name = String(cString: user)
+                sender = name.isEmpty ? nil : name
+            }
             frames.append(Data(bytes: zmq_msg_data(msg), count: zmq_msg_size(msg)))
             let more = zmq_msg_more(msg) == 1
             zmq_msg_close(msg)
-            if !more { return frames }
+            if !more { return (frames, sender) }
         }
     }
 }
@@ -246,7 +254,7 @@ final class SingleSocket: SocketSet {
 }
 
 /// Owns sockets on their own thread. Other threads hand it frames to send (`enqueue`); it calls
-/// `onMessage` on its thread for every message received and `onTick` at least every `tickInterval`.
+/// `onMessage` on its thread for every message received (with its sender's key name, under CURVE) and `onTick` at least every `tickInterval`.
 /// This is the only place a bus socket is touched, which is what makes the socket safe to use.
 final class SocketWorker: Sendable {
     typealias Open = @Sendable () throws -> any SocketSet
@@ -266,7 +274,7 @@ final class SocketWorker: Sendable {
         tickInterval: Duration = .milliseconds(100),
         onSendFailure: @escaping @Sendable ([Data], ZMQError) -> Void = { _, _ in },
         onTick: @escaping @Sendable () -> Void = {},
-        onMessage: @escaping @Sendable ([Data]) -> Void,
+        onMessage: @escaping @Sendable (_ frames: [Data], _ sender: String?) -> Void,
         open: @escaping Open
     ) throws {
         self.name = name
@@ -297,7 +305,7 @@ final class SocketWorker: Sendable {
     }
 
     private func run(open: Open, tickInterval: Duration,
-                     onSendFailure: ([Data], ZMQError) -> Void, onTick: () -> Void, onMessage: ([Data]) -> Void) {
+                     onSendFailure: ([Data], ZMQError) -> Void, onTick: () -> Void, onMessage: ([Data], String?) -> Void) {
         defer { finished.signal() }
         let set: any SocketSet
         do {
@@ -335,7 +343,7 @@ final class SocketWorker: Sendable {
             }
             for (i, socket) in sockets.enumerated() where items[i].revents != 0 {
                 // Drain everything waiting; zmq_poll reports readiness, not a count.
-                while let frames = try? socket.receive() { onMessage(frames) }
+                while let (frames, sender) = try? socket.receiveWithSender() { onMessage(frames, sender) }
             }
             let now = ContinuousClock.now
             if now - lastTick >= tickInterval {

@@ -181,3 +181,7 @@ extension AuditEntry: APIBody {
 extension MemberView: APIBody {
     public static let schemaName: String? = "Member"
 }
+
+extension MemberInviteView: APIBody {
+    public static let schemaName: String? = "MemberInvite"
+}

@@ -88,9 +88,13 @@ public enum Accounts {
         public typealias Response = AuthResult
         public var email: String
         public var password: String
-        public init(email: String, password: String) {
+        /// A member's second factor: a TOTP code or a recovery code (401 `totpRequired` without
+        /// one when the member has TOTP on).
+        public var totpCode: String?
+        public init(email: String, password: String, totpCode: String? = nil) {
             self.email = email
             self.password = password
+            self.totpCode = totpCode
         }
     }
 

@@ -21,7 +21,17 @@ extension Accounts {
             }
         }
         public var returnURL: String
-        public init(returnURL: String) { self.returnURL = returnURL }
+        /// An app's PKCE-style `code_challenge` (S256 of its verifier, RFC 7636): the sign-in code
+        /// then opens a session only with that verifier. Without one (a browser), the code is
+        /// bound to the browser's flow cookie.
+        public var codeChallenge: String?
+        /// `S256`, the only method taken (nil means S256 when a challenge is sent).
+        public var codeChallengeMethod: String?
+        public init(returnURL: String, codeChallenge: String? = nil, codeChallengeMethod: String? = nil) {
+            self.returnURL = returnURL
+            self.codeChallenge = codeChallenge
+            self.codeChallengeMethod = codeChallengeMethod
+        }
     }
 
     /// What Apple posted to the callback (`form_post`), with the cookie the browser sent. The
@@ -31,7 +41,13 @@ extension Accounts {
         public static let type = "accounts.appleWebCallback"
         public struct Response: Codable, Sendable {
             public var location: String
-            public init(location: String) { self.location = location }
+            /// Seconds the browser's flow cookie must still live, for the exchange of the code it
+            /// binds; nil when no code was handed back (the cookie is then cleared).
+            public var keepCookieFor: Int?
+            public init(location: String, keepCookieFor: Int? = nil) {
+                self.location = location
+                self.keepCookieFor = keepCookieFor
+            }
         }
         public var cookie: String?
         public var state: String?
@@ -46,12 +62,21 @@ extension Accounts {
     }
 
     /// Exchanges a one-time sign-in code (from the web flow's redirect) for a session. A code
-    /// works once, for a short time.
+    /// works once, for a short time, and only for whoever started its flow: the browser holding
+    /// the flow's cookie, or the app holding the verifier of its `code_challenge`.
     public struct ExchangeSignInCode: BusRequest {
         public static let type = "accounts.exchangeSignInCode"
         public typealias Response = AuthResult
         public var code: String
-        public init(code: String) { self.code = code }
+        /// The browser's flow cookie, which the code is bound to when a browser started the flow.
+        public var cookie: String?
+        /// The app's PKCE verifier, when the app started the flow with a `code_challenge`.
+        public var codeVerifier: String?
+        public init(code: String, cookie: String? = nil, codeVerifier: String? = nil) {
+            self.code = code
+            self.cookie = cookie
+            self.codeVerifier = codeVerifier
+        }
     }
 
     /// Links the Apple user of a native identity token to a signed-in account.

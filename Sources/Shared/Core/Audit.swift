@@ -71,6 +71,8 @@ public enum AuditAction: String, Codable, Sendable, CaseIterable {
     case planCreate = "plan.create", planUpdate = "plan.update"
     case apiKeyCreate = "apiKey.create", apiKeyRevoke = "apiKey.revoke"
     case memberInvite = "member.invite", memberUpdate = "member.update", memberRemove = "member.remove", memberJoin = "member.join"
+    case memberInviteRevoke = "member.inviteRevoke", memberTOTPEnable = "member.totpEnable", memberTOTPDisable = "member.totpDisable"
+    case memberSettingsUpdate = "memberSettings.update"
     case webhookCreate = "webhook.create", webhookDelete = "webhook.delete"
 
     /// The kind of object changed: the part before the dot.

@@ -7,6 +7,9 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     /// A one-time sign-in code of the web flow: unknown, already exchanged, or
     /// past its short life.
     case invalidSignInCode, signInCodeUsed, signInCodeExpired
+    /// The member has TOTP on: sign-in takes a code from their authenticator app (or a
+    /// recovery code) with the password.
+    case totpRequired
     /// Data said to be signed by a store (an App Store transaction or notification) whose
     /// signature, chain, bundle, environment or app is not the expected one.
     case invalidSignedData

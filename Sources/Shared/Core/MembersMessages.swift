@@ -8,11 +8,14 @@ public struct MemberView: Codable, Sendable, Equatable {
     public var email: String
     public var role: Role
     public var createdAt: Date
-    public init(id: UUID, email: String, role: Role, createdAt: Date) {
+    /// Whether the member signs in with TOTP (two-step verification).
+    public var totpEnabled: Bool
+    public init(id: UUID, email: String, role: Role, createdAt: Date, totpEnabled: Bool = false) {
         self.id = id
         self.email = email
         self.role = role
         self.createdAt = createdAt
+        self.totpEnabled = totpEnabled
     }
 }
 
@@ -107,4 +110,103 @@ public enum Members {
             self.mode = mode
         }
     }
+
+    /// Invitations not yet accepted, revoked or expired, newest first (never their tokens).
+    public struct ListInvites: BusRequest {
+        public static let type = "members.listInvites"
+        public typealias Response = Page<MemberInviteView>
+        public var limit: Int
+        public var cursor: String?
+        public init(limit: Int, cursor: String?) {
+            self.limit = limit
+            self.cursor = cursor
+        }
+    }
+
+    /// Revokes a pending invitation: its token no longer makes a member.
+    public struct RevokeInvite: AuditedRequest {
+        public static let type = "members.revokeInvite"
+        public typealias Response = Empty
+        public var id: UUID
+        public var mode: Mode
+        public var actor: AuditActor?
+        public init(id: UUID, mode: Mode) {
+            self.id = id
+            self.mode = mode
+        }
+    }
+
+    /// A new TOTP secret for the signed-in member, waiting for its first code: the secret in
+    /// base32 and the `otpauth://` URI an authenticator app reads (shown this once).
+    public struct StartTOTP: BusRequest {
+        public static let type = "members.startTotp"
+        public typealias Response = TOTPSetup
+        public var accountId: UUID
+        public init(accountId: UUID) { self.accountId = accountId }
+    }
+
+    public struct TOTPSetup: Codable, Sendable, Equatable {
+        public var secret: String
+        public var uri: String
+        public init(secret: String, uri: String) {
+            self.secret = secret
+            self.uri = uri
+        }
+    }
+
+    /// Turns TOTP on with a first code; answers the recovery codes (shown this once). The
+    /// member's sessions end: the next sign-in gives a code.
+    public struct ConfirmTOTP: BusRequest {
+        public static let type = "members.confirmTotp"
+        public struct Response: Codable, Sendable {
+            public var recoveryCodes: [String]
+            public init(recoveryCodes: [String]) { self.recoveryCodes = recoveryCodes }
+        }
+        public var accountId: UUID
+        public var code: String
+        public init(accountId: UUID, code: String) {
+            self.accountId = accountId
+            self.code = code
+        }
+    }
+
+    /// Turns TOTP off, with a current code or a recovery code.
+    public struct DisableTOTP: BusRequest {
+        public static let type = "members.disableTotp"
+        public typealias Response = Empty
+        public var accountId: UUID
+        public var code: String
+        public init(accountId: UUID, code: String) {
+            self.accountId = accountId
+            self.code = code
+        }
+    }
+
+    /// What applies to every member.
+    public struct Settings: Codable, Sendable, Equatable {
+        /// Every member must have TOTP: a member without it signs in as an end user (no role)
+        /// until they turn it on.
+        public var requireTotp: Bool
+        public init(requireTotp: Bool) { self.requireTotp = requireTotp }
+    }
+
+    public struct GetSettings: BusRequest {
+        public static let type = "members.getSettings"
+        public typealias Response = Settings
+        public init() {}
+    }
+
+    /// Changes the settings; requiring TOTP ends the sessions members opened without it.
+    public struct SetSettings: AuditedRequest {
+        public static let type = "members.setSettings"
+        public typealias Response = Settings
+        public var requireTotp: Bool
+        public var mode: Mode
+        public var actor: AuditActor?
+        public init(requireTotp: Bool, mode: Mode) {
+            self.requireTotp = requireTotp
+            self.mode = mode
+        }
+    }
 }
+

@@ -42,6 +42,19 @@ public enum Crypto {
         return out
     }
 
+    /// HMAC-SHA1 (RFC 2104): what TOTP (RFC 6238) is defined with, and authenticator apps use.
+    public static func hmacSHA1(key: [UInt8], _ data: some DataProtocol) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 20)
+        var len: UInt32 = 20
+        let bytes = Array(data)
+        _ = key.withUnsafeBufferPointer { k in
+            bytes.withUnsafeBufferPointer { d in
+                HMAC(EVP_sha1(), k.baseAddress, Int32(k.count), d.baseAddress, d.count, &out, &len)
+            }
+        }
+        return out
+    }
+
     /// HKDF-SHA256 (RFC 5869): `length` bytes of key material from a secret. For a secret that is
     /// already uniformly random (a token), an empty salt is fine; `info` keeps uses apart.
     public static func hkdfSHA256(_ secret: [UInt8], salt: [UInt8] = [], info: [UInt8], length: Int = 32) -> [UInt8] {

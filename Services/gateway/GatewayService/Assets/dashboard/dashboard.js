@@ -165,7 +165,25 @@
     ev.preventDefault();
     say("Signing in…");
     try {
-      const data = await api("POST", "/v1/sessions", {email: $("signin-email").value.trim(), password: $("signin-password").value});
+      const body = {email: $("signin-email").value.trim(), password: $("signin-password").value};
+      if (!$("signin-totp-field").hidden) body.totpCode = $("signin-totp").value.trim();
+      let data;
+      try {
+        data = await api("POST", "/v1/sessions", body);
+      } catch (e) {
+        // A member with TOTP: the same form asks for the code, then signs in with all three.
+        if (e instanceof APIError && e.error && e.error.code === "totpRequired") {
+          $("signin-totp-field").hidden = false;
+          say("");
+          $("signin-totp").focus();
+          return;
+        }
+        if (e instanceof APIError && e.error && e.error.field === "totpCode") { $("err-signin-totp").textContent = sentence(e.message); say(""); return; }
+        throw e;
+      }
+      $("signin-totp").value = "";
+      $("err-signin-totp").textContent = "";
+      $("signin-totp-field").hidden = true;
       session = data.session;
       try {
         await api("GET", "/v1/coupons?limit=1");

@@ -41,11 +41,14 @@
     });
   }
 
-  function send(method, path, body) {
+  // Requests carry no cookie, except the sign-in code's exchange (`withCookie`): the Apple
+  // flow's cookie binds the code to this browser.
+  function send(method, path, body, withCookie) {
     var headers = { "Accept": "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (session) headers["Authorization"] = "Bearer " + session.accessToken;
-    return fetch(path, { method: method, headers: headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "omit", cache: "no-store" })
+    return fetch(path, { method: method, headers: headers, body: body === undefined ? undefined : JSON.stringify(body),
+                         credentials: withCookie ? "same-origin" : "omit", cache: "no-store" })
       .then(function (r) {
         return r.text().then(function (t) {
           var data = null;
@@ -166,6 +169,9 @@
     var code = $("code").value.trim();
     var back = "/redeem?apple=1" + (code ? "&coupon=" + encodeURIComponent(code) : "");
     say("Taking you to Apple…");
+    // Only a sign-in started in this tab is finished here (with the flow's cookie, which
+    // the server checks too): a code in a link someone else sent is never exchanged.
+    try { window.sessionStorage.setItem("redeem.appleStarted", "1"); } catch (e) { /* storage off: no exchange */ }
     window.location.href = "/v1/sessions/apple/start?return=" + encodeURIComponent(back);
   }
 
@@ -176,12 +182,18 @@
     if (coupon) $("code").value = coupon.slice(0, 64);
     // The one-time code leaves the address bar and the history at once.
     window.history.replaceState(null, "", "/redeem" + (coupon ? "?code=" + encodeURIComponent(coupon) : ""));
+    var started = false;
+    try { started = window.sessionStorage.getItem("redeem.appleStarted") === "1"; window.sessionStorage.removeItem("redeem.appleStarted"); } catch (e) { started = false; }
+    if (signInCode && !started) {
+      say("This sign-in was not started on this page. Sign in with Apple again.", true);
+      return;
+    }
     if (error || !signInCode) {
       say(error === "user_cancelled_authorize" ? "Sign in with Apple was cancelled." : "Sign in with Apple didn't finish. Please try again.", true);
       return;
     }
     say("Signing you in…");
-    api("POST", "/v1/sessions/exchange", { code: signInCode }).then(function (r) {
+    send("POST", "/v1/sessions/exchange", { code: signInCode }, true).then(function (r) {
       if (r.status === 200) { signedIn(r.data); return; }
       say(serverMessage(r), true);
     }).catch(function () { say(offline, true); });
