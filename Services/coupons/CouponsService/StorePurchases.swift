@@ -77,6 +77,11 @@ enum StorePurchases {
         guard let coupon = try tx.query("""
             SELECT \(CouponStore.definitionColumns) FROM coupons.coupons c WHERE c.id = $1 FOR UPDATE
             """, [couponId]).first else { throw ServiceError.internal }
+        let mode = Mode(rawValue: try coupon.decode("mode", as: String.self)) ?? .live
+        guard completes(coupon: mode, simulated: req.simulated ?? false) else {
+            throw ServiceError(.invalid, req.simulated == true ? "the simulated store completes test redemptions only"
+                               : "this purchase used no offer of Redeem's live mode (a test coupon's offers are simulated)", field: "offerIdentifier")
+        }
         let account = try self.account(tx, req, coupon: couponId)
         try PlayPurchases.checkAccount(t, posted: req.accountId != nil ? account : nil)
         if let chain = try tx.query("""
@@ -85,6 +90,17 @@ enum StorePurchases {
             return try existing(tx, chain: chain, account: account, posted: req.accountId != nil)
         }
         return try recordChain(tx, t, coupon: coupon, productId: productId, account: account)
+    }
+
+    /// Which purchases complete which coupons' redemptions (docs/security.md, "Test mode"): what a
+    /// store signed (Apple's JWS, a purchase read from Google) a live coupon's only, since a test
+    /// coupon's offers are simulated and no store sold them; the simulated store of test mode (the
+    /// test helper) a test coupon's only.
+    static func completes(coupon mode: Mode, simulated: Bool) -> Bool {
+        switch mode {
+        case .live: !simulated
+        case .test: simulated
+        }
     }
 
     /// The redemption of a chain already recorded.

@@ -191,6 +191,8 @@ extension AuditedRequest {
 extension Coupons.Create: AuditedRequest {}
 extension Coupons.Patch: AuditedRequest {}
 extension Coupons.Purchase: AuditedRequest {}
+extension Coupons.SimulatedPurchase: AuditedRequest {}
+extension Coupons.SimulatedOfferReady: AuditedRequest {}
 extension Plans.Create: AuditedRequest {}
 extension Plans.Patch: AuditedRequest {}
 extension APIKeys.Create: AuditedRequest {}
