@@ -1,12 +1,13 @@
 import Foundation
-import Testing
+import Telemetry
 import TestSupport
+import Testing
+
 @testable import Core
 @testable import CouponsService
 @testable import Database
 @testable import GrantsService
 @testable import Runtime
-import Telemetry
 
 /// Test mode's simulated stores (docs/stores.md, "Test mode"): the pure rules, grants' store tasks
 /// of test coupons (simulated, never sent to Apple, counted in none of Apple's limits), and the
@@ -19,29 +20,48 @@ import Telemetry
         #expect(StorePurchases.completes(coupon: mode, simulated: simulated) == completes)
     }
 
-    static func command(store: Store = .appStore, duration: CouponDuration = CouponDuration(unit: "month", count: 1),
-                        expiresAt: Date? = Date().addingTimeInterval(30 * 86_400), basePlanId: String? = nil) -> StoreProvisionCommand {
+    static func command(
+        store: Store = .appStore, duration: CouponDuration = CouponDuration(unit: "month", count: 1),
+        expiresAt: Date? = Date().addingTimeInterval(30 * 86_400), basePlanId: String? = nil
+    ) -> StoreProvisionCommand {
         let coupon = UUID.random()
         return StoreProvisionCommand(
-            commandId: StoreIds.command(StoreProvisionCommand.type, coupon: coupon, store: store, productId: "pro.monthly", basePlanId: basePlanId),
-            couponId: coupon, code: "SIM-50", mode: .test, store: store, productId: "pro.monthly", subscriptionId: "6447000001",
-            basePlanId: basePlanId, offerName: "redeem-x", offer: StoreOfferTerms(kind: .percentOff, percentOff: 50, amountOff: nil, duration: duration, periodCount: 3),
+            commandId: StoreIds.command(
+                StoreProvisionCommand.type, coupon: coupon, store: store, productId: "pro.monthly",
+                basePlanId: basePlanId),
+            couponId: coupon, code: "SIM-50", mode: .test, store: store, productId: "pro.monthly",
+            subscriptionId: "6447000001",
+            basePlanId: basePlanId, offerName: "redeem-x",
+            offer: StoreOfferTerms(
+                kind: .percentOff, percentOff: 50, amountOff: nil, duration: duration, periodCount: 3),
             newCustomersOnly: false, maxRedemptions: 10, expiresAt: expiresAt)
     }
 
     @Test func theSimulationGivesStableSimulatedIdsAndTheTimeItRan() throws {
         let now = Date()
         let c = Self.command()
-        guard case .done(let p) = SimulatedStore.provision(c, from: .init(), now: now) else { Issue.record("not done"); return }
-        #expect(p.offerId == SimulatedStore.id("offer", c.commandId) && p.customCodeId == SimulatedStore.id("code", c.commandId))
+        guard case .done(let p) = SimulatedStore.provision(c, from: .init(), now: now) else {
+            Issue.record("not done")
+            return
+        }
+        #expect(
+            p.offerId == SimulatedStore.id("offer", c.commandId)
+                && p.customCodeId == SimulatedStore.id("code", c.commandId))
         #expect(p.offerId.map(SimulatedStore.isSimulated) == true && p.offerId?.count == 28 && p.codeCreatedAt == now)
         // A run again (a report coupons missed) keeps what the first gave.
         #expect(SimulatedStore.provision(c, from: p, now: now.addingTimeInterval(60)) == .done(p))
         let play = Self.command(store: .playStore, basePlanId: "monthly")
-        guard case .done(let g) = SimulatedStore.provision(play, from: .init(), now: now) else { Issue.record("not done"); return }
+        guard case .done(let g) = SimulatedStore.provision(play, from: .init(), now: now) else {
+            Issue.record("not done")
+            return
+        }
         #expect(g.offerId != nil && g.customCodeId == nil && g.codeCreatedAt == now)
-        #expect(SimulatedStore.switchTo(from: p) == .done(AppStoreOfferProgress(offerId: p.offerId, customCodeId: p.customCodeId, codeCreatedAt: now,
-                                                                                  codeSwitched: true, offerSwitched: true)))
+        #expect(
+            SimulatedStore.switchTo(from: p)
+                == .done(
+                    AppStoreOfferProgress(
+                        offerId: p.offerId, customCodeId: p.customCodeId, codeCreatedAt: now,
+                        codeSwitched: true, offerSwitched: true)))
     }
 
     @Test func theSimulationRefusesWhatAppleAndGoogleRefuse() {
@@ -50,11 +70,12 @@ import Telemetry
             (Self.command(duration: CouponDuration(unit: "month", count: 5)), "App Store offers last"),
             (Self.command(expiresAt: now.addingTimeInterval(-1)), "expired"),
             (Self.command(store: .playStore, expiresAt: now.addingTimeInterval(-1), basePlanId: "monthly"), "expired"),
-            (Self.command(store: .playStore), "base plan"),
+            (Self.command(store: .playStore), "base plan")
         ]
         for (command, message) in refusals {
             guard case .failed(let text, _) = SimulatedStore.provision(command, from: .init(), now: now) else {
-                Issue.record("\(command.store) \(message): not refused"); continue
+                Issue.record("\(command.store) \(message): not refused")
+                continue
             }
             #expect(text.contains(message), "\(text)")
         }
@@ -63,14 +84,23 @@ import Telemetry
     @Test func aSimulatedPurchaseUsesAReadyOfferOfItsStoreAndPlan() {
         let now = Date(), coupon = UUID.random()
         func row(_ store: Store, _ product: String, _ basePlan: String = "", ready: Bool) -> StoreOffers.Row {
-            StoreOffers.Row(couponId: coupon, store: store, productId: product, basePlanId: basePlan, stored: store.waiting, offerName: "n-\(product)",
-                            codeCreatedAt: now.addingTimeInterval(ready ? -100 : 0))
+            StoreOffers.Row(
+                couponId: coupon, store: store, productId: product, basePlanId: basePlan, stored: store.waiting,
+                offerName: "n-\(product)",
+                codeCreatedAt: now.addingTimeInterval(ready ? -100 : 0))
         }
-        let offers = [row(.appStore, "pro.yearly", ready: true), row(.appStore, "pro.monthly", ready: false),
-                      row(.playStore, "pro.monthly", "b", ready: true), row(.playStore, "pro.monthly", "a", ready: true)]
-        #expect(StoreSimulation.offer(offers, store: .appStore, productId: nil, now: now, settle: 10)?.productId == "pro.yearly")
-        #expect(StoreSimulation.offer(offers, store: .appStore, productId: "pro.monthly", now: now, settle: 10) == nil, "not ready")
-        #expect(StoreSimulation.offer(offers, store: .playStore, productId: nil, now: now, settle: 10)?.basePlanId == "a")
+        let offers = [
+            row(.appStore, "pro.yearly", ready: true), row(.appStore, "pro.monthly", ready: false),
+            row(.playStore, "pro.monthly", "b", ready: true), row(.playStore, "pro.monthly", "a", ready: true)
+        ]
+        #expect(
+            StoreSimulation.offer(offers, store: .appStore, productId: nil, now: now, settle: 10)?.productId
+                == "pro.yearly")
+        #expect(
+            StoreSimulation.offer(offers, store: .appStore, productId: "pro.monthly", now: now, settle: 10) == nil,
+            "not ready")
+        #expect(
+            StoreSimulation.offer(offers, store: .playStore, productId: nil, now: now, settle: 10)?.basePlanId == "a")
         #expect(StoreSimulation.store(of: .web) == nil && StoreSimulation.store(of: .android) == .playStore)
     }
 
@@ -89,7 +119,9 @@ import Telemetry
             try await GrantsService.migrator.apply(on: coupons.pool)
             let key = try TestAppleAPIKey()
             let fake = try FakeAppStoreConnect(key: key)
-            fake.addSubscription(subscription, [.init(territory: "USA", currency: "USD", current: "9.99", points: ["2.99", "4.99", "9.99"])])
+            fake.addSubscription(
+                subscription,
+                [.init(territory: "USA", currency: "USD", current: "9.99", points: ["2.99", "4.99", "9.99"])])
             try await coupons.plan("pro.monthly", subscription: subscription)
             try await coupons.plan("pro.monthly", subscription: subscription, mode: .test)
             return World(coupons: coupons, fake: fake, key: key)
@@ -101,15 +133,21 @@ import Telemetry
         }
 
         func worker(connected: Bool = true) -> StoreTaskWorker {
-            let client = AppStoreConnectClient(base: fake.url, token: key.issuer(.appStoreConnect), timeout: Project.callTimeout,
-                                               retry: AppleRetry(policy: RetryPolicy(initial: 1, max: 300), maxAttempts: 1))
+            let client = AppStoreConnectClient(
+                base: fake.url, token: key.issuer(.appStoreConnect), timeout: Project.callTimeout,
+                retry: AppleRetry(policy: RetryPolicy(initial: 1, max: 300), maxAttempts: 1))
             let pool = coupons.pool, settle = coupons.stores.offerSettle
-            return StoreTaskWorker(pool: pool, logger: Logger(service: "grants-test", minimum: .error), report: { report in
-                _ = try await pool.transaction { try StoreOffers.report($0, report, now: Date(), settle: settle) }
-            }, client: connected ? client : nil, retry: RetryPolicy(initial: 0.05, max: 0.2), lease: 30, interval: .milliseconds(50))
+            return StoreTaskWorker(
+                pool: pool, logger: Logger(service: "grants-test", minimum: .error),
+                report: { report in
+                    _ = try await pool.transaction { try StoreOffers.report($0, report, now: Date(), settle: settle) }
+                }, client: connected ? client : nil, retry: RetryPolicy(initial: 0.05, max: 0.2), lease: 30,
+                interval: .milliseconds(50))
         }
 
-        func tasks(_ sql: String) async throws -> Int { try await coupons.count("SELECT count(*) FROM grants.store_tasks WHERE \(sql)") }
+        func tasks(_ sql: String) async throws -> Int {
+            try await coupons.count("SELECT count(*) FROM grants.store_tasks WHERE \(sql)")
+        }
 
         /// Delivers the outbox's store commands and runs `worker` until every task is done.
         func settle(_ worker: StoreTaskWorker) async throws {
@@ -148,7 +186,9 @@ import Telemetry
     @Test func testCouponsHoldNoPlaceInApplesTenNorTheCustomCodeALiveCouponNeeds() async throws {
         let w = try await World.make()
         defer { w.close() }
-        for code in ["FREEYEAR"] + (1..<10).map({ "TEN-\($0)" }) { try await w.coupons.coupon(Self.input(code), mode: .test) }
+        for code in ["FREEYEAR"] + (1..<10).map({ "TEN-\($0)" }) {
+            try await w.coupons.coupon(Self.input(code), mode: .test)
+        }
         try await w.settle(w.worker())
         #expect(try await w.tasks("mode = 'test' AND report = 'waitingForApple'") == 10)
         try await w.coupons.coupon(Self.input("FREEYEAR"))
@@ -185,23 +225,35 @@ import Telemetry
         let coupon = try await world.couponId("SALE")
         let offerId = SimulatedStore.id("offer", coupon)
         _ = try await world.pool.transaction {
-            try StoreOffers.report($0, Coupons.StoreOfferReport(couponId: coupon, store: .appStore, productId: "pro.monthly", state: .waitingForApple,
-                                                                offerId: offerId, customCodeId: "sim_code", codeCreatedAt: Date()),
-                                   now: Date(), settle: 3600)
+            try StoreOffers.report(
+                $0,
+                Coupons.StoreOfferReport(
+                    couponId: coupon, store: .appStore, productId: "pro.monthly", state: .waitingForApple,
+                    offerId: offerId, customCodeId: "sim_code", codeCreatedAt: Date()),
+                now: Date(), settle: 3600)
         }
         return (world, offerId)
     }
 
     func ready(_ world: StoreWorld, _ offerId: String, mode: Mode = .test) async throws -> StoreOfferView {
         let stores = world.stores
-        return try await world.pool.transaction { try StoreSimulation.ready($0, Coupons.SimulatedOfferReady(offerId: offerId, mode: mode), now: Date(), stores: stores) }
+        return try await world.pool.transaction {
+            try StoreSimulation.ready(
+                $0, Coupons.SimulatedOfferReady(offerId: offerId, mode: mode), now: Date(), stores: stores)
+        }
     }
 
-    func buy(_ world: StoreWorld, _ id: UUID, price: String = "4.99", sandbox: Bool? = nil) async throws -> RedemptionView {
+    func buy(
+        _ world: StoreWorld, _ id: UUID, price: String = "4.99", sandbox: Bool? = nil
+    ) async throws -> RedemptionView {
         let stores = world.stores
         return try await world.pool.transaction {
-            try StoreSimulation.purchase($0, Coupons.SimulatedPurchase(redemptionId: id, mode: .test, pricePaid: Money(amount: price, currency: "USD"),
-                                                                       sandbox: sandbox), now: Date(), stores: stores).redemption
+            try StoreSimulation.purchase(
+                $0,
+                Coupons.SimulatedPurchase(
+                    redemptionId: id, mode: .test, pricePaid: Money(amount: price, currency: "USD"),
+                    sandbox: sandbox), now: Date(), stores: stores
+            ).redemption
         }
     }
 
@@ -225,11 +277,17 @@ import Telemetry
         let done = try await buy(world, reserved.redemptionId, sandbox: true)
         #expect(done.redemptionId == reserved.redemptionId && done.status == .completed && done.sandbox)
         #expect(done.pricePaid == Money(amount: "4.99", currency: "USD"))
-        let row = try #require(try await world.pool.query("SELECT store, sandbox, price_milliunits, offer_name FROM coupons.store_purchases").first)
+        let row = try #require(
+            try await world.pool.query(
+                "SELECT store, sandbox, price_milliunits, offer_name FROM coupons.store_purchases"
+            ).first)
         #expect(try row.decode("store", as: String.self) == "appStore" && row.decode("sandbox", as: Bool.self))
         #expect(try row.decode("price_milliunits", as: Int64.self) == 4990)
         #expect(try row.decode("offer_name", as: String.self) == (try await world.offerName("SALE")))
-        #expect(try await world.outbox(RedemptionCompletedNotice.self).map(\.redemption.redemptionId) == [reserved.redemptionId])
+        #expect(
+            try await world.outbox(RedemptionCompletedNotice.self).map(\.redemption.redemptionId) == [
+                reserved.redemptionId
+            ])
         // Bought once: a second is refused, and nothing is half-written.
         await #expect(throws: ServiceError.self) { try await buy(world, reserved.redemptionId) }
         #expect(try await world.count("SELECT count(*) FROM coupons.store_purchases") == 1)
@@ -237,8 +295,11 @@ import Telemetry
         let other = try #require(try await world.redeem("SALE", account: UUID.random(), sandbox: true).redemption)
         let token = try #require(other.appStore?.appAccountToken)
         await #expect(throws: ServiceError.self) {
-            try await world.purchase(.init(transaction: StoreWorld.transaction(try await world.offerName("SALE"), chain: "2000000009", token: token,
-                                                                               sandbox: true), notificationUUID: "n-test"))
+            try await world.purchase(
+                .init(
+                    transaction: StoreWorld.transaction(
+                        try await world.offerName("SALE"), chain: "2000000009", token: token,
+                        sandbox: true), notificationUUID: "n-test"))
         }
         #expect(try await world.count("SELECT count(*) FROM coupons.store_purchases") == 1)
     }
@@ -249,7 +310,10 @@ import Telemetry
         let reserved = try #require(try await world.redeem("SALE", account: UUID.random()).redemption)
         await #expect(throws: ServiceError.self) { try await buy(world, reserved.redemptionId) }
         await #expect(throws: ServiceError.self) {
-            try await world.purchase(.init(transaction: StoreWorld.transaction(offer, chain: "sim-1"), redemptionId: reserved.redemptionId, simulated: true))
+            try await world.purchase(
+                .init(
+                    transaction: StoreWorld.transaction(offer, chain: "sim-1"), redemptionId: reserved.redemptionId,
+                    simulated: true))
         }
         #expect(try await world.count("SELECT count(*) FROM coupons.store_purchases") == 0)
     }

@@ -41,8 +41,9 @@ extension CouponsService {
                 try await pool.transaction { tx in
                     let before = try RedemptionStore.get(tx, id: req.redemptionId, account: nil, mode: req.mode)
                     let after = try StoreSimulation.purchase(tx, req, now: Date(), stores: stores).redemption
-                    try Self.audit(tx, req.actor, "redemption.simulatePurchase", after.redemptionId.uppercasedString, before: before, after: after,
-                                   context, req.mode)
+                    try Self.audit(
+                        tx, req.actor, "redemption.simulatePurchase", after.redemptionId.uppercasedString, before: before,
+                        after: after, context, req.mode)
                     return after
                 }
             }
@@ -52,7 +53,8 @@ extension CouponsService {
         r.on(Coupons.SimulatedOfferReady.self) { [self] req, context in
             try await pool.transaction { tx in
                 let after = try StoreSimulation.ready(tx, req, now: Date(), stores: stores)
-                try Self.audit(tx, req.actor, "storeOffer.simulateReady", req.offerId, before: nil, after: after, context, req.mode)
+                try Self.audit(
+                    tx, req.actor, "storeOffer.simulateReady", req.offerId, before: nil, after: after, context, req.mode)
                 return after
             }
         }

@@ -79,8 +79,10 @@ enum StorePurchases {
             """, [couponId]).first else { throw ServiceError.internal }
         let mode = Mode(rawValue: try coupon.decode("mode", as: String.self)) ?? .live
         guard completes(coupon: mode, simulated: req.simulated ?? false) else {
-            throw ServiceError(.invalid, req.simulated == true ? "the simulated store completes test redemptions only"
-                               : "this purchase used no offer of Redeem's live mode (a test coupon's offers are simulated)", field: "offerIdentifier")
+            let why = req.simulated == true
+                ? "the simulated store completes test redemptions only"
+                : "this purchase used no offer of Redeem's live mode (a test coupon's offers are simulated)"
+            throw ServiceError(.invalid, why, field: "offerIdentifier")
         }
         let account = try self.account(tx, req, coupon: couponId)
         try PlayPurchases.checkAccount(t, posted: req.accountId != nil ? account : nil)

@@ -86,8 +86,9 @@ public final class GrantsService: BackendService {
         let storeClient = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: once) }
         let playClient = config.play.map { PlayDeveloperClient(settings: $0, timeout: timeout, retry: once) }
         // Always there: test mode's tasks are simulated, with or without a store connected.
-        storeWorker = StoreTaskWorker(pool: runtime.pool, logger: runtime.logger, report: { report in _ = try await couponsBus.request(report) },
-                              client: storeClient, play: playClient, retry: storeRetry, lease: timeout * 8 + 30)
+        storeWorker = StoreTaskWorker(
+            pool: runtime.pool, logger: runtime.logger, report: { report in _ = try await couponsBus.request(report) },
+            client: storeClient, play: playClient, retry: storeRetry, lease: timeout * 8 + 30)
     }
 
     /// Commands are taken only once the schema exists; until then they stay in the coupons

@@ -15,14 +15,18 @@ import Foundation
 enum SimulatedStore {
     /// A provisioning: the ids a store would give, derived from the task (`sim_` and 24 hex
     /// digits, so a simulated id is never taken for a store's, and a repeat gives the same ids).
-    static func provision(_ command: StoreProvisionCommand, from start: AppStoreOfferProgress, now: Date) -> AppStoreTaskOutcome {
+    static func provision(
+        _ command: StoreProvisionCommand, from start: AppStoreOfferProgress, now: Date
+    ) -> AppStoreTaskOutcome {
         var progress = start
         if command.store == .appStore, let refusal = OfferProvisioner.refusal(AppStoreOfferSpec(command), now: now) {
             return .failed(refusal, progress)
         }
         if command.store == .playStore {
             guard command.basePlanId != nil else { return .failed("a Google Play offer needs a base plan", progress) }
-            if let expires = command.expiresAt, expires <= now { return .failed("the coupon expired before its Google Play offer was made", progress) }
+            if let expires = command.expiresAt, expires <= now {
+                return .failed("the coupon expired before its Google Play offer was made", progress)
+            }
         }
         progress.offerId = progress.offerId ?? id("offer", command.commandId)
         if command.store == .appStore { progress.customCodeId = progress.customCodeId ?? id("code", command.commandId) }

@@ -109,7 +109,9 @@ struct OfferProvisioner: Sendable {
 
     /// `ownActiveOffers`: Redeem's live offers made and not switched off for this subscription,
     /// other than this one.
-    func provision(_ spec: AppStoreOfferSpec, from start: AppStoreOfferProgress, ownActiveOffers: Int, record: Record) async -> AppStoreTaskOutcome {
+    func provision(
+        _ spec: AppStoreOfferSpec, from start: AppStoreOfferProgress, ownActiveOffers: Int, record: Record
+    ) async -> AppStoreTaskOutcome {
         var progress = start
         let now = client.now()
         if let refusal = Self.refusal(spec, now: now) { return .failed(refusal, progress) }

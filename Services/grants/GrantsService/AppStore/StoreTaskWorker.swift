@@ -115,7 +115,8 @@ final class StoreTaskWorker: Sendable {
             var note: String?
             let outcome: AppStoreTaskOutcome
             switch command.store {
-            case _ where task.mode == .test: outcome = SimulatedStore.provision(command, from: task.progress, now: Date())
+            case _ where task.mode == .test:
+                outcome = SimulatedStore.provision(command, from: task.progress, now: Date())
             case .appStore: outcome = try await appStoreOutcome(claimed, command)
             case .playStore:
                 guard let play else { throw StoreTasks.LeaseLost() }  // never claimed without the client

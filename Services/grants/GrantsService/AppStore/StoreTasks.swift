@@ -105,7 +105,8 @@ enum StoreTasks {
             """, [limit, lease, PGArray(stores.map(\.rawValue))]).rows.map { row in
             Claimed(id: try row.decode("id"), action: StoreTaskAction(rawValue: try row.decode("action")) ?? .provision,
                     status: StoreTaskStatus(rawValue: try row.decode("status")) ?? .pending, command: try row.decode("command"),
-                    subscriptionId: try row.decodeIfPresent("subscription_id"), mode: Mode(rawValue: try row.decode("mode")) ?? .live,
+                    subscriptionId: try row.decodeIfPresent("subscription_id"),
+                    mode: Mode(rawValue: try row.decode("mode")) ?? .live,
                     progress: AppStoreOfferProgress(offerId: try row.decodeIfPresent("offer_id"), customCodeId: try row.decodeIfPresent("custom_code_id"),
                                                     codeCreatedAt: try row.decodeIfPresent("code_created_at"),
                                                     codeSwitched: try row.decode("code_switched"), offerSwitched: try row.decode("offer_switched")),
@@ -174,7 +175,8 @@ enum StoreTasks {
                 OR (o.coupon_id <> t.coupon_id AND (o.created_at, o.id) < (t.created_at, t.id)))
             ORDER BY o.custom_code_id IS NULL, o.created_at LIMIT 1
             """, [id]).rows.first.map { row in
-            try row.decode("same_coupon", as: Bool.self) ? "plan \(try row.decode("product_id", as: String.self))" : "another coupon"
+            try row.decode("same_coupon", as: Bool.self)
+                ? "plan \(try row.decode("product_id", as: String.self))" : "another coupon"
         }
     }
 }
