@@ -42,7 +42,7 @@ extension CouponsService {
                     let before = try RedemptionStore.get(tx, id: req.redemptionId, account: nil, mode: req.mode)
                     let after = try StoreSimulation.purchase(tx, req, now: Date(), stores: stores).redemption
                     try Self.audit(
-                        tx, req.actor, "redemption.simulatePurchase", after.redemptionId.uppercasedString, before: before,
+                        tx, req.actor, .redemptionSimulatePurchase, after.redemptionId.uppercasedString, before: before,
                         after: after, context, req.mode)
                     return after
                 }
@@ -54,7 +54,7 @@ extension CouponsService {
             try await pool.transaction { tx in
                 let after = try StoreSimulation.ready(tx, req, now: Date(), stores: stores)
                 try Self.audit(
-                    tx, req.actor, "storeOffer.simulateReady", req.offerId, before: nil, after: after, context, req.mode)
+                    tx, req.actor, .storeOfferSimulateReady, req.offerId, before: nil, after: after, context, req.mode)
                 return after
             }
         }
