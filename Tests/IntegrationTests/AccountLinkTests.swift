@@ -87,6 +87,14 @@ final class AccountLinkTests: StackTestCase {
 
     // MARK: - Linking adopts the record name
 
+    /// This suite's stack takes record names on the client's word (`REDEEM_CLOUDKIT_TRUST_CLIENT=1`,
+    /// the test stacks' default: the proof is RecordNameProofTests'), which accounts warns of at start.
+    func test0_trustingTheClientIsWarnedOfAtStart() throws {
+        let warning = Self.stack.logs().split(separator: "\n").first { $0.contains("REDEEM_CLOUDKIT_TRUST_CLIENT=1") }
+        let line = try XCTUnwrap(warning, "no warning at start")
+        XCTAssertTrue(line.contains("\"level\":\"warning\""), String(line))
+    }
+
     func test1_webFirstThenIOSLinkMovesTheIdAndItsGrants() async throws {
         let hook = try await client.json("POST", "/v1/webhooks", ["url": Self.receiver.url.absoluteString, "events": ["account.appUserIdChanged"]],
                                          token: Self.stack.adminKey)

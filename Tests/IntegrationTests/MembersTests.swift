@@ -1,4 +1,5 @@
 import Core
+import Database
 import Foundation
 import TestSupport
 import XCTest
@@ -44,6 +45,7 @@ final class MembersTests: StackTestCase {
         let accepted = try await call("POST", "/v1/members/accept", ["token": token, "password": Self.password], token: nil)
         expect(201, accepted)
         let o = try accepted.json()
+        XCTAssertEqual((o["account"] as? [String: Any])?["emailVerified"] as? Bool, true, "the invitation link proved the email")
         return (try XCTUnwrap((o["account"] as? [String: Any])?["id"] as? String),
                 try XCTUnwrap((o["session"] as? [String: Any])?["accessToken"] as? String), email)
     }
@@ -194,6 +196,15 @@ final class MembersTests: StackTestCase {
         let wrong = try await call("POST", "/v1/members/accept", ["token": token, "password": "not the password at all"], token: nil)
         expect(401, wrong)
         XCTAssertEqual(wrong.errorCode, "invalidCredentials")
+        // Whoever signed up with the email may not own the mailbox (docs/security.md): the
+        // existing account joins only once its email is verified, and the invitation waits.
+        let unproven = try await call("POST", "/v1/members/accept", ["token": token, "password": Self.password], token: nil)
+        expect(403, unproven)
+        XCTAssertEqual(unproven.errorCode, "emailUnverified")
+        // This suite's stack sends no mail: the verification the account would do is written directly.
+        let database = try Self.stack.adminDatabaseURL()
+        let id = try XCTUnwrap(UUID(uuidString: accountId))
+        _ = try await offThePool { try PGConnection(url: database).query("UPDATE accounts.accounts SET email_verified = true WHERE id = $1", [id]) }
         let joined = try await call("POST", "/v1/members/accept", ["token": token, "password": Self.password], token: nil)
         expect(200, joined)
         XCTAssertEqual((try joined.json()["account"] as? [String: Any])?["id"] as? String, accountId, "the same account, now a member")

@@ -19,5 +19,6 @@ enum AccountsMigrations {
         Migration(file: "008_members.sql", PackageResources._08_members_sql),
         Migration(file: "009_sign_in_with_apple_on_the_web.sql", PackageResources._09_sign_in_with_apple_on_the_web_sql),
         Migration(file: "010_email_tokens_and_mail_outbox.sql", PackageResources._10_email_tokens_and_mail_outbox_sql),
+        Migration(file: "011_fresh_sign_ins.sql", PackageResources._11_fresh_sign_ins_sql),
     ]
 }

@@ -49,15 +49,18 @@ final class SessionIssuer: Sendable {
         })
     }
 
-    /// Starts a session for an account inside the caller's transaction.
-    func open(_ tx: PGConnection, account: UUID) throws -> SessionTokens {
+    /// Starts a session for an account inside the caller's transaction. `password`: the account's
+    /// password was given to open it (sign-up, sign-in, a reset, an invitation), which makes it a
+    /// fresh sign-in for a while (`AccountStore.requireFreshSignIn`).
+    func open(_ tx: PGConnection, account: UUID, password: Bool = false) throws -> SessionTokens {
         let session = UUID.random()
         let refresh = "rt_" + Crypto.randomToken(bytes: 32)
         let row = try tx.query("""
-            INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at) VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+            INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at, password_at)
+            VALUES ($1, $2, $3, now() + make_interval(secs => $4), CASE WHEN $5 THEN now() END)
             RETURNING (SELECT app_user_id FROM accounts.accounts WHERE id = $2) AS app_user_id,
                       (SELECT role FROM accounts.members WHERE account_id = $2) AS role
-            """, [session, account, Self.hash(refresh), config.refreshTokenTTL]).first!
+            """, [session, account, Self.hash(refresh), config.refreshTokenTTL, password]).first!
         return try tokens(account: account, appUserId: try row.decode("app_user_id"), session: session, refresh: refresh,
                           role: try row.decodeIfPresent("role", as: String.self).flatMap(Role.init(rawValue:)))
     }

@@ -40,7 +40,7 @@ extension Gateway {
         .route(.delete, "/v1/members/{id}", "Remove a member (the account stays; its sessions end)", access: .key(.admin),
                answers: [204: .empty], errors: [404], handle: Gateway.removeMember),
         .route(.post, "/v1/members/accept", "Accept an invitation: sets the password and signs the member in",
-               answers: [200: .json(AuthBody.self), 201: .json(AuthBody.self)], errors: [401, 422, 429], handle: Gateway.acceptInvite),
+               answers: [200: .json(AuthBody.self), 201: .json(AuthBody.self)], errors: [401, 403, 422, 429], handle: Gateway.acceptInvite),
     ]
 
     /// Members reach both modes, so a test key, which reaches only test objects, manages none.
