@@ -92,7 +92,7 @@ final class AccountLinkTests: StackTestCase {
     func test0_trustingTheClientIsWarnedOfAtStart() throws {
         let warning = Self.stack.logs().split(separator: "\n").first { $0.contains("REDEEM_CLOUDKIT_TRUST_CLIENT=1") }
         let line = try XCTUnwrap(warning, "no warning at start")
-        XCTAssertTrue(line.contains("\"level\":\"warning\""), String(line))
+        XCTAssertTrue(line.contains("\"level\":\"warn\""), String(line))
     }
 
     func test1_webFirstThenIOSLinkMovesTheIdAndItsGrants() async throws {
