@@ -47,13 +47,17 @@ public actor RedeemClient {
         public var refreshMargin: TimeInterval
         /// The URL session calls go through.
         public var urlSession: URLSession
+        /// Proves the record names the client sends (`CloudKitWebAuthTokens` on Apple platforms);
+        /// nil sends record names without proof, which only a server trusting clients takes.
+        public var cloudKit: (any CloudKitIdentityProvider)?
 
         /// A configuration; by default the Keychain (Apple) or memory (elsewhere), this device's
         /// platform, production, 30 s calls.
         public init(baseURL: URL, tokenStore: any TokenStore = defaultTokenStore(), platform: Platform = .current,
                     environment: Environment = .production, timeout: TimeInterval = 30, refreshMargin: TimeInterval = 30,
-                    urlSession: URLSession = .shared) {
+                    urlSession: URLSession = .shared, cloudKit: (any CloudKitIdentityProvider)? = nil) {
             self.baseURL = baseURL
+            self.cloudKit = cloudKit
             self.tokenStore = tokenStore
             self.platform = platform
             self.environment = environment
@@ -105,12 +109,15 @@ public actor RedeemClient {
     }
 
     /// Creates an account (`POST /v1/accounts`) and signs in to it. From iOS, pass the CloudKit
-    /// user record name: it becomes the account's `appUserId`, where existing purchases sit.
+    /// user record name: it becomes the account's `appUserId`, where existing purchases sit. The
+    /// configuration's `cloudKit` provider proves it with a new web auth token.
     @discardableResult
     public func signUp(email: String, password: String, cloudkitRecordName: String? = nil) async throws -> Account {
-        struct Body: Encodable { var email: String; var password: String; var cloudkitRecordName: String? }
+        struct Body: Encodable { var email: String; var password: String; var cloudkitRecordName: String?; var cloudkitWebAuthToken: String? }
+        let proof = try await webAuthToken(for: cloudkitRecordName)
         return try await authenticate(try APIRequest("POST", "/v1/accounts", json: Body(email: email, password: password,
-                                                                                       cloudkitRecordName: cloudkitRecordName)))
+                                                                                       cloudkitRecordName: cloudkitRecordName,
+                                                                                       cloudkitWebAuthToken: proof)))
     }
 
     /// Signs in with email and password (`POST /v1/sessions`).
@@ -124,18 +131,23 @@ public actor RedeemClient {
     /// the first sign-in. The record name, when given, is linked as `linkCloudKit` does.
     @discardableResult
     public func signInWithApple(identityToken: String, cloudkitRecordName: String? = nil) async throws -> Account {
-        struct Body: Encodable { var identityToken: String; var cloudkitRecordName: String? }
+        struct Body: Encodable { var identityToken: String; var cloudkitRecordName: String?; var cloudkitWebAuthToken: String? }
+        let proof = try await webAuthToken(for: cloudkitRecordName)
         return try await authenticate(try APIRequest("POST", "/v1/sessions/apple", json: Body(identityToken: identityToken,
-                                                                                             cloudkitRecordName: cloudkitRecordName)))
+                                                                                             cloudkitRecordName: cloudkitRecordName,
+                                                                                             cloudkitWebAuthToken: proof)))
     }
 
-    /// Links this device's CloudKit user record name (`POST /v1/me/cloudkit`). When the account's
+    /// Links this device's CloudKit user record name (`POST /v1/me/cloudkit`), proven with a new web
+    /// auth token from the configuration's `cloudKit` provider. When the account's
     /// `appUserId` changes, the session is refreshed so its tokens carry the new id, and the
     /// entitlements are read again (`entitlementUpdates` yields them).
     @discardableResult
     public func linkCloudKit(recordName: String) async throws -> CloudKitLink {
-        struct Body: Encodable { var recordName: String }
-        let link = try await authorized(try APIRequest("POST", "/v1/me/cloudkit", json: Body(recordName: recordName))).decode(CloudKitLink.self)
+        struct Body: Encodable { var recordName: String; var cloudkitWebAuthToken: String? }
+        let proof = try await webAuthToken(for: recordName)
+        let link = try await authorized(try APIRequest("POST", "/v1/me/cloudkit", json: Body(recordName: recordName, cloudkitWebAuthToken: proof)))
+            .decode(CloudKitLink.self)
         if var current = try currentSession(), current.account.appUserId != link.appUserId {
             current.account.appUserId = link.appUserId
             try save(current)

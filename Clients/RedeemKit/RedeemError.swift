@@ -17,12 +17,15 @@ public struct RedeemError: Error, Sendable, Equatable, LocalizedError, CustomStr
         case notSignedIn
         /// The task was cancelled.
         case cancelled
+        /// CloudKit gave no web auth token to prove the record name with (no iCloud account, no
+        /// network, a wrong API token): no request was made.
+        case cloudKit
     }
 
     /// What went wrong, broadly.
     public var kind: Kind
     /// The server's machine code (`invalidToken`, `weakPassword`, `storeLimit`, …), or RedeemKit's
-    /// own (`timeout`, `transport`, `decoding`, `notIdentified`, `cancelled`).
+    /// own (`timeout`, `transport`, `decoding`, `notIdentified`, `cancelled`, `cloudKitUnavailable`).
     public var code: String
     /// The server's sentence for people, or RedeemKit's.
     public var message: String

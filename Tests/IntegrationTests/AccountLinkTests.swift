@@ -131,6 +131,14 @@ final class AccountLinkTests: StackTestCase {
 
     // MARK: - Linking adopts the record name
 
+    /// This suite's stack takes record names on the client's word (`REDEEM_CLOUDKIT_TRUST_CLIENT=1`,
+    /// the test stacks' default: the proof is RecordNameProofTests'), which accounts warns of at start.
+    func testTrustingTheClientIsWarnedOfAtStart() throws {
+        let warning = Self.stack.logs().split(separator: "\n").first { $0.contains("REDEEM_CLOUDKIT_TRUST_CLIENT=1") }
+        let line = try XCTUnwrap(warning, "no warning at start")
+        XCTAssertTrue(line.contains("\"level\":\"warn\""), String(line))
+    }
+
     func testWebFirstThenIOSLinkMovesTheIdAndItsGrants() async throws {
         let receiver = try WebhookReceiver()
         addTeardownBlock { await receiver.stop() }

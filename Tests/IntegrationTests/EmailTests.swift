@@ -253,6 +253,115 @@ final class EmailTests: StackTestCase {
         XCTAssertEqual(identities, ["email", "apple"])
     }
 
+    // MARK: - A reset takes the whole account back
+
+    func appleToken(sub: String, email: String) -> String {
+        let token = Self.apple.token(.init(aud: Self.clientId, sub: sub, email: email, emailVerified: true))
+        Self.secrets.add(token)
+        return token
+    }
+
+    func identityTypes(_ token: String) async throws -> [String] {
+        (try await me(token)["identities"] as? [[String: Any]] ?? []).compactMap { $0["type"] as? String }
+    }
+
+    /// Pre-hijacking through a reset (docs/security.md): an attacker signs up with the victim's
+    /// email, links their own Apple ID and record name (and, a member of old, makes an API key);
+    /// the victim's reset takes all of it away, so the attacker's Apple sign-in no longer opens
+    /// the account, their key no longer works, and the appUserId is the account's own again.
+    func testAResetOfAnUnprovenEmailRemovesEverythingAddedMeanwhile() async throws {
+        let email = Self.email()
+        let attacker = try await signUp(email, password: "the attacker's passphrase")
+        let before = try await me(attacker.access)
+        let original = try XCTUnwrap(before["appUserId"] as? String)
+        let attackerApple = appleToken(sub: "atk." + UUID().uuidString.prefix(8), email: "attacker-\(UUID().uuidString.prefix(6))@example.net")
+        let linked = try await client.json("POST", "/v1/me/apple", ["identityToken": attackerApple], token: attacker.access)
+        XCTAssertEqual(linked.status, 200, linked.text)
+        let record = "_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let ck = try await client.json("POST", "/v1/me/cloudkit", ["recordName": record], token: attacker.access)
+        XCTAssertEqual(ck.status, 200, ck.text)
+        XCTAssertEqual(try ck.json()["appUserId"] as? String, record)
+        // A member from before invitations needed a proven email: its key names it in the audit log.
+        try await sql("INSERT INTO accounts.members (account_id, role) VALUES ($1, 'admin')", [UUID(uuidString: attacker.accountId)!])
+        let asMember = try session(try await client.json("POST", "/v1/sessions", ["email": email, "password": "the attacker's passphrase"]))
+        let made = try await client.json("POST", "/v1/api-keys", ["name": "attacker's", "role": "admin"], token: asMember.access)
+        XCTAssertEqual(made.status, 201, made.text)
+        let key = try XCTUnwrap(try made.json()["key"] as? String)
+        Self.secrets.add(key)
+        do { let got = try await client.get("/v1/api-keys", token: key).status; XCTAssertEqual(got, 200) }
+        do { let got = try await identityTypes(attacker.access); XCTAssertEqual(got, ["email", "apple", "cloudkit"]) }
+
+        do { let got = try await requestReset(email).status; XCTAssertEqual(got, 202) }
+        let victim = try session(try await confirmReset(try await code(mailedTo: email), "the victim's new passphrase"))
+        XCTAssertEqual(victim.accountId, attacker.accountId)
+        let view = try await me(victim.access)
+        XCTAssertEqual(view["emailVerified"] as? Bool, true)
+        do { let got = try await identityTypes(victim.access); XCTAssertEqual(got, ["email"], "the Apple and CloudKit links are gone") }
+        XCTAssertEqual(view["appUserId"] as? String, original, "the appUserId is the account's own again")
+
+        let viaApple = try await client.json("POST", "/v1/sessions/apple", ["identityToken": attackerApple])
+        XCTAssertEqual(viaApple.status, 201, "the attacker's Apple ID makes an account of its own: \(viaApple.text)")
+        XCTAssertNotEqual(try session(viaApple).accountId, victim.accountId)
+        let keyRefused = try await Self.stack.eventually(5) { try await self.client.get("/v1/api-keys", token: key).status == 401 }
+        XCTAssertTrue(keyRefused, "the attacker's API key still works")
+        for old in [attacker, asMember] {
+            let refused = try await Self.stack.eventually(5) { try await self.client.get("/v1/me", token: old.access).status == 401 }
+            XCTAssertTrue(refused)
+        }
+        let change = try await sql("SELECT current FROM accounts.app_user_id_changes WHERE account_id = $1 AND previous = $2",
+                                   [UUID(uuidString: victim.accountId)!, record])
+        XCTAssertEqual(try change.rows.first?.decode("current", as: String.self), original, "grants are told to move the holder back")
+    }
+
+    /// The rule is for unproven emails only: a reset of a verified account keeps its Apple link.
+    func testAResetOfAProvenEmailKeepsItsLinks() async throws {
+        let email = Self.email()
+        let owner = try await signUp(email)
+        do { let got = try await client.json("POST", "/v1/me/email/verify", [:], token: owner.access).status; XCTAssertEqual(got, 202) }
+        do { let got = try await client.json("POST", "/v1/accounts/email/confirm", ["token": try await code(mailedTo: email)]).status; XCTAssertEqual(got, 204) }
+        let apple = appleToken(sub: "own." + UUID().uuidString.prefix(8), email: "owner-\(UUID().uuidString.prefix(6))@example.net")
+        do { let got = try await client.json("POST", "/v1/me/apple", ["identityToken": apple], token: owner.access).status; XCTAssertEqual(got, 200) }
+        do { let got = try await requestReset(email).status; XCTAssertEqual(got, 202) }
+        let after = try session(try await confirmReset(try await code(mailedTo: email, count: 2), "a brand new passphrase"))
+        do { let got = try await identityTypes(after.access); XCTAssertEqual(got, ["email", "apple"]) }
+        let viaApple = try await client.json("POST", "/v1/sessions/apple", ["identityToken": apple])
+        XCTAssertEqual(viaApple.status, 200, viaApple.text)
+        XCTAssertEqual(try session(viaApple).accountId, owner.accountId)
+    }
+
+    /// Linking Apple or a record name to an account whose email is unproven needs the password
+    /// within the last 5 minutes (a refreshed session is not a fresh sign-in); a proven email
+    /// needs nothing more.
+    func testLinkingToAnUnprovenEmailNeedsAFreshPassword() async throws {
+        let email = Self.email()
+        let s = try await signUp(email)
+        try await sql("UPDATE accounts.sessions SET password_at = now() - interval '6 minutes' WHERE account_id = $1", [UUID(uuidString: s.accountId)!])
+        let apple = appleToken(sub: "fr." + UUID().uuidString.prefix(8), email: "fresh-\(UUID().uuidString.prefix(6))@example.net")
+        let record = "_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let stale = try await client.json("POST", "/v1/me/apple", ["identityToken": apple], token: s.access)
+        XCTAssertEqual(stale.status, 403, stale.text)
+        XCTAssertEqual(stale.errorCode, "reauthenticationRequired")
+        let staleRecord = try await client.json("POST", "/v1/me/cloudkit", ["recordName": record], token: s.access)
+        XCTAssertEqual(staleRecord.status, 403, staleRecord.text)
+        XCTAssertEqual(staleRecord.errorCode, "reauthenticationRequired")
+        let refreshed = try session(try await client.json("POST", "/v1/sessions/refresh", ["refreshToken": s.refresh]))
+        do { let got = try await client.json("POST", "/v1/me/apple", ["identityToken": apple], token: refreshed.access).status; XCTAssertEqual(got, 403) }
+        do { let got = try await identityTypes(refreshed.access); XCTAssertEqual(got, ["email"], "nothing was linked") }
+
+        let again = try session(try await client.json("POST", "/v1/sessions", ["email": email, "password": "correct horse battery"]))
+        do { let got = try await client.json("POST", "/v1/me/apple", ["identityToken": apple], token: again.access).status; XCTAssertEqual(got, 200) }
+        do { let got = try await client.json("POST", "/v1/me/cloudkit", ["recordName": record], token: again.access).status; XCTAssertEqual(got, 200) }
+
+        // Proven: a stale session links.
+        let provenEmail = Self.email()
+        let proven = try await signUp(provenEmail)
+        do { let got = try await client.json("POST", "/v1/me/email/verify", [:], token: proven.access).status; XCTAssertEqual(got, 202) }
+        do { let got = try await client.json("POST", "/v1/accounts/email/confirm", ["token": try await code(mailedTo: provenEmail)]).status; XCTAssertEqual(got, 204) }
+        try await sql("UPDATE accounts.sessions SET password_at = NULL WHERE account_id = $1", [UUID(uuidString: proven.accountId)!])
+        let other = appleToken(sub: "pv." + UUID().uuidString.prefix(8), email: "proven-\(UUID().uuidString.prefix(6))@example.net")
+        do { let got = try await client.json("POST", "/v1/me/apple", ["identityToken": other], token: proven.access).status; XCTAssertEqual(got, 200) }
+    }
+
     // MARK: - The outbox
 
     /// SMTP down: the mail waits in the outbox and is tried again with backoff; up again, it goes

@@ -76,6 +76,7 @@ final class MembersTests: StackTestCase {
         let accepted = try await call("POST", "/v1/members/accept", ["token": token, "password": Self.password], token: nil)
         expect(201, accepted)
         let o = try accepted.decode(AccountSessionBody.self)
+        XCTAssertEqual(o.account.emailVerified, true, "the invitation link proved the email")
         return (o.account.id, o.session.accessToken, email)
     }
 
@@ -228,6 +229,15 @@ final class MembersTests: StackTestCase {
         let wrong = try await call("POST", "/v1/members/accept", ["token": token, "password": "not the password at all"], token: nil)
         expect(401, wrong)
         XCTAssertEqual(wrong.errorCode, "invalidCredentials")
+        // Whoever signed up with the email may not own the mailbox (docs/security.md): the
+        // existing account joins only once its email is verified, and the invitation waits.
+        let unproven = try await call("POST", "/v1/members/accept", ["token": token, "password": Self.password], token: nil)
+        expect(403, unproven)
+        XCTAssertEqual(unproven.errorCode, "emailUnverified")
+        // This suite's stack sends no mail: the verification the account would do is written directly.
+        let database = try Self.stack.adminDatabaseURL()
+        let id = try XCTUnwrap(UUID(uuidString: accountId))
+        _ = try await offThePool { try PGConnection(url: database).query("UPDATE accounts.accounts SET email_verified = true WHERE id = $1", [id]) }
         let joined = try await call("POST", "/v1/members/accept", ["token": token, "password": Self.password], token: nil)
         expect(200, joined)
         let member = try joined.decode(AccountSessionBody.self)

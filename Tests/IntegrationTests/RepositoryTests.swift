@@ -194,7 +194,7 @@ import TestSupport
         for file in try FileManager.default.contentsOfDirectory(atPath: sources.path) where file.hasSuffix(".swift") {
             let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
             let imports = text.split(separator: "\n").filter { $0.hasPrefix("import ") }.map { String($0.dropFirst(7)) }
-            #expect(Set(imports).isSubset(of: ["Foundation", "FoundationNetworking", "Security", "StoreKit", "UIKit"]), "\(file): \(imports)")
+            #expect(Set(imports).isSubset(of: ["Foundation", "FoundationNetworking", "Security", "StoreKit", "UIKit", "CloudKit"]), "\(file): \(imports)")
         }
 
         let consumer = dir.appendingPathComponent("Consumer")

@@ -150,6 +150,7 @@ public struct AccountSessionBody: Decodable, Sendable {
         public let id: String
         public let appUserId: String?
         public let email: String?
+        public let emailVerified: Bool?
     }
     public struct Session: Decodable, Sendable {
         public let accessToken: String

@@ -41,6 +41,9 @@ public final class Stack: @unchecked Sendable {
             "REDEEM_RATE_LIMITS": "off",
             // Tests that kill a service restart it themselves and read how the first one ended.
             "REDEEM_RESTART": "never",
+            // Record names are taken on the client's word unless a suite gives CloudKit settings
+            // (FakeCloudKit.environment): only the suites about the proof need it.
+            "REDEEM_CLOUDKIT_TRUST_CLIENT": "1",
         ] { env[k] = v }
         for (k, v) in extra { env[k] = v }
         let out = directory.appendingPathComponent("runner.out").path

@@ -48,6 +48,27 @@ enum AccountStore {
         return try row.decode("app_user_id", as: String.self)
     }
 
+    /// How long after the password was given a session may link Apple or a record name to an
+    /// account whose email is unproven.
+    static let freshSignIn: TimeInterval = 5 * 60
+
+    /// Linking Apple or a record name to an account whose email is unproven (whoever signed up may
+    /// not own that mailbox) needs a fresh sign-in: the session asking was opened with the
+    /// password within `freshSignIn`. A proven email, or none, needs nothing more. 403
+    /// `reauthenticationRequired` otherwise.
+    static func requireFreshSignIn(_ c: PGConnection, account: UUID, session: UUID?) throws {
+        guard let row = try c.query("""
+            SELECT a.email IS NOT NULL AND NOT a.email_verified AS unproven,
+                   EXISTS (SELECT 1 FROM accounts.sessions s WHERE s.id = $2 AND s.account_id = a.id AND s.revoked_at IS NULL
+                           AND s.password_at > now() - make_interval(secs => $3)) AS fresh
+            FROM accounts.accounts a WHERE a.id = $1 AND a.deleted_at IS NULL
+            """, [account, session, freshSignIn]).first else { throw ServiceError(.notFound, "no such account") }
+        guard try !row.decode("unproven", as: Bool.self) || row.decode("fresh", as: Bool.self) else {
+            throw ServiceError(.reauthenticationRequired,
+                               "this account's email is not verified: sign in with the password again (within 5 minutes) or verify the email first")
+        }
+    }
+
     static func find(_ c: PGConnection, email: String) throws -> (id: UUID, passwordHash: String?, emailVerified: Bool)? {
         guard let row = try c.query("SELECT id, password_hash, email_verified FROM accounts.accounts WHERE lower(email) = lower($1)", [email]).first else { return nil }
         return (try row.decode("id", as: UUID.self), try row.decodeIfPresent("password_hash", as: String.self), try row.decode("email_verified", as: Bool.self))

@@ -24,6 +24,8 @@ struct AccountsConfig: Sendable {
     var grantsBus: [String]
     /// The SMTP server and sender of verification and reset mail; nil: no mail (`MailConfig`).
     var mail: MailConfig?
+    /// How record names are proven: by CloudKit, by the client's word (unsafe), or not at all.
+    var recordNames: RecordNameProof
 
     init(env: Environment) throws {
         accessTokenTTL = TimeInterval(try env.int("REDEEM_ACCESS_TOKEN_TTL", default: 900, range: 5...900))
@@ -42,6 +44,7 @@ struct AccountsConfig: Sendable {
         eventsBind = try BusAddress.eventsBind("accounts", env)
         grantsBus = try BusAddress.requests("grants", env)
         mail = try MailConfig(env: env)
+        recordNames = try RecordNameProof(env: env)
     }
 }
 

@@ -20,5 +20,6 @@ enum AccountsMigrations {
         Migration(file: "009_sign_in_with_apple_on_the_web.sql", PackageResources._09_sign_in_with_apple_on_the_web_sql),
         Migration(file: "010_email_tokens_and_mail_outbox.sql", PackageResources._10_email_tokens_and_mail_outbox_sql),
         Migration(file: "011_member_totp_invites_sign_in_code_binding.sql", PackageResources._11_member_totp_invites_sign_in_code_binding_sql),
+        Migration(file: "012_fresh_sign_ins.sql", PackageResources._12_fresh_sign_ins_sql),
     ]
 }

@@ -152,8 +152,10 @@ extension AccountsService {
     }
 
     /// Links the Apple user of a native identity token to the account (idempotent); 409
-    /// `appleIdInUse` when that Apple user signs in to another account.
+    /// `appleIdInUse` when that Apple user signs in to another account; 403
+    /// `reauthenticationRequired` when the account's email is unproven and the password not fresh.
     func linkApple(_ req: Accounts.LinkApple) async throws -> AccountView {
+        try await pool.withConnection { try AccountStore.requireFreshSignIn($0, account: req.accountId, session: req.sessionId) }
         let claims = try await apple.verify(req.identityToken)
         let email = claims.email.flatMap { try? AccountRules.checkEmail($0) }
         let inUse = ServiceError(.appleIdInUse, "this Apple ID signs in to another account", field: "identityToken")

@@ -73,25 +73,40 @@ extension AccountsService {
 
     /// Sets the password the reset mail's owner chose. The token proved the mailbox, so the email
     /// is verified too; every session of the account ends (whoever knew the old password is out),
-    /// and a new one is answered.
+    /// and a new one is answered. When the email was unproven until now, every other way in goes
+    /// too (`AccountTakeBack`): whoever signed up with it may not have owned the mailbox.
     func resetPassword(_ req: Accounts.ResetPassword) async throws -> AuthResult {
         try AccountRules.checkPassword(req.password)  // before the token is spent
         // A code that can't work is refused before the password is hashed (argon2id's time and
         // memory are not spent on guesses); the spend below decides.
         guard try await pool.withConnection({ try EmailTokens.usable($0, .resetPassword, token: req.token) }) else { throw Self.invalidCode }
         let hash = await hasher.hashAsync(req.password)
-        let done = try await pool.transaction { [sessions] tx -> (AuthResult, [SessionRevoked])? in
+        let done = try await pool.transaction { [sessions] tx -> (AuthResult, [SessionRevoked], AccountTakeBack?)? in
             guard let spent = try EmailTokens.spend(tx, .resetPassword, token: req.token) else { return nil }
+            let unproven = try tx.query("SELECT NOT email_verified AS unproven FROM accounts.accounts WHERE id = $1 FOR UPDATE", [spent.account])
+                .first?.decode("unproven", as: Bool.self) ?? false
+            let takeBack = unproven ? try AccountTakeBack.strip(tx, account: spent.account) : nil
             try tx.query("UPDATE accounts.accounts SET password_hash = $2, email_verified = true WHERE id = $1", [spent.account, hash])
             try EmailTokens.retire(tx, .resetPassword, account: spent.account)
             let revoked = try sessions.revokeAll(tx, account: spent.account, reason: "passwordReset")
-            let result = AuthResult(account: try AccountStore.view(tx, account: spent.account), session: try sessions.open(tx, account: spent.account),
-                                    created: false)
-            return (result, revoked)
+            let result = AuthResult(account: try AccountStore.view(tx, account: spent.account),
+                                    session: try sessions.open(tx, account: spent.account, password: true), created: false)
+            return (result, revoked, takeBack)
         }
-        guard let (result, revoked) = done else { throw Self.invalidCode }
+        guard let (result, revoked, takeBack) = done else { throw Self.invalidCode }
         revoked.forEach(events.publish)
-        runtime.logger.info("password reset; every earlier session revoked", ["account.id": result.account.id.lowercasedString, "sessions.revoked": revoked.count])
+        let account = result.account.id
+        runtime.logger.info("password reset; every earlier session revoked", ["account.id": account.lowercasedString, "sessions.revoked": revoked.count])
+        if let takeBack {
+            takeBack.revokedKeys.forEach { events.publish(APIKeyRevoked(id: $0)) }
+            if takeBack.appleRevocationsQueued > 0 { appleRevocations.ring() }
+            if let change = takeBack.appUserIdChange { await moveHolder(account: account, from: change.from, to: change.to) }
+            runtime.logger.warning("password reset proved an unproven email: the account was taken back", [
+                "account.id": account.lowercasedString, "apple.identities.removed": takeBack.appleIdentities,
+                "recordNames.removed": takeBack.recordNames, "apiKeys.revoked": takeBack.revokedKeys.count,
+                "signInCodes.spent": takeBack.signInCodes, "appUserId.changed": takeBack.appUserIdChange != nil,
+            ])
+        }
         return result
     }
 }

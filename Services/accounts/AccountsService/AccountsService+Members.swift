@@ -54,7 +54,10 @@ extension AccountsService {
 
     /// A new account for the invited email with `password`, or the existing one when `password`
     /// is its password (any other answer is `invalidCredentials`, as at sign-in); then a session
-    /// that carries the role.
+    /// that carries the role. The invited email must be proven: the invitation link, mailed to
+    /// it, proves it for a new account; an existing one must have verified it (403
+    /// `emailUnverified`), since whoever made it may not own the mailbox, and may have linked
+    /// their own Apple ID to it (docs/security.md).
     func accept(_ req: Members.Accept, _ context: BusContext) async throws -> AuthResult {
         // The invitation is read first without spending it: a wrong password must not use it up.
         let hash = PGBytes(Data(Crypto.sha256(Array(req.token.utf8))))
@@ -69,6 +72,9 @@ extension AccountsService {
             guard ok, existing.passwordHash != nil else {
                 throw ServiceError(.invalidCredentials, "an account with this email exists: give its password to join", field: "password")
             }
+            guard existing.emailVerified else {
+                throw ServiceError(.emailUnverified, "verify this account's email (or reset its password) before joining", field: "email")
+            }
         } else {
             try AccountRules.checkPassword(req.password)
             newHash = await hasher.hashAsync(req.password)
@@ -76,11 +82,11 @@ extension AccountsService {
         let passwordHash = newHash
         return try await pool.transaction { [sessions] tx in
             let invite = try MemberStore.spend(tx, token: req.token)
-            let account = try existing?.id ?? AccountStore.create(tx, email: invite.email, emailVerified: false, passwordHash: passwordHash, recordName: nil)
+            let account = try existing?.id ?? AccountStore.create(tx, email: invite.email, emailVerified: true, passwordHash: passwordHash, recordName: nil)
             let member = try MemberStore.add(tx, account: account, role: invite.role, invite: invite.id)
             try Self.audit(tx, AuditActor(type: .member, id: account), .memberJoin, account.uppercasedString, before: nil, after: member,
                            context, .live)
-            return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account),
+            return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account, password: true),
                               created: existing == nil)
         }
     }

@@ -18,6 +18,8 @@ public final class AccountsService: BackendService {
     let apple: AppleIdentity
     /// Sign in with Apple's REST flow (web and Android); nil unless `REDEEM_APPLE_SERVICES_ID` is set.
     let appleWeb: AppleAuthClient?
+    /// CloudKit Web Services, which proves record names; nil unless `REDEEM_CLOUDKIT_CONTAINER` is set.
+    let cloudKit: CloudKitClient?
     /// Seals stored secrets (signing keys, Apple's refresh tokens, waiting mail) under `REDEEM_SECRET_KEY`.
     let keyring: SecretKeyring
     /// Rung when a deletion queued Apple tokens to revoke.
@@ -42,12 +44,21 @@ public final class AccountsService: BackendService {
         mailSender = config.mail.map { MailSender(pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, client: SMTPClient(config: $0), keyring: keyring) }
         apple = AppleIdentity(clientIds: config.appleClientIds, jwks: config.appleJWKS)
         appleWeb = try AppleWebSettings(env: env, clientIds: config.appleClientIds, jwks: config.appleJWKS).map { AppleAuthClient(settings: $0) }
+        if case .cloudKit(let settings) = config.recordNames { cloudKit = CloudKitClient(settings: settings) } else { cloudKit = nil }
         events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)
         grants = try BusClient(bus: runtime.bus, service: "grants", connect: config.grantsBus, metrics: runtime.metrics)
         decoyHash = hasher.hash(Crypto.randomToken())
     }
 
     public func start() async throws {
+        switch config.recordNames {
+        case .trustClient:
+            runtime.logger.warning("REDEEM_CLOUDKIT_TRUST_CLIENT=1: record names are taken on the client's word; anyone can claim a subscriber's. Unsafe outside development")
+        case .notConfigured:
+            runtime.logger.info("CloudKit is not configured: record names are refused (cloudKitNotConfigured)")
+        case .cloudKit(let settings):
+            runtime.logger.info("record names are proven by CloudKit", ["cloudkit.container": settings.container, "cloudkit.environment": settings.environment])
+        }
         let resealed = try await sessions.loadSigningKey(pool)
         if resealed > 0 { runtime.logger.info("signing keys sealed under the current secret key", ["keys.resealed": resealed]) }
         let tokens = try await pool.withConnection { [keyring] in try Self.resealAppleTokens($0, keyring: keyring) }
@@ -103,7 +114,10 @@ public final class AccountsService: BackendService {
         }
         r.on(Accounts.Me.self) { [self] req, _ in try await pool.withConnection { try AccountStore.view($0, account: req.accountId) } }
         r.on(Accounts.LinkCloudKit.self) { [self] req, _ in
-            try await linkRecordName(account: req.accountId, recordName: try AccountRules.checkRecordName(req.recordName, field: "recordName"))
+            _ = try AccountRules.checkRecordName(req.recordName, field: "recordName")
+            try await pool.withConnection { try AccountStore.requireFreshSignIn($0, account: req.accountId, session: req.sessionId) }
+            let recordName = try await provenRecordName(req.recordName, webAuthToken: req.cloudkitWebAuthToken, field: "recordName")!
+            return try await linkRecordName(account: req.accountId, recordName: recordName)
         }
         r.on(Accounts.SigningKeys.self) { [self] _, _ in try sessions.publicKeys() }
         r.on(Accounts.Revocations.self) { [self] req, _ in try await sessions.revocations(pool, since: req.since) }
@@ -138,11 +152,12 @@ public final class AccountsService: BackendService {
     func signUp(_ req: Accounts.SignUp) async throws -> AuthResult {
         let email = try AccountRules.checkEmail(req.email)
         try AccountRules.checkPassword(req.password)
-        let recordName = try req.cloudkitRecordName.map { try AccountRules.checkRecordName($0, field: "cloudkitRecordName") }
+        let recordName = try await provenRecordName(req.cloudkitRecordName, webAuthToken: req.cloudkitWebAuthToken, field: "cloudkitRecordName")
         let hash = await hasher.hashAsync(req.password)
         return try await pool.transaction { [sessions] tx in
             let account = try AccountStore.create(tx, email: email, emailVerified: false, passwordHash: hash, recordName: recordName)
-            return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: true)
+            return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account, password: true),
+                              created: true)
         }
     }
 
@@ -165,7 +180,8 @@ public final class AccountsService: BackendService {
                 throw ServiceError(.invalidCredentials, "the code is not right, or was used already", field: "totpCode")
             }
             return AuthResult(account: try AccountStore.view(tx, account: account),
-                              session: try sessions.open(tx, account: account, secondFactor: secondFactor), created: false)
+                              session: try sessions.open(tx, account: account, secondFactor: secondFactor, password: true),
+                              created: false)
         }
     }
 
@@ -198,7 +214,8 @@ public final class AccountsService: BackendService {
 
     func signInWithApple(_ req: Accounts.SignInWithApple) async throws -> AuthResult {
         let claims = try await apple.verify(req.identityToken)
-        let recordName = try req.cloudkitRecordName.map { try AccountRules.checkRecordName($0, field: "cloudkitRecordName") }
+        // The identity token given in this request is a fresh sign-in of its own.
+        let recordName = try await provenRecordName(req.cloudkitRecordName, webAuthToken: req.cloudkitWebAuthToken, field: "cloudkitRecordName")
         let (account, created) = try await appleAccount(claims, recordName: recordName)
         // An iOS sign-in to an account made elsewhere links the device's record name, which the
         // account adopts as its appUserId when it may. A provider that cannot be

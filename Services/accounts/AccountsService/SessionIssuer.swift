@@ -61,16 +61,18 @@ final class SessionIssuer: Sendable {
     }
 
     /// Starts a session for an account inside the caller's transaction; `secondFactor` when the
-    /// member gave a TOTP or recovery code.
-    func open(_ tx: PGConnection, account: UUID, secondFactor: Bool = false) throws -> SessionTokens {
+    /// member gave a TOTP or recovery code. `password`: the account's password was given to open it
+    /// (sign-up, sign-in, a reset, an invitation), which makes it a fresh sign-in for a while
+    /// (`AccountStore.requireFreshSignIn`).
+    func open(_ tx: PGConnection, account: UUID, secondFactor: Bool = false, password: Bool = false) throws -> SessionTokens {
         let session = UUID.random()
         let refresh = "rt_" + Crypto.randomToken(bytes: 32)
         let row = try tx.query("""
-            INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at, second_factor)
-            VALUES ($1, $2, $3, now() + make_interval(secs => $4), $5)
+            INSERT INTO accounts.sessions (id, account_id, refresh_hash, expires_at, second_factor, password_at)
+            VALUES ($1, $2, $3, now() + make_interval(secs => $4), $5, CASE WHEN $6 THEN now() END)
             RETURNING (SELECT app_user_id FROM accounts.accounts WHERE id = $2) AS app_user_id,
                       \(Self.memberRole(account: "$2", secondFactor: "$5::boolean")) AS role
-            """, [session, account, Self.hash(refresh), config.refreshTokenTTL, secondFactor]).first!
+            """, [session, account, Self.hash(refresh), config.refreshTokenTTL, secondFactor, password]).first!
         return try tokens(account: account, appUserId: try row.decode("app_user_id"), session: session, refresh: refresh,
                           role: try row.decodeIfPresent("role", as: String.self).flatMap(Role.init(rawValue:)))
     }

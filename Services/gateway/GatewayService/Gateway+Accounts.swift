@@ -9,6 +9,7 @@ extension Gateway {
         var email: String
         var password: String
         var cloudkitRecordName: String?
+        var cloudkitWebAuthToken: String?
     }
     struct SignInBody: APIBody {
         static let schemaName: String? = "SignIn"
@@ -23,6 +24,7 @@ extension Gateway {
         static let schemaName: String? = "AppleSignIn"
         var identityToken: String
         var cloudkitRecordName: String?
+        var cloudkitWebAuthToken: String?
     }
     struct RefreshBody: APIBody {
         static let schemaName: String? = "Refresh"
@@ -31,6 +33,7 @@ extension Gateway {
     struct CloudKitBody: APIBody {
         static let schemaName: String? = "CloudKitLink"
         var recordName: String
+        var cloudkitWebAuthToken: String?
     }
     /// `mode` left out: the mode of the key making it.
     struct APIKeyBody: APIBody {
@@ -81,11 +84,12 @@ extension Gateway {
     }
 
     static let accountRoutes: [APIRoute] = [
-        .route(.post, "/v1/accounts", "Create an account", answers: [201: .json(AuthBody.self)], errors: [409, 422, 429], handle: Gateway.signUp),
+        .route(.post, "/v1/accounts", "Create an account", answers: [201: .json(AuthBody.self)], errors: [403, 409, 422, 429, 503],
+               handle: Gateway.signUp),
         .route(.post, "/v1/sessions", "Sign in with email and password (and a member's TOTP code)", answers: [200: .json(AuthBody.self)], errors: [401, 422, 429],
                handle: Gateway.signIn),
         .route(.post, "/v1/sessions/apple", "Sign in with Apple", answers: [200: .json(AuthBody.self), 201: .json(AuthBody.self)],
-               errors: [401, 409, 422, 429], handle: Gateway.signInWithApple),
+               errors: [401, 403, 409, 422, 429, 503], handle: Gateway.signInWithApple),
         .route(.post, "/v1/sessions/refresh", "Rotate a refresh token", answers: [200: .json(AuthBody.self)], errors: [401, 422],
                handle: Gateway.refresh),
         .route(.delete, "/v1/sessions/current", "Sign out", access: .user, answers: [204: .empty], handle: Gateway.signOut),
@@ -96,9 +100,11 @@ extension Gateway {
         .route(.delete, "/v1/me", "Delete the signed-in account (sessions, identities, credentials)", access: .user,
                answers: [204: .empty], errors: [404], handle: Gateway.deleteMe),
         // The record name becomes the appUserId when the fresh one holds no store purchase (the
-        // provider is asked: 503 when it cannot be, and nothing changes).
+        // provider is asked: 503 when it cannot be, and nothing changes). CloudKit proves the
+        // record name first (cloudkitWebAuthToken): 422 recordNameUnproven, 403 without CloudKit
+        // settings, or when the account's email is unproven and its password not fresh.
         .route(.post, "/v1/me/cloudkit", "Link a CloudKit record name (it may become the appUserId)", access: .user,
-               answers: [200: .json(Accounts.LinkCloudKit.Response.self)], errors: [404, 409, 422, 503], handle: Gateway.linkCloudKit),
+               answers: [200: .json(Accounts.LinkCloudKit.Response.self)], errors: [403, 404, 409, 422, 503], handle: Gateway.linkCloudKit),
         // A live admin key manages keys of both modes, a test one only test keys (accounts decides).
         .route(.post, "/v1/api-keys", "Create an API key (the secret is shown once)", access: .key(.admin),
                answers: [201: .json(CreatedKey.self)], errors: [422], handle: Gateway.createAPIKey),
@@ -108,10 +114,14 @@ extension Gateway {
                handle: Gateway.revokeAPIKey),
     ]
 
+    /// Accounts asks CloudKit (8 s at most) to prove a record name before it answers.
+    static let cloudKitTimeout: Duration = .seconds(12)
+
     func signUp(_ req: HTTPRequest, _ body: Incoming<SignUpBody>) async throws -> HTTPResponse {
         try abuse.checkSignUp(ip: req.clientAddress)
         let b = try body.read()
-        let result = try await accounts.request(Accounts.SignUp(email: b.email, password: b.password, cloudkitRecordName: b.cloudkitRecordName))
+        let result = try await accounts.request(Accounts.SignUp(email: b.email, password: b.password, cloudkitRecordName: b.cloudkitRecordName,
+                                                                     cloudkitWebAuthToken: b.cloudkitWebAuthToken), timeout: Self.cloudKitTimeout)
         return .json(201, AuthBody(account: result.account, session: result.session))
     }
 
@@ -125,7 +135,8 @@ extension Gateway {
     func signInWithApple(_ req: HTTPRequest, _ body: Incoming<AppleBody>) async throws -> HTTPResponse {
         try abuse.checkAuth(ip: req.clientAddress, email: nil)
         let b = try body.read()
-        let result = try await accounts.request(Accounts.SignInWithApple(identityToken: b.identityToken, cloudkitRecordName: b.cloudkitRecordName))
+        let result = try await accounts.request(Accounts.SignInWithApple(identityToken: b.identityToken, cloudkitRecordName: b.cloudkitRecordName,
+                                                                              cloudkitWebAuthToken: b.cloudkitWebAuthToken), timeout: Self.cloudKitTimeout)
         return .json(result.created ? 201 : 200, AuthBody(account: result.account, session: result.session))
     }
 
@@ -159,7 +170,9 @@ extension Gateway {
 
     func linkCloudKit(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<CloudKitBody>) async throws -> HTTPResponse {
         let b = try body.read()
-        return .json(200, try await accounts.request(Accounts.LinkCloudKit(accountId: user.account, recordName: b.recordName)))
+        return .json(200, try await accounts.request(Accounts.LinkCloudKit(accountId: user.account, recordName: b.recordName,
+                                                                                    cloudkitWebAuthToken: b.cloudkitWebAuthToken, sessionId: user.session),
+                                                     timeout: Self.cloudKitTimeout))
     }
 
     func createAPIKey(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<APIKeyBody>) async throws -> HTTPResponse {

@@ -53,7 +53,7 @@ extension Gateway {
         .route(.post, "/v1/sessions/exchange", "Exchange a one-time sign-in code for a session (with the flow's cookie, or the app's codeVerifier)",
                answers: [200: .json(AuthBody.self)], errors: [400, 401, 422, 429], handle: Gateway.exchangeSignInCode),
         .route(.post, "/v1/me/apple", "Link Sign in with Apple to the signed-in account", access: .user,
-               answers: [200: .json(AccountView.self)], errors: [401, 404, 409, 422], handle: Gateway.linkApple),
+               answers: [200: .json(AccountView.self)], errors: [401, 403, 404, 409, 422], handle: Gateway.linkApple),
     ]
 
     func appleStart(_ req: HTTPRequest) async throws -> HTTPResponse {
@@ -100,7 +100,7 @@ extension Gateway {
 
     func linkApple(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<AppleLinkBody>) async throws -> HTTPResponse {
         let b = try body.read()
-        return .json(200, try await accounts.request(Accounts.LinkApple(accountId: user.account, identityToken: b.identityToken)))
+        return .json(200, try await accounts.request(Accounts.LinkApple(accountId: user.account, identityToken: b.identityToken, sessionId: user.session)))
     }
 
     /// A form body's fields (`application/x-www-form-urlencoded`, WHATWG URL §5.1); the first of

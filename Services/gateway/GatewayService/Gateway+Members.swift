@@ -82,7 +82,7 @@ extension Gateway {
         .route(.post, "/v1/me/totp/disable", "A member turns TOTP off with a current or recovery code", access: .user,
                answers: [204: .empty], errors: [401, 409, 422, 429], handle: Gateway.disableTOTP),
         .route(.post, "/v1/members/accept", "Accept an invitation: sets the password and signs the member in",
-               answers: [200: .json(AuthBody.self), 201: .json(AuthBody.self)], errors: [401, 422, 429], handle: Gateway.acceptInvite),
+               answers: [200: .json(AuthBody.self), 201: .json(AuthBody.self)], errors: [401, 403, 422, 429], handle: Gateway.acceptInvite),
     ]
 
     /// Members reach both modes, so a test key, which reaches only test objects, manages none.

@@ -9,11 +9,11 @@ enum GatewayErrors {
         switch code {
         case .notIdentified, .invalidToken, .invalidCredentials, .invalidIdentityToken, .invalidSignedData: 401
         case .invalidSignInCode, .signInCodeUsed, .signInCodeExpired, .totpRequired: 401
-        case .forbidden, .mailNotConfigured: 403
+        case .forbidden, .mailNotConfigured, .cloudKitNotConfigured, .reauthenticationRequired, .emailUnverified: 403
         case .notFound, .routeNotFound: 404
         case .emailInUse, .recordNameInUse, .codeInUse, .productInUse, .transactionInUse, .invalidState, .appleIdInUse: 409
         case .returnNotAllowed, .stateMismatch: 400
-        case .invalid, .weakPassword, .storeLimit: 422
+        case .invalid, .weakPassword, .storeLimit, .recordNameUnproven: 422
         case .rateLimited: 429
         case .unavailable: 503
         case .timeout: 504

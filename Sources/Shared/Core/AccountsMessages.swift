@@ -76,10 +76,13 @@ public enum Accounts {
         public var email: String
         public var password: String
         public var cloudkitRecordName: String?
-        public init(email: String, password: String, cloudkitRecordName: String?) {
+        /// The CloudKit web auth token that proves `cloudkitRecordName` is the sender's.
+        public var cloudkitWebAuthToken: String?
+        public init(email: String, password: String, cloudkitRecordName: String?, cloudkitWebAuthToken: String? = nil) {
             self.email = email
             self.password = password
             self.cloudkitRecordName = cloudkitRecordName
+            self.cloudkitWebAuthToken = cloudkitWebAuthToken
         }
     }
 
@@ -103,9 +106,12 @@ public enum Accounts {
         public typealias Response = AuthResult
         public var identityToken: String
         public var cloudkitRecordName: String?
-        public init(identityToken: String, cloudkitRecordName: String?) {
+        /// The CloudKit web auth token that proves `cloudkitRecordName` is the sender's.
+        public var cloudkitWebAuthToken: String?
+        public init(identityToken: String, cloudkitRecordName: String?, cloudkitWebAuthToken: String? = nil) {
             self.identityToken = identityToken
             self.cloudkitRecordName = cloudkitRecordName
+            self.cloudkitWebAuthToken = cloudkitWebAuthToken
         }
     }
 
@@ -149,9 +155,15 @@ public enum Accounts {
         }
         public var accountId: UUID
         public var recordName: String
-        public init(accountId: UUID, recordName: String) {
+        /// The CloudKit web auth token that proves `recordName` is the sender's.
+        public var cloudkitWebAuthToken: String?
+        /// The session asking: with an unproven email, its password must be fresh.
+        public var sessionId: UUID?
+        public init(accountId: UUID, recordName: String, cloudkitWebAuthToken: String? = nil, sessionId: UUID? = nil) {
             self.accountId = accountId
             self.recordName = recordName
+            self.cloudkitWebAuthToken = cloudkitWebAuthToken
+            self.sessionId = sessionId
         }
     }
 

@@ -85,9 +85,12 @@ extension Accounts {
         public typealias Response = AccountView
         public var accountId: UUID
         public var identityToken: String
-        public init(accountId: UUID, identityToken: String) {
+        /// The session asking: with an unproven email, its password must be fresh.
+        public var sessionId: UUID?
+        public init(accountId: UUID, identityToken: String, sessionId: UUID? = nil) {
             self.accountId = accountId
             self.identityToken = identityToken
+            self.sessionId = sessionId
         }
     }
 }

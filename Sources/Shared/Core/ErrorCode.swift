@@ -13,6 +13,13 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     /// Data said to be signed by a store (an App Store transaction or notification) whose
     /// signature, chain, bundle, environment or app is not the expected one.
     case invalidSignedData
+    /// A CloudKit record name sent without a web auth token that proves it is the sender's.
+    case recordNameUnproven
+    /// A change an account with an unproven email makes only right after its password was given
+    /// (linking Apple or a record name): sign in again.
+    case reauthenticationRequired
+    /// The email must be proven first (accepting a member invitation with an existing account).
+    case emailUnverified
     // What was asked for.
     case notFound, routeNotFound
     // What stands in the way.
@@ -28,6 +35,9 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     /// Mail is not set up on this server (no `REDEEM_SMTP_URL`): email verification and password
     /// reset are not offered.
     case mailNotConfigured
+    /// CloudKit is not set up on this server (no `REDEEM_CLOUDKIT_CONTAINER`), so record names,
+    /// which only CloudKit can prove, are refused.
+    case cloudKitNotConfigured
     // The bus and the services themselves.
     case timeout, unavailable
     case malformedMessage, unknownMessageType, unsupportedVersion, `internal`
