@@ -24,6 +24,11 @@ struct AccountsConfig: Sendable {
     var grantsBus: [String]
     /// The SMTP server and sender of verification and reset mail; nil: no mail (`MailConfig`).
     var mail: MailConfig?
+    /// Password hashes computed at once (`REDEEM_PASSWORD_HASH_CONCURRENCY`), 19 MiB each; 8 per
+    /// place may wait, and a request beyond those is answered 503 (`PasswordHasher`).
+    var passwordHashConcurrency: Int
+    /// Verification and reset mail per email address and per client address (`MailLimits`).
+    var mailLimits: MailLimits
 
     init(env: Environment) throws {
         accessTokenTTL = TimeInterval(try env.int("REDEEM_ACCESS_TOKEN_TTL", default: 900, range: 5...900))
@@ -42,6 +47,9 @@ struct AccountsConfig: Sendable {
         eventsBind = try BusAddress.eventsBind("accounts", env)
         grantsBus = try BusAddress.requests("grants", env)
         mail = try MailConfig(env: env)
+        // 4 × 19 MiB: within the memory the Kubernetes example gives accounts, with room for the rest.
+        passwordHashConcurrency = try env.int("REDEEM_PASSWORD_HASH_CONCURRENCY", default: 4, range: 1...64)
+        mailLimits = try MailLimits(env: env)
     }
 }
 

@@ -19,5 +19,9 @@ enum AccountsMigrations {
         Migration(file: "008_members.sql", PackageResources._08_members_sql),
         Migration(file: "009_sign_in_with_apple_on_the_web.sql", PackageResources._09_sign_in_with_apple_on_the_web_sql),
         Migration(file: "010_email_tokens_and_mail_outbox.sql", PackageResources._10_email_tokens_and_mail_outbox_sql),
+        // The audit log is a record: the services' runtime roles may add to it, never change or
+        // erase it (docs/security.md, "The database").
+        AuditTable.insertOnly(11),
+        Migration(file: "012_mail_limits.sql", PackageResources._12_mail_limits_sql),
     ]
 }

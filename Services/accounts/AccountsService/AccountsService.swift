@@ -27,7 +27,7 @@ public final class AccountsService: BackendService {
     let mailSender: MailSender?
     /// The grants service: the store's view of an id, and moving a holder.
     let grants: BusClient
-    let hasher = PasswordHasher()
+    let hasher: PasswordHasher
     /// Verified against when an email is unknown, so both failures take the same time.
     let decoyHash: String
 
@@ -44,7 +44,8 @@ public final class AccountsService: BackendService {
         appleWeb = try AppleWebSettings(env: env, clientIds: config.appleClientIds, jwks: config.appleJWKS).map { AppleAuthClient(settings: $0) }
         events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)
         grants = try BusClient(bus: runtime.bus, service: "grants", connect: config.grantsBus, metrics: runtime.metrics)
-        decoyHash = hasher.hash(Crypto.randomToken())
+        hasher = PasswordHasher(concurrency: config.passwordHashConcurrency)
+        decoyHash = try hasher.hash(Crypto.randomToken())
     }
 
     public func start() async throws {
@@ -133,7 +134,7 @@ public final class AccountsService: BackendService {
         let email = try AccountRules.checkEmail(req.email)
         try AccountRules.checkPassword(req.password)
         let recordName = try req.cloudkitRecordName.map { try AccountRules.checkRecordName($0, field: "cloudkitRecordName") }
-        let hash = await hasher.hashAsync(req.password)
+        let hash = try await hasher.hashAsync(req.password)
         return try await pool.transaction { [sessions] tx in
             let account = try AccountStore.create(tx, email: email, emailVerified: false, passwordHash: hash, recordName: recordName)
             return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account), created: true)
@@ -143,7 +144,7 @@ public final class AccountsService: BackendService {
     func signIn(_ req: Accounts.SignIn) async throws -> AuthResult {
         let found = try await pool.withConnection { try AccountStore.find($0, email: req.email) }
         // An unknown email, an account without a password and a wrong password cost the same.
-        let ok = await hasher.verifyAsync(req.password, against: found?.passwordHash ?? decoyHash)
+        let ok = try await hasher.verifyAsync(req.password, against: found?.passwordHash ?? decoyHash)
         guard ok, let account = found?.id, found?.passwordHash != nil else {
             throw ServiceError(.invalidCredentials, "the email or password is not right")
         }

@@ -11,6 +11,27 @@ public enum AuditTable {
         Migration(version, "audit log", String(decoding: PackageResources.audit_log_sql, as: UTF8.self))
     }
 
+    /// The migration that makes the table append-only for everyone but its owner: the runtime
+    /// role got UPDATE, DELETE and TRUNCATE with the schema's other tables (default privileges),
+    /// and loses them here, so a service (or whoever holds its database password) can add to the
+    /// record but never rewrite or erase it. `deploy/database-roles.sql` revokes them again after
+    /// it grants the schema's tables, for a table made before this migration.
+    public static func insertOnly(_ version: Int) -> Migration {
+        Migration(version, "audit log takes inserts only", """
+            DO $$
+            DECLARE holder text;
+            BEGIN
+                FOR holder IN
+                    SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END
+                    FROM pg_class c, aclexplode(c.relacl) a
+                    WHERE c.oid = 'audit_log'::regclass AND a.grantee <> c.relowner AND a.privilege_type IN ('UPDATE', 'DELETE', 'TRUNCATE')
+                LOOP
+                    EXECUTE format('REVOKE UPDATE, DELETE, TRUNCATE ON audit_log FROM %s', holder);
+                END LOOP;
+            END $$;
+            """)
+    }
+
     /// Records `change` in `schema`'s table, in the caller's transaction.
     public static func write(_ tx: PGConnection, schema: String, _ change: AuditChange) throws {
         try tx.query("""
