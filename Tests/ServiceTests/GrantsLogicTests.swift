@@ -98,7 +98,7 @@ import Testing
             #expect(Webhooks.isPrivate(reserved), "\(reserved)")
             #expect(Webhooks.refusal(scheme: "https", address: reserved, allowPrivate: false) != nil, "\(reserved)")
         }
-        for neighbour in ["192.0.1.1", "191.255.255.255", "198.17.255.255", "198.20.0.1", "fe00::1", "febf::1"] {
+        for neighbour in ["192.0.1.1", "191.255.255.255", "198.17.255.255", "198.20.0.1", "fe00::1", "fe7f::1"] {
             #expect(!Webhooks.isPrivate(neighbour), "\(neighbour)")
         }
         for bad in ["https://[64:ff9b::7f00:1]/h", "https://[2002:7f00:1::]/h"] {
