@@ -41,3 +41,7 @@ GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA :"service" TO :"runtime";
 ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA :"service" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO :"runtime";
 ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA :"service" GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO :"runtime";
 ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA :"service" GRANT EXECUTE ON FUNCTIONS TO :"runtime";
+-- The audit log is a record: the runtime role adds to it, never changes or erases it. Its
+-- migration revokes the rest when it makes the table; the grant above gave it back on a re-run.
+SELECT format('REVOKE UPDATE, DELETE, TRUNCATE ON %I.audit_log FROM %I', :'service', :'runtime')
+    WHERE to_regclass(format('%I.audit_log', :'service')) IS NOT NULL \gexec

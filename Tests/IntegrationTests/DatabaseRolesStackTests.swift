@@ -215,4 +215,31 @@ final class DatabaseRolesStackTests: StackTestCase {
         XCTAssertEqual(wrong, 2)
         _ = try PGConnection(url: try stack.databaseURL(of: "accounts"))
     }
+
+    /// The audit log is a record: each service's runtime role adds to it and reads it, and may
+    /// neither change nor erase a row (permission denied, SQLSTATE 42501), also after
+    /// `deploy/database-roles` runs again over a migrated schema (as `run-stack` does at every start).
+    func test6_theRuntimeRolesOnlyAddToTheAuditLog() async throws {
+        func check(_ when: String) throws {
+            for service in Self.backends {
+                let url = try stack.databaseURL(of: service)
+                XCTAssertNil(try failure(url, """
+                    INSERT INTO \(service).audit_log (id, action, object_type, object_id, mode)
+                    VALUES (gen_random_uuid(), 'test.audit', 'test', '\(when)', 'test')
+                    """), "\(service) adds to its audit log (\(when))")
+                XCTAssertNil(try failure(url, "SELECT count(*) FROM \(service).audit_log"))
+                for change in ["UPDATE \(service).audit_log SET action = 'rewritten'",
+                               "DELETE FROM \(service).audit_log",
+                               "TRUNCATE \(service).audit_log"] {
+                    XCTAssertEqual(try failure(url, change), "42501", "\(service)'s runtime role (\(when)): \(change)")
+                }
+                let kept = try PGConnection(url: url).query("SELECT count(*)::int AS n FROM \(service).audit_log WHERE object_id = $1", [when])
+                XCTAssertEqual(try kept.first!.decode("n", as: Int.self), 1, "\(service)'s row is still there (\(when))")
+            }
+        }
+        try check("after the first start")
+        let arguments = [try stack.adminDatabaseURL(), stack.directory.appendingPathComponent("db").path]
+        _ = try await offThePool { try Project.run(Project.root.appendingPathComponent("deploy/database-roles").path, arguments) }
+        try check("after database-roles ran again")
+    }
 }

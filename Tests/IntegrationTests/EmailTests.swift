@@ -25,7 +25,7 @@ final class EmailTests: StackTestCase {
         jwksDirectory = dir
         let jwks = dir.appendingPathComponent("apple-jwks.json")
         try apple.jwks().write(to: jwks)
-        stack = try Stack(environment: ["REDEEM_SMTP_URL": "smtp://127.0.0.1:\(sink.port)", "REDEEM_MAIL_FROM": "no-reply@redeem.test",
+        stack = try Stack(environment: ["REDEEM_SMTP_URL": "smtp+insecure://127.0.0.1:\(sink.port)", "REDEEM_MAIL_FROM": "no-reply@redeem.test",
                                         "REDEEM_APPLE_CLIENT_ID": clientId, "REDEEM_APPLE_JWKS": jwks.path])
     }
 
@@ -421,7 +421,7 @@ final class EmailTests: StackTestCase {
         restarted = true
         // The next instance, and a second one beside it, each with buses and ports of its own.
         // The runner's wiring leaves out the SMTP URL (it may hold a password).
-        let smtp = ["REDEEM_SMTP_URL": "smtp://127.0.0.1:\(sink.port)"]
+        let smtp = ["REDEEM_SMTP_URL": "smtp+insecure://127.0.0.1:\(sink.port)"]
         try Self.stack.startService("accounts", overrides: smtp)
         try Self.stack.startService("accounts", overrides: smtp.merging(["REDEEM_ACCOUNTS_BUS_BIND": "tcp://127.0.0.1:\(try Project.freePort())",
                                                                          "REDEEM_ACCOUNTS_EVENTS_BIND": "tcp://127.0.0.1:\(try Project.freePort())",

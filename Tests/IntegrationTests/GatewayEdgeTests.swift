@@ -154,6 +154,12 @@ final class GatewayEdgeTests: StackTestCase {
         XCTAssertEqual(other.status, 200, other.text)
         let sameAddress = try await validate("ANY-CODE", try Self.minter.user(), from: "203.0.113.5, 192.0.2.1")
         XCTAssertEqual(sameAddress.status, 429, "the hop the proxy saw, not the one the client wrote")
+        // A proxy that sets X-Forwarded-For passes a client's own `Forwarded` on untouched: only
+        // the header the operator names (REDEEM_TRUSTED_PROXY_HEADER) is read, so a forged one
+        // does not move the guesser to a fresh address.
+        let forged = try await client.json("POST", "/v1/coupons/validate", ["code": "ANY-CODE"], token: try Self.minter.user().token,
+                                           headers: ["X-Forwarded-For": "192.0.2.1", "Forwarded": "for=198.51.100.77"])
+        XCTAssertEqual(forged.status, 429, "the client's own Forwarded header is not read: \(forged.text)")
     }
 
     func testRepeatedInvalidCodesLockTheCallerOut() async throws {

@@ -60,6 +60,8 @@ import TestSupport
         let rules = try await python(["-c", Self.podRules, dir.appendingPathComponent("base.yaml").path])
         #expect(rules.status == 0, "\(rules.output)")
         #expect(rules.output.contains("checked 5 pod templates"), "\(rules.output)")
+        let egress = try await python(["-c", Self.egressRules, dir.appendingPathComponent("base.yaml").path])
+        #expect(egress.status == 0 && egress.output.contains("egress as needed"), "\(egress.output)")
 
         // The example overlay needs a kustomize with `patches` (v4 and later: kubectl 1.21 and later).
         let version = (try? await offThePool { try Subprocess.run(kubectl, ["version", "--client"]) }) ?? ""
@@ -68,6 +70,9 @@ import TestSupport
             let overlay = try await validate(example, "example.yaml")
             #expect(overlay.status == 0 && !overlay.output.contains("ERROR"), "deploy/kubernetes-example validates: \(overlay.output)")
             #expect(example.contains("namespace: redeem") && !example.contains("image: redeem:local"))
+            // The example's gateway trusts its ingress controller to name the client.
+            let gateway = try #require(example.components(separatedBy: "\n---\n").first { $0.contains("kind: Deployment") && $0.contains("name: gateway\n") })
+            #expect(gateway.contains("name: REDEEM_TRUSTED_PROXIES"), "the example sets the ingress as trusted proxy")
         }
     }
 
@@ -102,6 +107,32 @@ import TestSupport
                 if {r["secretRef"]["name"] for r in first.get("envFrom", []) if "secretRef" in r} != {"redeem-database-admin", "redeem-database"}: problems.append(f"{where}: roles without their Secrets")
             elif "redeem-database-admin" in secrets: problems.append(f"{where}: reads the administrator's URL")
         print("\n".join(problems) or f"checked {len(pods)} pod templates")
+        sys.exit(1 if problems else 0)
+        """#
+
+    /// The egress the services need, and only they, to public addresses (NetworkPolicies add up):
+    /// accounts SMTP (587, 465) and HTTPS (Apple's sign-in), grants HTTPS (RevenueCat, Apple's and
+    /// Google's store APIs), the gateway HTTPS (Google's keys for Play pushes); coupons none.
+    static let egressRules = #"""
+        import sys, yaml
+        docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+        policies = [d["spec"] for d in docs if d["kind"] == "NetworkPolicy"]
+        def selects(spec, app):
+            sel = spec["podSelector"]
+            labels = sel.get("matchLabels", {})
+            if labels.get("app.kubernetes.io/part-of") != "redeem" or "redeem.dev/database" in labels: return False
+            if labels.get("app.kubernetes.io/name", app) != app: return False
+            return all(app in e["values"] for e in sel.get("matchExpressions", []) if e["key"] == "app.kubernetes.io/name" and e["operator"] == "In")
+        def public(port, app):
+            for spec in policies:
+                if not selects(spec, app): continue
+                for rule in spec.get("egress", []):
+                    if port in [p["port"] for p in rule.get("ports", [])] and any(b.get("ipBlock", {}).get("cidr") == "0.0.0.0/0" for b in rule.get("to", [])):
+                        return True
+            return False
+        problems = [f"{app} cannot reach port {port}" for app, port in [("accounts", 587), ("accounts", 465), ("accounts", 443), ("grants", 443), ("gateway", 443)] if not public(port, app)]
+        problems += [f"{app} may reach port {port}" for app, port in [("coupons", 443), ("coupons", 587), ("gateway", 587), ("grants", 587)] if public(port, app)]
+        print("\n".join(problems) or "egress as needed")
         sys.exit(1 if problems else 0)
         """#
 

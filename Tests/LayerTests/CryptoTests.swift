@@ -73,13 +73,72 @@ import Testing
         #expect(Base64URL.decode("a=") == nil)
     }
 
-    @Test func argon2idHashesVerifyAndDiffer() {
+    @Test func argon2idHashesVerifyAndDiffer() throws {
         let h = PasswordHasher()
-        let a = h.hash("correct horse battery")
+        let a = try h.hash("correct horse battery")
         #expect(a.hasPrefix("$argon2id$v=19$m=19456,t=2,p=1$"))
-        #expect(h.verify("correct horse battery", against: a))
-        #expect(!h.verify("correct horse batterY", against: a))
-        #expect(h.hash("correct horse battery") != a)  // salted
+        #expect(try h.verify("correct horse battery", against: a))
+        #expect(try !h.verify("correct horse batterY", against: a))
+        #expect(try h.hash("correct horse battery") != a)  // salted
+    }
+
+    /// A hash whose memory can't be allocated is an `unavailable` error, not the end of the
+    /// process (it was a `precondition`). 4 TiB is refused by the kernel's overcommit heuristic
+    /// (mode 0) or accounting (mode 2); under mode 1 it would be granted, so the test stands aside.
+    @Test func argon2idThatCannotAllocateThrowsAndTheProcessLivesOn() async throws {
+        let mode = try String(contentsOfFile: "/proc/sys/vm/overcommit_memory", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard mode != "1" else { return }
+        var huge = PasswordHasher()
+        huge.memoryKiB = UInt32.max
+        #expect(throws: ServiceError.self) { try huge.hash("correct horse battery") }
+        await #expect(throws: ServiceError.self) { try await huge.hashAsync("correct horse battery") }
+        do {
+            _ = try huge.hash("correct horse battery")
+        } catch {
+            #expect(error.code == .unavailable)
+        }
+        // The gate's place was given back: the next hash (normal size) runs.
+        var normal = huge
+        normal.memoryKiB = 19_456
+        #expect(try await normal.hashAsync("correct horse battery").hasPrefix("$argon2id$"))
+    }
+
+    /// The bound on hashes in progress, on the gate itself: `concurrency` run, `waiting` queue in
+    /// order, the next is refused at once; each leave lets the first in the queue run.
+    @Test func passwordHashesAreBoundedAndTheExcessRefused() async throws {
+        let gate = PasswordHashGate(concurrency: 2, waiting: 2)
+        #expect(await gate.enter())
+        #expect(await gate.enter())
+        let queued = (1...2).map { _ in Task { await gate.enter() } }
+        // Both are queued (the tasks run concurrently: wait for them to be counted).
+        let counted = await waitUntil(.now + .seconds(5), every: .milliseconds(5)) { gate.load.waiting == 2 }
+        #expect(counted)
+        #expect(await gate.enter() == false, "a third waiter is refused at once")
+        #expect(gate.load == (2, 2))
+        gate.leave()
+        #expect(gate.load == (2, 1), "one place freed: the first waiting takes it")
+        gate.leave()
+        let firstEntered = await queued[0].value, secondEntered = await queued[1].value
+        #expect(firstEntered && secondEntered)
+        #expect(gate.load == (2, 0), "the two that waited now run")
+        gate.leave()
+        gate.leave()
+        #expect(gate.load == (0, 0))
+        #expect(await gate.enter(), "free again")
+        // Through the hasher: a gate with one place and no queue turns a second hash away while
+        // the first runs, with `unavailable`, and serves it once the first is done.
+        let one = PasswordHasher(concurrency: 1, waiting: 0)
+        let results = await withTaskGroup(of: Result<String, ServiceError>.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    do throws(ServiceError) { return .success(try await one.hashAsync("correct horse battery")) } catch { return .failure(error) }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let refused = results.filter { if case .failure(let e) = $0 { e.code == .unavailable } else { false } }
+        #expect(results.count == 4 && refused.count >= 1 && refused.count < 4, "\(results)")
+        #expect(one.gate.load == (0, 0))
     }
 
     @Test func ed25519TokensVerifyOnlyWithTheirKey() throws {

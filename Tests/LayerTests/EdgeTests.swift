@@ -40,11 +40,26 @@ import Testing
         #expect(from("10.0.0.2", ["x-forwarded-for": "10.0.0.8, 10.0.0.9"]) == "10.0.0.8", "only proxies: the farthest")
         #expect(from("10.0.0.2", ["x-forwarded-for": "192.0.2.1, unknown"]) == "10.0.0.2", "not an address: the proxy that said it")
         #expect(from("10.0.0.2", [:]) == "10.0.0.2")
-        // RFC 7239, preferred over X-Forwarded-For, with ports, quotes and brackets.
-        #expect(from("10.0.0.2", ["forwarded": "for=192.0.2.60;proto=https;by=10.0.0.2", "x-forwarded-for": "198.51.100.1"]) == "192.0.2.60")
-        #expect(from("10.0.0.2", ["forwarded": #"for="[2001:db8::17]:4711", for=10.0.0.3"#]) == "2001:db8::17")
-        #expect(from("10.0.0.2", ["forwarded": "for=192.0.2.43:8080"]) == "192.0.2.43")
-        #expect(from("2001:db8:f::1", ["forwarded": "for=_hidden"]) == "2001:db8:f::1")
+        // Only the one header named is read: a client's own `Forwarded` passes a proxy that sets
+        // X-Forwarded-For untouched, and must not name the client.
+        #expect(from("10.0.0.2", ["forwarded": "for=198.51.100.66", "x-forwarded-for": "192.0.2.1"]) == "192.0.2.1")
+        #expect(from("10.0.0.2", ["forwarded": "for=198.51.100.66"]) == "10.0.0.2", "not the named header: the proxy is the client")
+        // With `forwarded` named: RFC 7239, with ports, quotes and brackets, and X-Forwarded-For unread.
+        func rfc(_ peer: String, _ headers: [String: String]) -> String {
+            ClientAddress.resolve(peer: peer, headers: headers, trusted: trusted, header: "forwarded")
+        }
+        #expect(rfc("10.0.0.2", ["forwarded": "for=192.0.2.60;proto=https;by=10.0.0.2", "x-forwarded-for": "198.51.100.1"]) == "192.0.2.60")
+        #expect(rfc("10.0.0.2", ["x-forwarded-for": "198.51.100.1"]) == "10.0.0.2")
+        #expect(rfc("10.0.0.2", ["forwarded": #"for="[2001:db8::17]:4711", for=10.0.0.3"#]) == "2001:db8::17")
+        #expect(rfc("10.0.0.2", ["forwarded": "for=192.0.2.43:8080"]) == "192.0.2.43")
+        #expect(rfc("2001:db8:f::1", ["forwarded": "for=_hidden"]) == "2001:db8:f::1")
+        // Another header (a CDN's own), read the X-Forwarded-For way.
+        #expect(ClientAddress.resolve(peer: "10.0.0.2", headers: ["x-real-ip": "192.0.2.9", "x-forwarded-for": "198.51.100.1"], trusted: trusted,
+                                      header: "x-real-ip") == "192.0.2.9")
+        #expect(try ClientAddress.headerName(" X-Forwarded-For ", variable: "X") == "x-forwarded-for")
+        for bad in ["", "x forwarded", "x-forwarded-for:", "é"] {
+            #expect(throws: ConfigError.self, "\(bad)") { try ClientAddress.headerName(bad, variable: "REDEEM_TRUSTED_PROXY_HEADER") }
+        }
         // Nobody trusted: headers are never read.
         #expect(ClientAddress.resolve(peer: "10.0.0.2", headers: ["x-forwarded-for": "192.0.2.1"], trusted: []) == "10.0.0.2")
     }
@@ -123,5 +138,56 @@ import Testing
         quick.send("GET / HTTP/1.1\r\nHost: edge\r\n\r\n")
         #expect(quick.read(for: 0.5).text.hasSuffix("from 127.0.0.1"))
         #expect(quick.read(for: 4).closed, "an idle keep-alive connection goes at the header timeout too")
+    }
+
+    /// The request deadline on the guard itself, time as an input: the headers by the header
+    /// timeout, the whole request by the request deadline, nothing while a request is handled,
+    /// and the clock starts again at each answer.
+    @Test func theRequestDeadlineCountsFromTheOpeningOrTheLastAnswer() {
+        let guardian = ConnectionGuard(.init(perAddress: 0, headerTimeout: .seconds(2), requestTimeout: .seconds(5), trusted: []))
+        let t0 = ContinuousClock.now
+        var shut: [Int32] = []
+        func sweep(at seconds: Double) -> [Int32] {
+            shut = []
+            guardian.sweep(now: t0 + .milliseconds(Int(seconds * 1000))) { shut.append($0) }
+            return shut
+        }
+        guardian.opened(1, address: "192.0.2.1", fd: 11, now: t0)
+        guardian.opened(2, address: "192.0.2.2", fd: 12, now: t0)
+        guardian.opened(3, address: "192.0.2.3", fd: 13, now: t0)
+        guardian.headersArrived(2)
+        guardian.headersArrived(3)
+        guardian.requestReceived(3)
+        #expect(sweep(at: 1.9).isEmpty)
+        #expect(sweep(at: 2) == [11], "no headers by the header timeout")
+        #expect(sweep(at: 4.9).isEmpty)
+        #expect(sweep(at: 5) == [12], "headers in time, the body not by the deadline")
+        #expect(sweep(at: 60).isEmpty, "each once; none while a request is handled")
+        guardian.answered(3, now: t0 + .seconds(60))
+        #expect(sweep(at: 61.9).isEmpty)
+        #expect(sweep(at: 62) == [13], "the next request's clock starts at the answer")
+    }
+
+    @Test func aClientTricklingItsBodyIsCutOffAtTheDeadline() async throws {
+        let server = try start {
+            $0.headerTimeoutSeconds = 0
+            $0.requestTimeoutSeconds = 1
+        }
+        defer { Task { await server.stop() } }
+        let slow = try RawConnection(port: server.port)
+        slow.send("POST / HTTP/1.1\r\nHost: edge\r\nContent-Length: 100000\r\n\r\n")
+        let started = Date()
+        var cut = false
+        // A byte every 200 ms: never silent long enough for libmicrohttpd's idle timeout.
+        while Date().timeIntervalSince(started) < 6 {
+            if !slow.send("x") { cut = true; break }
+            if slow.read(for: 0.2).closed { cut = true; break }
+        }
+        #expect(cut, "shut at the request deadline")
+        #expect(Date().timeIntervalSince(started) < 3.5, "within the deadline and a sweep: \(Date().timeIntervalSince(started)) s")
+        // A request sent whole in time is answered, on a connection that stays open.
+        let quick = try RawConnection(port: server.port)
+        quick.send("POST / HTTP/1.1\r\nHost: edge\r\nContent-Length: 2\r\n\r\nok")
+        #expect(quick.read(for: 0.5).text.hasSuffix("from 127.0.0.1"))
     }
 }

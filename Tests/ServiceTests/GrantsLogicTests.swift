@@ -91,6 +91,16 @@ import Testing
         for address in ["2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1", "1.1.1.1"] {
             #expect(!Webhooks.isPrivate(address), "\(address)")
         }
+        // IETF protocol assignments (192.0.0.0/24), benchmarking (198.18.0.0/15) and the deprecated
+        // site-local IPv6 range (fec0::/10), also when carried in IPv6; their neighbours are public.
+        for reserved in ["192.0.0.1", "192.0.0.255", "198.18.0.1", "198.19.255.254", "fec0::1", "feff:ffff::1", "::ffff:198.18.0.9",
+                         "64:ff9b::c000:1", "2002:c612:1::1"] {
+            #expect(Webhooks.isPrivate(reserved), "\(reserved)")
+            #expect(Webhooks.refusal(scheme: "https", address: reserved, allowPrivate: false) != nil, "\(reserved)")
+        }
+        for neighbour in ["192.0.1.1", "191.255.255.255", "198.17.255.255", "198.20.0.1", "fe00::1", "fe7f::1"] {
+            #expect(!Webhooks.isPrivate(neighbour), "\(neighbour)")
+        }
         for bad in ["https://[64:ff9b::7f00:1]/h", "https://[2002:7f00:1::]/h"] {
             #expect(throws: ServiceError.self, "\(bad)") { try Webhooks.checkURL(bad, allowPrivate: false) }
         }

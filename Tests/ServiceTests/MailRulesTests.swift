@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import AccountsService
 @testable import Core
 @testable import Runtime
@@ -37,6 +38,53 @@ import Testing
         #expect(!open.hasCredentials)
         #expect(open.redacted == "smtps://relay.internal")
         #expect(open.from == "no-reply@example.com")
+    }
+
+    @Test func plainSMTPOnlyByNameAndOnlyToLoopback() throws {
+        func config(_ url: String) throws -> MailConfig? {
+            try MailConfig(env: Environment(["REDEEM_SMTP_URL": url, "REDEEM_MAIL_FROM": "no-reply@example.com"]))
+        }
+        #expect(try config("smtp://relay.internal")?.security == .startTLS, "no credentials: STARTTLS still required")
+        #expect(try config("smtp://u:p@relay.internal:587")?.security == .startTLS)
+        #expect(try config("smtps://relay.internal")?.security == .tls)
+        for loopback in ["smtp+insecure://127.0.0.1:2525", "smtp+insecure://localhost", "smtp+insecure://[::1]:25", "SMTP+INSECURE://127.8.0.1"] {
+            let plain = try #require(try config(loopback), "\(loopback)")
+            #expect(plain.security == .none, "\(loopback)")
+            #expect(plain.url.hasPrefix("smtp://"), "libcurl is given smtp://: \(plain.url)")
+        }
+        #expect(try config("smtp+insecure://127.0.0.1:2525")?.redacted == "smtp+insecure://127.0.0.1:2525")
+        for refused in ["smtp+insecure://relay.internal", "smtp+insecure://10.0.0.5", "smtp+insecure://[::2]", "smtp+insecure://u:hunter2secret@127.0.0.1",
+                        "smtp+insecure://127.0.0.1.example.com"] {
+            do {
+                _ = try config(refused)
+                Issue.record("accepted \(refused)")
+            } catch let e as ConfigError {
+                #expect(e.variable == "REDEEM_SMTP_URL")
+                #expect(!e.description.contains("hunter2secret"))
+            }
+        }
+    }
+
+    /// Against a real SMTP server that offers no STARTTLS (`SMTPSink`, loopback): `smtp://` sends
+    /// nothing, even without credentials, and libcurl says why; `smtp+insecure://` delivers.
+    @Test func smtpWithoutSTARTTLSSendsNothingUnlessTheURLSaysInsecure() async throws {
+        let sink = try SMTPSink()
+        defer { sink.stop() }
+        func client(_ url: String) throws -> SMTPClient {
+            SMTPClient(config: try #require(try MailConfig(env: Environment(["REDEEM_SMTP_URL": url, "REDEEM_MAIL_FROM": "no-reply@example.com"]))),
+                       timeout: .seconds(10))
+        }
+        let message = MailMessage.carrying("ev_abc", purpose: .verifyEmail, to: "pilot@example.com", from: "no-reply@example.com")
+        let startTLS = try client("smtp://127.0.0.1:\(sink.port)")
+        do {
+            try await startTLS.send(to: "pilot@example.com", message: message)
+            Issue.record("sent in the clear")
+        } catch {
+            #expect(error.code == 64, "CURLE_USE_SSL_FAILED: \(error)")
+        }
+        #expect(sink.messages(to: "pilot@example.com").isEmpty)
+        try await client("smtp+insecure://127.0.0.1:\(sink.port)").send(to: "pilot@example.com", message: message)
+        #expect(sink.messages(to: "pilot@example.com").count == 1)
     }
 
     @Test func aMessageIsPlainTextWithCRLFLinesAndCarriesItsCode() throws {

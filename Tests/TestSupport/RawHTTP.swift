@@ -58,6 +58,21 @@ public final class RawConnection: @unchecked Sendable {
         Array(text.utf8).withUnsafeBytes { Foundation.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == text.utf8.count
     }
 
+    /// Sends all of `data` (blocking while the server reads); false once the server has closed
+    /// the connection.
+    @discardableResult
+    public func send(_ data: Data) -> Bool {
+        data.withUnsafeBytes { buffer in
+            var sent = 0
+            while sent < buffer.count {
+                let n = Foundation.send(fd, buffer.baseAddress! + sent, buffer.count - sent, Int32(MSG_NOSIGNAL))
+                if n <= 0 { return false }
+                sent += n
+            }
+            return true
+        }
+    }
+
     /// Reads for up to `seconds`, until the server closes the connection; what came, and whether
     /// it closed.
     public func read(for seconds: Double) -> (text: String, closed: Bool) {

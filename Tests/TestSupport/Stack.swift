@@ -39,6 +39,8 @@ public final class Stack: @unchecked Sendable {
             "REDEEM_PARENT_PID": String(getpid()), "REDEEM_ADMIN_KEY": adminKey,
             // Suites drive hundreds of requests from one address; the abuse-limit suite turns them on.
             "REDEEM_RATE_LIMITS": "off",
+            // And hold up to 128 connections at once (`client`); `MemoryBoundsStackTests` keeps the default.
+            "REDEEM_HTTP_CONNECTIONS_PER_ADDRESS": "1000",
             // Tests that kill a service restart it themselves and read how the first one ended.
             "REDEEM_RESTART": "never",
             // Record names are taken on the client's word unless a suite gives CloudKit settings

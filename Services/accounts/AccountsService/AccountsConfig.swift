@@ -26,6 +26,11 @@ struct AccountsConfig: Sendable {
     var mail: MailConfig?
     /// How record names are proven: by CloudKit, by the client's word (unsafe), or not at all.
     var recordNames: RecordNameProof
+    /// Password hashes computed at once (`REDEEM_PASSWORD_HASH_CONCURRENCY`), 19 MiB each; 8 per
+    /// place may wait, and a request beyond those is answered 503 (`PasswordHasher`).
+    var passwordHashConcurrency: Int
+    /// Verification and reset mail per email address and per client address (`MailLimits`).
+    var mailLimits: MailLimits
 
     init(env: Environment) throws {
         accessTokenTTL = TimeInterval(try env.int("REDEEM_ACCESS_TOKEN_TTL", default: 900, range: 5...900))
@@ -45,6 +50,9 @@ struct AccountsConfig: Sendable {
         grantsBus = try BusAddress.requests("grants", env)
         mail = try MailConfig(env: env)
         recordNames = try RecordNameProof(env: env)
+        // 4 × 19 MiB: within the memory the Kubernetes example gives accounts, with room for the rest.
+        passwordHashConcurrency = try env.int("REDEEM_PASSWORD_HASH_CONCURRENCY", default: 4, range: 1...64)
+        mailLimits = try MailLimits(env: env)
     }
 }
 

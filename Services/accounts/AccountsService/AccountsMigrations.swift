@@ -21,5 +21,9 @@ enum AccountsMigrations {
         Migration(file: "010_email_tokens_and_mail_outbox.sql", PackageResources._10_email_tokens_and_mail_outbox_sql),
         Migration(file: "011_member_totp_invites_sign_in_code_binding.sql", PackageResources._11_member_totp_invites_sign_in_code_binding_sql),
         Migration(file: "012_fresh_sign_ins.sql", PackageResources._12_fresh_sign_ins_sql),
+        // The audit log is a record: the services' runtime roles may add to it, never change or
+        // erase it (docs/security.md, "The database").
+        AuditTable.insertOnly(13),
+        Migration(file: "014_mail_limits.sql", PackageResources._14_mail_limits_sql),
     ]
 }

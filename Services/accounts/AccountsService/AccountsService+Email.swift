@@ -10,7 +10,7 @@ import Foundation
 extension AccountsService {
     func addEmailRoutes(to r: inout BusRouter) {
         r.on(Accounts.SendEmailVerification.self) { [self] req, _ in
-            try await sendVerification(account: req.accountId)
+            try await sendVerification(account: req.accountId, client: req.clientAddress)
             return Empty()
         }
         r.on(Accounts.ConfirmEmail.self) { [self] req, _ in
@@ -18,7 +18,7 @@ extension AccountsService {
             return Empty()
         }
         r.on(Accounts.RequestPasswordReset.self) { [self] req, _ in
-            try await requestPasswordReset(email: req.email)
+            try await requestPasswordReset(email: req.email, client: req.clientAddress)
             return Empty()
         }
         r.on(Accounts.ResetPassword.self) { [self] req, _ in try await resetPassword(req) }
@@ -33,9 +33,10 @@ extension AccountsService {
 
     static let invalidCode = ServiceError(.invalidToken, "the code is not valid, was used already, or has expired")
 
-    func sendVerification(account: UUID) async throws {
+    /// Mails a verification code, within the mail limits of the account's email and of `client`.
+    func sendVerification(account: UUID, client: String? = nil) async throws {
         let from = try mailSettings().from
-        let keyring = self.keyring
+        let keyring = self.keyring, limits = config.mailLimits
         try await pool.transaction { tx in
             guard let row = try tx.query("SELECT email, email_verified FROM accounts.accounts WHERE id = $1 AND deleted_at IS NULL FOR UPDATE",
                                          [account]).first else { throw ServiceError(.notFound, "no such account") }
@@ -43,6 +44,7 @@ extension AccountsService {
                 throw ServiceError(.invalidState, "the account has no email address to verify")
             }
             guard try !row.decode("email_verified", as: Bool.self) else { throw ServiceError(.invalidState, "the email address is verified already") }
+            try limits.take(tx, email: email, client: client)
             try EmailTokens.issue(tx, .verifyEmail, account: account, email: email, keyring: keyring, from: from)
         }
         mailSender?.nudge()
@@ -58,11 +60,14 @@ extension AccountsService {
     }
 
     /// Writes a reset mail when a live account has this email; answers alike when none has.
-    func requestPasswordReset(email given: String) async throws {
+    /// The mail limits are taken before the account is looked up, so an email with no account
+    /// runs out alike (no enumeration).
+    func requestPasswordReset(email given: String, client: String? = nil) async throws {
         let from = try mailSettings().from
         let email = try AccountRules.checkEmail(given)
-        let keyring = self.keyring
+        let keyring = self.keyring, limits = config.mailLimits
         let queued = try await pool.transaction { tx -> Bool in
+            try limits.take(tx, email: email, client: client)
             guard let row = try tx.query("SELECT id, email FROM accounts.accounts WHERE lower(email) = lower($1) AND deleted_at IS NULL",
                                          [email]).first else { return false }
             try EmailTokens.issue(tx, .resetPassword, account: try row.decode("id"), email: try row.decode("email"), keyring: keyring, from: from)
@@ -80,7 +85,7 @@ extension AccountsService {
         // A code that can't work is refused before the password is hashed (argon2id's time and
         // memory are not spent on guesses); the spend below decides.
         guard try await pool.withConnection({ try EmailTokens.usable($0, .resetPassword, token: req.token) }) else { throw Self.invalidCode }
-        let hash = await hasher.hashAsync(req.password)
+        let hash = try await hasher.hashAsync(req.password)
         let done = try await pool.transaction { [sessions] tx -> (AuthResult, [SessionRevoked], AccountTakeBack?)? in
             guard let spent = try EmailTokens.spend(tx, .resetPassword, token: req.token) else { return nil }
             let unproven = try tx.query("SELECT NOT email_verified AS unproven FROM accounts.accounts WHERE id = $1 FOR UPDATE", [spent.account])

@@ -68,7 +68,7 @@ extension AccountsService {
         let existing = try await pool.withConnection { try AccountStore.find($0, email: email) }
         var newHash: String?
         if let existing {
-            let ok = await hasher.verifyAsync(req.password, against: existing.passwordHash ?? decoyHash)
+            let ok = try await hasher.verifyAsync(req.password, against: existing.passwordHash ?? decoyHash)
             guard ok, existing.passwordHash != nil else {
                 throw ServiceError(.invalidCredentials, "an account with this email exists: give its password to join", field: "password")
             }
@@ -77,7 +77,7 @@ extension AccountsService {
             }
         } else {
             try AccountRules.checkPassword(req.password)
-            newHash = await hasher.hashAsync(req.password)
+            newHash = try await hasher.hashAsync(req.password)
         }
         let passwordHash = newHash
         return try await pool.transaction { [sessions] tx in

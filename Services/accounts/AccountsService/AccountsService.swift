@@ -29,7 +29,7 @@ public final class AccountsService: BackendService {
     let mailSender: MailSender?
     /// The grants service: the store's view of an id, and moving a holder.
     let grants: BusClient
-    let hasher = PasswordHasher()
+    let hasher: PasswordHasher
     /// Verified against when an email is unknown, so both failures take the same time.
     let decoyHash: String
 
@@ -47,7 +47,8 @@ public final class AccountsService: BackendService {
         if case .cloudKit(let settings) = config.recordNames { cloudKit = CloudKitClient(settings: settings) } else { cloudKit = nil }
         events = try EventPublisher(bus: runtime.bus, bind: config.eventsBind)
         grants = try BusClient(bus: runtime.bus, service: "grants", connect: config.grantsBus, metrics: runtime.metrics)
-        decoyHash = hasher.hash(Crypto.randomToken())
+        hasher = PasswordHasher(concurrency: config.passwordHashConcurrency)
+        decoyHash = try hasher.hash(Crypto.randomToken())
     }
 
     public func start() async throws {
@@ -153,7 +154,7 @@ public final class AccountsService: BackendService {
         let email = try AccountRules.checkEmail(req.email)
         try AccountRules.checkPassword(req.password)
         let recordName = try await provenRecordName(req.cloudkitRecordName, webAuthToken: req.cloudkitWebAuthToken, field: "cloudkitRecordName")
-        let hash = await hasher.hashAsync(req.password)
+        let hash = try await hasher.hashAsync(req.password)
         return try await pool.transaction { [sessions] tx in
             let account = try AccountStore.create(tx, email: email, emailVerified: false, passwordHash: hash, recordName: recordName)
             return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account, password: true),
@@ -164,7 +165,7 @@ public final class AccountsService: BackendService {
     func signIn(_ req: Accounts.SignIn) async throws -> AuthResult {
         let found = try await pool.withConnection { try AccountStore.find($0, email: req.email) }
         // An unknown email, an account without a password and a wrong password cost the same.
-        let ok = await hasher.verifyAsync(req.password, against: found?.passwordHash ?? decoyHash)
+        let ok = try await hasher.verifyAsync(req.password, against: found?.passwordHash ?? decoyHash)
         guard ok, let account = found?.id, found?.passwordHash != nil else {
             throw ServiceError(.invalidCredentials, "the email or password is not right")
         }

@@ -54,7 +54,7 @@ final class MailSender: Sendable {
                     self.logger.warning("mail given up: its code expired before it could be sent", ["mail.count": givenUp])
                     self.count("givenUp", by: givenUp)
                 }
-                if self.pruneDue() { _ = try MailOutbox.prune(c) }
+                if self.pruneDue() { _ = try MailOutbox.prune(c) + MailLimits.prune(c) }
                 return try MailOutbox.claimDue(c, limit: Self.batch, lease: lease, keyring: keyring)
             }
         } catch {

@@ -2,8 +2,9 @@ import Foundation
 internal import CCurl
 
 /// Sends one message to one recipient through an SMTP server, with libcurl's SMTP support:
-/// `smtps://` is TLS from the start; `smtp://` switches to TLS with STARTTLS, which is required
-/// when the URL carries credentials and tried otherwise. The server's certificate is verified.
+/// `smtps://` is TLS from the start; `smtp://` must switch to TLS with STARTTLS before anything
+/// is sent, credentials or not; only `smtp+insecure://` to a loopback relay stays plain
+/// (`MailConfig.Security`). The server's certificate is verified.
 ///
 /// libcurl's easy interface blocks, so each send runs on a thread of its own off Swift's
 /// cooperative pool; mail is rare (a verification or a reset), one at a time per sender.
@@ -78,7 +79,8 @@ private final class SMTPTransfer {
         try check(ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
         try check(ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, millis))
         try check(ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, min(millis, 10_000)))
-        try check(ccurl_setopt_long(easy, CURLOPT_USE_SSL, config.hasCredentials ? Int(CURLUSESSL_ALL.rawValue) : Int(CURLUSESSL_TRY.rawValue)))
+        let tls = config.security == .none ? CURLUSESSL_NONE : CURLUSESSL_ALL
+        try check(ccurl_setopt_long(easy, CURLOPT_USE_SSL, Int(tls.rawValue)))
         try check(ccurl_setopt_string(easy, CURLOPT_MAIL_FROM, "<\(config.from)>"))
         try check(ccurl_setopt_list(easy, CURLOPT_MAIL_RCPT, recipients))
         try check(ccurl_setopt_long(easy, CURLOPT_UPLOAD, 1))

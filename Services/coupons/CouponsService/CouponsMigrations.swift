@@ -26,5 +26,8 @@ enum CouponsMigrations {
         AuditTable.migration(14),
         Migration(file: "015_google_play_offers_one_per_base_plan.sql", PackageResources._15_google_play_offers_one_per_base_plan_sql),
         Migration(file: "016_a_deleted_account_s_redemptions_name_nobody.sql", PackageResources._16_a_deleted_account_s_redemptions_name_nobody_sql),
+        // The audit log is a record: the services' runtime roles may add to it, never change or
+        // erase it (docs/security.md, "The database").
+        AuditTable.insertOnly(17),
     ]
 }

@@ -33,7 +33,7 @@ extension Gateway {
 
     func sendEmailVerification(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
         try abuse.checkMail(account: user.account)
-        _ = try await accounts.request(Accounts.SendEmailVerification(accountId: user.account))
+        _ = try await accounts.request(Accounts.SendEmailVerification(accountId: user.account, clientAddress: req.clientAddress))
         return HTTPResponse(status: 202)
     }
 
@@ -47,7 +47,7 @@ extension Gateway {
     func requestPasswordReset(_ req: HTTPRequest, _ body: Incoming<PasswordResetRequestBody>) async throws -> HTTPResponse {
         let b = try body.read()
         try abuse.checkAuth(ip: req.clientAddress, email: b.email)
-        _ = try await accounts.request(Accounts.RequestPasswordReset(email: b.email))
+        _ = try await accounts.request(Accounts.RequestPasswordReset(email: b.email, clientAddress: req.clientAddress))
         return HTTPResponse(status: 202)
     }
 

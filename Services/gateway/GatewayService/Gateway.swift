@@ -120,6 +120,8 @@ extension Gateway {
         options.trustedProxies = config.trustedProxies
         options.connectionsPerAddress = config.connectionsPerAddress
         options.headerTimeoutSeconds = Double(config.headerTimeoutSeconds)
+        options.requestTimeoutSeconds = Double(config.requestTimeoutSeconds)
+        options.trustedProxyHeader = config.trustedProxyHeader
         let server = HTTPServer(options: options, logger: logger, metrics: metrics) { request in
             var response = await router.handle(request)
             response.headers += Gateway.securityHeaders

@@ -11,11 +11,14 @@ public struct GatewayConfig: Sendable {
     public var httpHost: String
     public var httpPort: Int
     public var httpThreads: Int
-    /// The edge (docs/security.md, "The edge"): proxies allowed to name the client, connections per
-    /// client address, and how long a connection may take to send a request's headers.
+    /// The edge (docs/security.md, "The edge"): proxies allowed to name the client and the one
+    /// header they name it in, connections per client address, and how long a connection may take
+    /// to send a request's headers, and the whole request.
     public var trustedProxies: [IPNetwork]
+    public var trustedProxyHeader: String
     public var connectionsPerAddress: Int
     public var headerTimeoutSeconds: Int
+    public var requestTimeoutSeconds: Int
     /// The operations port (`/healthz`, `/readyz`, `/metrics`), not public; and whether `/readyz`
     /// and `/metrics` are on the public port too.
     public var opsPort: Int
@@ -50,12 +53,18 @@ public struct GatewayConfig: Sendable {
         // (one thread preempted stalls every connection), as many validations (bench/HISTORY.md).
         httpThreads = try env.int("REDEEM_HTTP_THREADS", default: min(8, max(1, ProcessInfo.processInfo.activeProcessorCount)), range: 1...64)
         trustedProxies = try IPNetwork.list(env.string("REDEEM_TRUSTED_PROXIES", default: ""), variable: "REDEEM_TRUSTED_PROXIES")
-        // Half the server's 2,000: one address can't take them all, and a load test or a 500-way
-        // race from one machine still gets its connections.
-        connectionsPerAddress = try env.int("REDEEM_HTTP_CONNECTIONS_PER_ADDRESS", default: 1000, range: 0...100_000)
+        trustedProxyHeader = try ClientAddress.headerName(env.string("REDEEM_TRUSTED_PROXY_HEADER", default: ClientAddress.defaultHeader),
+                                                          variable: "REDEEM_TRUSTED_PROXY_HEADER")
+        // Each connection may hold a body of up to 1 MiB while it arrives: 64 of them from one
+        // address stay well within the gateway's memory, and a browser opens 6 per host. Trusted
+        // proxies are not counted; a load test from one machine raises it.
+        connectionsPerAddress = try env.int("REDEEM_HTTP_CONNECTIONS_PER_ADDRESS", default: 64, range: 0...100_000)
         // As long as libmicrohttpd's idle timeout: an idle keep-alive connection goes when it would
         // anyway, and only a client trickling its headers is cut sooner than it was.
         headerTimeoutSeconds = try env.int("REDEEM_HTTP_HEADER_TIMEOUT_SECONDS", default: 30, range: 0...3600)
+        // A trickled body is cut too: the whole request within 30 s of the connection opening or
+        // of its previous answer.
+        requestTimeoutSeconds = try env.int("REDEEM_HTTP_REQUEST_TIMEOUT_SECONDS", default: 30, range: 0...3600)
         opsPort = try env.port("REDEEM_GATEWAY_HTTP_PORT", default: 8084)
         opsOnPublicPort = try env.flag("REDEEM_OPS_ON_PUBLIC_PORT", default: false)
         logLevel = try ServiceConfig.logLevel(env)

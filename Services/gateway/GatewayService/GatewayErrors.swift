@@ -21,6 +21,10 @@ enum GatewayErrors {
         }
     }
 
+    /// How long a client should wait after a 503 `unavailable` (a password hash over its bound,
+    /// a service out of reach): about as long as a few hashes take.
+    static let retryAfterSeconds = 1
+
     static func response(for error: any Error, request: HTTPRequest) -> HTTPResponse {
         switch error {
         case let e as HTTPError:
@@ -31,7 +35,9 @@ enum GatewayErrors {
             if status >= 500 && e.code != .timeout && e.code != .unavailable {
                 return .error(HTTPError(500, "internal", "something went wrong on our side"))
             }
-            return .error(HTTPError(status, e.code.rawValue, e.message, field: e.field))
+            // A service that is busy or out of reach now may not be in a moment: say when to try again.
+            let retry = (e.retryAfter ?? (e.code == .unavailable ? retryAfterSeconds : nil)).map { [("Retry-After", String(max(1, $0)))] } ?? []
+            return .error(HTTPError(status, e.code.rawValue, e.message, field: e.field, headers: retry))
         default:
             return .error(HTTPError(500, "internal", "something went wrong on our side"))
         }

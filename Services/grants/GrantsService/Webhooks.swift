@@ -89,7 +89,7 @@ enum Webhooks {
     }
 
     /// Whether an address (IPv4 or IPv6 text) is one a webhook must not reach: loopback, private,
-    /// link-local, shared, multicast or unspecified, also when an IPv6 address carries such an IPv4
+    /// link-local, site-local, shared, IETF-reserved, benchmarking, multicast or unspecified, also when an IPv6 address carries such an IPv4
     /// address (mapped, compatible, NAT64, 6to4) or hides one (Teredo). Unparseable text counts as
     /// private.
     static func isPrivate(_ address: String) -> Bool {
@@ -102,7 +102,8 @@ enum Webhooks {
         let b = withUnsafeBytes(of: &v6) { Array($0) }
         let zeros = { (r: Range<Int>) in b[r].allSatisfy { $0 == 0 } }
         if zeros(0..<15) && b[15] <= 1 { return true }  // :: and ::1
-        if b[0] & 0xfe == 0xfc || (b[0] == 0xfe && b[1] & 0xc0 == 0x80) || b[0] == 0xff { return true }  // fc00::/7, fe80::/10, ff00::/8
+        if b[0] & 0xfe == 0xfc || b[0] == 0xff { return true }  // fc00::/7, ff00::/8
+        if b[0] == 0xfe && b[1] & 0x80 == 0x80 { return true }  // fe80::/10 link-local, fec0::/10 (deprecated) site-local
         if zeros(0..<10) && ((b[10] == 0xff && b[11] == 0xff) || (b[10] == 0 && b[11] == 0)) { return isPrivate(v4: Array(b[12..<16])) }  // mapped, compatible
         if b[0..<12] == [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0] { return isPrivate(v4: Array(b[12..<16])) }  // NAT64 64:ff9b::/96
         if b[0..<6] == [0, 0x64, 0xff, 0x9b, 0, 1] { return true }  // local-use NAT64 64:ff9b:1::/48
@@ -116,6 +117,8 @@ enum Webhooks {
         switch (o[0], o[1]) {
         case (10, _), (127, _), (0, _): return true
         case (169, 254), (192, 168): return true
+        case (192, 0) where o[2] == 0: return true  // IETF protocol assignments 192.0.0.0/24
+        case (198, 18...19): return true  // benchmarking 198.18.0.0/15
         case (172, 16...31): return true
         case (100, 64...127): return true
         case (224...255, _): return true

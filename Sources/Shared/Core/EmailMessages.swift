@@ -5,12 +5,18 @@ import Foundation
 
 extension Accounts {
     /// Sends a verification mail to the account's email. `invalidState` when it is verified
-    /// already, `invalid` (field `email`) when the account has none, `mailNotConfigured` without SMTP.
+    /// already, `invalid` (field `email`) when the account has none, `mailNotConfigured` without SMTP,
+    /// `rateLimited` (with `retryAfter`) past the mail limits of the email or of `clientAddress`.
     public struct SendEmailVerification: BusRequest {
         public static let type = "accounts.sendEmailVerification"
         public typealias Response = Empty
         public var accountId: UUID
-        public init(accountId: UUID) { self.accountId = accountId }
+        /// Who asked (the gateway's client address), for the per-address mail limit.
+        public var clientAddress: String?
+        public init(accountId: UUID, clientAddress: String? = nil) {
+            self.accountId = accountId
+            self.clientAddress = clientAddress
+        }
     }
 
     /// Spends a verification token: the email it was sent to is verified, if it is still the
@@ -23,12 +29,19 @@ extension Accounts {
     }
 
     /// Sends a reset mail when an account has this email, and answers the same either way (no
-    /// account enumeration); `mailNotConfigured` without SMTP, for every email alike.
+    /// account enumeration); `mailNotConfigured` without SMTP, for every email alike; `rateLimited`
+    /// (with `retryAfter`) past the mail limits of the email or of `clientAddress`, whether or not
+    /// an account has it.
     public struct RequestPasswordReset: BusRequest {
         public static let type = "accounts.requestPasswordReset"
         public typealias Response = Empty
         public var email: String
-        public init(email: String) { self.email = email }
+        /// Who asked (the gateway's client address), for the per-address mail limit.
+        public var clientAddress: String?
+        public init(email: String, clientAddress: String? = nil) {
+            self.email = email
+            self.clientAddress = clientAddress
+        }
     }
 
     /// Spends a reset token: sets the password (the sign-up rules), verifies the email the token

@@ -83,11 +83,14 @@ public struct ServiceError: Error, Codable, Sendable, Equatable, CustomStringCon
     public var code: ErrorCode
     public var message: String
     public var field: String?
+    /// Seconds until trying again makes sense (`rateLimited`, `unavailable`): the gateway's `Retry-After`.
+    public var retryAfter: Int?
 
-    public init(_ code: ErrorCode, _ message: String, field: String? = nil) {
+    public init(_ code: ErrorCode, _ message: String, field: String? = nil, retryAfter: Int? = nil) {
         self.code = code
         self.message = message
         self.field = field
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "\(code.rawValue): \(message)\(field.map { " (\($0))" } ?? "")" }

@@ -11,6 +11,15 @@ public enum AuditTable {
         Migration(version, "audit log", String(decoding: PackageResources.audit_log_sql, as: UTF8.self))
     }
 
+    /// The migration that makes the table append-only for everyone but its owner: the runtime
+    /// role got UPDATE, DELETE and TRUNCATE with the schema's other tables (default privileges),
+    /// and loses them here, so a service (or whoever holds its database password) can add to the
+    /// record but never rewrite or erase it. `deploy/database-roles.sql` revokes them again after
+    /// it grants the schema's tables, for a table made before this migration.
+    public static func insertOnly(_ version: Int) -> Migration {
+        Migration(version, "audit log takes inserts only", String(decoding: PackageResources.audit_log_insert_only_sql, as: UTF8.self))
+    }
+
     /// Records `change` in `schema`'s table, in the caller's transaction.
     public static func write(_ tx: PGConnection, schema: String, _ change: AuditChange) throws {
         try tx.query("""

@@ -70,21 +70,20 @@ public struct IPNetwork: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// Who a request comes from. A connection from a trusted proxy (`REDEEM_TRUSTED_PROXIES`) may
-/// name the client it forwards, in `Forwarded` (RFC 7239, `for=`) or else `X-Forwarded-For`; any
-/// other connection is its own client, whatever its headers say. The hops are read from the right
-/// (each proxy appends the address it received from): the first that is not a trusted proxy is the
+/// name the client it forwards, in the one header the operator names (`REDEEM_TRUSTED_PROXY_HEADER`:
+/// `x-forwarded-for` by default, or `forwarded` for RFC 7239's `for=`); any other header is never
+/// read, since a proxy that sets one passes the others on from the client untouched. Any other
+/// connection is its own client, whatever its headers say. The hops are read from the right (each
+/// proxy appends the address it received from): the first that is not a trusted proxy is the
 /// client, so a client cannot choose its address by sending the header itself.
 public enum ClientAddress {
-    public static func resolve(peer: String, headers: [String: String], trusted: [IPNetwork]) -> String {
-        guard !trusted.isEmpty, isTrusted(peer, trusted) else { return peer }
-        let hops: [String]
-        if let forwarded = headers["forwarded"] {
-            hops = forwardedFor(forwarded)
-        } else if let xff = headers["x-forwarded-for"] {
-            hops = xff.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        } else {
-            return peer
-        }
+    /// The header read by default: the one nginx, HAProxy, Envoy and the cloud load balancers append to.
+    public static let defaultHeader = "x-forwarded-for"
+
+    /// `header` is the lowercased name of the header to read.
+    public static func resolve(peer: String, headers: [String: String], trusted: [IPNetwork], header: String = defaultHeader) -> String {
+        guard !trusted.isEmpty, isTrusted(peer, trusted), let value = headers[header] else { return peer }
+        let hops = header == "forwarded" ? forwardedFor(value) : value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         var client = peer
         for hop in hops.reversed() {
             // Not an address ("unknown", an obfuscated name, garbage): the hop that reported it is
@@ -94,6 +93,17 @@ public enum ClientAddress {
             if !isTrusted(hop, trusted) { return hop }
         }
         return client
+    }
+
+    /// Checks a header name from the configuration (`REDEEM_TRUSTED_PROXY_HEADER`) and answers it
+    /// lowercased, as requests' headers are looked up.
+    public static func headerName(_ text: String, variable: String) throws(ConfigError) -> String {
+        let name = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let token = Set("abcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~")
+        guard !name.isEmpty, name.count <= 64, name.allSatisfy(token.contains) else {
+            throw ConfigError(variable: variable, problem: "\(text) is not a header name (such as x-forwarded-for or forwarded)")
+        }
+        return name
     }
 
     static func isTrusted(_ address: String, _ trusted: [IPNetwork]) -> Bool {

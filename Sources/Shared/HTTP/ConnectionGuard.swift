@@ -9,23 +9,30 @@ import Synchronization
 ///   to limit them itself. Counted when libmicrohttpd has made the connection and checked when it
 ///   accepts one, so threads accepting at the same moment can pass the limit by a connection each.
 /// - **Header timeout:** a connection must deliver a request's headers within `headerTimeout` of
-///   being opened or of its previous answer. libmicrohttpd's own timeout only notices silence, so
-///   a client trickling a byte every few seconds would hold its connection for ever. A sweep once a
-///   second shuts overdue sockets down (`shutdown`, never `close`: libmicrohttpd owns the socket, and
-///   closes it when it sees the end), under the lock libmicrohttpd's close notice takes first, so
-///   a socket is never shut after libmicrohttpd let go of it.
+///   being opened or of its previous answer.
+/// - **Request deadline:** and the whole request, headers and body, within `requestTimeout` of the
+///   same moment. libmicrohttpd's own timeout only notices silence, so a client trickling a byte
+///   every few seconds would hold its connection, and the body read so far, for ever.
+///
+/// A sweep once a second shuts overdue sockets down (`shutdown`, never `close`: libmicrohttpd owns
+/// the socket, and closes it when it sees the end), under the lock libmicrohttpd's close notice
+/// takes first, so a socket is never shut after libmicrohttpd let go of it. No deadline runs while
+/// a request is handled and answered.
 final class ConnectionGuard: Sendable {
     struct Rules: Sendable {
         var perAddress: Int
         var headerTimeout: Duration?
+        var requestTimeout: Duration? = nil
         var trusted: [IPNetwork]
     }
 
     struct Open {
         var address: String
         var fd: Int32
-        /// When the headers of its next request are due, or nil while a request is being handled.
-        var headersDue: ContinuousClock.Instant?
+        /// When the current request's time started (the connection opened, or its previous
+        /// request was answered); nil while a request is being handled.
+        var since: ContinuousClock.Instant?
+        var headersIn = false
     }
 
     let rules: Rules
@@ -33,7 +40,9 @@ final class ConnectionGuard: Sendable {
 
     init(_ rules: Rules) { self.rules = rules }
 
-    var active: Bool { rules.perAddress > 0 || rules.headerTimeout != nil }
+    var active: Bool { rules.perAddress > 0 || timed }
+    /// Whether a sweep has deadlines to keep.
+    var timed: Bool { rules.headerTimeout != nil || rules.requestTimeout != nil }
 
     func limited(_ address: String) -> Bool {
         rules.perAddress > 0 && !ClientAddress.isTrusted(address, rules.trusted)
@@ -46,10 +55,9 @@ final class ConnectionGuard: Sendable {
     }
 
     func opened(_ connection: UInt, address: String, fd: Int32, now: ContinuousClock.Instant = .now) {
-        let due = rules.headerTimeout.map { now + $0 }
         let counted = limited(address)
         state.withLock { s in
-            s.open[connection] = Open(address: address, fd: fd, headersDue: due)
+            s.open[connection] = Open(address: address, fd: fd, since: now)
             if counted { s.perAddress[address, default: 0] += 1 }
         }
     }
@@ -62,27 +70,42 @@ final class ConnectionGuard: Sendable {
         }
     }
 
-    /// A request's headers arrived: no deadline while it is handled.
+    /// A request's headers arrived: its body is due by the request deadline.
     func headersArrived(_ connection: UInt) {
-        guard rules.headerTimeout != nil else { return }
-        state.withLock { $0.open[connection]?.headersDue = nil }
+        guard timed else { return }
+        state.withLock { $0.open[connection]?.headersIn = true }
     }
 
-    /// A request was answered: the next one's headers are due within the timeout.
+    /// A request's body is complete: no deadline while it is handled and answered.
+    func requestReceived(_ connection: UInt) {
+        guard timed else { return }
+        state.withLock { $0.open[connection]?.since = nil }
+    }
+
+    /// A request was answered: the next one's time starts.
     func answered(_ connection: UInt, now: ContinuousClock.Instant = .now) {
-        guard let timeout = rules.headerTimeout else { return }
-        state.withLock { $0.open[connection]?.headersDue = now + timeout }
+        guard timed else { return }
+        state.withLock { s in
+            s.open[connection]?.since = now
+            s.open[connection]?.headersIn = false
+        }
     }
 
-    /// Shuts down the sockets whose headers are overdue; answers how many.
+    /// When `open` must have sent what it is sending, or nil.
+    func due(_ open: Open) -> ContinuousClock.Instant? {
+        guard let since = open.since else { return nil }
+        return [open.headersIn ? nil : rules.headerTimeout, rules.requestTimeout].compactMap { $0 }.min().map { since + $0 }
+    }
+
+    /// Shuts down the sockets whose headers or request are overdue; answers how many.
     @discardableResult
     func sweep(now: ContinuousClock.Instant = .now, shut: (Int32) -> Void = { _ = shutdown($0, Int32(SHUT_RDWR)) }) -> Int {
         state.withLock { s in
             var n = 0
             for (connection, open) in s.open {
-                guard let due = open.headersDue, due <= now else { continue }
+                guard let due = due(open), due <= now else { continue }
                 shut(open.fd)
-                s.open[connection]?.headersDue = nil  // once
+                s.open[connection]?.since = nil  // once
                 n += 1
             }
             return n

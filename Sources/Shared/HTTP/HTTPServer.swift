@@ -30,8 +30,13 @@ public final class HTTPServer: Sendable {
         /// A connection that has not sent a request's headers this many seconds after it opened
         /// or was last answered is shut (0: only libmicrohttpd's idle timeout).
         public var headerTimeoutSeconds = 0.0
-        /// Proxies whose `Forwarded` / `X-Forwarded-For` name the client (`ClientAddress`).
+        /// A connection that has not sent a whole request, headers and body, this many seconds
+        /// after it opened or was last answered is shut (0: no such deadline).
+        public var requestTimeoutSeconds = 0.0
+        /// Proxies whose `trustedProxyHeader` names the client (`ClientAddress`).
         public var trustedProxies: [IPNetwork] = []
+        /// The one header (lowercased) a trusted proxy names the client in.
+        public var trustedProxyHeader = ClientAddress.defaultHeader
         public init() {}
     }
 
@@ -60,6 +65,7 @@ public final class HTTPServer: Sendable {
         self.handler = handler
         self.connections = ConnectionGuard(.init(perAddress: options.connectionsPerAddress,
                                                  headerTimeout: options.headerTimeoutSeconds > 0 ? .milliseconds(Int(options.headerTimeoutSeconds * 1000)) : nil,
+                                                 requestTimeout: options.requestTimeoutSeconds > 0 ? .milliseconds(Int(options.requestTimeoutSeconds * 1000)) : nil,
                                                  trusted: options.trustedProxies))
     }
 
@@ -93,14 +99,14 @@ public final class HTTPServer: Sendable {
         daemon.withLock { $0 = DaemonHandle(raw: d) }
         let bound = Int(cmicrohttpd_bound_port(d))
         boundPort.store(bound == 0 ? options.port : bound, ordering: .relaxed)
-        if connections.rules.headerTimeout != nil {
+        if connections.timed {
             sweeper.withLock { [connections, metrics] in
                 $0 = Task {
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .seconds(1))
                         let shut = connections.sweep()
                         if shut > 0 {
-                            metrics?.increment("redeem_http_header_timeouts_total", help: "Connections shut for not sending a request's headers in time.",
+                            metrics?.increment("redeem_http_header_timeouts_total", help: "Connections shut for not sending a request's headers or body in time.",
                                                by: Double(shut))
                         }
                     }
@@ -197,7 +203,7 @@ private func httpAccessHandler(
             // it sees a broken pipe instead of the 413. Only a body declared far beyond the limit
             // is refused at once, unread.
             guard length > server.options.maxBodyBytes * 16 else { return .YES }
-            state.request = makeRequest(connection, url: url, method: method, body: Data(), trusted: server.options.trustedProxies)
+            state.request = makeRequest(connection, url: url, method: method, body: Data(), options: server.options)
             return queue(server.finish(state, .error(.tooLarge)), on: connection)
         }
         return .YES
@@ -225,7 +231,8 @@ private func httpAccessHandler(
     }
     guard !state.dispatched else { return .YES }
     state.dispatched = true
-    let request = makeRequest(connection, url: url, method: method, body: state.body, trusted: server.options.trustedProxies)
+    if server.connections.active { server.connections.requestReceived(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))) }
+    let request = makeRequest(connection, url: url, method: method, body: state.body, options: server.options)
     state.request = request
     state.body = Data()
     if state.tooLarge {
@@ -380,7 +387,7 @@ private func httpConnectionNotice(cls: UnsafeMutableRawPointer?, connection: Opa
 }
 
 private func makeRequest(_ connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?, body: Data,
-                         trusted: [IPNetwork]) -> HTTPRequest {
+                         options: HTTPServer.Options) -> HTTPRequest {
     let headers = collect(connection, .HEADER_KIND, lowercaseKeys: true)
     let query = collect(connection, .GET_ARGUMENT_KIND, lowercaseKeys: false)
     var ip = [CChar](repeating: 0, count: 64)
@@ -393,7 +400,8 @@ private func makeRequest(_ connection: OpaquePointer, url: UnsafePointer<CChar>?
         headers: headers,
         body: body,
         requestId: requestId,
-        clientAddress: ClientAddress.resolve(peer: ip.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, headers: headers, trusted: trusted)
+        clientAddress: ClientAddress.resolve(peer: ip.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, headers: headers,
+                                             trusted: options.trustedProxies, header: options.trustedProxyHeader)
     )
 }
 
