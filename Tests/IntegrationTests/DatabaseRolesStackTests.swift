@@ -219,7 +219,7 @@ final class DatabaseRolesStackTests: StackTestCase {
     /// The audit log is a record: each service's runtime role adds to it and reads it, and may
     /// neither change nor erase a row (permission denied, SQLSTATE 42501), also after
     /// `deploy/database-roles` runs again over a migrated schema (as `run-stack` does at every start).
-    func test6_theRuntimeRolesOnlyAddToTheAuditLog() async throws {
+    func testTheRuntimeRolesOnlyAddToTheAuditLog() async throws {
         func check(_ when: String) throws {
             for service in Self.backends {
                 let url = try stack.databaseURL(of: service)

@@ -57,7 +57,7 @@ final class MailLimitsStackTests: StackTestCase {
     /// 12 reset requests for one email at once, through two gateways, each from its own client:
     /// exactly 5 (the hour's budget) are taken and 5 mails sent; the rest are 429 with the wait in
     /// `Retry-After`. An email no account has runs out alike, so the limit tells nothing.
-    func test1_resetMailPerEmailIsOneBudgetAcrossGateways() async throws {
+    func testResetMailPerEmailIsOneBudgetAcrossGateways() async throws {
         let email = Self.email()
         let made = try await Self.gateways[0].json("POST", "/v1/accounts", ["email": email, "password": "correct horse battery"])
         XCTAssertEqual(made.status, 201, made.text)
@@ -80,7 +80,7 @@ final class MailLimitsStackTests: StackTestCase {
 
     /// One client address asks for mail to 25 addresses: 20 an hour go out, then 429; another
     /// client is not held back.
-    func test2_mailPerClientAddressIsLimitedAcrossGateways() async throws {
+    func testMailPerClientAddressIsLimitedAcrossGateways() async throws {
         let client = Self.client()
         let answers = try await acrossGateways(25) { gateway, _ in try await Self.reset(gateway, Self.email(), from: client) }
         XCTAssertEqual(answers.filter { $0.status == 202 }.count, 20, "\(answers.map(\.status))")
@@ -90,7 +90,7 @@ final class MailLimitsStackTests: StackTestCase {
     }
 
     /// Verification mail draws on the account's email budget too.
-    func test3_verificationMailIsLimitedPerEmail() async throws {
+    func testVerificationMailIsLimitedPerEmail() async throws {
         let email = Self.email()
         let made = try await Self.gateways[0].json("POST", "/v1/accounts", ["email": email, "password": "correct horse battery"])
         let token = try XCTUnwrap((try made.json()["session"] as? [String: Any])?["accessToken"] as? String)

@@ -48,7 +48,7 @@ final class MemoryBoundsStackTests: StackTestCase {
     /// every half second. The gateway holds at most its per-address limit of them, and each only
     /// until the request deadline, so its peak memory stays under its Kubernetes limit (all 300
     /// held would be 225 MiB of bodies), and another client is served all along.
-    func test1_slowBodiesFromOneAddressLeaveTheGatewayWithinItsMemory() async throws {
+    func testSlowBodiesFromOneAddressLeaveTheGatewayWithinItsMemory() async throws {
         let limit = try Self.gatewayMemoryLimit()
         let gateway = try stack.pid("gateway")
         let port = stack.gateway.port!
@@ -87,7 +87,7 @@ final class MemoryBoundsStackTests: StackTestCase {
     /// accounts computes one hash at a time here, with 8 waiting: of 50 sign-ups at once, those
     /// beyond are answered 503 `unavailable` with `Retry-After`, the rest are made, none fails
     /// otherwise, and accounts lives on.
-    func test2_passwordHashesBeyondTheBoundAre503WithRetryAfter() async throws {
+    func testPasswordHashesBeyondTheBoundAre503WithRetryAfter() async throws {
         let accounts = try stack.pid("accounts")
         let client = stack.client
         let answers = try await withThrowingTaskGroup(of: HTTPClient.Response.self) { group in
