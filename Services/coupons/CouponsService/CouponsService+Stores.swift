@@ -36,6 +36,28 @@ extension CouponsService {
             relay.nudge()  // its coupon.redeemed notice, and switch-off commands if the cap is full
             return answer
         }
+        r.on(Coupons.SimulatedPurchase.self) { [self] req, context in
+            let done = try await Self.retryingConflicts { [pool] in
+                try await pool.transaction { tx in
+                    let before = try RedemptionStore.get(tx, id: req.redemptionId, account: nil, mode: req.mode)
+                    let after = try StoreSimulation.purchase(tx, req, now: Date(), stores: stores).redemption
+                    try Self.audit(
+                        tx, req.actor, .redemptionSimulatePurchase, after.redemptionId.uppercasedString, before: before,
+                        after: after, context, req.mode)
+                    return after
+                }
+            }
+            relay.nudge()
+            return done
+        }
+        r.on(Coupons.SimulatedOfferReady.self) { [self] req, context in
+            try await pool.transaction { tx in
+                let after = try StoreSimulation.ready(tx, req, now: Date(), stores: stores)
+                try Self.audit(
+                    tx, req.actor, .storeOfferSimulateReady, req.offerId, before: nil, after: after, context, req.mode)
+                return after
+            }
+        }
     }
 
     /// Runs `work` again (up to three times in all) when PostgreSQL ended it to break a deadlock or

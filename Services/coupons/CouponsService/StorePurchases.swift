@@ -77,6 +77,13 @@ enum StorePurchases {
         guard let coupon = try tx.query("""
             SELECT \(CouponStore.definitionColumns) FROM coupons.coupons c WHERE c.id = $1 FOR UPDATE
             """, [couponId]).first else { throw ServiceError.internal }
+        let mode = Mode(rawValue: try coupon.decode("mode", as: String.self)) ?? .live
+        guard completes(coupon: mode, simulated: req.simulated ?? false) else {
+            let why = req.simulated == true
+                ? "the simulated store completes test redemptions only"
+                : "this purchase used no offer of Redeem's live mode (a test coupon's offers are simulated)"
+            throw ServiceError(.invalid, why, field: "offerIdentifier")
+        }
         let account = try self.account(tx, req, coupon: couponId)
         try PlayPurchases.checkAccount(t, posted: req.accountId != nil ? account : nil)
         try checkToken(t, posted: req.accountId != nil ? account : nil)
@@ -96,6 +103,17 @@ enum StorePurchases {
         guard t.store == .appStore, let account, let token = t.appAccountToken else { return }
         guard token == StoreIds.appAccountToken(account: account.id) else {
             throw ServiceError(.invalid, "this purchase was not made for this account (its appAccountToken is another's)", field: "signedTransaction")
+        }
+    }
+
+    /// Which purchases complete which coupons' redemptions (docs/security.md, "Test mode"): what a
+    /// store signed (Apple's JWS, a purchase read from Google) a live coupon's only, since a test
+    /// coupon's offers are simulated and no store sold them; the simulated store of test mode (the
+    /// test helper) a test coupon's only.
+    static func completes(coupon mode: Mode, simulated: Bool) -> Bool {
+        switch mode {
+        case .live: !simulated
+        case .test: simulated
         }
     }
 

@@ -71,8 +71,10 @@ public final class Gateway: Sendable {
     }
 
     /// Every route of the public API: the router answers these, and `/openapi.json` describes them.
-    static let routes: [APIRoute] = operationsRoutes + pageRoutes + accountRoutes + appleRoutes + emailRoutes + couponRoutes + planRoutes + storeRoutes + googleRoutes + grantRoutes
-        + auditRoutes + memberRoutes + mcpRoutes + dashboardRoutes
+    static let routes: [APIRoute] =
+        operationsRoutes + pageRoutes + accountRoutes + appleRoutes + emailRoutes + couponRoutes + planRoutes
+        + storeRoutes + googleRoutes + testHelperRoutes + grantRoutes + auditRoutes + memberRoutes + mcpRoutes
+        + dashboardRoutes
 
     /// The router of `routes`.
     public func router() -> Router {

@@ -22,8 +22,9 @@ enum GrantsMigrations {
         AuditTable.migration(11),
         Migration(file: "012_store_tasks_for_google_play_base_plans.sql", PackageResources._12_store_tasks_for_google_play_base_plans_sql),
         Migration(file: "013_no_index_of_grants_by_account.sql", PackageResources._13_no_index_of_grants_by_account_sql),
+        Migration(file: "014_store_tasks_of_test_mode.sql", PackageResources._14_store_tasks_of_test_mode_sql),
         // The audit log is a record: the services' runtime roles may add to it, never change or
         // erase it (docs/security.md, "The database").
-        AuditTable.insertOnly(14),
+        AuditTable.insertOnly(15),
     ]
 }

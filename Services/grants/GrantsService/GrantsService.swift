@@ -33,7 +33,7 @@ public final class GrantsService: BackendService {
     /// The Google Play Developer API, when Google Play is connected (`grants.playPurchase`).
     let play: PlayDeveloperClient?
     /// Makes and switches off store offers, when the App Store or Google Play is connected.
-    let storeWorker: StoreTaskWorker?
+    let storeWorker: StoreTaskWorker
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
     private let commandBatches = Mutex<Coalescer<ReceivedCommand, Empty>?>(nil)
@@ -85,9 +85,10 @@ public final class GrantsService: BackendService {
         let once = AppleRetry(policy: appleRetry.policy, maxAttempts: 1)
         let storeClient = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: once) }
         let playClient = config.play.map { PlayDeveloperClient(settings: $0, timeout: timeout, retry: once) }
-        storeWorker = storeClient == nil && playClient == nil ? nil
-            : StoreTaskWorker(pool: runtime.pool, logger: runtime.logger, report: { report in _ = try await couponsBus.request(report) },
-                              client: storeClient, play: playClient, retry: storeRetry, lease: timeout * 8 + 30)
+        // Always there: test mode's tasks are simulated, with or without a store connected.
+        storeWorker = StoreTaskWorker(
+            pool: runtime.pool, logger: runtime.logger, report: { report in _ = try await couponsBus.request(report) },
+            client: storeClient, play: playClient, retry: storeRetry, lease: timeout * 8 + 30)
     }
 
     /// Commands are taken only once the schema exists; until then they stay in the coupons
@@ -128,8 +129,8 @@ public final class GrantsService: BackendService {
         let deliverer = self.deliverer, worker = self.worker, transfers = self.transfers
         return [Worker("grant worker") { await worker.run() },
                 Worker("webhook deliverer") { await deliverer.run() },
-                Worker("transfer worker") { await transfers.run() }]
-            + (storeWorker.map { store in [Worker("store task worker") { await store.run() }] } ?? [])
+                Worker("transfer worker") { await transfers.run() },
+                Worker("store task worker") { [storeWorker] in await storeWorker.run() }]
     }
 
     public func stop() async {
@@ -177,7 +178,7 @@ public final class GrantsService: BackendService {
             throw error
         }
         ack([commandId], type: type)
-        storeWorker?.nudge()
+        storeWorker.nudge()
     }
 
     /// Tells coupons a message is stored, so its outbox stops re-sending it.

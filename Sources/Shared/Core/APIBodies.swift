@@ -170,7 +170,12 @@ extension AuditEntry: APIBody {
     public static let schemaName: String? = "AuditEntry"
     public static let fieldRules: [String: [JSONSchema.Rule]] = [
         "actor": [.alwaysSent, .note("null for a change from a gateway of an earlier version")],
-        "action": [.note("<objectType>.<verb>: coupon.create, coupon.update, coupon.deactivate, plan.create, plan.update, apiKey.create, apiKey.revoke, webhook.create, webhook.delete, member.invite, member.join, member.update, member.remove, redemption.confirm")],
+        "action": [
+            .note(
+                "<objectType>.<verb>: coupon.create, coupon.update, coupon.deactivate, plan.create, plan.update, apiKey.create, "
+                    + "apiKey.revoke, webhook.create, webhook.delete, member.invite, member.join, member.update, member.remove, "
+                    + "redemption.confirm, redemption.simulatePurchase, storeOffer.simulateReady")
+        ],
         "objectId": [.note("a coupon's code, a plan's productId, or the id of a key, webhook, member or redemption")],
         "before": [.alwaysSent, .note("the object's public JSON before the change (never a secret); null when it was made")],
         "after": [.alwaysSent, .note("the object's public JSON after the change (never a secret); null when it was removed")],

@@ -67,7 +67,8 @@ public struct AuditEntry: Codable, Sendable, Equatable {
 /// Every operator change the audit log records, `<objectType>.<verb>` on the wire.
 public enum AuditAction: String, Codable, Sendable, CaseIterable {
     case couponCreate = "coupon.create", couponUpdate = "coupon.update", couponDeactivate = "coupon.deactivate"
-    case redemptionConfirm = "redemption.confirm"
+    case redemptionConfirm = "redemption.confirm", redemptionSimulatePurchase = "redemption.simulatePurchase"
+    case storeOfferSimulateReady = "storeOffer.simulateReady"
     case planCreate = "plan.create", planUpdate = "plan.update"
     case apiKeyCreate = "apiKey.create", apiKeyRevoke = "apiKey.revoke"
     case memberInvite = "member.invite", memberUpdate = "member.update", memberRemove = "member.remove", memberJoin = "member.join"
@@ -193,6 +194,8 @@ extension AuditedRequest {
 extension Coupons.Create: AuditedRequest {}
 extension Coupons.Patch: AuditedRequest {}
 extension Coupons.Purchase: AuditedRequest {}
+extension Coupons.SimulatedPurchase: AuditedRequest {}
+extension Coupons.SimulatedOfferReady: AuditedRequest {}
 extension Plans.Create: AuditedRequest {}
 extension Plans.Patch: AuditedRequest {}
 extension APIKeys.Create: AuditedRequest {}

@@ -83,14 +83,58 @@ extension Coupons {
         public var redemptionId: UUID?
         public var accountId: UUID?
         public var appUserId: String?
+        /// True for test mode's simulated store (`Coupons.SimulatedPurchase`), which completes test
+        /// redemptions only; nil or false for what a store signed, which completes live ones only.
+        public var simulated: Bool?
 
         public init(transaction: VerifiedStoreTransaction, notificationUUID: String? = nil, redemptionId: UUID? = nil,
-                    accountId: UUID? = nil, appUserId: String? = nil) {
+                    accountId: UUID? = nil, appUserId: String? = nil, simulated: Bool? = nil) {
             self.transaction = transaction
             self.notificationUUID = notificationUUID
             self.redemptionId = redemptionId
             self.accountId = accountId
             self.appUserId = appUserId
+            self.simulated = simulated
+        }
+    }
+
+    /// A test helper (gateway → coupons, test keys only): a test reservation completes as if the
+    /// store had sold its offer, through the same path as a verified purchase
+    /// (`coupons.storePurchase`), so it makes the same records, webhook and CSV row, sandbox as
+    /// every test redemption. 404 for a redemption of another mode, 409 `invalidState` for one that
+    /// is not a reservation on iOS or Android, or whose simulated offer is not `ready`.
+    public struct SimulatedPurchase: BusRequest {
+        public static let type = "coupons.simulatedPurchase"
+        public typealias Response = RedemptionView
+        /// Who asks, for the audit log.
+        public var actor: AuditActor? = nil
+        public var redemptionId: UUID
+        public var mode: Mode
+        public var pricePaid: Money
+        /// The simulated store's environment: true as if bought in Apple's or Google's sandbox.
+        public var sandbox: Bool?
+
+        public init(redemptionId: UUID, mode: Mode, pricePaid: Money, sandbox: Bool? = nil) {
+            self.redemptionId = redemptionId
+            self.mode = mode
+            self.pricePaid = pricePaid
+            self.sandbox = sandbox
+        }
+    }
+
+    /// A test helper (gateway → coupons, test keys only): a simulated store offer, named by its
+    /// simulated `offerId`, skips the rest of its settle time and is `ready` at once. 404 for an
+    /// offer that is not a test coupon's; 409 `invalidState` for one not waiting for its store.
+    public struct SimulatedOfferReady: BusRequest {
+        public static let type = "coupons.simulatedOfferReady"
+        public typealias Response = StoreOfferView
+        public var actor: AuditActor? = nil
+        public var offerId: String
+        public var mode: Mode
+
+        public init(offerId: String, mode: Mode) {
+            self.offerId = offerId
+            self.mode = mode
         }
     }
 

@@ -89,22 +89,33 @@ struct OfferProvisioner: Sendable {
         (AppStoreLimits.maxRedemptions, AppStoreLimits.latestExpiry(madeAt: now))
     }
 
-    /// `ownActiveOffers`: Redeem's offers made and not switched off for this subscription, other
-    /// than this one.
-    func provision(_ spec: AppStoreOfferSpec, from start: AppStoreOfferProgress, ownActiveOffers: Int, record: Record) async -> AppStoreTaskOutcome {
-        var progress = start
-        let now = client.now()
+    /// What Apple would refuse of the offer itself, checked before any call (nil: nothing): the
+    /// code's cap and expiry (`AppStoreLimits`), an expiry that has passed, the offer's duration.
+    /// The simulated App Store of test mode (`SimulatedStore`) refuses the same.
+    static func refusal(_ spec: AppStoreOfferSpec, now: Date) -> String? {
         do {
             try AppStoreLimits.checkCode(maxRedemptions: spec.maxRedemptions, expiresAt: spec.expiresAt, now: now)
         } catch {
-            return .failed(error.message, progress)
+            return error.message
         }
         // There once the limits pass.
-        guard let expires = spec.expiresAt else { return .failed("no expiry", progress) }
-        guard expires > now else { return .failed("the coupon expired before its App Store offer was made", progress) }
-        guard let duration = AppStoreOfferDuration(spec.duration) else {
-            return .failed("App Store offers last 3 days, 1 or 2 weeks, 1, 2, 3 or 6 months, or 1 year", progress)
+        guard let expires = spec.expiresAt else { return "no expiry" }
+        guard expires > now else { return "the coupon expired before its App Store offer was made" }
+        guard AppStoreOfferDuration(spec.duration) != nil else {
+            return "App Store offers last 3 days, 1 or 2 weeks, 1, 2, 3 or 6 months, or 1 year"
         }
+        return nil
+    }
+
+    /// `ownActiveOffers`: Redeem's live offers made and not switched off for this subscription,
+    /// other than this one.
+    func provision(
+        _ spec: AppStoreOfferSpec, from start: AppStoreOfferProgress, ownActiveOffers: Int, record: Record
+    ) async -> AppStoreTaskOutcome {
+        var progress = start
+        let now = client.now()
+        if let refusal = Self.refusal(spec, now: now) { return .failed(refusal, progress) }
+        guard let duration = AppStoreOfferDuration(spec.duration) else { return .failed("no duration", progress) }
         let limit = AppStoreLimits.activeOffersPerSubscription
         if progress.offerId == nil && ownActiveOffers >= limit {
             return .failed("the App Store allows at most \(limit) active offer codes per subscription, and Redeem has \(ownActiveOffers) "

@@ -13,6 +13,9 @@ import Telemetry
 /// store gives before the next call, and reports a provisioning's end to coupons
 /// (`coupons.storeOfferReport`) until coupons answers.
 ///
+/// A test coupon's tasks are answered by `SimulatedStore` and never reach either store; any
+/// instance runs them, connected to the stores or not.
+///
 /// Its client tries each call once: a 429 (its `Retry-After`), a 5xx or no answer ends the run and
 /// the task is due again after Apple's wait or the backoff, so a throttled task holds up no other.
 final class StoreTaskWorker: Sendable {
@@ -112,6 +115,8 @@ final class StoreTaskWorker: Sendable {
             var note: String?
             let outcome: AppStoreTaskOutcome
             switch command.store {
+            case _ where task.mode == .test:
+                outcome = SimulatedStore.provision(command, from: task.progress, now: Date())
             case .appStore: outcome = try await appStoreOutcome(claimed, command)
             case .playStore:
                 guard let play else { throw StoreTasks.LeaseLost() }  // never claimed without the client
@@ -185,6 +190,8 @@ final class StoreTaskWorker: Sendable {
             if start.customCodeId == nil { start.customCodeId = command.customCodeId }
             let outcome: AppStoreTaskOutcome
             switch (command.store, provisioner, play) {
+            case _ where task.mode == .test:
+                outcome = SimulatedStore.switchTo(from: start)
             case (.appStore, let provisioner?, _):
                 outcome = await provisioner.switchTo(active: command.active, subscriptionId: task.subscriptionId, offerName: command.offerName,
                                                      code: command.code, from: start, record: record(task))

@@ -30,6 +30,8 @@ enum StoreTasks {
         var status: StoreTaskStatus
         var command: String
         var subscriptionId: String?
+        /// `test`: simulated (`SimulatedStore`), never sent to the store.
+        var mode: Mode
         var progress: AppStoreOfferProgress
         var attempts: Int
         var report: StoreOfferState?
@@ -37,27 +39,33 @@ enum StoreTasks {
         var lease: UUID
     }
 
-    /// Stores a provision command; a repeat (the same coupon, store and plan) changes nothing.
-    /// True when this call stored it.
+    /// Stores a provision command, in its coupon's mode; a repeat (the same coupon, store and
+    /// plan) changes nothing. True when this call stored it.
     @discardableResult
     static func store(_ c: PGConnection, _ command: StoreProvisionCommand) throws -> Bool {
         try c.query("""
-            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, command, subscription_id, offer_name, code, base_plan_id)
-            VALUES ($1, $2, $3, $4, 'provision', $5, $6, $7, upper($8), $9) ON CONFLICT DO NOTHING RETURNING id
+            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, command, subscription_id, offer_name, code, base_plan_id, mode)
+            VALUES ($1, $2, $3, $4, 'provision', $5, $6, $7, upper($8), $9, $10) ON CONFLICT DO NOTHING RETURNING id
             """, [command.commandId, command.couponId, command.store.rawValue, command.productId, try json(command),
-                  command.subscriptionId, command.offerName, command.code, command.basePlanId ?? ""]).rows.count == 1
+                  command.subscriptionId, command.offerName, command.code, command.basePlanId ?? "", command.mode.rawValue]).rows.count == 1
     }
 
     /// Stores a switch command (off or on), with the ids coupons knew; a repeat changes nothing.
+    /// It takes the mode of its offer's provisioning (a switch reaches the store when the offer
+    /// was made there), else its coupon's.
     @discardableResult
     static func store(_ c: PGConnection, _ command: StoreSwitchCommand) throws -> Bool {
         let action: StoreTaskAction = command.active ? .switchOn : .switchOff
         return try c.query("""
-            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, generation, command, offer_name, code, offer_id, custom_code_id,
-                base_plan_id)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, upper($9), $10, $11, $12) ON CONFLICT DO NOTHING RETURNING id
+            INSERT INTO grants.store_tasks AS t (id, coupon_id, store, product_id, action, generation, command, offer_name, code, offer_id, custom_code_id,
+                base_plan_id, mode)
+            SELECT $1, $2, $3, $4, $5, $6, $7, $8, upper($9), $10, $11, $12, COALESCE(
+                (SELECT p.mode FROM grants.store_tasks p WHERE p.coupon_id = $2 AND p.store = $3 AND p.product_id = $4 AND p.base_plan_id = $12
+                   AND p.action = 'provision'), $13)
+            ON CONFLICT DO NOTHING RETURNING id
             """, [command.commandId, command.couponId, command.store.rawValue, command.productId, action.rawValue, command.generation,
-                  try json(command), command.offerName, command.code, command.offerId, command.customCodeId, command.basePlanId ?? ""]).rows.count == 1
+                  try json(command), command.offerName, command.code, command.offerId, command.customCodeId, command.basePlanId ?? "",
+                  command.mode.rawValue]).rows.count == 1
     }
 
     static func json<T: Encodable>(_ value: T) throws -> String {
@@ -70,13 +78,14 @@ enum StoreTasks {
     /// for a minute; and while a switch of an earlier generation is unfinished, so the last one
     /// coupons asked for is the one Apple is left with. A switch starts from the ids its
     /// provisioning recorded. Only tasks of `stores` (those this instance is connected to) are
-    /// claimed; the others wait. An offer is (coupon, store, plan, base plan).
+    /// claimed; the others wait. Test-mode tasks are simulated, so any instance claims them. An
+    /// offer is (coupon, store, plan, base plan).
     static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval, stores: [Store] = Store.allCases) throws -> [Claimed] {
         try c.query("""
             UPDATE grants.store_tasks t SET attempts = t.attempts + 1, next_attempt_at = now() + make_interval(secs => $2), lease_token = gen_random_uuid()
             WHERE t.id IN (
                 SELECT s.id FROM grants.store_tasks s
-                WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now() AND s.store = ANY($3::text[])
+                WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now() AND (s.store = ANY($3::text[]) OR s.mode = 'test')
                   AND (s.action = 'provision' OR (COALESCE(
                         (SELECT p.status <> 'pending' FROM grants.store_tasks p
                          WHERE p.coupon_id = s.coupon_id AND p.store = s.store AND p.product_id = s.product_id
@@ -88,7 +97,7 @@ enum StoreTasks {
                           AND e.generation < s.generation AND e.status IN ('pending', 'reporting'))))
                 ORDER BY s.next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
             )
-            RETURNING t.id, t.action, t.status, t.command, t.attempts, t.report, t.last_error, t.lease_token,
+            RETURNING t.id, t.action, t.status, t.command, t.mode, t.attempts, t.report, t.last_error, t.lease_token,
                 t.code_created_at, t.code_switched, t.offer_switched,
                 COALESCE(t.subscription_id, (SELECT p.subscription_id FROM grants.store_tasks p WHERE \(provisionOf))) AS subscription_id,
                 COALESCE(t.offer_id, (SELECT p.offer_id FROM grants.store_tasks p WHERE \(provisionOf))) AS offer_id,
@@ -97,6 +106,7 @@ enum StoreTasks {
             Claimed(id: try row.decode("id"), action: StoreTaskAction(rawValue: try row.decode("action")) ?? .provision,
                     status: StoreTaskStatus(rawValue: try row.decode("status")) ?? .pending, command: try row.decode("command"),
                     subscriptionId: try row.decodeIfPresent("subscription_id"),
+                    mode: Mode(rawValue: try row.decode("mode")) ?? .live,
                     progress: AppStoreOfferProgress(offerId: try row.decodeIfPresent("offer_id"), customCodeId: try row.decodeIfPresent("custom_code_id"),
                                                     codeCreatedAt: try row.decodeIfPresent("code_created_at"),
                                                     codeSwitched: try row.decode("code_switched"), offerSwitched: try row.decode("offer_switched")),
@@ -134,13 +144,14 @@ enum StoreTasks {
         guard updated == 1 else { throw LeaseLost() }
     }
 
-    /// Redeem's offers for `subscriptionId` made at Apple and not switched off, other than task
-    /// `id`'s: an offer counts unless its latest switch is off and done (one being switched back on
-    /// counts already).
+    /// Redeem's live offers for `subscriptionId` made at Apple and not switched off, other than
+    /// task `id`'s: an offer counts unless its latest switch is off and done (one being switched
+    /// back on counts already). Test mode's simulated offers are not at Apple, so never count.
     static func ownActiveOffers(_ c: PGConnection, subscriptionId: String, besides id: UUID) throws -> Int {
         try c.query("""
             SELECT count(*)::int AS n FROM grants.store_tasks t
-            WHERE t.action = 'provision' AND t.store = 'appStore' AND t.subscription_id = $1 AND t.id <> $2 AND t.offer_id IS NOT NULL
+            WHERE t.action = 'provision' AND t.store = 'appStore' AND t.mode = 'live' AND t.subscription_id = $1 AND t.id <> $2
+              AND t.offer_id IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM grants.store_tasks s WHERE s.coupon_id = t.coupon_id AND s.store = t.store
                               AND s.product_id = t.product_id AND s.action = 'switchOff' AND s.offer_switched
                               AND NOT EXISTS (SELECT 1 FROM grants.store_tasks n WHERE n.coupon_id = t.coupon_id AND n.store = t.store
@@ -152,19 +163,20 @@ enum StoreTasks {
     /// takes a custom code once per app, so of the provisionings asking for one code, one makes it
     /// (docs/stores.md, "One App Store plan per code"). Another goes first when it has its code
     /// already; else, of the same coupon, when its product id sorts first; else, of another coupon
-    /// (the same code in the other mode), when it was stored first. A provisioning that failed
-    /// holds nothing.
+    /// (the same code, made again after a deactivation), when it was stored first. A provisioning
+    /// that failed holds nothing, nor does a test coupon's: its code is simulated, never Apple's.
     static func codeHolder(_ c: PGConnection, id: UUID) throws -> String? {
         try c.query("""
             SELECT o.product_id, o.coupon_id = t.coupon_id AS same_coupon FROM grants.store_tasks t
-            JOIN grants.store_tasks o ON o.code = t.code AND o.store = t.store AND o.action = 'provision' AND o.id <> t.id
+            JOIN grants.store_tasks o ON o.code = t.code AND o.store = t.store AND o.action = 'provision' AND o.id <> t.id AND o.mode = 'live'
                 AND o.report IS DISTINCT FROM 'failed'
             WHERE t.id = $1 AND (o.custom_code_id IS NOT NULL
                 OR (o.coupon_id = t.coupon_id AND o.product_id < t.product_id)
                 OR (o.coupon_id <> t.coupon_id AND (o.created_at, o.id) < (t.created_at, t.id)))
             ORDER BY o.custom_code_id IS NULL, o.created_at LIMIT 1
             """, [id]).rows.first.map { row in
-            try row.decode("same_coupon", as: Bool.self) ? "plan \(try row.decode("product_id", as: String.self))" : "a coupon of the other mode"
+            try row.decode("same_coupon", as: Bool.self)
+                ? "plan \(try row.decode("product_id", as: String.self))" : "another coupon"
         }
     }
 }

@@ -233,7 +233,7 @@
 
   function offersState(c) {
     if (!c.storeOffers || !c.storeOffers.length) return "—";
-    return c.storeOffers.map((o) => o.productId + ": " + o.state).join(", ");
+    return (c.mode === "test" ? "simulated, " : "") + c.storeOffers.map((o) => o.productId + ": " + o.state).join(", ");
   }
 
   async function loadCoupons() {
@@ -391,6 +391,7 @@
       (c.storeOffers || []).forEach((o) => offers.tBodies[0].appendChild(row([o.store, o.productId, o.state, o.offerId, o.message])));
       offers.hidden = !(c.storeOffers && c.storeOffers.length);
       $("coupon-offers-empty").hidden = !offers.hidden;
+      $("coupon-offers-simulated").hidden = offers.hidden || c.mode !== "test";
       $("p-maxRedemptions").value = c.maxRedemptions === null || c.maxRedemptions === undefined ? "" : c.maxRedemptions;
       $("p-expiresAt").value = localFromIso(c.expiresAt);
       $("deactivate").disabled = !c.active;
