@@ -153,8 +153,9 @@ import Outbound
         await receiver.stop()
     }
 
-    /// The client stops reading at the limit: an answer that never ends is cut (within the
-    /// limit, not at the timeout), and one of 1 MiB is read no further than 64 KiB.
+    /// The client stops reading at the limit: an answer that never ends is cut within the limit.
+    /// It is a successful, cut answer, where running into the timeout would have been an error;
+    /// the timeout is long so a suite run on two busy cores cannot reach it first.
     @Test func theClientReadsAtMost64KiBOfAnyAnswer() async throws {
         let endless = try WebhookReceiver()
         var streamed = HTTPResponse.stream(200, contentType: "text/plain") { out in
@@ -163,15 +164,13 @@ import Outbound
         }
         streamed.headers.append(("X-Test", "endless"))
         endless.respond(with: streamed)
-        let client = try PinnedHTTPClient(limits: .init(readBytes: 64 * 1024, keepBytes: 1024, timeout: .seconds(30)))
+        let client = try PinnedHTTPClient(limits: .init(readBytes: 64 * 1024, keepBytes: 1024, timeout: .seconds(300)))
         defer { client.close() }
-        let started = ContinuousClock.now
         let answer = try await client.post(.init(url: endless.url.absoluteString, scheme: "http", address: "127.0.0.1", port: endless.port,
                                                  headers: [], body: Array("{}".utf8)))
         #expect(answer.status == 200 && answer.cut)
         #expect(answer.bytesRead <= 64 * 1024)
         #expect(answer.bodyPrefix == Array(repeating: UInt8(ascii: "y"), count: 1024))
-        #expect(ContinuousClock.now - started < .seconds(20), "cut at the limit, not at the timeout")
         await endless.stop()
     }
 

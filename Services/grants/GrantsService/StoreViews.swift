@@ -52,9 +52,13 @@ final class StoreViews: Sendable {
             .sorted { ($0.entitlementId, $0.sandbox ? 1 : 0, $0.source) < ($1.entitlementId, $1.sandbox ? 1 : 0, $1.source) }
     }
 
-    /// The work's answer, or nil when it takes longer than `seconds` (then it is cancelled, and
-    /// nobody waits for it): the request's own timeout is not enforced by every URLSession while
-    /// a server holds the connection open without answering.
+    /// The work's answer, or nil when it takes longer than `seconds` (then nobody waits for it):
+    /// the request's own timeout is not enforced by every URLSession while a server holds the
+    /// connection open without answering. The late work is left to end on its own, never
+    /// cancelled: cancelling a task inside FoundationNetworking's `URLSession.data(for:)` while
+    /// the request fails deadlocks both (the cancellation handler waits for the session's queue
+    /// under the task's status lock, which the queue's completion needs), and it took both of
+    /// grants' concurrency threads with it, stalling every worker.
     static func within<T: Sendable>(_ seconds: TimeInterval, _ work: @escaping @Sendable () async -> T) async -> T? {
         let waiting = Mutex<CheckedContinuation<T?, Never>?>(nil)
         let finish = { @Sendable (value: T?) -> Bool in
@@ -67,10 +71,10 @@ final class StoreViews: Sendable {
         }
         return await withCheckedContinuation { continuation in
             waiting.withLock { $0 = continuation }
-            let task = Task { _ = finish(await work()) }
+            Task { _ = finish(await work()) }
             Task {
                 try? await Task.sleep(for: .seconds(seconds))
-                if finish(nil) { task.cancel() }
+                _ = finish(nil)
             }
         }
     }
