@@ -53,7 +53,7 @@ let allLayers: [Target.Dependency] = ["Core", "Telemetry", "Cryptography", "Data
 /// not listed here. The gateway holds no database (it does not link libpq); only the services
 /// that call out to the world link libcurl.
 let serviceLayers: [String: [String]] = [
-    "accounts": ["Core", "Telemetry", "Cryptography", "Database", "Bus", "Outbound", "Runtime", "Backend", "CCurl"],
+    "accounts": ["Core", "Telemetry", "Cryptography", "Database", "Bus", "Outbound", "Runtime", "Backend"],
     "coupons": ["Core", "Telemetry", "Cryptography", "Database", "Bus", "Runtime", "Backend"],
     "grants": ["Core", "Telemetry", "Cryptography", "Database", "Bus", "Outbound", "Runtime", "Backend"],
     "gateway": ["Core", "Telemetry", "Cryptography", "Bus", "HTTP", "Runtime"],

@@ -323,6 +323,30 @@ import TestSupport
         #expect(!(allowed["gateway"] ?? []).contains("Database"), "the gateway holds no database")
     }
 
+    /// libcurl is reached through the `Outbound` layer only: no other Swift file imports `CCurl`,
+    /// and no service lists it as a layer of its own.
+    @Test func onlyOutboundImportsLibcurl() throws {
+        let root = Project.root
+        var importers: [String] = []
+        for folder in ["Sources", "Services", "Clients"] {
+            let dir = root.appendingPathComponent(folder)
+            let files = (FileManager.default.enumerator(atPath: dir.path)?.compactMap { $0 as? String } ?? [])
+                .filter { $0.hasSuffix(".swift") }
+            for file in files {
+                let text = try String(contentsOf: dir.appendingPathComponent(file), encoding: .utf8)
+                if text.contains(/(?m)^(?:internal |public |@_implementationOnly )?import CCurl$/) {
+                    importers.append("\(folder)/\(file)")
+                }
+            }
+        }
+        #expect(
+            !importers.isEmpty && importers.allSatisfy { $0.hasPrefix("Sources/Shared/Outbound/") }, "\(importers)")
+        let manifest = try String(contentsOf: root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let layers = /let serviceLayers: \[String: \[String\]\] = \[(?<body>[^;]*?)\n\]/
+        let table = try #require(manifest.firstMatch(of: layers)).output.body
+        #expect(!table.contains("\"CCurl\""), "a service lists CCurl itself")
+    }
+
     /// `scripts/format-check` (run by `scripts/test`) passes on the tree: no Swift line changed since
     /// `.swift-format-baseline` is over 120 characters or against `.swift-format`'s rules. The same
     /// check refuses a planted line of 121 characters, so a pass means something.

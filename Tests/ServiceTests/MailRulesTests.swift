@@ -1,4 +1,5 @@
 import Foundation
+import Outbound
 import Testing
 import TestSupport
 @testable import AccountsService

@@ -3,7 +3,7 @@ import Testing
 @testable import CouponsService
 @testable import Core
 
-/// The refusal rules of SPEC §4.3 as a table: `RedemptionRules.decide`, which validate and
+/// The refusal rules as a table: `RedemptionRules.decide`, which validate and
 /// reservation (a batch, of one request or many) both ask. The integration suites keep one case
 /// per refusal over HTTP, and the races.
 @Suite struct RedemptionRulesTests {
@@ -58,7 +58,7 @@ import Testing
         for ((name, got), want) in zip(table, expected) { #expect(got == want, "\(name)") }
     }
 
-    /// The first rule that fails names the reason: SPEC §4.3's order.
+    /// The first rule that fails names the reason: the rules' order.
     @Test func theFirstRuleThatFailsIsTheReason() throws {
         let everything = coupon { $0.expiresAt = now.addingTimeInterval(-1); $0.newCustomersOnly = true }
         #expect(try decide(everything, active: false, platform: .android, holdsUse: true, veteran: true, usesTaken: 10) == .refuse(.inactive))

@@ -8,7 +8,7 @@ import Testing
 @Suite struct StoreViewTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
-    /// The shape of RevenueCat's `GET /v1/subscribers/{id}` (REFERENCES §7), trimmed.
+    /// The shape of RevenueCat's `GET /v1/subscribers/{id}` (RevenueCat's REST API v1), trimmed.
     static let customer = Data("""
         {"request_date":"2027-01-15T08:00:00Z","request_date_ms":1800000000000,"subscriber":{
           "original_app_user_id":"u-1","management_url":"https://apps.apple.com/account/subscriptions",

@@ -8,7 +8,7 @@ import Telemetry
 /// A real HTTP server speaking RevenueCat's v1 promotional-entitlement contract, for tests:
 /// records every request, treats a repeated `end_time_ms` for the same customer and entitlement
 /// as a duplicate (as RevenueCat does), and fails on demand. `GET /v1/subscribers/{id}` answers
-/// the customer in RevenueCat's shape (REFERENCES §7): its promotional grants and the store
+/// the customer in RevenueCat's shape (RevenueCat's REST API v1): its promotional grants and the store
 /// purchases a test gave it (`addStorePurchase`), with `management_url`.
 public final class FakeRevenueCat: Sendable {
     public struct Call: Sendable {

@@ -49,7 +49,7 @@ enum AccountRules {
         return accountEmailVerified ? .join : .separateAccount
     }
 
-    /// RevenueCat's reserved App User ID values (REFERENCES §3), compared without case.
+    /// RevenueCat's reserved App User ID values (RevenueCat's App User IDs), compared without case.
     static let blockedUserIds: Set<String> = [
         "no_user", "null", "none", "nil", "(null)", "nan", "\\x00", "", "unidentified", "undefined",
         "anonymous", "guest", "-1", "0", "[]", "{}", "[object object]", "unknown",

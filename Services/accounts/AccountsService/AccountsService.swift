@@ -4,6 +4,7 @@ import Core
 import Cryptography
 import Database
 import Foundation
+import Outbound
 import Runtime
 import Synchronization
 
@@ -65,7 +66,9 @@ public final class AccountsService: BackendService {
         let tokens = try await pool.withConnection { [keyring] in try Self.resealAppleTokens($0, keyring: keyring) }
         if tokens > 0 { runtime.logger.info("Apple tokens sealed under the current secret key", ["tokens.resealed": tokens]) }
         if let key = config.adminKey {
-            try await pool.withConnection { try APIKeyStore.insert($0, secret: key, name: "bootstrap admin", role: .admin) }
+            _ = try await pool.withConnection {
+                try APIKeyStore.insert($0, secret: key, name: "bootstrap admin", role: .admin)
+            }
             runtime.logger.info("bootstrap admin key present", ["apiKey.prefix": APIKeySecret.prefix(of: key)])
         }
         if let mail = config.mail { runtime.logger.info("mail is sent through SMTP", ["smtp.server": mail.redacted]) }

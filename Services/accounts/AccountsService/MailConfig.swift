@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import Outbound
 import Runtime
 
 /// Where the accounts service sends mail (verification and reset codes): an SMTP server and the
@@ -76,5 +77,14 @@ struct MailConfig: Sendable {
         if inet_pton(AF_INET, bare, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
         if inet_pton(AF_INET6, bare, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } == [UInt8](repeating: 0, count: 15) + [1] }
         return false
+    }
+}
+
+extension SMTPClient {
+    /// A client for the configured server: TLS is required unless the settings name a loopback
+    /// relay as `smtp+insecure://`.
+    init(config: MailConfig, timeout: Duration = .seconds(30)) {
+        let server = Server(url: config.url, from: config.from, requireTLS: config.security != .none)
+        self.init(server: server, timeout: timeout)
     }
 }

@@ -2,6 +2,7 @@ import Core
 import Cryptography
 import Database
 import Foundation
+import Outbound
 import Runtime
 import Synchronization
 import Telemetry

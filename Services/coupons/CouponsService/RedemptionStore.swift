@@ -326,7 +326,7 @@ enum RedemptionStore {
 // MARK: - Group commit
 
 extension RedemptionStore {
-    /// Reserves for many requests of one coupon in one transaction (SPEC §4.3 rules, in order, per
+    /// Reserves for many requests of one coupon in one transaction (`RedemptionRules`, in order, per
     /// request). The coupon row is locked first, so batches of one coupon — from any instance — run
     /// one after another and each sees the uses the one before took; the counter's CHECK and the
     /// unique index still stand behind every decision.

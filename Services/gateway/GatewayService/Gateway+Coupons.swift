@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// Routes of SPEC §4.2 and §4.3: coupons for operators, validate and redeem for users.
+/// Routes of docs/api.md's route table: coupons for operators, validate and redeem for users.
 extension Gateway {
     /// A change to a coupon: fields left out stay; `maxRedemptions` or `expiresAt` sent as `null`
     /// is removed (no cap, no end); `active` can't be null.
@@ -273,7 +273,7 @@ extension Gateway {
     }
 }
 
-/// Query-string parameters with the rules of SPEC §4.7.
+/// Query-string parameters (`limit`, yes-or-no flags, `wait`), with the rules docs/api.md gives.
 enum Query {
     static func limit(_ req: HTTPRequest) throws -> Int {
         guard let text = req.query["limit"] else { return Keyset.defaultLimit }

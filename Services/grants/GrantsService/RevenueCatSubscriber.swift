@@ -4,7 +4,7 @@ import FoundationNetworking
 #if canImport(FoundationNetworking)
 #endif
 
-/// RevenueCat's v1 customer, `GET {base}/v1/subscribers/{app_user_id}` (REFERENCES §7): the parts
+/// RevenueCat's v1 customer, `GET {base}/v1/subscribers/{app_user_id}` (RevenueCat's REST API v1): the parts
 /// Redeem reads. Expired entitlements are included by RevenueCat; `expires_date` null is lifetime.
 struct RevenueCatSubscriber: Decodable, Sendable, Equatable {
     struct Entitlement: Decodable, Sendable, Equatable {

@@ -17,6 +17,6 @@ public enum AppUserIdKept: String, Codable, Sendable, CaseIterable {
 /// `revenuecat-sandbox`, as stored with each grant). Kept as text on the wire, since RevenueCat may
 /// add stores; these are the values Redeem knows.
 public enum EntitlementSource {
-    /// RevenueCat's `store` values (REFERENCES §7).
+    /// RevenueCat's `store` values (RevenueCat's REST API v1, the customer's subscriptions).
     public static let stores = ["app_store", "mac_app_store", "play_store", "amazon", "stripe", "promotional", "roku", "paddle"]
 }

@@ -5,7 +5,7 @@ import Foundation
 /// `subscriptionsv2` names the phase (`lineItems[].offerPhase`) but carries one price only, the
 /// base plan's recurring one (`autoRenewingPlan.recurringPrice`, in the buyer's currency). In an
 /// offer's phase, the price is the offer's own for the purchase's region, as the offer Google
-/// holds states it (`phases[0].regionalConfigs`, store-apis §4): a `price`, the recurring price
+/// holds states it (`phases[0].regionalConfigs`, Play's monetization API): a `price`, the recurring price
 /// less a `relativeDiscount` share or an `absoluteDiscount` in the same currency, or nothing
 /// (`free`); rounded to the currency's minor unit.
 enum PlayPhasePrice {

@@ -2,7 +2,7 @@
 -- `GrantLedger.store`), given as one JSON array of `GrantLedger.RoundItem`: each period starts
 -- where the holder's latest one ends, or now, and an entitlement ends by 9999-12-31T23:59:59.999Z
 -- at the latest, the last instant ISO 8601's four-digit years write. A command stored before
--- changes nothing. A command naming an id its account has left (`holder_moves`, issue 22) is
+-- changes nothing. A command naming an id its account has left (`holder_moves`: one account on every platform) is
 -- stored under the id the account moved to; the function answers the id each grant holds.
 CREATE OR REPLACE FUNCTION store_round(items json)
     RETURNS TABLE (redemption_id uuid, end_time timestamptz, attempts int, app_user_id text)

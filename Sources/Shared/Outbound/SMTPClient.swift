@@ -3,26 +3,46 @@ internal import CCurl
 
 /// Sends one message to one recipient through an SMTP server, with libcurl's SMTP support:
 /// `smtps://` is TLS from the start; `smtp://` must switch to TLS with STARTTLS before anything
-/// is sent, credentials or not; only `smtp+insecure://` to a loopback relay stays plain
-/// (`MailConfig.Security`). The server's certificate is verified.
+/// is sent, credentials or not; only a server given with `requireTLS: false` (accounts' loopback
+/// `smtp+insecure://` relay) stays plain. The server's certificate is verified.
 ///
 /// libcurl's easy interface blocks, so each send runs on a thread of its own off Swift's
 /// cooperative pool; mail is rare (a verification or a reset), one at a time per sender.
-struct SMTPClient: Sendable {
-    let config: MailConfig
-    var timeout: Duration = .seconds(30)
+public struct SMTPClient: Sendable {
+    /// Where mail goes: the `smtp://` or `smtps://` URL libcurl is given (credentials in it when
+    /// the server wants them: a secret, never logged), the envelope sender, and whether the
+    /// session must be TLS (from the start, or by STARTTLS before anything is sent).
+    public struct Server: Sendable {
+        public var url: String
+        public var from: String
+        public var requireTLS: Bool
+
+        public init(url: String, from: String, requireTLS: Bool) {
+            self.url = url
+            self.from = from
+            self.requireTLS = requireTLS
+        }
+    }
+
+    public let server: Server
+    public var timeout: Duration
+
+    public init(server: Server, timeout: Duration = .seconds(30)) {
+        self.server = server
+        self.timeout = timeout
+    }
 
     /// No mail sent: libcurl's code (`CURLcode`), its message, and the server's last answer code.
-    struct Failure: Error, Sendable, CustomStringConvertible {
-        var code: Int
-        var message: String
-        var smtpStatus: Int
-        var description: String { "\(message) (curl \(code)\(smtpStatus > 0 ? ", SMTP \(smtpStatus)" : ""))" }
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public var code: Int
+        public var message: String
+        public var smtpStatus: Int
+        public var description: String { "\(message) (curl \(code)\(smtpStatus > 0 ? ", SMTP \(smtpStatus)" : ""))" }
     }
 
     /// Sends `message` (a whole RFC 5322 message, CRLF line ends) to `recipient`.
-    func send(to recipient: String, message: [UInt8]) async throws(Failure) {
-        let config = self.config, timeout = self.timeout
+    public func send(to recipient: String, message: [UInt8]) async throws(Failure) {
+        let config = self.server, timeout = self.timeout
         let result: Result<Void, Failure> = await withCheckedContinuation { done in
             Thread.detachNewThread {
                 done.resume(returning: Result { () throws(Failure) in try SMTPTransfer(config: config, timeout: timeout).perform(to: recipient, message: message) })
@@ -35,7 +55,7 @@ struct SMTPClient: Sendable {
 /// One SMTP exchange: owns its easy handle, the recipient list and the message libcurl reads.
 private final class SMTPTransfer {
     private let easy: UnsafeMutableRawPointer
-    private let config: MailConfig
+    private let config: SMTPClient.Server
     private let timeout: Duration
     private var recipients: UnsafeMutablePointer<curl_slist>?
     private let errorText = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
@@ -45,7 +65,7 @@ private final class SMTPTransfer {
     /// libcurl's global set-up, once per process (before the first easy handle).
     private static let global: CURLcode = ccurl_global_init()
 
-    init(config: MailConfig, timeout: Duration) throws(SMTPClient.Failure) {
+    init(config: SMTPClient.Server, timeout: Duration) throws(SMTPClient.Failure) {
         errorText.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         let ready = Self.global
         guard ready == CURLE_OK, let easy = curl_easy_init() else {
@@ -79,7 +99,7 @@ private final class SMTPTransfer {
         try check(ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
         try check(ccurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, millis))
         try check(ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, min(millis, 10_000)))
-        let tls = config.security == .none ? CURLUSESSL_NONE : CURLUSESSL_ALL
+        let tls = config.requireTLS ? CURLUSESSL_ALL : CURLUSESSL_NONE
         try check(ccurl_setopt_long(easy, CURLOPT_USE_SSL, Int(tls.rawValue)))
         try check(ccurl_setopt_string(easy, CURLOPT_MAIL_FROM, "<\(config.from)>"))
         try check(ccurl_setopt_list(easy, CURLOPT_MAIL_RCPT, recipients))
