@@ -91,8 +91,8 @@ final class GatewayEdgeTests: StackTestCase {
         // Every script tag loads a file; none is inline.
         let scripts = page.text.components(separatedBy: "<script").dropFirst()
         XCTAssertFalse(scripts.isEmpty)
-        XCTAssertTrue(scripts.allSatisfy { $0.hasPrefix(" src=\"/redeem/app.js\"") })
-        for asset in ["/redeem/app.js", "/redeem/app.css", "/openapi.json"] {
+        XCTAssertTrue(scripts.allSatisfy { $0.hasPrefix(" type=\"module\" src=\"/redeem/app.js\"") })
+        for asset in ["/redeem/app.js", "/redeem/client.js", "/redeem/app.css", "/openapi.json"] {
             let r = try await client.get(asset)
             XCTAssertEqual(r.status, 200, asset)
         }

@@ -165,4 +165,40 @@ import TestSupport
             #expect(!script.contains("\(code): \""), "the script has its own sentence for \(code)")
         }
     }
+
+    /// The JSON answers the apps read carry samples (`ResponseExamples.swift`), and a sample reads
+    /// back as its type: what the clients' contract tests decode is what the gateway sends.
+    @Test func theAnswersTheAppsReadCarryExamplesThatReadBackAsTheirTypes() throws {
+        let appOperations = [
+            "POST /v1/accounts", "POST /v1/sessions", "POST /v1/sessions/refresh", "POST /v1/sessions/exchange",
+            "POST /v1/sessions/apple", "GET /v1/me", "POST /v1/coupons/validate", "POST /v1/redemptions",
+            "GET /v1/redemptions/{id}", "GET /v1/me/redemptions", "GET /v1/me/entitlements",
+        ]
+        let routes = Dictionary(uniqueKeysWithValues: Gateway.routes.map { ("\($0.method.rawValue) \($0.path)", $0) })
+        for name in appOperations {
+            let route = try #require(routes[name], "\(name) is not a route")
+            let described = try #require(try described().first { "\($0.method) \($0.path)" == name })
+            let responses = try #require(described.operation["responses"] as? [String: [String: Any]])
+            for (status, answer) in route.answers {
+                guard case .json(let type) = answer else { continue }
+                let content = responses[String(status)]?["content"] as? [String: [String: Any]]
+                let media = try #require(content?["application/json"])
+                let samples: [Any] = if let one = media["example"] { [one] }
+                    else { ((media["examples"] as? [String: [String: Any]]) ?? [:]).values.compactMap { $0["value"] } }
+                #expect(!samples.isEmpty, "\(name) \(status) has no example")
+                for sample in samples {
+                    let data = try JSONSerialization.data(withJSONObject: sample)
+                    #expect(throws: Never.self, "\(name) \(status)") {
+                        _ = try JSONDecoder.wire().decode(type, from: data)
+                    }
+                }
+            }
+        }
+        let validate = try #require(try described().first { $0.method == "POST" && $0.path == "/v1/coupons/validate" })
+        let ok = (validate.operation["responses"] as? [String: [String: Any]])?["200"]
+        let media = (ok?["content"] as? [String: [String: Any]])?["application/json"]
+        let examples = media?["examples"] as? [String: [String: Any]]
+        #expect(Set(examples?.keys.map { $0 } ?? []) == ["valid", "refused"])
+        #expect((examples?["refused"]?["value"] as? [String: Any])?["reason"] as? String == "exhausted")
+    }
 }

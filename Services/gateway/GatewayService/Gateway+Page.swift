@@ -2,7 +2,7 @@ import Core
 import Foundation
 import HTTP
 
-/// `GET /redeem` and its two assets, and `GET /openapi.json`.
+/// `GET /redeem` and its three assets, and `GET /openapi.json`.
 extension Gateway {
     /// Sent with every gateway response: no framing, no sniffing, no referrer, and for HTML a
     /// policy that allows only this origin's own script and style (no inline script at all).
@@ -25,6 +25,9 @@ extension Gateway {
                                                            QueryParameter(name: "error", schema: .string, description: "with apple=1: why Sign in with Apple did not finish")],
                answers: [200: .text("text/html")], handle: Gateway.redeemPage),
         .route(.get, "/redeem/app.js", "The redeem page's script", answers: [200: .text("text/javascript")], handle: Gateway.redeemScript),
+        // The web client (Clients/web, compiled by its build.sh), an ES module that app.js imports.
+        .route(.get, "/redeem/client.js", "The web client, an ES module the redeem page imports",
+               answers: [200: .text("text/javascript")], handle: Gateway.redeemClient),
         .route(.get, "/redeem/app.css", "The redeem page's style", answers: [200: .text("text/css")], handle: Gateway.redeemStyle),
     ]
 
@@ -35,6 +38,9 @@ extension Gateway {
         .text(200, config.appleWebSignIn ? RedeemPage.htmlWithApple : RedeemPage.html, contentType: "text/html; charset=utf-8")
     }
     func redeemScript(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.script, contentType: "text/javascript; charset=utf-8") }
+    func redeemClient(_ req: HTTPRequest) -> HTTPResponse {
+        .text(200, RedeemPage.client, contentType: "text/javascript; charset=utf-8")
+    }
     func redeemStyle(_ req: HTTPRequest) -> HTTPResponse { .text(200, RedeemPage.css, contentType: "text/css; charset=utf-8") }
 }
 

@@ -60,6 +60,13 @@ enum OpenAPI {
 
     struct MediaType: Encodable {
         var schema: JSONSchema
+        /// A sample body (`ResponseExamples.swift`), or several by name in `examples`.
+        var example: JSONValue?
+        var examples: [String: Example]?
+    }
+
+    struct Example: Encodable {
+        var value: JSONValue
     }
 
     struct Components: Encodable {

@@ -50,7 +50,8 @@ enum OpenAPIDocument {
         for status in route.errors + commonErrors(route) { answer(status, ["application/json": .init(schema: error)]) }
         for (status, a) in route.answers {
             switch a {
-            case .json(let type): answer(status, ["application/json": .init(schema: try catalog.schema(of: type))])
+            case .json(let type):
+                answer(status, ["application/json": try .json(type, schema: try catalog.schema(of: type))])
             case .text(let mediaType): answer(status, [mediaType: .init(schema: .string)])
             case .empty: answer(status, nil)
             }

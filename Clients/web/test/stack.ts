@@ -1,0 +1,56 @@
+// What the tests share: the stack they run against (from the environment WebClientTests sets),
+// an operator's calls to make coupons, and fresh users.
+import assert from "node:assert/strict";
+import { RedeemClient, RedeemError, MemoryStorage, KeyValueStorage } from "../src/index.js";
+
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run these tests through WebClientTests`);
+  return value;
+}
+
+export const gateway = required("REDEEM_GATEWAY").replace(/\/+$/, "");
+export const adminKey = required("REDEEM_ADMIN_KEY");
+/** Set when the stack has Sign in with Apple's web flow against its fake Apple. */
+export const appleConfigured = process.env.REDEEM_APPLE_WEB === "1";
+
+export function unique(prefix: string): string {
+  return `${prefix}-${Math.random().toString(36).slice(2, 10)}`.toUpperCase();
+}
+
+/** `POST /v1/coupons` with the admin key: an operator's call, not the client's. */
+export async function createCoupon(fields: Record<string, unknown>): Promise<string> {
+  const code = (fields.code as string | undefined) ?? unique("WEB");
+  const r = await fetch(`${gateway}/v1/coupons`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${adminKey}` },
+    body: JSON.stringify({ kind: "freePeriod", duration: { unit: "month", count: 1 }, entitlementId: "pro", ...fields, code }),
+  });
+  assert.equal(r.status, 201, await r.text());
+  return code;
+}
+
+export function client(storage: KeyValueStorage = new MemoryStorage()): RedeemClient {
+  return new RedeemClient({ baseUrl: gateway, storage });
+}
+
+/** A client signed in as a new user. */
+export async function signedUp(storage?: KeyValueStorage): Promise<{ client: RedeemClient; email: string; password: string }> {
+  const c = client(storage);
+  const email = `web-${Math.random().toString(36).slice(2, 10)}@example.com`;
+  const password = "a long web client passphrase";
+  await c.signUp(email, password);
+  return { client: c, email, password };
+}
+
+/** The error `promise` rejects with, which must be a `RedeemError` (or the class given). */
+export async function rejection<E extends RedeemError>(promise: Promise<unknown>,
+                                                       type: new (...args: never[]) => E = RedeemError as never): Promise<E> {
+  try {
+    await promise;
+  } catch (e) {
+    assert.ok(e instanceof type, `expected ${type.name}, got ${String(e)}`);
+    return e as E;
+  }
+  return assert.fail(`expected a ${type.name}, but the call succeeded`);
+}
