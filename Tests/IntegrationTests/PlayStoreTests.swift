@@ -23,30 +23,29 @@ final class PlayStoreTests: StackTestCase {
     nonisolated(unsafe) static var pusher: GooglePushSender!
     /// The entitlement provider: its subscribers' Play subscriptions make `alreadyOwned`.
     nonisolated(unsafe) static var revenueCat: FakeRevenueCat!
+    nonisolated(unsafe) static var fixture: PlayFixture?
     static let package = "com.example.redeem"
     static let playProduct = "premium_sub"
 
     override class func startSuite() throws {
-        account = try TestGoogleServiceAccount()
-        oauth = try FakeGoogleOAuth(account: account)
-        play = try FakePlayDeveloperAPI(oauth: oauth, packageName: package)
-        pusher = try GooglePushSender()
-        revenueCat = try FakeRevenueCat()
-        stack = try Stack(environment: [
-            "REDEEM_ENTITLEMENT_PROVIDER": "revenuecat", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString, "REDEEM_REVENUECAT_KEY": "sk_rc_play",
-            "REDEEM_PLAY_SERVICE_ACCOUNT": account.keyFile.path, "REDEEM_PLAY_PACKAGE_NAME": package,
-            "REDEEM_GOOGLE_TOKEN_URL": oauth.url.absoluteString, "REDEEM_PLAY_API_URL": play.url.absoluteString,
-            "REDEEM_PLAY_OFFER_SETTLE": "1", "REDEEM_GOOGLE_JWKS": pusher.jwksFile.path,
-            "REDEEM_PLAY_PUSH_AUDIENCE": pusher.audience, "REDEEM_PLAY_PUSH_SERVICE_ACCOUNT": pusher.serviceAccount,
-            "REDEEM_GRANT_MAX_RETRY_SECONDS": "1", "REDEEM_PROVIDER_TIMEOUT_SECONDS": "2",
-        ])
+        let fixture = try PlayFixture(package: package)
+        Self.fixture = fixture
+        account = fixture.account
+        oauth = fixture.oauth
+        play = fixture.play
+        pusher = fixture.pusher
+        revenueCat = fixture.revenueCat
+        stack = try Stack(environment: fixture.environment)
         minter = try stack.minter()
     }
 
     override class func stopSuite() {
         stack?.stop()
         let done = DispatchSemaphore(value: 0)
-        Task { await play?.stop(); await oauth?.stop(); await revenueCat?.stop(); done.signal() }
+        Task {
+            await fixture?.stop()
+            done.signal()
+        }
         done.wait()
     }
 
