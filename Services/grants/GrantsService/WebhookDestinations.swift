@@ -20,7 +20,9 @@ extension Webhooks {
     /// loopback one, only with `allowPrivate` (REDEEM_WEBHOOK_ALLOW_PRIVATE); plain http to a public
     /// one, never. Answers why not, or nil when the address may be used.
     static func refusal(scheme: String, address: String, allowPrivate: Bool) -> String? {
-        if isPrivate(address) { return allowPrivate ? nil : "url resolves to a private or loopback address (\(address))" }
+        if isPrivate(address) {
+            return allowPrivate ? nil : "url resolves to a private or loopback address (\(address))"
+        }
         return scheme == "https" ? nil : "url must use https to reach a public address (\(address))"
     }
 
@@ -29,9 +31,13 @@ extension Webhooks {
     /// rebinding between the check and the connect). Every address the name resolves to must pass
     /// `refusal` (a name that answers with a private address among public ones is refused, rather
     /// than trusting the order), and the first, in the resolver's order of preference, is used.
-    static func destination(_ text: String, allowPrivate: Bool, resolve: (String) -> [String] = resolve) throws -> Destination {
+    static func destination(
+        _ text: String, allowPrivate: Bool, resolve: (String) -> [String] = resolve
+    ) throws -> Destination {
         let invalid = { (why: String) in ServiceError(.invalid, why, field: "url") }
-        guard text.count <= 2000, let url = URL(string: text), let scheme = url.scheme?.lowercased(), var host = url.host, !host.isEmpty else {
+        guard text.count <= 2000, let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+            var host = url.host, !host.isEmpty
+        else {
             throw invalid("url must be an absolute https URL")
         }
         guard scheme == "https" || (allowPrivate && scheme == "http") else { throw invalid("url must use https") }
@@ -39,7 +45,9 @@ extension Webhooks {
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         let addresses = resolve(host.lowercased())
         guard let first = addresses.first else { throw invalid("url's host does not resolve") }
-        if let why = addresses.lazy.compactMap({ refusal(scheme: scheme, address: $0, allowPrivate: allowPrivate) }).first {
+        if let why = addresses.lazy.compactMap({ refusal(scheme: scheme, address: $0, allowPrivate: allowPrivate) })
+            .first
+        {
             throw invalid(why)
         }
         return Destination(url: url, scheme: scheme, address: first, port: url.port ?? (scheme == "https" ? 443 : 80))
@@ -60,7 +68,9 @@ extension Webhooks {
         var p: UnsafeMutablePointer<addrinfo>? = first
         while let ai = p {
             var buf = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            if getnameinfo(ai.pointee.ai_addr, ai.pointee.ai_addrlen, &buf, socklen_t(buf.count), nil, 0, NI_NUMERICHOST) == 0 {
+            if getnameinfo(
+                ai.pointee.ai_addr, ai.pointee.ai_addrlen, &buf, socklen_t(buf.count), nil, 0, NI_NUMERICHOST) == 0
+            {
                 out.append(buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
             }
             p = ai.pointee.ai_next
@@ -83,9 +93,14 @@ extension Webhooks {
         let zeros = { (r: Range<Int>) in b[r].allSatisfy { $0 == 0 } }
         if zeros(0..<15) && b[15] <= 1 { return true }  // :: and ::1
         if b[0] & 0xfe == 0xfc || b[0] == 0xff { return true }  // fc00::/7, ff00::/8
-        if b[0] == 0xfe && b[1] & 0x80 == 0x80 { return true }  // fe80::/10 link-local, fec0::/10 (deprecated) site-local
-        if zeros(0..<10) && ((b[10] == 0xff && b[11] == 0xff) || (b[10] == 0 && b[11] == 0)) { return isPrivate(v4: Array(b[12..<16])) }  // mapped, compatible
-        if b[0..<12] == [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0] { return isPrivate(v4: Array(b[12..<16])) }  // NAT64 64:ff9b::/96
+        // fe80::/10 link-local, fec0::/10 (deprecated) site-local
+        if b[0] == 0xfe && b[1] & 0x80 == 0x80 { return true }
+        // IPv4-mapped and IPv4-compatible: the IPv4 address's rule
+        if zeros(0..<10) && ((b[10] == 0xff && b[11] == 0xff) || (b[10] == 0 && b[11] == 0)) {
+            return isPrivate(v4: Array(b[12..<16]))
+        }
+        // NAT64 64:ff9b::/96: the embedded IPv4 address's rule
+        if b[0..<12] == [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0] { return isPrivate(v4: Array(b[12..<16])) }
         if b[0..<6] == [0, 0x64, 0xff, 0x9b, 0, 1] { return true }  // local-use NAT64 64:ff9b:1::/48
         if b[0] == 0x20 && b[1] == 0x02 { return isPrivate(v4: Array(b[2..<6])) }  // 6to4 2002::/16
         if b[0..<4] == [0x20, 0x01, 0, 0] { return true }  // Teredo 2001::/32

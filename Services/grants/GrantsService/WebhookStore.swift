@@ -7,23 +7,32 @@ import Foundation
 /// SQL only; the rules it stores are in `Webhooks.swift` and `WebhookDestinations.swift`.
 extension Webhooks {
     static func event(_ text: String) throws -> WebhookEventType {
-        guard let e = WebhookEventType(rawValue: text) else { throw ServiceError(.internal, "an endpoint stores an unknown event type") }
+        guard let e = WebhookEventType(rawValue: text) else {
+            throw ServiceError(.internal, "an endpoint stores an unknown event type")
+        }
         return e
     }
 
     static func endpointView(_ row: PGRow) throws -> WebhookEndpointView {
-        WebhookEndpointView(id: try row.decode("id"), url: try row.decode("url"), events: try PGArray.parse(try row.decode("events")).map(event),
-                            active: try row.decode("active"), mode: Mode(rawValue: try row.decode("mode")) ?? .live,
-                            createdAt: try row.decode("created_at"))
+        WebhookEndpointView(
+            id: try row.decode("id"), url: try row.decode("url"),
+            events: try PGArray.parse(try row.decode("events")).map(event),
+            active: try row.decode("active"), mode: Mode(rawValue: try row.decode("mode")) ?? .live,
+            createdAt: try row.decode("created_at"))
     }
 
     /// Queues one delivery of an event to every active endpoint of `mode` (the mode of the
     /// redemption's coupon) that takes it, in the caller's transaction; a repeat of the same event
     /// adds nothing. A test coupon's event never reaches a live endpoint, nor a live one a test
     /// endpoint.
-    static func enqueue(_ tx: PGConnection, type: WebhookEventType, redemption: UUID, data: some Encodable, mode: Mode) throws {
-        let payload = String(decoding: try JSONEncoder.wire().encode(WebhookBody(type: type, timestamp: Date(), data: data)), as: UTF8.self)
-        try tx.query("""
+    static func enqueue(
+        _ tx: PGConnection, type: WebhookEventType, redemption: UUID, data: some Encodable, mode: Mode
+    ) throws {
+        let payload = String(
+            decoding: try JSONEncoder.wire().encode(WebhookBody(type: type, timestamp: Date(), data: data)),
+            as: UTF8.self)
+        try tx.query(
+            """
             INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
             SELECT gen_random_uuid(), e.id, $1, $2, $3 FROM grants.webhook_endpoints e WHERE e.active AND $2 = ANY(e.events) AND e.mode = $4
             ON CONFLICT (endpoint_id, webhook_id) DO NOTHING
@@ -33,23 +42,38 @@ extension Webhooks {
     /// Queues a `webhook.test` event to the active endpoint `endpoint` of `mode`: `data` names the
     /// endpoint. Its `webhook-id` is new each time (each test is its own event).
     static func enqueueTest(_ c: PGConnection, endpoint: UUID, mode: Mode) throws -> WebhookDeliveryView {
-        struct TestData: Encodable { var endpointId: UUID; var message: String }
-        let body = WebhookBody(type: .webhookTest, timestamp: Date(),
-                               data: TestData(endpointId: endpoint, message: "A test event from Redeem: this endpoint is reached."))
+        struct TestData: Encodable {
+            var endpointId: UUID
+            var message: String
+        }
+        let body = WebhookBody(
+            type: .webhookTest, timestamp: Date(),
+            data: TestData(endpointId: endpoint, message: "A test event from Redeem: this endpoint is reached."))
         let payload = String(decoding: try JSONEncoder.wire().encode(body), as: UTF8.self)
-        guard let row = try c.query("""
-            INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
-            SELECT gen_random_uuid(), e.id, $2, $3, $4 FROM grants.webhook_endpoints e WHERE e.id = $1 AND e.mode = $5 AND e.active
-            RETURNING id, webhook_id, type, status, attempts, last_status_code, last_error, last_response, created_at, delivered_at, next_attempt_at
-            """, [endpoint, "msg_test_" + UUID.random().lowercasedString.replacingOccurrences(of: "-", with: ""), WebhookEventType.webhookTest,
-                  payload, mode.rawValue]).first else { throw ServiceError(.notFound, "no such active webhook") }
+        guard
+            let row = try c.query(
+                """
+                INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
+                SELECT gen_random_uuid(), e.id, $2, $3, $4 FROM grants.webhook_endpoints e WHERE e.id = $1 AND e.mode = $5 AND e.active
+                RETURNING id, webhook_id, type, status, attempts, last_status_code, last_error, last_response, created_at, delivered_at, next_attempt_at
+                """,
+                [
+                    endpoint, "msg_test_" + UUID.random().lowercasedString.replacingOccurrences(of: "-", with: ""),
+                    WebhookEventType.webhookTest,
+                    payload, mode.rawValue
+                ]
+            ).first
+        else { throw ServiceError(.notFound, "no such active webhook") }
         return try deliveryView(row)
     }
 
     /// Whether any active endpoint takes `type` (so a batch with none skips the inserts).
     static func anyEndpoint(_ c: PGConnection, type: WebhookEventType) throws -> Bool {
-        try c.prepared("any_endpoint", "SELECT EXISTS (SELECT 1 FROM grants.webhook_endpoints WHERE active AND $1 = ANY(events)) AS yes",
-                       [type]).first!.decode("yes", as: Bool.self)
+        try c.prepared(
+            "any_endpoint",
+            "SELECT EXISTS (SELECT 1 FROM grants.webhook_endpoints WHERE active AND $1 = ANY(events)) AS yes",
+            [type]
+        ).first!.decode("yes", as: Bool.self)
     }
 
     struct Due: Sendable {
@@ -67,7 +91,8 @@ extension Webhooks {
     /// Deletes (deactivates) an endpoint of `mode`, and its queue with it in the same statement: a
     /// deleted endpoint is sent nothing more. Answers whether there was such an endpoint.
     static func delete(_ c: PGConnection, id: UUID, mode: Mode) throws -> Bool {
-        try c.query("""
+        try c.query(
+            """
             WITH gone AS (
                 UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = 'deleted'
                 WHERE id = $1 AND mode = $2 AND disabled_reason IS DISTINCT FROM 'deleted' RETURNING id
@@ -76,7 +101,8 @@ extension Webhooks {
                 FROM gone WHERE d.endpoint_id = gone.id AND d.status = 'pending'
             )
             SELECT id FROM gone
-            """, [id, mode.rawValue]).first != nil
+            """, [id, mode.rawValue]
+        ).first != nil
     }
 
     /// What an endpoint's sealed secret is bound to: its row.
@@ -91,9 +117,13 @@ extension Webhooks {
     /// The secret of an endpoint as stored (`secret`, `secret_key_id`).
     static func openSecret(_ stored: String, keyId: String?, endpoint: UUID, keyring: SecretKeyring) throws -> String {
         guard keyId != nil else { return stored }
-        guard let bytes = Data(base64Encoded: stored) else { throw SecretKeyring.Failure.altered(secretContext(endpoint)) }
+        guard let bytes = Data(base64Encoded: stored) else {
+            throw SecretKeyring.Failure.altered(secretContext(endpoint))
+        }
         let plain = try keyring.open(Array(bytes), keyId: keyId, context: secretContext(endpoint))
-        guard let text = String(bytes: plain, encoding: .utf8) else { throw SecretKeyring.Failure.altered(secretContext(endpoint)) }
+        guard let text = String(bytes: plain, encoding: .utf8) else {
+            throw SecretKeyring.Failure.altered(secretContext(endpoint))
+        }
         return text
     }
 
@@ -105,14 +135,20 @@ extension Webhooks {
         var total = 0
         while true {
             let sealed = try await pool.transaction { tx in
-                let rows = try tx.query("""
+                let rows = try tx.query(
+                    """
                     SELECT id, secret, secret_key_id FROM grants.webhook_endpoints WHERE secret_key_id IS DISTINCT FROM $1 LIMIT 500 FOR UPDATE
-                    """, [keyring.current.id]).rows
+                    """, [keyring.current.id]
+                ).rows
                 for row in rows {
                     let id: UUID = try row.decode("id")
-                    let plain = try openSecret(try row.decode("secret"), keyId: try row.decodeIfPresent("secret_key_id", as: String.self), endpoint: id, keyring: keyring)
+                    let plain = try openSecret(
+                        try row.decode("secret"), keyId: try row.decodeIfPresent("secret_key_id", as: String.self),
+                        endpoint: id, keyring: keyring)
                     let again = seal(secret: plain, endpoint: id, keyring: keyring)
-                    try tx.query("UPDATE grants.webhook_endpoints SET secret = $2, secret_key_id = $3 WHERE id = $1", [id, again.text, again.keyId])
+                    try tx.query(
+                        "UPDATE grants.webhook_endpoints SET secret = $2, secret_key_id = $3 WHERE id = $1",
+                        [id, again.text, again.keyId])
                 }
                 return rows.count
             }
@@ -122,7 +158,8 @@ extension Webhooks {
     }
 
     static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Due] {
-        try c.query("""
+        try c.query(
+            """
             UPDATE grants.webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
             FROM grants.webhook_endpoints e
             WHERE e.id = d.endpoint_id AND d.id IN (
@@ -130,20 +167,26 @@ extension Webhooks {
                 ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
             )
             RETURNING d.id, d.endpoint_id, e.url, e.secret, e.secret_key_id, e.active, d.webhook_id, d.payload, d.attempts
-            """, [limit, lease]).rows.map {
-            Due(id: try $0.decode("id"), endpoint: try $0.decode("endpoint_id"), url: try $0.decode("url"), secret: try $0.decode("secret"),
+            """, [limit, lease]
+        ).rows.map {
+            Due(
+                id: try $0.decode("id"), endpoint: try $0.decode("endpoint_id"), url: try $0.decode("url"),
+                secret: try $0.decode("secret"),
                 secretKeyId: try $0.decodeIfPresent("secret_key_id", as: String.self),
-                webhookId: try $0.decode("webhook_id"), payload: try $0.decode("payload"), attempts: try $0.decode("attempts"))
+                webhookId: try $0.decode("webhook_id"), payload: try $0.decode("payload"),
+                attempts: try $0.decode("attempts"))
         }
     }
 
     static func deliveryView(_ row: PGRow) throws -> WebhookDeliveryView {
         let status = try row.decode("status", as: WebhookDeliveryStatus.self)
-        return WebhookDeliveryView(id: try row.decode("id"), webhookId: try row.decode("webhook_id"), type: try row.decode("type"),
-                                   status: status, attempts: try row.decode("attempts"), lastStatusCode: try row.decodeIfPresent("last_status_code"),
-                                   lastError: try row.decodeIfPresent("last_error"), lastResponse: try row.decodeIfPresent("last_response"),
-                                   createdAt: try row.decode("created_at"),
-                                   deliveredAt: try row.decodeIfPresent("delivered_at"),
-                                   nextAttemptAt: status == .pending ? try row.decodeIfPresent("next_attempt_at") : nil)
+        return WebhookDeliveryView(
+            id: try row.decode("id"), webhookId: try row.decode("webhook_id"), type: try row.decode("type"),
+            status: status, attempts: try row.decode("attempts"),
+            lastStatusCode: try row.decodeIfPresent("last_status_code"),
+            lastError: try row.decodeIfPresent("last_error"), lastResponse: try row.decodeIfPresent("last_response"),
+            createdAt: try row.decode("created_at"),
+            deliveredAt: try row.decodeIfPresent("delivered_at"),
+            nextAttemptAt: status == .pending ? try row.decodeIfPresent("next_attempt_at") : nil)
     }
 }
