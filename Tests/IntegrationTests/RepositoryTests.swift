@@ -324,10 +324,12 @@ import TestSupport
     }
 
     /// libcurl is reached through the `Outbound` layer only: no other Swift file imports `CCurl`,
-    /// and no service lists it as a layer of its own.
+    /// no service lists it as a layer of its own, and the FoundationNetworking sessions that call
+    /// outside APIs (on the same libcurl) are made there too (`URLSession.outbound`).
     @Test func onlyOutboundImportsLibcurl() throws {
         let root = Project.root
         var importers: [String] = []
+        var sessionMakers: [String] = []
         for folder in ["Sources", "Services", "Clients"] {
             let dir = root.appendingPathComponent(folder)
             let files = (FileManager.default.enumerator(atPath: dir.path)?.compactMap { $0 as? String } ?? [])
@@ -337,10 +339,12 @@ import TestSupport
                 if text.contains(/(?m)^(?:internal |public |@_implementationOnly )?import CCurl$/) {
                     importers.append("\(folder)/\(file)")
                 }
+                if text.contains("URLSession(configuration:") { sessionMakers.append("\(folder)/\(file)") }
             }
         }
         #expect(
             !importers.isEmpty && importers.allSatisfy { $0.hasPrefix("Sources/Shared/Outbound/") }, "\(importers)")
+        #expect(sessionMakers == ["Sources/Shared/Outbound/OutboundSession.swift"], "\(sessionMakers)")
         let manifest = try String(contentsOf: root.appendingPathComponent("Package.swift"), encoding: .utf8)
         let layers = /let serviceLayers: \[String: \[String\]\] = \[(?<body>[^;]*?)\n\]/
         let table = try #require(manifest.firstMatch(of: layers)).output.body

@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import FoundationNetworking
+import Outbound
 
 /// Apple's token and revoke endpoints (Sign in with Apple REST API): form posts authenticated by
 /// the client secret (`client_secret_post`).
@@ -10,10 +11,7 @@ struct AppleAuthClient: Sendable {
 
     init(settings: AppleWebSettings, timeout: TimeInterval = 10) {
         self.settings = settings
-        let config = URLSessionConfiguration.ephemeral
-        config.timeoutIntervalForRequest = timeout
-        config.httpMaximumConnectionsPerHost = 8
-        session = URLSession(configuration: config)
+        session = .outbound(timeout: timeout)
     }
 
     /// What `/auth/token` answers for an authorization code (`access_token` is reserved by

@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import FoundationNetworking
+import Outbound
 
 /// CloudKit Web Services' `users/current`: which iCloud user a web auth token belongs to. The app
 /// fetches the token (`CKFetchWebAuthTokenOperation`, with the container's API token); CloudKit
@@ -11,10 +12,7 @@ struct CloudKitClient: Sendable {
 
     init(settings: CloudKitSettings, timeout: TimeInterval = 8) {
         self.settings = settings
-        let config = URLSessionConfiguration.ephemeral
-        config.timeoutIntervalForRequest = timeout
-        config.httpMaximumConnectionsPerHost = 8
-        session = URLSession(configuration: config)
+        session = .outbound(timeout: timeout)
     }
 
     /// What CloudKit said of a web auth token.

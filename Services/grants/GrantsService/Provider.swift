@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import FoundationNetworking
+import Outbound
 import Runtime
 #if canImport(FoundationNetworking)
 #endif
@@ -91,16 +92,5 @@ struct RetryPolicy: Sendable {
     /// The delay before attempt `attempt + 1` (attempt counts from 1). `random` in 0..<1.
     func delay(afterAttempt attempt: Int, retryAfter: TimeInterval?, random: Double) -> TimeInterval {
         Swift.max(Backoff(initial: initial, max: max, jitter: 0.2).delay(afterFailures: attempt, random: random), retryAfter ?? 0)
-    }
-}
-
-extension URLSession {
-    /// A session for an outside API (RevenueCat, Apple): no cookies or cache kept between calls,
-    /// each request bounded by `timeout`, at most `connectionsPerHost` at once.
-    static func outbound(timeout: TimeInterval, connectionsPerHost: Int) -> URLSession {
-        let config = URLSessionConfiguration.ephemeral
-        config.timeoutIntervalForRequest = timeout
-        config.httpMaximumConnectionsPerHost = connectionsPerHost
-        return URLSession(configuration: config)
     }
 }

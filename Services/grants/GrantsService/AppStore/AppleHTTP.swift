@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import FoundationNetworking
+import Outbound
 import Runtime
 #if canImport(FoundationNetworking)
 #endif
