@@ -47,7 +47,7 @@ import Glibc
     @Test func eachServiceMigratesAndExitsWithoutBindingAPort() async throws {
         let pg = try await TestPostgres.shared()
         let database = try await pg.freshDatabase()
-        let ports = try Project.freePorts(4)
+        let ports = try await offThePool { try Project.freePorts(4) }
         let listeners = try ports.map { try Listener(port: $0) }
         defer { listeners.forEach { $0.close() } }
 
@@ -83,7 +83,7 @@ import Glibc
         #expect(missing.log.contains("REDEEM_DATABASE_URL"))
         let unknown = try await run("coupons", ["migrat"], ["REDEEM_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/redeem"])
         #expect(unknown.status == 2, "an unknown argument: \(unknown.log)")
-        let port = try Project.freePort()  // nothing listens there
+        let port = try await offThePool { try Project.freePort() }  // nothing listens there
         let down = try await run("grants", ["migrate"], ["REDEEM_DATABASE_URL": "postgresql://postgres@127.0.0.1:\(port)/redeem?connect_timeout=2"])
         #expect(down.status == 1, "no database: \(down.log)")
         #expect(down.log.contains("migration failed"))

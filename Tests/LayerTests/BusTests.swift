@@ -99,7 +99,9 @@ final class InFlight: Sendable {
     }
 
     @Test func noServerMeansUnavailableAtTheDeadline() async throws {
-        let client = try BusClient(bus: bus, service: "test", connect: ["tcp://127.0.0.1:\(try Project.freePort())"], defaultTimeout: Self.deadline)
+        let port = try await offThePool { try Project.freePort() }
+        let client = try BusClient(
+            bus: bus, service: "test", connect: ["tcp://127.0.0.1:\(port)"], defaultTimeout: Self.deadline)
         defer { client.stop() }
         let started = ContinuousClock.now
         await #expect(throws: ServiceError.unavailable) { try await client.request(Echo(text: "x"), timeout: .milliseconds(300)) }
@@ -109,7 +111,7 @@ final class InFlight: Sendable {
     }
 
     @Test func aRequestWaitsForAServerThatComesUpBeforeItsDeadline() async throws {
-        let endpoint = "tcp://127.0.0.1:\(try Project.freePort())"
+        let endpoint = "tcp://127.0.0.1:\(try await offThePool { try Project.freePort() })"
         let client = try BusClient(bus: bus, service: "test", connect: [endpoint], defaultTimeout: Self.deadline)
         defer { client.stop() }
         // The deadline is far past the server's start, so only a request that gave up early fails,

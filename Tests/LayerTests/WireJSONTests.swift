@@ -32,7 +32,8 @@ struct Show: BusRequest {
     }
 
     @Test func aViewCrossesTheBusAsTheBytesTheGatewaySends() async throws {
-        let server = try BusServer(bus: bus, bind: ["tcp://127.0.0.1:\(try Project.freePort())"], router: router(), logger: logger)
+        let port = try await offThePool { try Project.freePort() }
+        let server = try BusServer(bus: bus, bind: ["tcp://127.0.0.1:\(port)"], router: router(), logger: logger)
         defer { server.stop() }
         let client = try BusClient(bus: bus, service: "test", connect: [server.endpoint])
         defer { client.stop() }
