@@ -34,7 +34,9 @@ final class CouponsTests: StackTestCase {
 
     func freePeriod(_ extra: [String: Any] = [:]) async throws -> String {
         let code = Self.code("FREE")
-        var body: [String: Any] = ["code": code.lowercased(), "kind": "freePeriod", "duration": ["unit": "month", "count": 1]]
+        var body: [String: Any] = [
+            "code": code.lowercased(), "kind": "freePeriod", "duration": ["unit": "month", "count": 1]
+        ]
         for (k, v) in extra { body[k] = v }
         let r = try await create(body)
         XCTAssertEqual(r.status, 201, r.text)
@@ -43,7 +45,9 @@ final class CouponsTests: StackTestCase {
 
     func user() throws -> TokenMinter.User { try Self.minter.user() }
 
-    func redeem(_ code: String, _ u: TokenMinter.User, platform: String = "web", extra: [String: Any] = [:]) async throws -> HTTPClient.Response {
+    func redeem(
+        _ code: String, _ u: TokenMinter.User, platform: String = "web", extra: [String: Any] = [:]
+    ) async throws -> HTTPClient.Response {
         var body: [String: Any] = ["code": code, "platform": platform]
         for (k, v) in extra { body[k] = v }
         return try await client.json("POST", "/v1/redemptions", body, token: u.token)
@@ -74,20 +78,27 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(got["mode"] as? String, "live")
         XCTAssertEqual((got["storeLimits"] as? [Any])?.count, 0)
         XCTAssertEqual(got["platforms"] as? [String], ["android", "ios", "web"])
-        let dup = try await create(["code": code.lowercased(), "kind": "freePeriod", "duration": ["unit": "day", "count": 7]])
+        let dup = try await create([
+            "code": code.lowercased(), "kind": "freePeriod", "duration": ["unit": "day", "count": 7]
+        ])
         XCTAssertEqual(dup.status, 409)
         XCTAssertEqual(dup.errorCode, "codeInUse")
         let dryCode = Self.code("DRY")
-        let dry = try await create(["code": dryCode, "kind": "percentOff", "percentOff": 20, "productIds": ["pro.monthly"],
-                                    "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["ios"],
-                                    "maxRedemptions": 100, "expiresAt": Self.inAMonth], query: "?dryRun=true")
+        let dry = try await create(
+            [
+                "code": dryCode, "kind": "percentOff", "percentOff": 20, "productIds": ["pro.monthly"],
+                "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["ios"],
+                "maxRedemptions": 100, "expiresAt": Self.inAMonth
+            ], query: "?dryRun=true")
         XCTAssertEqual(dry.status, 200, dry.text)
         XCTAssertEqual((try dry.json()["storeLimits"] as? [[String: Any]])?.first?["value"] as? Int, 25_000)
         let notSaved = try await client.get("/v1/coupons/\(dryCode)", token: admin)
         XCTAssertEqual(notSaved.status, 404)
-        let readonly = try await client.json("POST", "/v1/api-keys", ["name": "ro", "role": "readonly", "mode": "live"], token: admin)
+        let readonly = try await client.json(
+            "POST", "/v1/api-keys", ["name": "ro", "role": "readonly", "mode": "live"], token: admin)
         let roKey = try XCTUnwrap(try readonly.json()["key"] as? String)
-        let forbidden = try await create(["code": Self.code(), "kind": "freePeriod", "duration": ["unit": "day", "count": 1]], token: roKey)
+        let forbidden = try await create(
+            ["code": Self.code(), "kind": "freePeriod", "duration": ["unit": "day", "count": 1]], token: roKey)
         XCTAssertEqual(forbidden.status, 403)
         let roGet = try await client.get("/v1/coupons/\(code)", token: roKey)
         XCTAssertEqual(roGet.status, 200, "readonly keys read coupons")
@@ -96,8 +107,10 @@ final class CouponsTests: StackTestCase {
     }
 
     func testEveryFieldRuleIs422NamingTheField() async throws {
-        let base: [String: Any] = ["kind": "percentOff", "percentOff": 10, "productIds": ["p1"], "duration": ["unit": "month", "count": 1],
-                                   "periodCount": 1, "platforms": ["android"]]
+        let base: [String: Any] = [
+            "kind": "percentOff", "percentOff": 10, "productIds": ["p1"], "duration": ["unit": "month", "count": 1],
+            "periodCount": 1, "platforms": ["android"]
+        ]
         let cases: [(String, [String: Any], String)] = [
             ("short code", ["code": "AB"], "code"),
             ("long code", ["code": String(repeating: "A", count: 65)], "code"),
@@ -116,11 +129,15 @@ final class CouponsTests: StackTestCase {
             ("no periods", ["periodCount": 0], "periodCount"),
             ("unknown platform", ["platforms": ["windows"]], "platforms"),
             ("expired", ["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(-60))], "expiresAt"),
-            ("before start", ["startsAt": Self.inAMonth, "expiresAt": Timestamp.iso8601(Date().addingTimeInterval(86400))], "expiresAt"),
+            (
+                "before start",
+                ["startsAt": Self.inAMonth, "expiresAt": Timestamp.iso8601(Date().addingTimeInterval(86400))],
+                "expiresAt"
+            ),
             ("bad time", ["expiresAt": "next tuesday"], "expiresAt"),
             ("zero cap", ["maxRedemptions": 0], "maxRedemptions"),
             ("cap past the largest", ["maxRedemptions": Coupons.largestCap + 1], "maxRedemptions"),
-            ("cap past the column", ["maxRedemptions": 2_305_843_009_213_693_951], "maxRedemptions"),
+            ("cap past the column", ["maxRedemptions": 2_305_843_009_213_693_951], "maxRedemptions")
         ]
         for (name, change, field) in cases {
             var body = base
@@ -131,10 +148,14 @@ final class CouponsTests: StackTestCase {
             XCTAssertEqual(r.errorField, field, name)
         }
         // Numbers past every Swift type are valid JSON, so 422 naming the field, not 400.
-        for (raw, field) in [(#""maxRedemptions":1e400"#, "maxRedemptions"), (#""maxRedemptions":\#(String(repeating: "9", count: 5000))"#, "maxRedemptions")] {
+        for (raw, field) in [
+            (#""maxRedemptions":1e400"#, "maxRedemptions"),
+            (#""maxRedemptions":\#(String(repeating: "9", count: 5000))"#, "maxRedemptions")
+        ] {
             let body = #"{"code":"\#(Self.code())","kind":"freePeriod","duration":{"unit":"day","count":1},\#(raw)}"#
-            let r = try await client.send("POST", "/v1/coupons", body: Data(body.utf8),
-                                          headers: ["Content-Type": "application/json", "Authorization": "Bearer \(admin)"])
+            let r = try await client.send(
+                "POST", "/v1/coupons", body: Data(body.utf8),
+                headers: ["Content-Type": "application/json", "Authorization": "Bearer \(admin)"])
             XCTAssertEqual(r.status, 422, r.text)
             XCTAssertEqual(r.errorField, field)
         }
@@ -143,16 +164,21 @@ final class CouponsTests: StackTestCase {
             ("three decimals", ["amount": "1.999", "currency": "EUR"], "amountOff.amount"),
             ("not a number", ["amount": "1,50", "currency": "EUR"], "amountOff.amount"),
             ("zero", ["amount": "0.00", "currency": "EUR"], "amountOff.amount"),
-            ("currency", ["amount": "1.50", "currency": "euro"], "amountOff.currency"),
+            ("currency", ["amount": "1.50", "currency": "euro"], "amountOff.currency")
         ]
         for (name, m, field) in money {
-            let r = try await create(["code": Self.code(), "kind": "amountOff", "amountOff": m, "productIds": ["p1"],
-                                      "duration": ["unit": "month", "count": 1], "periodCount": 1, "platforms": ["web"]])
+            let r = try await create([
+                "code": Self.code(), "kind": "amountOff", "amountOff": m, "productIds": ["p1"],
+                "duration": ["unit": "month", "count": 1], "periodCount": 1, "platforms": ["web"]
+            ])
             XCTAssertEqual(r.status, 422, name)
             XCTAssertEqual(r.errorField, field, name)
         }
-        let ok = try await create(["code": Self.code(), "kind": "amountOff", "amountOff": ["amount": "4.9", "currency": "EUR"], "productIds": ["p1"],
-                                   "duration": ["unit": "month", "count": 1], "periodCount": 1, "platforms": ["web"]])
+        let ok = try await create([
+            "code": Self.code(), "kind": "amountOff", "amountOff": ["amount": "4.9", "currency": "EUR"],
+            "productIds": ["p1"],
+            "duration": ["unit": "month", "count": 1], "periodCount": 1, "platforms": ["web"]
+        ])
         XCTAssertEqual(ok.status, 201, ok.text)
         struct AmountOff: Decodable { let amountOff: MoneyBody }
         XCTAssertEqual(try ok.decode(AmountOff.self).amountOff.amount, "4.90")
@@ -161,15 +187,21 @@ final class CouponsTests: StackTestCase {
     func testStoreLimitsForIOSDiscounts() async throws {
         let product = "pro.yearly." + UUID().uuidString.prefix(6)
         func ios(_ extra: [String: Any]) -> [String: Any] {
-            var b: [String: Any] = ["code": Self.code("IOS"), "kind": "percentOff", "percentOff": 50, "productIds": [product],
-                                    "duration": ["unit": "year", "count": 1], "periodCount": 1, "platforms": ["ios", "web"],
-                                    "maxRedemptions": 1000, "expiresAt": Self.inAMonth]
+            var b: [String: Any] = [
+                "code": Self.code("IOS"), "kind": "percentOff", "percentOff": 50, "productIds": [product],
+                "duration": ["unit": "year", "count": 1], "periodCount": 1, "platforms": ["ios", "web"],
+                "maxRedemptions": 1000, "expiresAt": Self.inAMonth
+            ]
             for (k, v) in extra { if v is NSNull { b[k] = nil } else { b[k] = v } }
             return b
         }
-        let sevenMonths = Timestamp.iso8601(Calendar(identifier: .gregorian).date(byAdding: .month, value: 7, to: Date())!)
-        for (change, field) in [(["maxRedemptions": NSNull()] as [String: Any], "maxRedemptions"), (["maxRedemptions": 25_001], "maxRedemptions"),
-                                (["expiresAt": NSNull()], "expiresAt"), (["expiresAt": sevenMonths], "expiresAt")] {
+        let sevenMonths = Timestamp.iso8601(
+            Calendar(identifier: .gregorian).date(byAdding: .month, value: 7, to: Date())!)
+        for (change, field) in [
+            (["maxRedemptions": NSNull()] as [String: Any], "maxRedemptions"),
+            (["maxRedemptions": 25_001], "maxRedemptions"),
+            (["expiresAt": NSNull()], "expiresAt"), (["expiresAt": sevenMonths], "expiresAt")
+        ] {
             let r = try await create(ios(change))
             XCTAssertEqual(r.status, 422, r.text)
             XCTAssertEqual(r.errorCode, "storeLimit")
@@ -190,11 +222,13 @@ final class CouponsTests: StackTestCase {
         // Limits apply on change too; android-only or freePeriod coupons have none.
         let raise = try await client.json("PATCH", "/v1/coupons/\(codes[0])", ["maxRedemptions": 30_000], token: admin)
         XCTAssertEqual(raise.errorCode, "storeLimit")
-        let android = try await create(ios(["platforms": ["android"], "maxRedemptions": NSNull(), "expiresAt": NSNull()]))
+        let android = try await create(
+            ios(["platforms": ["android"], "maxRedemptions": NSNull(), "expiresAt": NSNull()]))
         XCTAssertEqual(android.status, 201, android.text)
         XCTAssertEqual((try android.json()["storeLimits"] as? [Any])?.count, 0)
         // Deactivating one frees a place.
-        let del = try await client.send("DELETE", "/v1/coupons/\(codes[0])", headers: ["Authorization": "Bearer \(admin)"])
+        let del = try await client.send(
+            "DELETE", "/v1/coupons/\(codes[0])", headers: ["Authorization": "Bearer \(admin)"])
         XCTAssertEqual(del.status, 204)
         let now11 = try await create(ios([:]))
         XCTAssertEqual(now11.status, 201)
@@ -220,7 +254,8 @@ final class CouponsTests: StackTestCase {
             XCTAssertEqual(r.status, 422, bad)
         }
         let inactive = try await client.get("/v1/coupons?active=false&limit=100", token: admin)
-        XCTAssertTrue((try inactive.json()["data"] as? [[String: Any]] ?? []).allSatisfy { $0["active"] as? Bool == false })
+        XCTAssertTrue(
+            (try inactive.json()["data"] as? [[String: Any]] ?? []).allSatisfy { $0["active"] as? Bool == false })
     }
 
     // MARK: - Validate and redeem
@@ -269,13 +304,57 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(repeatRedeem.status, 200)
         XCTAssertEqual(try repeatRedeem.json()["redemptionId"] as? String, id)
         // Several reasons: the first in the documented order wins (inactive before expired).
-        let both = try await freePeriod(["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(1.2)), "platforms": ["ios"]])
+        let both = try await freePeriod([
+            "expiresAt": Timestamp.iso8601(Date().addingTimeInterval(1.2)), "platforms": ["ios"]
+        ])
         _ = try await client.send("DELETE", "/v1/coupons/\(both)", headers: ["Authorization": "Bearer \(admin)"])
         try await Task.sleep(for: .seconds(1.5))  // past its expiry: time passing is the point
         try await expect(both, "inactive", platform: "android")
         let guest = try await client.json("POST", "/v1/coupons/validate", ["code": first])
         XCTAssertEqual(guest.status, 401)
         XCTAssertEqual(guest.errorCode, "notIdentified")
+    }
+
+    /// App Review 3.1.1: a free period Redeem grants is refused inside an iOS app with `webOnly`
+    /// and the redeem page for the code, on validate and on redeem, and nothing is reserved; the
+    /// same code redeems on the web, and inside the app once the operator allows it.
+    func testAFreePeriodIsWebOnlyInsideAnIOSAppUnlessAllowed() async throws {
+        let code = try await freePeriod()
+        let u = try user()
+        let v = try await validate(code, u, platform: "ios")
+        XCTAssertEqual(v["valid"] as? Bool, false)
+        XCTAssertEqual(v["reason"] as? String, "webOnly")
+        let page = try XCTUnwrap(v["redeemUrl"] as? String, "\(v)")
+        XCTAssertEqual(page, "http://\(Self.stack.gateway.host!):\(Self.stack.gateway.port!)/redeem?code=\(code)")
+        let refused = try await redeem(code.lowercased(), u, platform: "ios")
+        XCTAssertEqual(refused.status, 422, refused.text)
+        XCTAssertEqual(refused.errorCode, "webOnly")
+        let error = try XCTUnwrap(try refused.json()["error"] as? [String: Any])
+        XCTAssertEqual(error["redeemUrl"] as? String, page, refused.text)
+        let reserved = try await coupon(code)["reservedCount"] as? Int
+        XCTAssertEqual(reserved, 0)
+        // The page opens with the code filled in, and the web redeems it.
+        let opened = try await client.get("/redeem?code=\(code)")
+        XCTAssertEqual(opened.status, 200)
+        let web = try await redeem(code, u, platform: "web")
+        XCTAssertEqual(web.status, 201, web.text)
+
+        let allowed = try await freePeriod(["allowInApp": true])
+        let allowedFlag = try await coupon(allowed)["allowInApp"] as? Bool
+        XCTAssertEqual(allowedFlag, true)
+        let webOnlyFlag = try await coupon(code)["allowInApp"] as? Bool
+        XCTAssertEqual(webOnlyFlag, false)
+        let inAppValid = try await validate(allowed, u, platform: "ios")["valid"] as? Bool
+        XCTAssertEqual(inAppValid, true)
+        let inApp = try await redeem(allowed, u, platform: "ios")
+        XCTAssertEqual(inApp.status, 201, inApp.text)
+        // Only a free period can be allowed in the app: a discount there is an App Store offer code.
+        let discount = try await create([
+            "code": Self.code(), "kind": "percentOff", "percentOff": 20, "duration": ["unit": "month", "count": 1],
+            "periodCount": 1, "productIds": ["pro.monthly"], "platforms": ["web"], "allowInApp": true
+        ])
+        XCTAssertEqual(discount.status, 422, discount.text)
+        XCTAssertEqual(discount.errorField, "allowInApp")
     }
 
     func testRedeemAnswersTheSameRedemptionAndSandboxNeverCounts() async throws {
@@ -298,7 +377,8 @@ final class CouponsTests: StackTestCase {
         }
         let c = try await coupon(code)
         XCTAssertEqual(c["remaining"] as? Int, 1, "only the live redemption counts")
-        XCTAssertEqual((c["reservedCount"] as? Int ?? 0) + (c["redeemedCount"] as? Int ?? 0), 1, "granting or already completed")
+        XCTAssertEqual(
+            (c["reservedCount"] as? Int ?? 0) + (c["redeemedCount"] as? Int ?? 0), 1, "granting or already completed")
         let badEnv = try await redeem(code, u, extra: ["environment": "staging"])
         XCTAssertEqual(badEnv.errorField, "environment")
         let badPlatform = try await redeem(code, u, platform: "windows")
@@ -318,10 +398,13 @@ final class CouponsTests: StackTestCase {
     }
 
     func testTestModeCouponsAlwaysRedeemAsSandbox() async throws {
-        let key = try await client.json("POST", "/v1/api-keys", ["name": "test admin", "role": "admin", "mode": "test"], token: admin)
+        let key = try await client.json(
+            "POST", "/v1/api-keys", ["name": "test admin", "role": "admin", "mode": "test"], token: admin)
         let testKey = try XCTUnwrap(try key.json()["key"] as? String)
         let code = Self.code("TEST")
-        let made = try await create(["code": code, "kind": "freePeriod", "duration": ["unit": "week", "count": 1], "maxRedemptions": 1], token: testKey)
+        let made = try await create(
+            ["code": code, "kind": "freePeriod", "duration": ["unit": "week", "count": 1], "maxRedemptions": 1],
+            token: testKey)
         XCTAssertEqual(try made.json()["mode"] as? String, "test")
         for _ in 0..<3 {
             let r = try await redeem(code, try user())
@@ -332,8 +415,11 @@ final class CouponsTests: StackTestCase {
 
     func testDiscountsNeedAProductConfirmOncePerTransactionAndExpire() async throws {
         let code = Self.code("DISC")
-        let r = try await create(["code": code, "kind": "percentOff", "percentOff": 30, "productIds": ["pro.monthly", "pro.yearly"],
-                                  "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["android", "web"], "maxRedemptions": 10])
+        let r = try await create([
+            "code": code, "kind": "percentOff", "percentOff": 30, "productIds": ["pro.monthly", "pro.yearly"],
+            "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["android", "web"],
+            "maxRedemptions": 10
+        ])
         XCTAssertEqual(r.status, 201, r.text)
         let u = try user()
         let noProduct = try await redeem(code, u)
@@ -345,39 +431,58 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(reserved.status, 201)
         XCTAssertEqual(try reserved.json()["status"] as? String, "reserved")
         let id = try XCTUnwrap(try reserved.json()["redemptionId"] as? String)
-        let a2 = try await client.json("POST", "/v1/api-keys", ["name": "bridge", "role": "support", "mode": "live"], token: admin).json()["key"] as? String
+        let a2 =
+            try await client.json(
+                "POST", "/v1/api-keys", ["name": "bridge", "role": "support", "mode": "live"], token: admin
+            ).json()["key"] as? String
         let support = try XCTUnwrap(a2)
         let txn = "GPA." + UUID().uuidString
-        let paid = try await client.json("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "34.99", "currency": "USD"], "storeTransactionId": txn], token: support)
+        let paid = try await client.json(
+            "POST", "/v1/redemptions/\(id)/purchase",
+            ["pricePaid": ["amount": "34.99", "currency": "USD"], "storeTransactionId": txn], token: support)
         XCTAssertEqual(paid.status, 200, paid.text)
         XCTAssertEqual(try paid.json()["status"] as? String, "completed")
         XCTAssertEqual(try paid.decode(RedemptionBody.self).pricePaid?.amount, "34.99")
-        let repeated = try await client.json("POST", "/v1/redemptions/\(id)/purchase", ["pricePaid": ["amount": "34.99", "currency": "USD"], "storeTransactionId": txn], token: support)
+        let repeated = try await client.json(
+            "POST", "/v1/redemptions/\(id)/purchase",
+            ["pricePaid": ["amount": "34.99", "currency": "USD"], "storeTransactionId": txn], token: support)
         XCTAssertEqual(repeated.status, 200, "idempotent per storeTransactionId")
         let another = try await redeem(code, try user(), extra: ["productId": "pro.monthly"])
         let anotherId = try XCTUnwrap(try another.json()["redemptionId"] as? String)
-        let reused = try await client.json("POST", "/v1/redemptions/\(anotherId)/purchase", ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": txn], token: support)
+        let reused = try await client.json(
+            "POST", "/v1/redemptions/\(anotherId)/purchase",
+            ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": txn], token: support)
         XCTAssertEqual(reused.status, 409)
         XCTAssertEqual(reused.errorCode, "transactionInUse")
-        let a3 = try await client.json("POST", "/v1/api-keys", ["name": "ro", "role": "readonly", "mode": "live"], token: admin).json()["key"] as? String
+        let a3 =
+            try await client.json(
+                "POST", "/v1/api-keys", ["name": "ro", "role": "readonly", "mode": "live"], token: admin
+            ).json()["key"] as? String
         let readonlyKey = try XCTUnwrap(a3)
-        let ro = try await client.json("POST", "/v1/redemptions/\(anotherId)/purchase", ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": "x"], token: readonlyKey)
+        let ro = try await client.json(
+            "POST", "/v1/redemptions/\(anotherId)/purchase",
+            ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": "x"], token: readonlyKey)
         XCTAssertEqual(ro.status, 403)
         // Not confirmed within the TTL (2 s here): released, and the use is given back.
         let a4 = try await coupon(code)["remaining"] as? Int
         XCTAssertEqual(a4, 8)
         let released = try await Self.stack.eventually(8) {
-            try await self.client.get("/v1/redemptions/\(anotherId)", token: self.admin).json()["status"] as? String == "released"
+            try await self.client.get("/v1/redemptions/\(anotherId)", token: self.admin).json()["status"] as? String
+                == "released"
         }
         XCTAssertTrue(released)
         let a5 = try await coupon(code)["remaining"] as? Int
         XCTAssertEqual(a5, 9)
-        let late = try await client.json("POST", "/v1/redemptions/\(anotherId)/purchase", ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": "late-1"], token: support)
+        let late = try await client.json(
+            "POST", "/v1/redemptions/\(anotherId)/purchase",
+            ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": "late-1"], token: support)
         XCTAssertEqual(late.errorCode, "invalidState")
         let free = try await freePeriod()
         let a6 = try await redeem(free, try user()).json()["redemptionId"] as? String
         let freeRedemption = try XCTUnwrap(a6)
-        let notDiscount = try await client.json("POST", "/v1/redemptions/\(freeRedemption)/purchase", ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": "f-1"], token: support)
+        let notDiscount = try await client.json(
+            "POST", "/v1/redemptions/\(freeRedemption)/purchase",
+            ["pricePaid": ["amount": "1.00", "currency": "USD"], "storeTransactionId": "f-1"], token: support)
         XCTAssertEqual(notDiscount.errorCode, "invalidState")
     }
 
@@ -396,7 +501,8 @@ final class CouponsTests: StackTestCase {
             XCTAssertEqual(r.status, 422, "\(tooLarge): \(r.text)")
             XCTAssertEqual(r.errorField, "maxRedemptions")
         }
-        let largest = try await client.json("PATCH", "/v1/coupons/\(code)", ["maxRedemptions": Coupons.largestCap], token: admin)
+        let largest = try await client.json(
+            "PATCH", "/v1/coupons/\(code)", ["maxRedemptions": Coupons.largestCap], token: admin)
         XCTAssertEqual(try largest.json()["maxRedemptions"] as? Int, Coupons.largestCap, largest.text)
         let missing = try await client.json("PATCH", "/v1/coupons/NOPE-NOPE", ["active": false], token: admin)
         XCTAssertEqual(missing.status, 404)
@@ -407,7 +513,8 @@ final class CouponsTests: StackTestCase {
         let code = try await freePeriod(["maxRedemptions": 5, "expiresAt": expires])
         let kept = try await client.json("PATCH", "/v1/coupons/\(code)", ["active": true], token: admin).json()
         XCTAssertEqual(kept["maxRedemptions"] as? Int, 5, "a field left out stays")
-        let removed = try await client.json("PATCH", "/v1/coupons/\(code)", ["maxRedemptions": NSNull(), "expiresAt": NSNull()], token: admin)
+        let removed = try await client.json(
+            "PATCH", "/v1/coupons/\(code)", ["maxRedemptions": NSNull(), "expiresAt": NSNull()], token: admin)
         XCTAssertEqual(removed.status, 200, removed.text)
         let view = try removed.json()
         XCTAssertNil(view["maxRedemptions"] as? Int)
@@ -417,12 +524,17 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(nullActive.status, 422)
         XCTAssertEqual(nullActive.errorField, "active")
         // An iOS discount must keep both (store limits).
-        let ios = try await client.json("POST", "/v1/coupons", ["code": "IOSNULL-" + UUID().uuidString.prefix(6).uppercased(), "kind": "percentOff", "percentOff": 20,
-                                                                "productIds": ["pro-null"], "duration": ["unit": "month", "count": 1], "periodCount": 1,
-                                                                "platforms": ["ios"], "maxRedemptions": 100, "expiresAt": expires], token: admin)
+        let ios = try await client.json(
+            "POST", "/v1/coupons",
+            [
+                "code": "IOSNULL-" + UUID().uuidString.prefix(6).uppercased(), "kind": "percentOff", "percentOff": 20,
+                "productIds": ["pro-null"], "duration": ["unit": "month", "count": 1], "periodCount": 1,
+                "platforms": ["ios"], "maxRedemptions": 100, "expiresAt": expires
+            ], token: admin)
         XCTAssertEqual(ios.status, 201, ios.text)
         let iosCode = try XCTUnwrap(try ios.json()["code"] as? String)
-        let refused = try await client.json("PATCH", "/v1/coupons/\(iosCode)", ["maxRedemptions": NSNull()], token: admin)
+        let refused = try await client.json(
+            "PATCH", "/v1/coupons/\(iosCode)", ["maxRedemptions": NSNull()], token: admin)
         XCTAssertEqual(refused.errorCode, "storeLimit")
         let after = try await client.get("/v1/coupons/\(iosCode)", token: admin).json()
         XCTAssertEqual(after["maxRedemptions"] as? Int, 100, "nothing changed")
@@ -430,11 +542,14 @@ final class CouponsTests: StackTestCase {
 
     // MARK: - Races
 
-    func race(_ code: String, users: [TokenMinter.User], via client: HTTPClient) async throws -> [(Int, String?, String?)] {
+    func race(
+        _ code: String, users: [TokenMinter.User], via client: HTTPClient
+    ) async throws -> [(Int, String?, String?)] {
         try await withThrowingTaskGroup(of: (Int, String?, String?).self) { group in
             for u in users {
                 group.addTask {
-                    let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: u.token)
+                    let r = try await client.json(
+                        "POST", "/v1/redemptions", ["code": code, "platform": "web"], token: u.token)
                     return (r.status, r.errorCode, (try? r.json())?["redemptionId"] as? String)
                 }
             }
@@ -461,7 +576,8 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(results.filter { $0.1 == "exhausted" }.count, 1000)
         XCTAssertEqual(Set(results.compactMap(\.2)).count, 1000, "a distinct redemption per winner")
         let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
-        let count = try db.query("SELECT count(*) AS n FROM coupons.redemptions WHERE code = $1", [code]).first!.decode("n", as: Int.self)
+        let count = try db.query("SELECT count(*) AS n FROM coupons.redemptions WHERE code = $1", [code]).first!.decode(
+            "n", as: Int.self)
         XCTAssertEqual(count, 1000)
         // Requests really were committed together.
         let (reservations, batches) = try await batchSizes("redeem_reservation_batch_size")
@@ -473,7 +589,9 @@ final class CouponsTests: StackTestCase {
         let port = try Self.stack.wiring()["REDEEM_COUPONS_HTTP_PORT"]!
         let metrics = try await HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!).get("/metrics").text
         func value(_ name: String) -> Double {
-            metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last!) } ?? 0
+            metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap {
+                Double($0.split(separator: " ").last!)
+            } ?? 0
         }
         return (value(histogram + "_sum"), value(histogram + "_count"))
     }
@@ -497,7 +615,8 @@ final class CouponsTests: StackTestCase {
                 for (holder, u) in holders.map({ (true, $0) }) + others.map({ (false, $0) }) {
                     for code in [open, newOnly] {
                         group.addTask { [client] in
-                            let r = try await client.json("POST", "/v1/coupons/validate", ["code": code, "platform": "web"], token: u.token)
+                            let r = try await client.json(
+                                "POST", "/v1/coupons/validate", ["code": code, "platform": "web"], token: u.token)
                             XCTAssertEqual(r.status, 200, r.text)
                             let v = try r.json()
                             return (holder, code, (v["valid"] as? Bool) == true ? nil : (v["reason"] as? String ?? "?"))
@@ -515,7 +634,9 @@ final class CouponsTests: StackTestCase {
         let (after, batchesAfter) = try await batchSizes("redeem_validation_batch_size")
         XCTAssertEqual(after - before, 160, "every validation went through the coalescer")
         // Without coalescing there is one query per validation.
-        XCTAssertLessThan(batchesAfter - batchesBefore, after - before, "\(after - before) validations in \(batchesAfter - batchesBefore) queries")
+        XCTAssertLessThan(
+            batchesAfter - batchesBefore, after - before,
+            "\(after - before) validations in \(batchesAfter - batchesBefore) queries")
     }
 
     /// The gateway sends one code's validations together; any caller may mix codes in one
@@ -526,17 +647,20 @@ final class CouponsTests: StackTestCase {
         let r = try await redeem(open, holder)
         XCTAssertEqual(r.status, 201, r.text)
         let id = try XCTUnwrap(UUID(uuidString: try XCTUnwrap(try r.json()["redemptionId"] as? String)))
-        try PGConnection(url: try Self.stack.adminDatabaseURL()).query("UPDATE coupons.redemptions SET status = 'completed' WHERE id = $1", [id])
+        try PGConnection(url: try Self.stack.adminDatabaseURL()).query(
+            "UPDATE coupons.redemptions SET status = 'completed' WHERE id = $1", [id])
         let bus = try Self.stack.busNode()
         defer { bus.stop() }
-        let coupons = try BusClient(bus: bus, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
+        let coupons = try BusClient(
+            bus: bus, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
         defer { coupons.stop() }
         let asked: [(TokenMinter.User, String, RefusalReason?)] = [
             (holder, open, .alreadyRedeemed), (other, open, nil), (holder, newOnly, .notEligible),
-            (other, "NO-SUCH-CODE", .notFound), (other, newOnly.lowercased(), nil), (holder, open, .alreadyRedeemed),
+            (other, "NO-SUCH-CODE", .notFound), (other, newOnly.lowercased(), nil), (holder, open, .alreadyRedeemed)
         ]
-        let results = await coupons.requestBatch(asked.map { Coupons.Validate(accountId: $0.0.accountId, code: $0.1, platform: .web) },
-                                                 as: Coupons.ValidateMany.self)
+        let results = await coupons.requestBatch(
+            asked.map { Coupons.Validate(accountId: $0.0.accountId, code: $0.1, platform: .web) },
+            as: Coupons.ValidateMany.self)
         XCTAssertEqual(try results.map { try $0.get().reason }, asked.map(\.2))
         XCTAssertEqual(try results.map { try $0.get().answer.decoded().valid }, asked.map { $0.2 == nil })
     }
@@ -544,20 +668,28 @@ final class CouponsTests: StackTestCase {
     /// Reservations in one message fail or succeed each on its own, in their items' places.
     func testReservationsInOneMessageAnswerEachInItsPlace() async throws {
         let free = try await freePeriod(), discount = Self.code("DISC")
-        let made = try await create(["code": discount, "kind": "percentOff", "percentOff": 30, "productIds": ["pro.monthly", "pro.yearly"],
-                                     "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["web"]])
+        let made = try await create([
+            "code": discount, "kind": "percentOff", "percentOff": 30, "productIds": ["pro.monthly", "pro.yearly"],
+            "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["web"]
+        ])
         XCTAssertEqual(made.status, 201, made.text)
         let a = try user(), b = try user(), c = try user()
         func ask(_ u: TokenMinter.User, _ code: String) -> Coupons.Redeem {
-            Coupons.Redeem(accountId: u.accountId, appUserId: u.appUserId, code: code, productId: nil, platform: .web, sandbox: false)
+            Coupons.Redeem(
+                accountId: u.accountId, appUserId: u.appUserId, code: code, productId: nil, platform: .web,
+                sandbox: false)
         }
         let bus = try Self.stack.busNode()
         defer { bus.stop() }
-        let coupons = try BusClient(bus: bus, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
+        let coupons = try BusClient(
+            bus: bus, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
         defer { coupons.stop() }
         // (A platform the contract does not know can no longer be put in a message: `Platform` is closed.)
-        let results = await coupons.requestBatch([ask(a, free), ask(b, discount), ask(c, "NO-SUCH-CODE"),
-                                                  ask(a, free.lowercased()), ask(c, free)], as: Coupons.RedeemMany.self)
+        let results = await coupons.requestBatch(
+            [
+                ask(a, free), ask(b, discount), ask(c, "NO-SUCH-CODE"),
+                ask(a, free.lowercased()), ask(c, free)
+            ], as: Coupons.RedeemMany.self)
         XCTAssertEqual(results.count, 5)
         let first = try results[0].get(), twin = try results[3].get(), third = try results[4].get()
         XCTAssertTrue(first.created)
@@ -573,16 +705,21 @@ final class CouponsTests: StackTestCase {
     /// made.
     func testASingleReservationMessageIsABatchOfOne() async throws {
         let free = try await freePeriod(["maxRedemptions": 1]), discount = Self.code("DISC")
-        let made = try await create(["code": discount, "kind": "percentOff", "percentOff": 30, "productIds": ["pro.monthly", "pro.yearly"],
-                                     "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["web"]])
+        let made = try await create([
+            "code": discount, "kind": "percentOff", "percentOff": 30, "productIds": ["pro.monthly", "pro.yearly"],
+            "duration": ["unit": "month", "count": 1], "periodCount": 3, "platforms": ["web"]
+        ])
         XCTAssertEqual(made.status, 201, made.text)
         let a = try user(), b = try user()
         func ask(_ u: TokenMinter.User, _ code: String) -> Coupons.Redeem {
-            Coupons.Redeem(accountId: u.accountId, appUserId: u.appUserId, code: code, productId: nil, platform: .web, sandbox: false)
+            Coupons.Redeem(
+                accountId: u.accountId, appUserId: u.appUserId, code: code, productId: nil, platform: .web,
+                sandbox: false)
         }
         let bus = try Self.stack.busNode()
         defer { bus.stop() }
-        let coupons = try BusClient(bus: bus, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
+        let coupons = try BusClient(
+            bus: bus, service: "coupons", connect: [try Self.stack.wiring()["REDEEM_COUPONS_BUS"]!])
         defer { coupons.stop() }
         let first = try await coupons.request(ask(a, free))
         XCTAssertTrue(first.created)
@@ -590,7 +727,8 @@ final class CouponsTests: StackTestCase {
         let again = try await coupons.request(ask(a, free.lowercased()))
         XCTAssertFalse(again.created)
         XCTAssertEqual(try again.redemption?.decoded().redemptionId, id)
-        let exhausted = try await coupons.request(ask(b, free)), unknown = try await coupons.request(ask(b, "NO-SUCH-CODE"))
+        let exhausted = try await coupons.request(ask(b, free)),
+            unknown = try await coupons.request(ask(b, "NO-SUCH-CODE"))
         XCTAssertEqual(exhausted.refusal, .exhausted)
         XCTAssertEqual(unknown.refusal, .notFound)
         do {
@@ -617,10 +755,18 @@ final class CouponsTests: StackTestCase {
     func testTheRacesHoldWithTwoCouponsInstances() async throws {
         let wiring = try Self.stack.wiring()
         let secondBus = "tcp://127.0.0.1:\(try Project.freePort())"
-        try Self.stack.startService("coupons", overrides: ["REDEEM_COUPONS_BUS_BIND": secondBus, "REDEEM_COUPONS_HTTP_PORT": String(try Project.freePort())])
+        try Self.stack.startService(
+            "coupons",
+            overrides: [
+                "REDEEM_COUPONS_BUS_BIND": secondBus, "REDEEM_COUPONS_HTTP_PORT": String(try Project.freePort())
+            ])
         let port = try Project.freePort(), ops = try Project.freePort()
-        try Self.stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(port), "REDEEM_GATEWAY_HTTP_PORT": String(ops),
-                                                            "REDEEM_COUPONS_BUS": wiring["REDEEM_COUPONS_BUS"]! + "," + secondBus])
+        try Self.stack.startService(
+            "gateway",
+            overrides: [
+                "REDEEM_HTTP_PORT": String(port), "REDEEM_GATEWAY_HTTP_PORT": String(ops),
+                "REDEEM_COUPONS_BUS": wiring["REDEEM_COUPONS_BUS"]! + "," + secondBus
+            ])
         let gateway = HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!, maxConnections: 128)
         let gatewayOps = HTTPClient(base: URL(string: "http://127.0.0.1:\(ops)")!)
         let ready = try await Self.stack.eventually(20) { try await gatewayOps.get("/readyz").status == 200 }
@@ -636,7 +782,8 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(same.filter { $0.0 == 201 }.count, 1)
         // Both instances took part (their logs name the redemptions they made).
         let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
-        let used = try db.query("SELECT used_count FROM coupons.coupons WHERE code = $1", [code]).first!.decode("used_count", as: Int.self)
+        let used = try db.query("SELECT used_count FROM coupons.coupons WHERE code = $1", [code]).first!.decode(
+            "used_count", as: Int.self)
         XCTAssertEqual(used, 100)
     }
 
@@ -644,7 +791,9 @@ final class CouponsTests: StackTestCase {
 
     func testACouponCreatedDeactivatedRefusesAndCodesAreTrimmed() async throws {
         let code = "OFF-" + UUID().uuidString.prefix(8).uppercased()
-        let body: [String: Any] = ["code": code, "kind": "freePeriod", "duration": ["unit": "day", "count": 1], "active": false]
+        let body: [String: Any] = [
+            "code": code, "kind": "freePeriod", "duration": ["unit": "day", "count": 1], "active": false
+        ]
         let created = try await client.json("POST", "/v1/coupons", body, token: admin)
         XCTAssertEqual(created.status, 201, created.text)
         XCTAssertEqual(try created.json()["active"] as? Bool, false)
@@ -657,14 +806,19 @@ final class CouponsTests: StackTestCase {
         let u = try Self.minter.user()
         for typed in [code, " \(code.lowercased())\n"] {
             let v = try await client.json("POST", "/v1/coupons/validate", ["code": typed], token: u.token)
-            XCTAssertEqual(try v.json()["reason"] as? String, "inactive", "\(typed.debugDescription): white space and case do not matter")
+            XCTAssertEqual(
+                try v.json()["reason"] as? String, "inactive",
+                "\(typed.debugDescription): white space and case do not matter")
         }
     }
 
     func testImpossibleTimesAndNulCharactersAre422AndNothingIsStored() async throws {
         let code = "BAD-" + UUID().uuidString.prefix(8).uppercased()
         let base: [String: Any] = ["code": code, "kind": "freePeriod", "duration": ["unit": "day", "count": 1]]
-        for (field, value) in [("expiresAt", "2027-02-30T00:00:00Z"), ("expiresAt", "294277-01-01T00:00:00Z"), ("startsAt", "2027-01-01T25:00:00Z")] {
+        for (field, value) in [
+            ("expiresAt", "2027-02-30T00:00:00Z"), ("expiresAt", "294277-01-01T00:00:00Z"),
+            ("startsAt", "2027-01-01T25:00:00Z")
+        ] {
             var body = base
             body[field] = value
             for path in ["/v1/coupons", "/v1/coupons?dryRun=true"] {
@@ -693,13 +847,16 @@ final class CouponsTests: StackTestCase {
         }
         // …and 10,000 more written straight into the schema (setup, not the behaviour under test).
         let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
-        try db.query("""
+        try db.query(
+            """
             INSERT INTO coupons.redemptions (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status, reserved_at)
             SELECT gen_random_uuid(), c.id, c.code, gen_random_uuid(), 'user-' || g, 'ios', NULL, g % 7 = 0, 'completed',
                    now() - (g || ' milliseconds')::interval
             FROM coupons.coupons c, generate_series(1, 10000) g WHERE c.code = $1
             """, [code])
-        let resp = try await client.send("GET", "/v1/coupons/\(code)/redemptions", headers: ["Authorization": "Bearer \(admin)", "Accept": "text/csv"])
+        let resp = try await client.send(
+            "GET", "/v1/coupons/\(code)/redemptions",
+            headers: ["Authorization": "Bearer \(admin)", "Accept": "text/csv"])
         XCTAssertEqual(resp.status, 200)
         XCTAssertEqual(resp.header("Content-Type"), "text/csv; charset=utf-8")
         XCTAssertNil(resp.header("Content-Length"), "streamed in chunks, not buffered whole")
@@ -708,14 +865,19 @@ final class CouponsTests: StackTestCase {
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("export.csv")
         try resp.body.write(to: file)
-        let json = try Subprocess.run("/usr/bin/python3", ["-c", """
-            import csv, json, sys
-            with open(sys.argv[1], newline='') as f:
-                rows = list(csv.DictReader(f))
-            print(json.dumps({"count": len(rows), "columns": list(rows[0].keys()), "apps": [r["appUserId"] for r in rows],
-                              "products": [r["productId"] for r in rows], "sandbox": sorted(set(r["sandbox"] for r in rows)),
-                              "ids": [r["redemptionId"] for r in rows]}))
-            """, file.path])
+        let json = try Subprocess.run(
+            "/usr/bin/python3",
+            [
+                "-c",
+                """
+                import csv, json, sys
+                with open(sys.argv[1], newline='') as f:
+                    rows = list(csv.DictReader(f))
+                print(json.dumps({"count": len(rows), "columns": list(rows[0].keys()), "apps": [r["appUserId"] for r in rows],
+                                  "products": [r["productId"] for r in rows], "sandbox": sorted(set(r["sandbox"] for r in rows)),
+                                  "ids": [r["redemptionId"] for r in rows]}))
+                """, file.path
+            ])
         struct Parsed: Decodable {
             let count: Int
             let columns, apps, products, sandbox, ids: [String]
@@ -747,7 +909,9 @@ final class CouponsTests: StackTestCase {
         } while cursor != nil
         XCTAssertEqual(jsonIds.count, 10_004)
         XCTAssertEqual(Set(jsonIds), Set(parsed.ids))
-        let unknown = try await client.send("GET", "/v1/coupons/NOPE-NOPE/redemptions", headers: ["Authorization": "Bearer \(admin)", "Accept": "text/csv"])
+        let unknown = try await client.send(
+            "GET", "/v1/coupons/NOPE-NOPE/redemptions",
+            headers: ["Authorization": "Bearer \(admin)", "Accept": "text/csv"])
         XCTAssertEqual(unknown.status, 404)
     }
 }

@@ -15,6 +15,7 @@ final class StoreProvisioningTests: StackTestCase {
     nonisolated(unsafe) static var fake: FakeAppStoreConnect!
     nonisolated(unsafe) static var key: TestAppleAPIKey!
     static let subscription = "6447000001"
+    static let yearlySubscription = "6447000002"
 
     override class func startSuite() throws {
         key = try TestAppleAPIKey()
@@ -22,21 +23,33 @@ final class StoreProvisioningTests: StackTestCase {
         // For raising a full cap (StoreTaskTests covers an Apple that refuses).
         limits.offersSwitchBackOn = true
         fake = try FakeAppStoreConnect(key: key, limits: limits)
-        fake.addSubscription(subscription, [
-            .init(territory: "USA", currency: "USD", current: "9.99", points: ["0.99", "2.99", "4.49", "4.99", "5.99", "7.99", "9.99"]),
-            .init(territory: "GBR", currency: "GBP", current: "8.99", points: ["0.99", "4.49", "4.99", "8.99"]),
-        ])
+        fake.addSubscription(
+            subscription,
+            [
+                .init(
+                    territory: "USA", currency: "USD", current: "9.99",
+                    points: ["0.99", "2.99", "4.49", "4.99", "5.99", "7.99", "9.99"]),
+                .init(territory: "GBR", currency: "GBP", current: "8.99", points: ["0.99", "4.49", "4.99", "8.99"])
+            ])
+        fake.addSubscription(
+            yearlySubscription, [.init(territory: "USA", currency: "USD", current: "59.99", points: ["29.99", "59.99"])]
+        )
         stack = try Stack(environment: [
-            "REDEEM_ASC_KEY_ID": key.keyId, "REDEEM_ASC_ISSUER_ID": key.issuerId, "REDEEM_ASC_PRIVATE_KEY": key.privateKeyFile.path,
-            "REDEEM_ASC_URL": fake.url.absoluteString, "REDEEM_APPLE_APP_ID": "1234567890", "REDEEM_APPLE_OFFER_SETTLE": "1",
-            "REDEEM_GRANT_MAX_RETRY_SECONDS": "2", "REDEEM_PROVIDER_TIMEOUT_SECONDS": "2",
+            "REDEEM_ASC_KEY_ID": key.keyId, "REDEEM_ASC_ISSUER_ID": key.issuerId,
+            "REDEEM_ASC_PRIVATE_KEY": key.privateKeyFile.path,
+            "REDEEM_ASC_URL": fake.url.absoluteString, "REDEEM_APPLE_APP_ID": "1234567890",
+            "REDEEM_APPLE_OFFER_SETTLE": "1",
+            "REDEEM_GRANT_MAX_RETRY_SECONDS": "2", "REDEEM_PROVIDER_TIMEOUT_SECONDS": "2"
         ])
     }
 
     override class func stopSuite() {
         stack?.stop()
         let done = DispatchSemaphore(value: 0)
-        Task { await fake?.stop(); done.signal() }
+        Task {
+            await fake?.stop()
+            done.signal()
+        }
         done.wait()
     }
 
@@ -54,18 +67,23 @@ final class StoreProvisioningTests: StackTestCase {
         return ("\(prefix)-\(suffix)", "pro.\(prefix.lowercased()).\(suffix.lowercased())")
     }
 
-    func plan(_ productId: String) async throws {
-        _ = try await sql("""
+    func plan(_ productId: String, subscription: String = StoreProvisioningTests.subscription) async throws {
+        _ = try await sql(
+            """
             INSERT INTO coupons.plans (id, mode, product_id, name, app_store_subscription_id) VALUES (gen_random_uuid(), 'live', $1, $1, $2)
             ON CONFLICT DO NOTHING
-            """, [productId, Self.subscription])
+            """, [productId, subscription])
     }
 
-    func coupon(_ code: String, product: String, cap: Int = 100) async throws {
-        let r = try await client.json("POST", "/v1/coupons", [
-            "code": code, "kind": "percentOff", "percentOff": 50, "duration": ["unit": "month", "count": 1], "periodCount": 3,
-            "productIds": [product], "maxRedemptions": cap, "expiresAt": Timestamp.iso8601(Date().addingTimeInterval(30 * 86_400)),
-        ], token: admin)
+    func coupon(_ code: String, product: String, cap: Int = 100, also: [String] = []) async throws {
+        let r = try await client.json(
+            "POST", "/v1/coupons",
+            [
+                "code": code, "kind": "percentOff", "percentOff": 50, "duration": ["unit": "month", "count": 1],
+                "periodCount": 3,
+                "productIds": also + [product], "maxRedemptions": cap,
+                "expiresAt": Timestamp.iso8601(Date().addingTimeInterval(30 * 86_400))
+            ], token: admin)
         XCTAssertEqual(r.status, 201, r.text)
     }
 
@@ -132,6 +150,55 @@ final class StoreProvisioningTests: StackTestCase {
         XCTAssertTrue(settled, "ready once the settle time (1 s) has passed")
     }
 
+    /// Apple takes a custom code once per app. A coupon on two plans (listed out of order) gets an
+    /// offer on each: the plan whose product id sorts first with the coupon's exact code, the other
+    /// with `-2`. Both become ready, and iOS clients are handed each plan's own code.
+    func testEachPlanOfATwoPlanCouponGetsItsOwnCodeAndBothBecomeReady() async throws {
+        let (code, monthly) = Self.names("TWO")
+        let yearly = monthly + ".yearly"
+        try await plan(monthly)
+        try await plan(yearly, subscription: Self.yearlySubscription)
+        try await coupon(code, product: monthly, also: [yearly])
+        let ready = try await Self.stack.eventually(30) {
+            let offers =
+                try await self.client.get("/v1/coupons/\(code)", token: self.admin).decode(CouponBody.self).storeOffers
+                ?? []
+            return offers.count == 2 && offers.allSatisfy { $0.state == "ready" }
+        }
+        let read = try await client.get("/v1/coupons/\(code)", token: admin)
+        XCTAssertTrue(ready, read.text + Self.stack.logs())
+        let offers = try read.decode(CouponBody.self).storeOffers ?? []
+        let codes = Dictionary(uniqueKeysWithValues: offers.map { ($0.productId ?? "", $0.customCode ?? "") })
+        XCTAssertEqual(codes, [monthly: code, yearly: code + "-2"], read.text)
+        XCTAssertEqual(Set(Self.fake.customCodes.map(\.customCode)).intersection([code, code + "-2"]).count, 2)
+        XCTAssertEqual(
+            posts("/v1/subscriptionOfferCodeCustomCodes", naming: "\"\(code)\""), 1, "the exact code was asked for once"
+        )
+
+        let u = try Self.stack.minter().user()
+        let page = "https://apps.apple.com/redeem?ctx=offercodes&id=1234567890&code="
+        let v = try await client.json("POST", "/v1/coupons/validate", ["code": code, "platform": "ios"], token: u.token)
+        let handoff = try XCTUnwrap(try v.json()["appStore"] as? [String: Any], v.text)
+        XCTAssertEqual(handoff["redemptionUrl"] as? String, page + code, v.text)
+        XCTAssertEqual(
+            handoff["redemptionUrls"] as? [String: String], [monthly: page + code, yearly: page + code + "-2"], v.text)
+        let r = try await client.json(
+            "POST", "/v1/redemptions", ["code": code, "platform": "ios", "productId": yearly], token: u.token)
+        XCTAssertEqual(r.status, 201, r.text)
+        XCTAssertEqual(try r.decode(RedemptionBody.self).appStore?.redemptionUrl, page + code + "-2", r.text)
+        // A later coupon can't take a code Apple already has for one of these plans.
+        let clash = try await client.json(
+            "POST", "/v1/coupons",
+            [
+                "code": code + "-2", "kind": "percentOff", "percentOff": 50, "duration": ["unit": "month", "count": 1],
+                "periodCount": 3,
+                "productIds": [monthly], "maxRedemptions": 10,
+                "expiresAt": Timestamp.iso8601(Date().addingTimeInterval(30 * 86_400))
+            ], token: admin)
+        XCTAssertEqual(clash.status, 409, clash.text)
+        XCTAssertEqual(clash.errorCode, "codeInUse", clash.text)
+    }
+
     func testADeactivatedCouponsCodeAndOfferAreSwitchedOffWithinSeconds() async throws {
         let (name, product) = Self.names("OFF")
         try await plan(product)
@@ -145,7 +212,8 @@ final class StoreProvisioningTests: StackTestCase {
         XCTAssertEqual(r.status, 200, r.text)
         let started = Date()
         let off = try await Self.stack.eventually(10) {
-            Self.fake.customCodes.first { $0.id == code.id }?.active == false && Self.fake.offers.first { $0.id == code.offerId }?.active == false
+            Self.fake.customCodes.first { $0.id == code.id }?.active == false
+                && Self.fake.offers.first { $0.id == code.offerId }?.active == false
         }
         XCTAssertTrue(off, Self.stack.logs())
         XCTAssertLessThan(Date().timeIntervalSince(started), 5, "switched off within seconds")
@@ -163,7 +231,9 @@ final class StoreProvisioningTests: StackTestCase {
             "POST", "/v1/redemptions", ["code": name, "platform": "ios"], token: user.token)
         XCTAssertEqual(redeemed.status, 201, redeemed.text)
         let id = try redeemed.decode(RedemptionBody.self).redemptionId
-        XCTAssertTrue(Self.fake.customCodes.first { $0.id == code.id }?.active == true, "a reservation waiting for Apple keeps the code on")
+        XCTAssertTrue(
+            Self.fake.customCodes.first { $0.id == code.id }?.active == true,
+            "a reservation waiting for Apple keeps the code on")
         // The purchase fills the cap: coupons writes the switch-off, grants makes the two calls.
         let paid = try await client.json(
             "POST", "/v1/redemptions/\(id)/purchase",
@@ -174,7 +244,8 @@ final class StoreProvisioningTests: StackTestCase {
         XCTAssertEqual(paid.status, 200, paid.text)
         let started = Date()
         let off = try await Self.stack.eventually(10) {
-            Self.fake.customCodes.first { $0.id == code.id }?.active == false && Self.fake.offers.first { $0.id == code.offerId }?.active == false
+            Self.fake.customCodes.first { $0.id == code.id }?.active == false
+                && Self.fake.offers.first { $0.id == code.offerId }?.active == false
         }
         XCTAssertTrue(off, Self.stack.logs())
         XCTAssertLessThan(Date().timeIntervalSince(started), 5, "switched off within seconds")
@@ -194,7 +265,10 @@ final class StoreProvisioningTests: StackTestCase {
             "POST", "/v1/redemptions", ["code": name, "platform": "web"], token: user.token)
         XCTAssertEqual(redeemed.status, 201, redeemed.text)
         func active() -> (code: Bool?, offer: Bool?) {
-            (Self.fake.customCodes.first { $0.id == code.id }?.active, Self.fake.offers.first { $0.id == code.offerId }?.active)
+            (
+                Self.fake.customCodes.first { $0.id == code.id }?.active,
+                Self.fake.offers.first { $0.id == code.offerId }?.active
+            )
         }
         let off = try await Self.stack.eventually(10) { active() == (false, false) }
         XCTAssertTrue(off, "a web reservation filled the cap\n" + Self.stack.logs())

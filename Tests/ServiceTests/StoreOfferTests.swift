@@ -1,8 +1,9 @@
 import Foundation
 import TestSupport
 import Testing
-@testable import CouponsService
+
 @testable import Core
+@testable import CouponsService
 @testable import Database
 
 /// Coupons that become App Store offers (docs/stores.md, flow steps 1–3 and 5), against a real
@@ -17,18 +18,22 @@ import Testing
         // Products need not be plans, and nothing is provisioned.
         let view = try await world.coupon(StoreWorld.discount("PLAIN-10", products: ["not.a.plan"]))
         #expect(view.storeOffers == nil)
-        let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(view)) as? [String: Any])
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(view)) as? [String: Any])
         #expect(json["storeOffers"] == nil && json["overCapCount"] == nil, "the coupon's JSON is what it was")
         #expect(try await world.count("SELECT count(*) FROM coupons.store_offers") == 0)
         #expect(try await world.count("SELECT count(*) FROM coupons.outbox") == 0)
         // Validate on iOS is valid at once, without an offer or a hand-off; redeem reserves for a
         // hand confirmation, without a token.
         let answer = try await world.validate("PLAIN-10")
-        #expect(answer.valid && answer.offer == nil && answer.appStore == nil && answer.eligibleProductIds == ["not.a.plan"])
+        #expect(
+            answer.valid && answer.offer == nil && answer.appStore == nil && answer.eligibleProductIds == ["not.a.plan"]
+        )
         let outcome = try await world.redeem("PLAIN-10", account: UUID.random())
         let r = try #require(outcome.redemption)
         #expect(r.status == .reserved && r.appStore == nil)
-        #expect(try await world.count("SELECT count(*) FROM coupons.redemptions WHERE app_account_token IS NOT NULL") == 0)
+        #expect(
+            try await world.count("SELECT count(*) FROM coupons.redemptions WHERE app_account_token IS NOT NULL") == 0)
     }
 
     // MARK: - Creating
@@ -38,18 +43,26 @@ import Testing
         defer { world.close() }
         try await world.plan("pro.web", subscription: nil)
         for (products, bad) in [(["pro.monthly"], "pro.monthly"), (["pro.web"], "pro.web")] {
-            let error = await #expect(throws: ServiceError.self) { try await world.coupon(StoreWorld.discount("NEEDS-PLANS", products: products)) }
-            #expect(error?.code == .invalid && error?.field == "productIds" && error?.message.contains(bad) == true, "\(products)")
+            let error = await #expect(throws: ServiceError.self) {
+                try await world.coupon(StoreWorld.discount("NEEDS-PLANS", products: products))
+            }
+            #expect(
+                error?.code == .invalid && error?.field == "productIds" && error?.message.contains(bad) == true,
+                "\(products)")
         }
         // A plan of the other mode is not one of this mode's.
         try await world.plan("pro.monthly", mode: .test)
         await #expect(throws: ServiceError.self) { try await world.coupon(StoreWorld.discount("NEEDS-PLANS")) }
-        #expect(try await world.count("SELECT count(*) FROM coupons.coupons") == 0, "nothing of a refused coupon is kept")
+        #expect(
+            try await world.count("SELECT count(*) FROM coupons.coupons") == 0, "nothing of a refused coupon is kept")
         // A web-only discount, or a free period without plans, needs no offers.
         var free = CouponInput()
-        free.code = "FREE-WEEK"; free.kind = "freePeriod"; free.duration = CouponDuration(unit: "week", count: 1)
+        free.code = "FREE-WEEK"
+        free.kind = "freePeriod"
+        free.duration = CouponDuration(unit: "week", count: 1)
         #expect(try await world.coupon(free).storeOffers == nil)
-        #expect(try await world.coupon(StoreWorld.discount("WEB-ONLY", platforms: ["web", "android"])).storeOffers == nil)
+        #expect(
+            try await world.coupon(StoreWorld.discount("WEB-ONLY", platforms: ["web", "android"])).storeOffers == nil)
     }
 
     @Test func creatingWritesAnOfferAndItsProvisionCommandPerPlanInOneTransaction() async throws {
@@ -59,29 +72,45 @@ import Testing
         try await world.plan("pro.yearly", subscription: "6447000002")
         let view = try await world.coupon(StoreWorld.discount("SPRING-30", products: ["pro.yearly", "pro.monthly"]))
         #expect(view.storeOffers?.map(\.productId) == ["pro.monthly", "pro.yearly"])
-        #expect(view.storeOffers?.allSatisfy { $0.state == .creating && $0.store == .appStore && $0.offerId == nil } == true)
+        #expect(
+            view.storeOffers?.allSatisfy { $0.state == .creating && $0.store == .appStore && $0.offerId == nil } == true
+        )
         let coupon = try await world.couponId("SPRING-30")
         let commands = try await world.outbox(StoreProvisionCommand.self).sorted { $0.productId < $1.productId }
         #expect(commands.count == 2)
         let monthly = try #require(commands.first)
-        #expect(monthly.couponId == coupon && monthly.code == "SPRING-30" && monthly.mode == .live && monthly.store == .appStore)
+        #expect(
+            monthly.couponId == coupon && monthly.code == "SPRING-30" && monthly.mode == .live
+                && monthly.store == .appStore)
         #expect(monthly.subscriptionId == "6447000001" && commands[1].subscriptionId == "6447000002")
         #expect(monthly.offerName == StoreIds.offerName(coupon: coupon, store: .appStore, productId: "pro.monthly"))
-        #expect(monthly.offer == StoreOfferTerms(kind: .percentOff, percentOff: 30, amountOff: nil, duration: .init(unit: "month", count: 1), periodCount: 3))
+        #expect(
+            monthly.offer
+                == StoreOfferTerms(
+                    kind: .percentOff, percentOff: 30, amountOff: nil, duration: .init(unit: "month", count: 1),
+                    periodCount: 3))
         #expect(monthly.maxRedemptions == 10 && monthly.expiresAt != nil && !monthly.newCustomersOnly)
         // Each command's outbox key is its derived id: the row grants will acknowledge.
-        let keys = try await world.pool.query("SELECT redemption_id FROM coupons.outbox WHERE type = $1", [StoreProvisionCommand.type]).rows
+        let keys = try await world.pool.query(
+            "SELECT redemption_id FROM coupons.outbox WHERE type = $1", [StoreProvisionCommand.type]
+        ).rows
             .map { try $0.decode("redemption_id", as: UUID.self) }
         #expect(Set(keys) == Set(commands.map(\.commandId)))
-        #expect(monthly.commandId == StoreIds.command(StoreProvisionCommand.type, coupon: coupon, store: .appStore, productId: "pro.monthly"))
+        #expect(
+            monthly.commandId
+                == StoreIds.command(
+                    StoreProvisionCommand.type, coupon: coupon, store: .appStore, productId: "pro.monthly"))
         // Writing the same command again (a retried transaction, say) leaves one row.
         try await world.pool.transaction { try Outbox.add($0, key: monthly.commandId, monthly) }
         #expect(try await world.count("SELECT count(*) FROM coupons.outbox") == 2)
         // The JSON view lists them.
-        let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(view)) as? [String: Any])
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(view)) as? [String: Any])
         let offers = try #require(json["storeOffers"] as? [[String: Any]])
         #expect(offers.first?["store"] as? String == "appStore" && offers.first?["state"] as? String == "creating")
-        #expect(offers.first?.keys.sorted() == ["productId", "state", "store"], "ids and a message only once there are any")
+        #expect(
+            offers.first?.keys.sorted() == ["customCode", "productId", "state", "store"],
+            "ids and a message only once there are any")
     }
 
     @Test func aFreePeriodWithPlansBecomesAFreeTrialOfferAndItsDurationMustBeOneAppleHas() async throws {
@@ -89,18 +118,26 @@ import Testing
         defer { world.close() }
         try await world.plan("pro.monthly")
         var free = CouponInput()
-        free.code = "TRIAL-2W"; free.kind = "freePeriod"; free.duration = CouponDuration(unit: "week", count: 2)
-        free.productIds = ["pro.monthly"]; free.maxRedemptions = 100; free.expiresAt = Date().addingTimeInterval(86_400)
+        free.code = "TRIAL-2W"
+        free.kind = "freePeriod"
+        free.duration = CouponDuration(unit: "week", count: 2)
+        free.productIds = ["pro.monthly"]
+        free.maxRedemptions = 100
+        free.expiresAt = Date().addingTimeInterval(86_400)
         let view = try await world.coupon(free)
         #expect(view.storeOffers?.count == 1)
         #expect(view.storeLimits.contains { $0.limit == "maxRedemptions" }, "the App Store's limits apply to it")
         #expect(try await world.outbox(StoreProvisionCommand.self).first?.offer.kind == .freePeriod)
         #expect(try await world.outbox(StoreProvisionCommand.self).first?.offer.periodCount == 1)
-        free.code = "TRIAL-5D"; free.duration = CouponDuration(unit: "day", count: 5)
+        free.code = "TRIAL-5D"
+        free.duration = CouponDuration(unit: "day", count: 5)
         let error = await #expect(throws: ServiceError.self) { try await world.coupon(free) }
         #expect(error?.code == .storeLimit && error?.field == "duration")
         // Without plans, a free period stays Redeem's own grant: no limits, no offers.
-        free.code = "TRIAL-NOPLAN"; free.productIds = nil; free.maxRedemptions = nil; free.expiresAt = nil
+        free.code = "TRIAL-NOPLAN"
+        free.productIds = nil
+        free.maxRedemptions = nil
+        free.expiresAt = nil
         #expect(try await world.coupon(free).storeOffers == nil)
     }
 
@@ -108,7 +145,8 @@ import Testing
         let world = try await StoreWorld.make()
         defer { world.close() }
         try await world.plan("pro.monthly")
-        let d = try CouponRules.checked(StoreWorld.discount("DRY-RUN"), defaultEntitlement: "pro", stores: world.stores, now: Date())
+        let d = try CouponRules.checked(
+            StoreWorld.discount("DRY-RUN"), defaultEntitlement: "pro", stores: world.stores, now: Date())
         struct Rollback: Error {}
         await #expect(throws: Rollback.self) {
             try await world.pool.transaction { tx in
@@ -117,7 +155,9 @@ import Testing
             }
         }
         #expect(CouponStore.preview(d, mode: .live, active: true, now: Date()).storeOffers?.map(\.state) == [.creating])
-        #expect(try await world.count("SELECT count(*) FROM coupons.outbox") + world.count("SELECT count(*) FROM coupons.store_offers") == 0)
+        #expect(
+            try await world.count("SELECT count(*) FROM coupons.outbox")
+                + world.count("SELECT count(*) FROM coupons.store_offers") == 0)
     }
 
     // MARK: - Reports and readiness
@@ -129,12 +169,17 @@ import Testing
         try await world.plan("pro.yearly")
         try await world.coupon(StoreWorld.discount("REPORTS", products: ["pro.monthly", "pro.yearly"]))
         let coupon = try await world.couponId("REPORTS")
-        func report(_ product: String, _ state: StoreOfferState, offer: String? = nil, message: String? = nil, made: Date? = nil) async throws -> StoreOfferView {
+        func report(
+            _ product: String, _ state: StoreOfferState, offer: String? = nil, message: String? = nil, made: Date? = nil
+        ) async throws -> StoreOfferView {
             let settle = world.stores.offerSettle
             return try await world.pool.transaction {
-                try StoreOffers.report($0, Coupons.StoreOfferReport(couponId: coupon, store: .appStore, productId: product, state: state, offerId: offer,
-                                                                    customCodeId: offer.map { "code-" + $0 }, codeCreatedAt: made, message: message),
-                                       now: Date(), settle: settle)
+                try StoreOffers.report(
+                    $0,
+                    Coupons.StoreOfferReport(
+                        couponId: coupon, store: .appStore, productId: product, state: state, offerId: offer,
+                        customCodeId: offer.map { "code-" + $0 }, codeCreatedAt: made, message: message),
+                    now: Date(), settle: settle)
             }
         }
         let made = Date().addingTimeInterval(-60)
@@ -143,8 +188,12 @@ import Testing
         // A repeat, a second report with other ids, and a late failure change nothing.
         #expect(try await report("pro.monthly", .waitingForApple, offer: "A2") == waiting)
         #expect(try await report("pro.monthly", .failed, message: "late") == waiting)
-        let row = try await world.pool.query("SELECT offer_id, custom_code_id, code_created_at, message FROM coupons.store_offers WHERE product_id = 'pro.monthly'").first!
-        #expect(try row.decode("offer_id", as: String.self) == "A1" && row.decode("custom_code_id", as: String.self) == "code-A1")
+        let row = try await world.pool.query(
+            "SELECT offer_id, custom_code_id, code_created_at, message FROM coupons.store_offers WHERE product_id = 'pro.monthly'"
+        ).first!
+        #expect(
+            try row.decode("offer_id", as: String.self) == "A1"
+                && row.decode("custom_code_id", as: String.self) == "code-A1")
         #expect(try abs(row.decode("code_created_at", as: Date.self).timeIntervalSince(made)) < 0.01)
         #expect(try row.decodeIfPresent("message", as: String.self) == nil)
         // A failure keeps Apple's message; a later success (a retried provisioning) still lands.
@@ -162,16 +211,21 @@ import Testing
     /// Apple made it, or a verified purchase of the offer has arrived.
     @Test func readyIsWorkedOutWhenReadFromTheTimeAndTheFirstPurchase() {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
-        func state(_ stored: StoreOfferState, made: TimeInterval?, purchase: Bool = false, off: Bool = false) -> StoreOfferState {
-            StoreOfferReadiness.state(stored: stored, codeCreatedAt: made.map { now.addingTimeInterval(-$0) }, firstPurchaseAt: purchase ? now : nil,
-                                      switchedOff: off, now: now, settle: 3600)
+        func state(
+            _ stored: StoreOfferState, made: TimeInterval?, purchase: Bool = false, off: Bool = false
+        ) -> StoreOfferState {
+            StoreOfferReadiness.state(
+                stored: stored, codeCreatedAt: made.map { now.addingTimeInterval(-$0) },
+                firstPurchaseAt: purchase ? now : nil,
+                switchedOff: off, now: now, settle: 3600)
         }
         #expect(state(.creating, made: nil) == .creating)
         #expect(state(.failed, made: nil) == .failed)
         #expect(state(.waitingForApple, made: 3599) == .waitingForApple)
         #expect(state(.waitingForApple, made: 3600) == .ready)
         #expect(state(.waitingForApple, made: 10, purchase: true) == .ready)
-        #expect(state(.waitingForApple, made: 7200, off: true) == .waitingForApple, "an offer switched off is never ready")
+        #expect(
+            state(.waitingForApple, made: 7200, off: true) == .waitingForApple, "an offer switched off is never ready")
         #expect(state(.creating, made: nil, purchase: true) == .creating)
     }
 
@@ -196,24 +250,44 @@ import Testing
         let later = Date().addingTimeInterval(3600)
         let answer = try await world.validate("HANDOFF", now: later)
         #expect(answer.valid && answer.eligibleProductIds == ["pro.monthly"])
-        #expect(answer.offer == StoreOfferTerms(kind: .percentOff, percentOff: 30, amountOff: nil, duration: .init(unit: "month", count: 1), periodCount: 3))
-        #expect(answer.appStore == AppStoreHandoff(redemptionUrl: "https://apps.apple.com/redeem?ctx=offercodes&id=1234567890&code=HANDOFF",
-                                                   appAccountToken: nil))
+        #expect(
+            answer.offer
+                == StoreOfferTerms(
+                    kind: .percentOff, percentOff: 30, amountOff: nil, duration: .init(unit: "month", count: 1),
+                    periodCount: 3))
+        let page = "https://apps.apple.com/redeem?ctx=offercodes&id=1234567890&code=HANDOFF"
+        #expect(
+            answer.appStore
+                == AppStoreHandoff(redemptionUrl: page, appAccountToken: nil, redemptionUrls: ["pro.monthly": page]))
         // Redeem: the yearly plan is not ready; the monthly one reserves and hands off, with the
         // account's token, and no grant command.
-        #expect(try await world.redeem("HANDOFF", account: account, productId: "pro.yearly", now: later).refusal == .notReady)
+        #expect(
+            try await world.redeem("HANDOFF", account: account, productId: "pro.yearly", now: later).refusal
+                == .notReady)
         let outcome = try await world.redeem("HANDOFF", account: account, productId: "pro.monthly", now: later)
         let r = try #require(outcome.redemption)
         #expect(outcome.created && r.status == .reserved && r.productId == "pro.monthly")
-        #expect(r.appStore == AppStoreHandoff(redemptionUrl: answer.appStore!.redemptionUrl, appAccountToken: StoreIds.appAccountToken(account: account)))
-        #expect(try await world.pool.query("SELECT app_account_token FROM coupons.redemptions WHERE id = $1", [r.redemptionId]).first!
+        #expect(
+            r.appStore
+                == AppStoreHandoff(
+                    redemptionUrl: answer.appStore!.redemptionUrl,
+                    appAccountToken: StoreIds.appAccountToken(account: account)))
+        #expect(
+            try await world.pool.query(
+                "SELECT app_account_token FROM coupons.redemptions WHERE id = $1", [r.redemptionId]
+            ).first!
             .decode("app_account_token", as: UUID.self) == StoreIds.appAccountToken(account: account))
         #expect(try await world.count("SELECT count(*) FROM coupons.outbox WHERE type = $1", [GrantCommand.type]) == 0)
         // Asking again answers the same redemption with the same hand-off (200).
         let again = try await world.redeem("HANDOFF", account: account, productId: "pro.monthly", now: later)
-        #expect(!again.created && again.redemption?.redemptionId == r.redemptionId && again.redemption?.appStore == r.appStore)
+        #expect(
+            !again.created && again.redemption?.redemptionId == r.redemptionId
+                && again.redemption?.appStore == r.appStore)
         // On the web the same coupon reserves for a hand confirmation, without a hand-off.
-        let web = try #require(try await world.redeem("HANDOFF", account: UUID.random(), platform: .web, productId: "pro.yearly", now: later).redemption)
+        let web = try #require(
+            try await world.redeem(
+                "HANDOFF", account: UUID.random(), platform: .web, productId: "pro.yearly", now: later
+            ).redemption)
         #expect(web.status == .reserved && web.appStore == nil)
     }
 
@@ -224,8 +298,12 @@ import Testing
         defer { world.close() }
         try await world.plan("pro.monthly")
         var free = CouponInput()
-        free.code = "TRIAL-1M"; free.kind = "freePeriod"; free.duration = CouponDuration(unit: "month", count: 1)
-        free.productIds = ["pro.monthly"]; free.maxRedemptions = 100; free.expiresAt = Date().addingTimeInterval(86_400)
+        free.code = "TRIAL-1M"
+        free.kind = "freePeriod"
+        free.duration = CouponDuration(unit: "month", count: 1)
+        free.productIds = ["pro.monthly"]
+        free.maxRedemptions = 100
+        free.expiresAt = Date().addingTimeInterval(86_400)
         try await world.coupon(free)
         try await world.codeMade("TRIAL-1M")
         let ios = try #require(try await world.redeem("TRIAL-1M", account: UUID.random()).redemption)
@@ -242,14 +320,18 @@ import Testing
         let world = try await StoreWorld.make()
         defer { world.close() }
         var free = CouponInput()
-        free.code = "HOT-FREE"; free.kind = "freePeriod"; free.duration = CouponDuration(unit: "week", count: 1)
+        free.code = "HOT-FREE"
+        free.kind = "freePeriod"
+        free.duration = CouponDuration(unit: "week", count: 1)
         try await world.coupon(free)
         try await world.coupon(StoreWorld.discount("HOT-WEB", products: ["x"], platforms: ["web"]))
         func reads() async throws -> Int {
             try await world.pool.withConnection { c in
                 try c.query("SELECT pg_stat_force_next_flush()")
-                return try c.query("SELECT (seq_scan + coalesce(idx_scan, 0))::int AS n FROM pg_stat_user_tables WHERE relid = 'coupons.store_offers'::regclass")
-                    .first!.decode("n")
+                return try c.query(
+                    "SELECT (seq_scan + coalesce(idx_scan, 0))::int AS n FROM pg_stat_user_tables WHERE relid = 'coupons.store_offers'::regclass"
+                )
+                .first!.decode("n")
             }
         }
         let before = try await reads()
@@ -272,19 +354,32 @@ import Testing
         try await world.coupon(StoreWorld.discount("EXPIRING"))
         let stores = world.stores
         func deactivate() async throws -> CouponView {
-            try await world.pool.transaction { try CouponStore.patch($0, Coupons.Patch(code: "GOING-OFF", mode: .live, active: false, maxRedemptions: nil, expiresAt: nil), stores: stores, now: Date()) }
+            try await world.pool.transaction {
+                try CouponStore.patch(
+                    $0,
+                    Coupons.Patch(code: "GOING-OFF", mode: .live, active: false, maxRedemptions: nil, expiresAt: nil),
+                    stores: stores, now: Date())
+            }
         }
         let view = try await deactivate()
         #expect(view.storeOffers?.allSatisfy { $0.switchedOffAt != nil } == true)
         _ = try await deactivate()
         let offs = try await world.outbox(StoreSwitchCommand.self)
-        #expect(offs.count == 2 && offs.allSatisfy { $0.reason == .deactivated && $0.code == "GOING-OFF" })
+        #expect(offs.count == 2 && offs.allSatisfy { $0.reason == .deactivated })
+        // Each plan's own App Store code is the one switched off.
+        #expect(
+            Dictionary(uniqueKeysWithValues: offs.map { ($0.productId, $0.code) }) == [
+                "pro.monthly": "GOING-OFF", "pro.yearly": "GOING-OFF-2"
+            ])
         #expect(Set(offs.map(\.offerName)).count == 2)
         // Expiry, found by the sweep.
-        try await world.pool.query("UPDATE coupons.coupons SET expires_at = now() - interval '1 second' WHERE code = 'EXPIRING'")
+        try await world.pool.query(
+            "UPDATE coupons.coupons SET expires_at = now() - interval '1 second' WHERE code = 'EXPIRING'")
         #expect(try await world.pool.withConnection { try StoreOffers.switchOffExpired($0) } == 1)
         #expect(try await world.pool.withConnection { try StoreOffers.switchOffExpired($0) } == 0)
-        #expect(try await world.outbox(StoreSwitchCommand.self).filter { $0.reason == .expired }.map(\.code) == ["EXPIRING"])
+        #expect(
+            try await world.outbox(StoreSwitchCommand.self).filter { $0.reason == .expired }.map(\.code) == ["EXPIRING"]
+        )
     }
 
     /// Apple's code is made with Apple's longest expiry and 25,000 uses (OfferProvisioner.codeTerms),
@@ -300,13 +395,18 @@ import Testing
         let stores = world.stores
         func patch(expires: Date?, cap: Int? = nil) async throws -> CouponView {
             try await world.pool.transaction {
-                try CouponStore.patch($0, Coupons.Patch(code: "MOVING", mode: .live, active: nil, maxRedemptions: cap, expiresAt: expires), stores: stores, now: Date())
+                try CouponStore.patch(
+                    $0,
+                    Coupons.Patch(code: "MOVING", mode: .live, active: nil, maxRedemptions: cap, expiresAt: expires),
+                    stores: stores, now: Date())
             }
         }
         let within = AppStoreLimits.latestExpiry(madeAt: made).addingTimeInterval(-3600)
         #expect(try await patch(expires: within, cap: 25_000).maxRedemptions == 25_000)
         // Within 6 months of the PATCH, but not of the coupon's making: Apple's code is gone by then.
-        let error = await #expect(throws: ServiceError.self) { try await patch(expires: AppStoreLimits.latestExpiry(madeAt: made).addingTimeInterval(86_400)) }
+        let error = await #expect(throws: ServiceError.self) {
+            try await patch(expires: AppStoreLimits.latestExpiry(madeAt: made).addingTimeInterval(86_400))
+        }
         #expect(error?.code == .storeLimit && error?.field == "expiresAt")
         let error2 = await #expect(throws: ServiceError.self) { try await patch(expires: nil, cap: 25_001) }
         #expect(error2?.code == .storeLimit && error2?.field == "maxRedemptions")
@@ -333,10 +433,17 @@ import Testing
         _ = try await world.redeem("CAP-IOS", account: b)
         #expect(try await world.outbox(StoreSwitchCommand.self).filter { $0.code == "CAP-IOS" }.isEmpty)
         let name = try await world.offerName("CAP-IOS")
-        _ = try await world.purchase(.init(transaction: StoreWorld.transaction(name, chain: "cap-a", token: StoreIds.appAccountToken(account: a))))
+        _ = try await world.purchase(
+            .init(
+                transaction: StoreWorld.transaction(name, chain: "cap-a", token: StoreIds.appAccountToken(account: a))))
         #expect(try await world.outbox(StoreSwitchCommand.self).filter { $0.code == "CAP-IOS" }.isEmpty)
-        _ = try await world.purchase(.init(transaction: StoreWorld.transaction(name, chain: "cap-b", token: StoreIds.appAccountToken(account: b))))
-        #expect(try await world.outbox(StoreSwitchCommand.self).filter { $0.code == "CAP-IOS" }.map(\.reason) == [.capReached])
+        _ = try await world.purchase(
+            .init(
+                transaction: StoreWorld.transaction(name, chain: "cap-b", token: StoreIds.appAccountToken(account: b))))
+        #expect(
+            try await world.outbox(StoreSwitchCommand.self).filter { $0.code == "CAP-IOS" }.map(\.reason) == [
+                .capReached
+            ])
         #expect(try await world.validate("CAP-IOS").reason == .exhausted)
     }
 
@@ -352,11 +459,15 @@ import Testing
         let stores = world.stores
         func patch(active: Bool? = nil, cap: Int? = nil) async throws -> CouponView {
             try await world.pool.transaction {
-                try CouponStore.patch($0, Coupons.Patch(code: "AGAIN", mode: .live, active: active, maxRedemptions: cap, expiresAt: nil), stores: stores, now: Date())
+                try CouponStore.patch(
+                    $0, Coupons.Patch(code: "AGAIN", mode: .live, active: active, maxRedemptions: cap, expiresAt: nil),
+                    stores: stores, now: Date())
             }
         }
         func switches() async throws -> [String] {
-            try await world.outbox(StoreSwitchCommand.self).map { "\($0.generation) \($0.active ? "on" : "off") \($0.reason.rawValue)" }
+            try await world.outbox(StoreSwitchCommand.self).map {
+                "\($0.generation) \($0.active ? "on" : "off") \($0.reason.rawValue)"
+            }
         }
         // Off and on again.
         _ = try await patch(active: false)
@@ -366,8 +477,11 @@ import Testing
         // What grants reports once Apple has it on: ready again (its code settled long ago).
         let couponId = try await world.couponId("AGAIN")
         _ = try await world.pool.transaction {
-            try StoreOffers.report($0, Coupons.StoreOfferReport(couponId: couponId, store: .appStore, productId: "pro.monthly", state: .waitingForApple,
-                                                                offerId: nil, customCodeId: nil, codeCreatedAt: nil), now: Date(), settle: 0)
+            try StoreOffers.report(
+                $0,
+                Coupons.StoreOfferReport(
+                    couponId: couponId, store: .appStore, productId: "pro.monthly", state: .waitingForApple,
+                    offerId: nil, customCodeId: nil, codeCreatedAt: nil), now: Date(), settle: 0)
         }
         #expect(try await world.get("AGAIN").storeOffers?.map(\.state) == [.ready])
         // The cap fills on the web: off. Raised: on.
@@ -377,8 +491,12 @@ import Testing
         // Full again; a reservation released by the sweep gives its use back: on, found by the sweep.
         _ = try await world.redeem("AGAIN", account: UUID.random(), platform: .web)
         #expect(try await switches().last == "5 off capReached")
-        #expect(try await world.pool.withConnection { try StoreOffers.switchOnReopened($0) } == 0, "nothing to switch on while full")
-        try await world.pool.query("UPDATE coupons.redemptions SET reservation_expires_at = now() - interval '1 second' WHERE status = 'reserved'")
+        #expect(
+            try await world.pool.withConnection { try StoreOffers.switchOnReopened($0) } == 0,
+            "nothing to switch on while full")
+        try await world.pool.query(
+            "UPDATE coupons.redemptions SET reservation_expires_at = now() - interval '1 second' WHERE status = 'reserved'"
+        )
         _ = try await world.pool.withConnection { try RedemptionStore.releaseExpired($0) }
         #expect(try await world.get("AGAIN").remaining == 2)
         #expect(try await world.pool.withConnection { try StoreOffers.switchOnReopened($0) } == 1)
@@ -395,12 +513,23 @@ import Testing
         try await world.plan("pro.monthly", subscription: "6447000001")
         try await world.coupon(StoreWorld.discount("PINNED"))
         let patch = Plans.Patch(productId: "pro.monthly", mode: .live, appStore: .init(subscriptionId: "6447000009"))
-        let error = await #expect(throws: ServiceError.self) { try await world.pool.transaction { try PlanStore.patch($0, patch) } }
+        let error = await #expect(throws: ServiceError.self) {
+            try await world.pool.transaction { try PlanStore.patch($0, patch) }
+        }
         #expect(error?.code == .invalidState && error?.field == "appStore")
         // Its name may change; once the offers are off, so may its subscription.
-        #expect(try await world.pool.transaction { try PlanStore.patch($0, Plans.Patch(productId: "pro.monthly", mode: .live, name: "Pro, monthly")) }.name == "Pro, monthly")
+        #expect(
+            try await world.pool.transaction {
+                try PlanStore.patch($0, Plans.Patch(productId: "pro.monthly", mode: .live, name: "Pro, monthly"))
+            }.name == "Pro, monthly")
         let stores = world.stores
-        _ = try await world.pool.transaction { try CouponStore.patch($0, Coupons.Patch(code: "PINNED", mode: .live, active: false, maxRedemptions: nil, expiresAt: nil), stores: stores, now: Date()) }
-        #expect(try await world.pool.transaction { try PlanStore.patch($0, patch) }.appStore?.subscriptionId == "6447000009")
+        _ = try await world.pool.transaction {
+            try CouponStore.patch(
+                $0, Coupons.Patch(code: "PINNED", mode: .live, active: false, maxRedemptions: nil, expiresAt: nil),
+                stores: stores, now: Date())
+        }
+        #expect(
+            try await world.pool.transaction { try PlanStore.patch($0, patch) }.appStore?.subscriptionId == "6447000009"
+        )
     }
 }

@@ -73,6 +73,7 @@ public struct StoreOfferBody: Decodable, Sendable {
     public let basePlanId: String?
     public let offerId: String?
     public let state: String?
+    public let customCode: String?
 }
 
 /// A coupon as operators read it.

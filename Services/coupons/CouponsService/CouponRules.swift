@@ -17,6 +17,8 @@ struct CouponDefinition: Sendable {
     var expiresAt: Date?
     var maxRedemptions: Int?
     var newCustomersOnly: Bool
+    /// Whether a free period Redeem grants may be redeemed inside an iOS app (`webOnly` otherwise).
+    var allowInApp = false
     /// Whether the coupon has App Store offers (`store_offers` rows): decided when it is made
     /// (`needsOffers(in: .appStore)`) and stored, so validate and redeem read offers only for these.
     var hasStoreOffers = false
@@ -39,6 +41,15 @@ struct CouponDefinition: Sendable {
         connected && sellsOn(store) && (isDiscount || (kind == .freePeriod && !productIds.isEmpty))
     }
 
+    /// Whether a redemption on `platform` must be made on the web: a free period Redeem grants (no
+    /// App Store offer) asked for inside an iOS app, unless the operator allowed it. App Review
+    /// (guideline 3.1.1) lets an iOS app unlock features only through in-app purchase, and offer
+    /// codes are the App Store's own; a free period that is neither is redeemed on the redeem page,
+    /// and its entitlement then reaches the app through RevenueCat.
+    func isWebOnly(on platform: Platform?) -> Bool {
+        platform?.store == .appStore && kind == .freePeriod && !hasStoreOffers && !allowInApp
+    }
+
     /// Whether a redemption on `platform` goes through the App Store (reserved, then completed by
     /// a verified purchase) rather than through Redeem's own grant or a hand confirmation.
     func goesThroughAppStore(_ platform: Platform?) -> Bool { hasStoreOffers && platform?.store == .appStore }
@@ -53,8 +64,10 @@ struct CouponDefinition: Sendable {
 
     /// What its store offers give.
     var offerTerms: StoreOfferTerms {
-        StoreOfferTerms(kind: kind, percentOff: percentOff, amountOff: amountOff.map { Money(amount: MoneyText.format($0), currency: currency ?? "") },
-                        duration: duration, periodCount: periodCount ?? 1)
+        StoreOfferTerms(
+            kind: kind, percentOff: percentOff,
+            amountOff: amountOff.map { Money(amount: MoneyText.format($0), currency: currency ?? "") },
+            duration: duration, periodCount: periodCount ?? 1)
     }
 }
 
@@ -67,8 +80,12 @@ enum CouponRules {
     static let storeMaxMonthsAhead = AppStoreLimits.maxMonthsAhead
     static let storeMaxActivePerProduct = AppStoreLimits.activeOffersPerSubscription
 
-    static func invalid(_ field: String, _ message: String) -> ServiceError { ServiceError(.invalid, message, field: field) }
-    static func storeLimit(_ field: String, _ message: String) -> ServiceError { ServiceError(.storeLimit, message, field: field) }
+    static func invalid(_ field: String, _ message: String) -> ServiceError {
+        ServiceError(.invalid, message, field: field)
+    }
+    static func storeLimit(_ field: String, _ message: String) -> ServiceError {
+        ServiceError(.storeLimit, message, field: field)
+    }
 
     /// A cap is a whole number from 1 to `Coupons.largestCap`, on create and on change alike.
     static func checkCap(_ max: Int) throws {
@@ -84,7 +101,10 @@ enum CouponRules {
         guard let code else { throw invalid("code", "code is required") }
         let upper = normalizeCode(code)
         guard (3...64).contains(upper.count),
-              upper.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" }) else {
+            upper.unicodeScalars.allSatisfy({
+                ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_"
+            })
+        else {
             throw invalid("code", "code must be 3 to 64 of A-Z, 0-9, - and _")
         }
         return upper
@@ -100,8 +120,12 @@ enum CouponRules {
 
         var percent: Int?
         if kind == .percentOff {
-            guard let p = input.percentOff else { throw invalid("percentOff", "percentOff is required for percentOff coupons") }
-            guard (1...100).contains(p) else { throw invalid("percentOff", "percentOff must be a whole number from 1 to 100") }
+            guard let p = input.percentOff else {
+                throw invalid("percentOff", "percentOff is required for percentOff coupons")
+            }
+            guard (1...100).contains(p) else {
+                throw invalid("percentOff", "percentOff must be a whole number from 1 to 100")
+            }
             percent = p
         } else if input.percentOff != nil {
             throw invalid("percentOff", "percentOff is only for percentOff coupons")
@@ -109,19 +133,27 @@ enum CouponRules {
 
         var amount: Decimal?, currency: String?
         if kind == .amountOff {
-            guard let money = input.amountOff else { throw invalid("amountOff", "amountOff is required for amountOff coupons") }
+            guard let money = input.amountOff else {
+                throw invalid("amountOff", "amountOff is required for amountOff coupons")
+            }
             (amount, currency) = try checkMoney(money, field: "amountOff")
         } else if input.amountOff != nil {
             throw invalid("amountOff", "amountOff is only for amountOff coupons")
         }
 
         guard let duration = input.duration else { throw invalid("duration", "duration is required") }
-        guard units.contains(duration.unit) else { throw invalid("duration.unit", "duration.unit must be day, week, month or year") }
-        guard (1...1000).contains(duration.count) else { throw invalid("duration.count", "duration.count must be from 1 to 1000") }
+        guard units.contains(duration.unit) else {
+            throw invalid("duration.unit", "duration.unit must be day, week, month or year")
+        }
+        guard (1...1000).contains(duration.count) else {
+            throw invalid("duration.count", "duration.count must be from 1 to 1000")
+        }
 
         var periodCount: Int?
         if discount {
-            guard let pc = input.periodCount else { throw invalid("periodCount", "periodCount is required for discounts") }
+            guard let pc = input.periodCount else {
+                throw invalid("periodCount", "periodCount is required for discounts")
+            }
             guard (1...1000).contains(pc) else { throw invalid("periodCount", "periodCount must be at least 1") }
             periodCount = pc
         } else if input.periodCount != nil {
@@ -131,7 +163,9 @@ enum CouponRules {
         var entitlement: String?
         if !discount {
             let e = input.entitlementId ?? defaultEntitlement
-            guard (1...200).contains(e.count), !e.contains("/") else { throw invalid("entitlementId", "entitlementId must be 1 to 200 characters without /") }
+            guard (1...200).contains(e.count), !e.contains("/") else {
+                throw invalid("entitlementId", "entitlementId must be 1 to 200 characters without /")
+            }
             entitlement = e
         } else if input.entitlementId != nil {
             throw invalid("entitlementId", "entitlementId is only for freePeriod coupons")
@@ -145,26 +179,42 @@ enum CouponRules {
         if discount && products.isEmpty { throw invalid("productIds", "discounts need at least one product id") }
 
         let platformList = input.platforms ?? Platform.allCases.map(\.rawValue)
-        guard !platformList.isEmpty else { throw invalid("platforms", "platforms must name at least one of ios, android, web") }
+        guard !platformList.isEmpty else {
+            throw invalid("platforms", "platforms must name at least one of ios, android, web")
+        }
         let platforms = try platformList.map { text in
-            guard let p = Platform(rawValue: text) else { throw invalid("platforms", "unknown platform \(text.prefix(20)); use \(Platform.listed)") }
+            guard let p = Platform(rawValue: text) else {
+                throw invalid("platforms", "unknown platform \(text.prefix(20)); use \(Platform.listed)")
+            }
             return p
         }
 
         if let expires = input.expiresAt {
             guard expires > now else { throw invalid("expiresAt", "expiresAt is in the past") }
-            if let starts = input.startsAt, expires <= starts { throw invalid("expiresAt", "expiresAt must be after startsAt") }
+            if let starts = input.startsAt, expires <= starts {
+                throw invalid("expiresAt", "expiresAt must be after startsAt")
+            }
         }
         if let max = input.maxRedemptions { try checkCap(max) }
-        return CouponDefinition(code: code, kind: kind, percentOff: percent, amountOff: amount, currency: currency, duration: duration,
-                                periodCount: periodCount, entitlementId: entitlement, productIds: products,
-                                platforms: Set(platforms).sorted { $0.rawValue < $1.rawValue }, startsAt: input.startsAt, expiresAt: input.expiresAt,
-                                maxRedemptions: input.maxRedemptions, newCustomersOnly: input.newCustomersOnly ?? false)
+        if input.allowInApp == true, kind != .freePeriod {
+            throw invalid(
+                "allowInApp",
+                "allowInApp applies to free periods only: a discount in an iOS app is an App Store offer code")
+        }
+        return CouponDefinition(
+            code: code, kind: kind, percentOff: percent, amountOff: amount, currency: currency, duration: duration,
+            periodCount: periodCount, entitlementId: entitlement, productIds: products,
+            platforms: Set(platforms).sorted { $0.rawValue < $1.rawValue }, startsAt: input.startsAt,
+            expiresAt: input.expiresAt,
+            maxRedemptions: input.maxRedemptions, newCustomersOnly: input.newCustomersOnly ?? false,
+            allowInApp: input.allowInApp ?? false)
     }
 
     /// A new coupon's definition as it will be stored: its fields checked, whether it becomes App
     /// Store or Google Play offers (`needsOffers`), and the store limits that then apply.
-    static func checked(_ input: CouponInput, defaultEntitlement: String, stores: StoreSettings, now: Date) throws -> CouponDefinition {
+    static func checked(
+        _ input: CouponInput, defaultEntitlement: String, stores: StoreSettings, now: Date
+    ) throws -> CouponDefinition {
         var d = try definition(input, defaultEntitlement: defaultEntitlement, now: now)
         d.hasStoreOffers = d.needsOffers(in: .appStore, connected: stores.appStoreConnected)
         d.hasPlayOffers = d.needsOffers(in: .playStore, connected: stores.playConnected)
@@ -183,9 +233,11 @@ enum CouponRules {
         let text = money.amount
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard (1...2).contains(parts.count), !parts[0].isEmpty, parts[0].count <= 10,
-              parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
-              parts.count == 1 || (1...2).contains(parts[1].count),
-              let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), value > 0 || (allowZero && value == 0) else {
+            parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+            parts.count == 1 || (1...2).contains(parts[1].count),
+            let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")),
+            value > 0 || (allowZero && value == 0)
+        else {
             let kind = allowZero ? "a decimal string of at least 0" : "a positive decimal string"
             throw invalid("\(field).amount", "\(field).amount must be \(kind) with at most 2 decimals, like \"4.99\"")
         }
@@ -202,7 +254,7 @@ enum CouponRules {
             StoreLimit(store: "appStore", limit: "maxRedemptions", value: storeMaxRedemptions),
             StoreLimit(store: "appStore", limit: "expiresWithinMonths", value: storeMaxMonthsAhead),
             StoreLimit(store: "appStore", limit: "usesPerAccount", value: 1),
-            StoreLimit(store: "appStore", limit: "activeCouponsPerProduct", value: storeMaxActivePerProduct),
+            StoreLimit(store: "appStore", limit: "activeCouponsPerProduct", value: storeMaxActivePerProduct)
         ]
     }
 
@@ -214,6 +266,14 @@ enum CouponRules {
         // An offer's period must be one App Store Connect has (grants checks it again).
         if d.hasStoreOffers, AppStoreOfferDuration(d.duration) == nil {
             throw storeLimit("duration", "App Store offers last 3 days, 1 or 2 weeks, 1, 2, 3 or 6 months, or 1 year")
+        }
+        // Each further plan's custom code is the code with a suffix (`AppStoreCodes`), within Apple's length.
+        let longest = AppStoreCodes.longestCode(plans: d.productIds.count)
+        if d.hasStoreOffers, d.code.count > longest {
+            throw storeLimit(
+                "code",
+                "an App Store coupon on \(d.productIds.count) plans has a code of at most \(longest) characters (its plans' codes add -2, -3, …)"
+            )
         }
     }
 }

@@ -8,7 +8,7 @@ import Foundation
 enum CouponStore {
     static let columns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
-        c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only,
+        c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only, c.allow_in_app,
         c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status = 'completed') AS redeemed_count,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status IN ('reserved', 'granting')) AS reserved_count,
@@ -19,14 +19,17 @@ enum CouponStore {
     /// hot coupon on every request would cost more than the request).
     static let definitionColumns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
-        c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only,
+        c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only, c.allow_in_app,
         c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers
         """
 
     /// The coupon of `code` in `mode`.
     static func findDefinition(_ c: PGConnection, code: String, mode: Mode) throws -> PGRow? {
-        try c.prepared("coupon_definition_in_mode", "SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1 AND c.mode = $2",
-                       [CouponRules.normalizeCode(code), mode.rawValue]).first
+        try c.prepared(
+            "coupon_definition_in_mode",
+            "SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1 AND c.mode = $2",
+            [CouponRules.normalizeCode(code), mode.rawValue]
+        ).first
     }
 
     static func findDefinition(_ c: PGConnection, id: UUID) throws -> PGRow? {
@@ -36,16 +39,18 @@ enum CouponStore {
     static func publicView(_ row: PGRow) throws -> PublicCoupon { publicView(try definition(row)) }
 
     static func publicView(_ d: CouponDefinition) -> PublicCoupon {
-        PublicCoupon(code: d.code, kind: d.kind, percentOff: d.percentOff,
-                            amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
-                            duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId)
+        PublicCoupon(
+            code: d.code, kind: d.kind, percentOff: d.percentOff,
+            amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
+            duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId)
     }
 
     /// Makes a coupon: its row and, when it needs App Store offers (`hasStoreOffers`), an offer per
     /// plan with its provision command (every product must then be a plan with an App Store
     /// subscription, else 422 on `productIds`). One transaction: the caller's.
     static func create(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, active: Bool, now: Date) throws -> UUID {
-        let subscriptions = d.hasStoreOffers ? try PlanStore.appStoreSubscriptions(tx, productIds: d.productIds, mode: mode) : [:]
+        let subscriptions =
+            d.hasStoreOffers ? try PlanStore.appStoreSubscriptions(tx, productIds: d.productIds, mode: mode) : [:]
         let basePlans = d.hasPlayOffers ? try PlanStore.playBasePlans(tx, productIds: d.productIds, mode: mode) : [:]
         let id = try insert(tx, d, mode: mode, active: active, now: now)
         if d.hasStoreOffers { try StoreOffers.provision(tx, couponId: id, d, mode: mode, subscriptions: subscriptions) }
@@ -55,16 +60,23 @@ enum CouponStore {
 
     static func insert(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, active: Bool, now: Date) throws -> UUID {
         if active { try checkActivePerProduct(tx, d, mode: mode, excluding: nil) }
+        if d.hasStoreOffers { try checkAppStoreCodesFree(tx, d, mode: mode) }
         let id = UUID.random()
         do {
-            try tx.query("""
+            try tx.query(
+                """
                 INSERT INTO coupons.coupons (id, code, kind, percent_off, amount_off, currency, duration_unit, duration_count, period_count,
                     entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode, active,
-                    has_store_offers, has_play_offers)
-                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18, $19, $20)
-                """, [id, d.code, d.kind, d.percentOff, d.amountOff, d.currency, d.duration.unit, d.duration.count, d.periodCount,
-                      d.entitlementId, PGArray(d.productIds), PGArray(d.platforms.map(\.rawValue)), d.startsAt, d.expiresAt, d.maxRedemptions,
-                      d.newCustomersOnly, mode.rawValue, active, d.hasStoreOffers, d.hasPlayOffers])
+                    has_store_offers, has_play_offers, allow_in_app)
+                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18, $19, $20, $21)
+                """,
+                [
+                    id, d.code, d.kind, d.percentOff, d.amountOff, d.currency, d.duration.unit, d.duration.count,
+                    d.periodCount,
+                    d.entitlementId, PGArray(d.productIds), PGArray(d.platforms.map(\.rawValue)), d.startsAt,
+                    d.expiresAt, d.maxRedemptions,
+                    d.newCustomersOnly, mode.rawValue, active, d.hasStoreOffers, d.hasPlayOffers, d.allowInApp
+                ])
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError(.codeInUse, "a coupon with this code exists in \(mode.rawValue) mode", field: "code")
         }
@@ -78,34 +90,67 @@ enum CouponStore {
     static func checkActivePerProduct(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, excluding: UUID?) throws {
         guard d.hasStoreLimits else { return }
         for product in d.productIds.sorted() {
-            try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["coupons.store-product.\(mode.rawValue)." + product])
-            let n = try tx.query("""
+            try tx.query(
+                "SELECT pg_advisory_xact_lock(hashtext($1))", ["coupons.store-product.\(mode.rawValue)." + product])
+            let n = try tx.query(
+                """
                 SELECT count(*) AS n FROM coupons.coupons
                 WHERE active AND (kind <> 'freePeriod' OR has_store_offers) AND 'ios' = ANY(platforms) AND $1 = ANY(product_ids) AND mode = $3
                   AND (expires_at IS NULL OR expires_at > now()) AND ($2::uuid IS NULL OR id <> $2::uuid)
-                """, [product, excluding, mode.rawValue]).first!.decode("n", as: Int.self)
+                """, [product, excluding, mode.rawValue]
+            ).first!.decode("n", as: Int.self)
             guard n < CouponRules.storeMaxActivePerProduct else {
-                throw CouponRules.storeLimit("productIds", "the App Store allows at most \(CouponRules.storeMaxActivePerProduct) active offer-code coupons per product (\(product.prefix(60)))")
+                throw CouponRules.storeLimit(
+                    "productIds",
+                    "the App Store allows at most \(CouponRules.storeMaxActivePerProduct) active offer-code coupons per product (\(product.prefix(60)))"
+                )
             }
         }
     }
 
+    /// Apple takes a custom code once per app: none of a new coupon's plans' codes (`AppStoreCodes`)
+    /// may be one that another coupon's App Store offer has in this mode (`SPRING25-2` of a coupon
+    /// `SPRING25` on two plans, or a coupon `SPRING25-2` made before), else 409 `codeInUse`.
+    /// Serialised per mode with an advisory lock, so two coupons made at once can't both pass.
+    static func checkAppStoreCodesFree(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode) throws {
+        try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["coupons.app-store-codes." + mode.rawValue])
+        let codes = Array(AppStoreCodes.byProduct(code: d.code, productIds: d.productIds).values)
+        if let taken = try tx.query(
+            """
+            SELECT o.custom_code FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id
+            WHERE c.mode = $1 AND o.store = 'appStore' AND o.custom_code = ANY($2::text[]) LIMIT 1
+            """, [mode.rawValue, PGArray(codes)]
+        ).first {
+            let code = try taken.decode("custom_code", as: String.self)
+            throw ServiceError(
+                .codeInUse, "the App Store code \(code) is another coupon's offer code in \(mode.rawValue) mode",
+                field: "code")
+        }
+    }
+
     static func find(_ c: PGConnection, code: String, mode: Mode, lock: Bool = false) throws -> PGRow? {
-        try c.query("SELECT \(columns) FROM coupons.coupons c WHERE c.code = $1 AND c.mode = $2\(lock ? " FOR UPDATE" : "")",
-                    [CouponRules.normalizeCode(code), mode.rawValue]).first
+        try c.query(
+            "SELECT \(columns) FROM coupons.coupons c WHERE c.code = $1 AND c.mode = $2\(lock ? " FOR UPDATE" : "")",
+            [CouponRules.normalizeCode(code), mode.rawValue]
+        ).first
     }
 
     /// The coupon of `code` in `mode`; `notFound` also when only the other mode has one.
-    static func get(_ c: PGConnection, code: String, mode: Mode, stores: StoreSettings, now: Date) throws -> CouponView {
+    static func get(_ c: PGConnection, code: String, mode: Mode, stores: StoreSettings, now: Date) throws -> CouponView
+    {
         guard let row = try find(c, code: code, mode: mode) else { throw notFound }
         return try withStoreOffers(c, [row], stores: stores, now: now)[0]
     }
 
     /// The views of `rows`, each with its store offers (one query for those of the coupons that have any).
-    static func withStoreOffers(_ c: PGConnection, _ rows: [PGRow], stores: StoreSettings, now: Date) throws -> [CouponView] {
+    static func withStoreOffers(
+        _ c: PGConnection, _ rows: [PGRow], stores: StoreSettings, now: Date
+    ) throws -> [CouponView] {
         var views = try rows.map(view)
-        let withOffers = try rows.filter { try $0.decode("has_store_offers", as: Bool.self) || $0.decode("has_play_offers", as: Bool.self) }
-            .map { try $0.decode("id", as: UUID.self) }
+        let withOffers = try rows.filter {
+            try $0.decode("has_store_offers", as: Bool.self) || $0.decode("has_play_offers", as: Bool.self)
+        }
+        .map { try $0.decode("id", as: UUID.self) }
         guard !withOffers.isEmpty else { return views }
         let offers = try StoreOffers.rows(c, coupons: withOffers)
         for (i, row) in rows.enumerated() {
@@ -117,16 +162,23 @@ enum CouponStore {
 
     static let notFound = ServiceError(.notFound, "no coupon with this code")
 
-    static func list(_ c: PGConnection, mode: Mode, active: Bool?, limit: Int, cursor: String?, stores: StoreSettings, now: Date) throws
-        -> Coupons.List.Response {
+    static func list(
+        _ c: PGConnection, mode: Mode, active: Bool?, limit: Int, cursor: String?, stores: StoreSettings, now: Date
+    ) throws
+        -> Coupons.List.Response
+    {
         let keyset = try Keyset(limit: limit, cursor: cursor)
-        let rows = try c.query("""
+        let rows = try c.query(
+            """
             SELECT \(columns) FROM coupons.coupons c
             WHERE c.mode = $5 AND ($1::boolean IS NULL OR c.active = $1::boolean) AND \(Keyset.condition(time: "c.created_at", id: "c.id", parameter: 2))
             ORDER BY c.created_at DESC, c.id DESC LIMIT $4
-            """, [active, keyset.afterMicros, keyset.afterId, keyset.fetch, mode.rawValue]).rows
+            """, [active, keyset.afterMicros, keyset.afterId, keyset.fetch, mode.rawValue]
+        ).rows
         let page = try keyset.page(rows, micros: "created_us", view)
-        return Page(data: try withStoreOffers(c, Array(rows.prefix(keyset.limit)), stores: stores, now: now), nextCursor: page.nextCursor)
+        return Page(
+            data: try withStoreOffers(c, Array(rows.prefix(keyset.limit)), stores: stores, now: now),
+            nextCursor: page.nextCursor)
     }
 
     /// Changes a coupon. Deactivating it switches its store offers off; a cap lowered to the uses
@@ -142,12 +194,17 @@ enum CouponStore {
         var active = try row.decode("active", as: Bool.self)
         if let max = p.maxRedemptions {
             try CouponRules.checkCap(max)
-            guard max >= used else { throw CouponRules.invalid("maxRedemptions", "maxRedemptions can't go below the \(used) uses already made") }
+            guard max >= used else {
+                throw CouponRules.invalid(
+                    "maxRedemptions", "maxRedemptions can't go below the \(used) uses already made")
+            }
             d.maxRedemptions = max
         }
         if let expires = p.expiresAt {
             guard expires > now else { throw CouponRules.invalid("expiresAt", "expiresAt is in the past") }
-            if let starts = d.startsAt, expires <= starts { throw CouponRules.invalid("expiresAt", "expiresAt must be after startsAt") }
+            if let starts = d.startsAt, expires <= starts {
+                throw CouponRules.invalid("expiresAt", "expiresAt must be after startsAt")
+            }
             d.expiresAt = expires
         }
         // Sent as null: removed (the store limits below still require both on an iOS discount).
@@ -161,8 +218,9 @@ enum CouponStore {
             if a && !active { try checkActivePerProduct(tx, d, mode: mode, excluding: id) }
             active = a
         }
-        try tx.query("UPDATE coupons.coupons SET max_redemptions = $2, expires_at = $3, active = $4 WHERE id = $1",
-                     [id, d.maxRedemptions, d.expiresAt, active])
+        try tx.query(
+            "UPDATE coupons.coupons SET max_redemptions = $2, expires_at = $3, active = $4 WHERE id = $1",
+            [id, d.maxRedemptions, d.expiresAt, active])
         if d.hasAnyStoreOffers {
             if p.active == false {
                 try StoreOffers.switchOff(tx, coupon: id, reason: .deactivated)
@@ -174,62 +232,78 @@ enum CouponStore {
         return try get(tx, code: d.code, mode: mode, stores: stores, now: now)
     }
 
-
     /// A stored platform; the column holds only what the rules let in, so anything else is a fault.
     static func platform(_ text: String) throws -> Platform {
-        guard let p = Platform(rawValue: text) else { throw ServiceError(.internal, "a coupon stores an unknown platform") }
+        guard let p = Platform(rawValue: text) else {
+            throw ServiceError(.internal, "a coupon stores an unknown platform")
+        }
         return p
     }
     static func definition(_ row: PGRow) throws -> CouponDefinition {
-        CouponDefinition(code: try row.decode("code"), kind: try row.decode("kind"), percentOff: try row.decodeIfPresent("percent_off"),
-                         amountOff: try row.decodeIfPresent("amount_off"), currency: try row.decodeIfPresent("currency"),
-                         duration: CouponDuration(unit: try row.decode("duration_unit"), count: try row.decode("duration_count")),
-                         periodCount: try row.decodeIfPresent("period_count"), entitlementId: try row.decodeIfPresent("entitlement_id"),
-                         productIds: PGArray.parse(try row.decode("product_ids")), platforms: try PGArray.parse(try row.decode("platforms")).map(platform),
-                         startsAt: try row.decodeIfPresent("starts_at"), expiresAt: try row.decodeIfPresent("expires_at"),
-                         maxRedemptions: try row.decodeIfPresent("max_redemptions"), newCustomersOnly: try row.decode("new_customers_only"),
-                         hasStoreOffers: try row.decode("has_store_offers"), hasPlayOffers: try row.decode("has_play_offers"))
+        CouponDefinition(
+            code: try row.decode("code"), kind: try row.decode("kind"),
+            percentOff: try row.decodeIfPresent("percent_off"),
+            amountOff: try row.decodeIfPresent("amount_off"), currency: try row.decodeIfPresent("currency"),
+            duration: CouponDuration(unit: try row.decode("duration_unit"), count: try row.decode("duration_count")),
+            periodCount: try row.decodeIfPresent("period_count"),
+            entitlementId: try row.decodeIfPresent("entitlement_id"),
+            productIds: PGArray.parse(try row.decode("product_ids")),
+            platforms: try PGArray.parse(try row.decode("platforms")).map(platform),
+            startsAt: try row.decodeIfPresent("starts_at"), expiresAt: try row.decodeIfPresent("expires_at"),
+            maxRedemptions: try row.decodeIfPresent("max_redemptions"),
+            newCustomersOnly: try row.decode("new_customers_only"),
+            allowInApp: try row.decode("allow_in_app"), hasStoreOffers: try row.decode("has_store_offers"),
+            hasPlayOffers: try row.decode("has_play_offers"))
     }
 
     static func view(_ row: PGRow) throws -> CouponView {
         let d = try definition(row)
         let used = try row.decode("used_count", as: Int.self)
-        return CouponView(code: d.code, kind: d.kind, percentOff: d.percentOff,
-                          amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
-                          duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId, productIds: d.productIds,
-                          platforms: d.platforms, startsAt: d.startsAt, expiresAt: d.expiresAt, maxRedemptions: d.maxRedemptions,
-                          newCustomersOnly: d.newCustomersOnly, active: try row.decode("active"),
-                          mode: Mode(rawValue: try row.decode("mode")) ?? .live, redeemedCount: try row.decode("redeemed_count"),
-                          reservedCount: try row.decode("reserved_count"), remaining: d.maxRedemptions.map { max(0, $0 - used) },
-                          createdAt: try row.decode("created_at"), storeLimits: CouponRules.storeLimits(d),
-                          overCapCount: try row.decode("over_cap_count"))
+        return CouponView(
+            code: d.code, kind: d.kind, percentOff: d.percentOff,
+            amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
+            duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId, productIds: d.productIds,
+            platforms: d.platforms, startsAt: d.startsAt, expiresAt: d.expiresAt, maxRedemptions: d.maxRedemptions,
+            newCustomersOnly: d.newCustomersOnly, active: try row.decode("active"),
+            mode: Mode(rawValue: try row.decode("mode")) ?? .live, redeemedCount: try row.decode("redeemed_count"),
+            reservedCount: try row.decode("reserved_count"), remaining: d.maxRedemptions.map { max(0, $0 - used) },
+            createdAt: try row.decode("created_at"), storeLimits: CouponRules.storeLimits(d),
+            overCapCount: try row.decode("over_cap_count"), allowInApp: d.allowInApp)
     }
 
     /// A preview of what `insert` would store (dry run).
     /// The coupon a dry run would make, with the store offers it would get, each `creating`: one
     /// App Store offer per plan, and one Google Play offer per base plan of each plan
     /// (`playBasePlans`, plan → its base plans, listed as a made coupon lists them).
-    static func preview(_ d: CouponDefinition, mode: Mode, active: Bool, now: Date, playBasePlans: [String: [String]] = [:]) -> CouponView {
+    static func preview(
+        _ d: CouponDefinition, mode: Mode, active: Bool, now: Date, playBasePlans: [String: [String]] = [:]
+    ) -> CouponView {
         var offers: [StoreOfferView] = []
         if d.hasStoreOffers {
+            let codes = AppStoreCodes.byProduct(code: d.code, productIds: d.productIds)
             offers += d.productIds.map {
-                StoreOfferView(store: .appStore, productId: $0, state: .creating, offerId: nil, message: nil, switchedOffAt: nil)
+                StoreOfferView(
+                    store: .appStore, productId: $0, state: .creating, offerId: nil, message: nil, switchedOffAt: nil,
+                    customCode: codes[$0])
             }
         }
         if d.hasPlayOffers {
             offers += d.productIds.sorted().flatMap { product in
                 (playBasePlans[product] ?? []).sorted().map {
-                    StoreOfferView(store: .playStore, productId: product, basePlanId: $0, state: .creating, offerId: nil, message: nil, switchedOffAt: nil)
+                    StoreOfferView(
+                        store: .playStore, productId: product, basePlanId: $0, state: .creating, offerId: nil,
+                        message: nil, switchedOffAt: nil)
                 }
             }
         }
-        return CouponView(code: d.code, kind: d.kind, percentOff: d.percentOff,
-                   amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
-                   duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId, productIds: d.productIds,
-                   platforms: d.platforms, startsAt: d.startsAt, expiresAt: d.expiresAt, maxRedemptions: d.maxRedemptions,
-                   newCustomersOnly: d.newCustomersOnly, active: active, mode: mode, redeemedCount: 0, reservedCount: 0,
-                   remaining: d.maxRedemptions, createdAt: now, storeLimits: CouponRules.storeLimits(d),
-                   storeOffers: d.hasAnyStoreOffers ? offers : nil)
+        return CouponView(
+            code: d.code, kind: d.kind, percentOff: d.percentOff,
+            amountOff: d.amountOff.map { Money(amount: MoneyText.format($0), currency: d.currency ?? "") },
+            duration: d.duration, periodCount: d.periodCount, entitlementId: d.entitlementId, productIds: d.productIds,
+            platforms: d.platforms, startsAt: d.startsAt, expiresAt: d.expiresAt, maxRedemptions: d.maxRedemptions,
+            newCustomersOnly: d.newCustomersOnly, active: active, mode: mode, redeemedCount: 0, reservedCount: 0,
+            remaining: d.maxRedemptions, createdAt: now, storeLimits: CouponRules.storeLimits(d),
+            storeOffers: d.hasAnyStoreOffers ? offers : nil, allowInApp: d.allowInApp)
     }
 }
 

@@ -15,7 +15,8 @@ struct CouponsConfig: Sendable {
 
     init(env: Environment) throws {
         reservationTTL = TimeInterval(try env.int("REDEEM_RESERVATION_TTL", default: 86_400, range: 1...(90 * 86_400)))
-        sweepInterval = .milliseconds(try env.int("REDEEM_RESERVATION_SWEEP_MS", default: 30_000, range: 100...3_600_000))
+        sweepInterval = .milliseconds(
+            try env.int("REDEEM_RESERVATION_SWEEP_MS", default: 30_000, range: 100...3_600_000))
         defaultEntitlement = env.string("REDEEM_DEFAULT_ENTITLEMENT", default: "all")
         grantCommands = try BusAddress.grantCommands(env)
         stores = try StoreSettings(env: env)
@@ -43,7 +44,10 @@ struct StoreSettings: Sendable {
     /// No store connected: coupons behave as before stores (no offers, never `notReady`).
     static let none = StoreSettings(appStoreConnected: false, appleAppId: nil, offerSettle: 3600)
 
-    init(appStoreConnected: Bool, appleAppId: String?, offerSettle: TimeInterval, playConnected: Bool = false, playOfferSettle: TimeInterval = 900) {
+    init(
+        appStoreConnected: Bool, appleAppId: String?, offerSettle: TimeInterval, playConnected: Bool = false,
+        playOfferSettle: TimeInterval = 900
+    ) {
         self.appStoreConnected = appStoreConnected
         self.appleAppId = appleAppId
         self.offerSettle = offerSettle
@@ -63,10 +67,13 @@ struct StoreSettings: Sendable {
         appStoreConnected = env.raw("REDEEM_ASC_KEY_ID") != nil
         appleAppId = env.raw("REDEEM_APPLE_APP_ID")
         if let id = appleAppId, !(1...20).contains(id.count) || !id.allSatisfy({ $0.isASCII && $0.isNumber }) {
-            throw ConfigError(variable: "REDEEM_APPLE_APP_ID", problem: "expected the app's Apple id, a number such as 1234567890")
+            throw ConfigError(
+                variable: "REDEEM_APPLE_APP_ID", problem: "expected the app's Apple id, a number such as 1234567890")
         }
         if appStoreConnected && appleAppId == nil {
-            throw ConfigError(variable: "REDEEM_APPLE_APP_ID", problem: "required once the App Store is connected (REDEEM_ASC_KEY_ID is set)")
+            throw ConfigError(
+                variable: "REDEEM_APPLE_APP_ID",
+                problem: "required once the App Store is connected (REDEEM_ASC_KEY_ID is set)")
         }
         offerSettle = TimeInterval(try env.int("REDEEM_APPLE_OFFER_SETTLE", default: 3600, range: 0...(7 * 86_400)))
         playConnected = env.raw("REDEEM_PLAY_SERVICE_ACCOUNT") != nil
@@ -76,5 +83,15 @@ struct StoreSettings: Sendable {
     /// Apple's offer-code page with `code` filled in, when the app's id is known.
     func redemptionURL(code: String) -> String? {
         appleAppId.map { AppStoreHandoff.redemptionURL(appId: $0, code: code) }
+    }
+
+    /// What validate hands an iOS client for a coupon with App Store offers: the offer-code page
+    /// of each ready plan, with that plan's code (`codes`, by product id), and the first plan's as
+    /// `redemptionUrl`; the coupon's own code when no plan is ready. Nil without the App Store's id.
+    func appStoreHandoff(codes: [String: String], coupon code: String) -> AppStoreHandoff? {
+        let first = codes.min { $0.key < $1.key }?.value ?? code
+        guard let url = redemptionURL(code: first) else { return nil }
+        let urls = codes.compactMapValues { redemptionURL(code: $0) }
+        return AppStoreHandoff(redemptionUrl: url, appAccountToken: nil, redemptionUrls: urls.isEmpty ? nil : urls)
     }
 }

@@ -30,7 +30,7 @@ enum RedemptionRules {
     /// request or many). Pure: the callers look up the coupon and the account's standing
     /// (`notFound` and an account's existing redemption are theirs: they have no row, or answer
     /// that redemption), and pass the time. In order: `inactive`, `notStarted`, `expired`,
-    /// `notEligible` (platform, then product), the product a discount needs (`resolveProduct`; an
+    /// `notEligible` (platform, then product), `webOnly` (`CouponDefinition.isWebOnly`), the product a discount needs (`resolveProduct`; an
     /// input error, not a refusal), `alreadyRedeemed` (`holdsUse`: a live use of this coupon, which
     /// only validate asks about), `notEligible` (new customers only, `veteran`), `exhausted`
     /// (`usesTaken` of the cap; nil where the use is not counted: sandbox), and `notReady`
@@ -45,19 +45,29 @@ enum RedemptionRules {
         if let starts = r.coupon.startsAt, starts > r.now { return .refuse(.notStarted) }
         if let expires = r.coupon.expiresAt, expires <= r.now { return .refuse(.expired) }
         if let platform = r.platform, !r.coupon.platforms.contains(platform) { return .refuse(.notEligible) }
-        if let productId = r.productId, !r.coupon.productIds.isEmpty, !r.coupon.productIds.contains(productId) { return .refuse(.notEligible) }
+        if let productId = r.productId, !r.coupon.productIds.isEmpty, !r.coupon.productIds.contains(productId) {
+            return .refuse(.notEligible)
+        }
+        if r.coupon.isWebOnly(on: r.platform) { return .refuse(.webOnly) }
         var product = r.productId
         if r.resolveProduct && product == nil && r.coupon.isDiscount {
             guard r.coupon.productIds.count == 1 else {
-                throw ServiceError(.invalid, "productId is required: this coupon covers several products", field: "productId")
+                throw ServiceError(
+                    .invalid, "productId is required: this coupon covers several products", field: "productId")
             }
             product = r.coupon.productIds[0]
         }
         if r.holdsUse { return .refuse(.alreadyRedeemed) }
         if r.coupon.newCustomersOnly && r.veteran { return .refuse(.notEligible) }
-        if let usesTaken = r.usesTaken, let max = r.coupon.maxRedemptions, usesTaken >= max { return .refuse(.exhausted) }
+        if let usesTaken = r.usesTaken, let max = r.coupon.maxRedemptions, usesTaken >= max {
+            return .refuse(.exhausted)
+        }
         if let ready = r.readyProducts {
-            if let product { if !ready.contains(product) { return .refuse(.notReady) } } else if ready.isEmpty { return .refuse(.notReady) }
+            if let product {
+                if !ready.contains(product) { return .refuse(.notReady) }
+            } else if ready.isEmpty {
+                return .refuse(.notReady)
+            }
         }
         if let owned = r.ownedProducts, !owned.isEmpty {
             if let product {

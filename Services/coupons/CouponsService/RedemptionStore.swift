@@ -62,15 +62,19 @@ enum RedemptionStore {
             Money(amount: MoneyText.format($0), currency: (try? row.decode("price_currency", as: String.self)) ?? "")
         }
         var entitlement: RedemptionView.Entitlement?
-        if let e = try row.decodeIfPresent("entitlement_id", as: String.self), let at = try row.decodeIfPresent("entitlement_expires_at", as: Date.self) {
+        if let e = try row.decodeIfPresent("entitlement_id", as: String.self),
+            let at = try row.decodeIfPresent("entitlement_expires_at", as: Date.self)
+        {
             entitlement = .init(entitlementId: e, expiresAt: at)
         }
-        return RedemptionView(redemptionId: try row.decode("id"), code: try row.decode("code"), status: try row.decode("status"),
-                              platform: try row.decode("platform"), productId: try row.decodeIfPresent("product_id"), pricePaid: price,
-                              sandbox: try row.decode("sandbox"), reservedAt: try row.decode("reserved_at"),
-                              completedAt: try row.decodeIfPresent("completed_at"), failureReason: try row.decodeIfPresent("failure_reason"),
-                              entitlement: entitlement, accountId: try row.decodeIfPresent("account_id"),
-                              appUserId: try row.decodeIfPresent("app_user_id"))
+        return RedemptionView(
+            redemptionId: try row.decode("id"), code: try row.decode("code"), status: try row.decode("status"),
+            platform: try row.decode("platform"), productId: try row.decodeIfPresent("product_id"), pricePaid: price,
+            sandbox: try row.decode("sandbox"), reservedAt: try row.decode("reserved_at"),
+            completedAt: try row.decodeIfPresent("completed_at"),
+            failureReason: try row.decodeIfPresent("failure_reason"),
+            entitlement: entitlement, accountId: try row.decodeIfPresent("account_id"),
+            appUserId: try row.decodeIfPresent("app_user_id"))
     }
 
     /// What a reservation request came to: its redemption (`created` tells a new one from the
@@ -84,7 +88,8 @@ enum RedemptionStore {
         var asksPlayOwnership = false
 
         func response() throws -> Coupons.Redeem.Response {
-            try Coupons.Redeem.Response(redemption: redemption, created: created, refusal: refusal, asksPlayOwnership: asksPlayOwnership)
+            try Coupons.Redeem.Response(
+                redemption: redemption, created: created, refusal: refusal, asksPlayOwnership: asksPlayOwnership)
         }
     }
 
@@ -100,16 +105,24 @@ enum RedemptionStore {
     /// On iOS, a coupon with App Store offers is also `notReady` until one of its plans' offers is
     /// ready, and a valid answer names the ready plans, the offer and Apple's offer-code page. Only
     /// such a coupon costs a query more (its offers, once per batch).
-    static func validateBatch(_ c: PGConnection, _ reqs: [Coupons.Validate], stores: StoreSettings = .none, now: Date) throws
-        -> [Coupons.Validate.Response] {
+    static func validateBatch(
+        _ c: PGConnection, _ reqs: [Coupons.Validate], stores: StoreSettings = .none, now: Date
+    ) throws
+        -> [Coupons.Validate.Response]
+    {
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
         let requestedSandbox = reqs[0].sandbox ?? false
-        let all = try c.prepared("validate_standing", BatchSQL.validate, [CouponRules.normalizeCode(reqs[0].code), accounts]).rows
+        let all = try c.prepared(
+            "validate_standing", BatchSQL.validate, [CouponRules.normalizeCode(reqs[0].code), accounts]
+        ).rows
         let preferred = Coupons.preferredMode(sandbox: requestedSandbox).rawValue
-        let mode = try all.contains { try $0.decode("mode", as: String.self) == preferred } ? preferred : all.first?.decode("mode", as: String.self)
+        let mode =
+            try all.contains { try $0.decode("mode", as: String.self) == preferred }
+            ? preferred : all.first?.decode("mode", as: String.self)
         let rows = try all.filter { try $0.decode("mode", as: String.self) == mode }
         guard let coupon = rows.first else {
-            let notFound = try Coupons.Validate.Response(.init(valid: false, reason: .notFound, coupon: nil, eligibleProductIds: []))
+            let notFound = try Coupons.Validate.Response(
+                .init(valid: false, reason: .notFound, coupon: nil, eligibleProductIds: []))
             return reqs.map { _ in notFound }
         }
         let d = try CouponStore.definition(coupon)
@@ -124,26 +137,43 @@ enum RedemptionStore {
             if try row.decode("not_new", as: Bool.self) { notNew.insert(account) }
         }
         let couponId = try coupon.decode("id", as: UUID.self)
-        let ready = try reqs.contains(where: { d.store(through: $0.platform) != nil })
-            ? StoreOffers.ready(c, coupon: couponId, now: now, settle: stores.settle) : [:]
-        let owning = try PlayOwnership(c, d, mode: mode.flatMap(Mode.init(rawValue:)) ?? .live, reqs.map { ($0.platform, $0.playOwned) })
+        let offers =
+            try reqs.contains(where: { d.store(through: $0.platform) != nil })
+            ? StoreOffers.ready(c, coupon: couponId, now: now, settle: stores.settle) : StoreOffers.Ready()
+        let ready = offers.plans
+        let owning = try PlayOwnership(
+            c, d, mode: mode.flatMap(Mode.init(rawValue:)) ?? .live, reqs.map { ($0.platform, $0.playOwned) })
         // Answers differ only by reason (and, valid, by the store they hand off to and the plans
         // the account already holds there), so each is encoded once per batch.
-        struct Key: Hashable { let reason: RefusalReason?; let store: Store?; let owned: Set<String>; let asks: Bool }
+        struct Key: Hashable {
+            let reason: RefusalReason?
+            let store: Store?
+            let owned: Set<String>
+            let asks: Bool
+        }
         var answers: [Key: Coupons.Validate.Response] = [:]
-        func answer(_ reason: RefusalReason?, store: Store?, owned: Set<String> = [], asks: Bool = false) throws -> Coupons.Validate.Response {
-            let key = Key(reason: reason, store: reason == nil ? store : nil, owned: reason == nil ? owned : [], asks: reason == nil && asks)
+        func answer(
+            _ reason: RefusalReason?, store: Store?, owned: Set<String> = [], asks: Bool = false
+        ) throws -> Coupons.Validate.Response {
+            let key = Key(
+                reason: reason, store: reason == nil ? store : nil, owned: reason == nil ? owned : [],
+                asks: reason == nil && asks)
             if let known = answers[key] { return known }
-            var a = Coupons.Validate.Answer(valid: reason == nil, reason: reason, coupon: publicView, eligibleProductIds: d.productIds)
+            var a = Coupons.Validate.Answer(
+                valid: reason == nil, reason: reason, coupon: publicView, eligibleProductIds: d.productIds)
             if let store = key.store {
                 let plans = (ready[store] ?? [:]).filter { !key.owned.contains($0.key) }
                 a.eligibleProductIds = d.productIds.filter { plans[$0] != nil }
                 a.offer = d.offerTerms
                 switch store {
-                case .appStore: a.appStore = stores.redemptionURL(code: d.code).map { AppStoreHandoff(redemptionUrl: $0, appAccountToken: nil) }
+                case .appStore:
+                    a.appStore = stores.appStoreHandoff(
+                        codes: offers.appStoreCodes.filter { plans[$0.key] != nil }, coupon: d.code)
                 case .playStore:
                     a.basePlanIds = plans
-                    a.playStore = PlayStoreHandoff(offerId: StoreIds.playOfferId(coupon: couponId, code: d.code), offerTags: [PlayStoreHandoff.couponTag])
+                    a.playStore = PlayStoreHandoff(
+                        offerId: StoreIds.playOfferId(coupon: couponId, code: d.code),
+                        offerTags: [PlayStoreHandoff.couponTag])
                 }
             }
             let new = try Coupons.Validate.Response(a, asksPlayOwnership: key.asks)
@@ -153,12 +183,17 @@ enum RedemptionStore {
         return try reqs.map { req in
             let store = d.store(through: req.platform)
             let owned = owning.plans(through: store, req.playOwned)
-            switch try RedemptionRules.decide(.init(coupon: d, active: active, platform: req.platform, productId: nil, resolveProduct: false,
-                                                    holdsUse: !sandbox && already.contains(req.accountId), veteran: notNew.contains(req.accountId),
-                                                    usesTaken: sandbox ? nil : used, readyProducts: store.map { Set((ready[$0] ?? [:]).keys) },
-                                                    ownedProducts: owned, now: now)) {
+            switch try RedemptionRules.decide(
+                .init(
+                    coupon: d, active: active, platform: req.platform, productId: nil, resolveProduct: false,
+                    holdsUse: !sandbox && already.contains(req.accountId), veteran: notNew.contains(req.accountId),
+                    usesTaken: sandbox ? nil : used, readyProducts: store.map { Set((ready[$0] ?? [:]).keys) },
+                    ownedProducts: owned, now: now))
+            {
             case .refuse(let reason): return try answer(reason, store: store)
-            case .reserve: return try answer(nil, store: store, owned: owned ?? [], asks: owning.asks(through: store, req.playOwned))
+            case .reserve:
+                return try answer(
+                    nil, store: store, owned: owned ?? [], asks: owning.asks(through: store, req.playOwned))
             }
         }
     }
@@ -167,11 +202,15 @@ enum RedemptionStore {
 
     /// A redemption, if `account` (when given) owns it and its coupon is of `mode` (when given).
     static func get(_ c: PGConnection, id: UUID, account: UUID?, mode: Mode?) throws -> RedemptionView {
-        guard let row = try c.query("""
-            SELECT \(columns) FROM coupons.redemptions r
-            WHERE r.id = $1 AND ($2::uuid IS NULL OR r.account_id = $2::uuid)
-              AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.mode = $3::text))
-            """, [id, account, mode?.rawValue]).first else {
+        guard
+            let row = try c.query(
+                """
+                SELECT \(columns) FROM coupons.redemptions r
+                WHERE r.id = $1 AND ($2::uuid IS NULL OR r.account_id = $2::uuid)
+                  AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.mode = $3::text))
+                """, [id, account, mode?.rawValue]
+            ).first
+        else {
             throw ServiceError(.notFound, "no such redemption")
         }
         return try view(row)
@@ -179,37 +218,45 @@ enum RedemptionStore {
 
     static func forAccount(_ c: PGConnection, _ req: Coupons.MyRedemptions) throws -> Coupons.MyRedemptions.Response {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
-        let rows = try c.query("""
+        let rows = try c.query(
+            """
             SELECT \(columns) FROM coupons.redemptions r
             WHERE r.account_id = $1 AND \(Keyset.condition(time: "r.reserved_at", id: "r.id", parameter: 2))
             ORDER BY r.reserved_at DESC, r.id DESC LIMIT $4
-            """, [req.accountId, keyset.afterMicros, keyset.afterId, keyset.fetch]).rows
+            """, [req.accountId, keyset.afterMicros, keyset.afterId, keyset.fetch]
+        ).rows
         return try keyset.page(rows, micros: "reserved_us", view)
     }
 
     static func page(_ c: PGConnection, _ req: Coupons.Redemptions) throws -> Coupons.Redemptions.Response {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor, maxLimit: Coupons.Redemptions.maxLimit)
-        guard let coupon = try CouponStore.findDefinition(c, code: req.code, mode: Mode.of(req.mode)) else { throw CouponStore.notFound }
+        guard let coupon = try CouponStore.findDefinition(c, code: req.code, mode: Mode.of(req.mode)) else {
+            throw CouponStore.notFound
+        }
         let order = req.oldestFirst ? "ASC" : "DESC"
-        let rows = try c.query("""
+        let rows = try c.query(
+            """
             SELECT \(columns) FROM coupons.redemptions r
             WHERE r.coupon_id = $1 AND \(Keyset.condition(time: "r.reserved_at", id: "r.id", parameter: 2, ascending: req.oldestFirst))
             ORDER BY r.reserved_at \(order), r.id \(order) LIMIT $4
-            """, [try coupon.decode("id", as: UUID.self), keyset.afterMicros, keyset.afterId, keyset.fetch]).rows
+            """, [try coupon.decode("id", as: UUID.self), keyset.afterMicros, keyset.afterId, keyset.fetch]
+        ).rows
         return try keyset.page(rows, micros: "reserved_us", view)
     }
 
     /// Ends a held redemption and gives its use back (live only), in one statement.
     @discardableResult
     static func end(_ c: PGConnection, id: UUID, status: RedemptionStatus, reason: String?) throws -> Bool {
-        try c.query("""
+        try c.query(
+            """
             WITH ended AS (
                 UPDATE coupons.redemptions SET status = $2, failure_reason = $3, ended_at = now(), reservation_expires_at = NULL
                 WHERE id = $1 AND status IN ('reserved', 'granting') RETURNING coupon_id, sandbox
             )
             UPDATE coupons.coupons c SET used_count = c.used_count - 1 FROM ended
             WHERE c.id = ended.coupon_id AND NOT ended.sandbox RETURNING c.id
-            """, [id, status, reason]).first != nil
+            """, [id, status, reason]
+        ).first != nil
     }
 
     /// The owner's app gives its reservation back (`Coupons.GiveBack`): it ends `released` with the
@@ -217,15 +264,19 @@ enum RedemptionStore {
     static func giveBack(_ tx: PGConnection, _ req: Coupons.GiveBack) throws -> RedemptionView {
         let current = try get(tx, id: req.id, account: req.accountId, mode: nil)
         guard current.status == .reserved else {
-            throw ServiceError(.invalidState, "only a reserved redemption can be given back; this one is \(current.status.rawValue)")
+            throw ServiceError(
+                .invalidState, "only a reserved redemption can be given back; this one is \(current.status.rawValue)")
         }
-        let why = switch req.reason {
-        case .alreadyOwned: "alreadyOwned: the store account already owns the plan"
-        }
+        let why =
+            switch req.reason {
+            case .alreadyOwned: "alreadyOwned: the store account already owns the plan"
+            }
         guard try end(tx, id: req.id, status: .released, reason: why) || current.sandbox else {
             throw ServiceError(.invalidState, "the redemption ended meanwhile")
         }
-        if let coupon = try tx.query("SELECT coupon_id FROM coupons.redemptions WHERE id = $1", [req.id]).first?.decode("coupon_id", as: UUID.self) {
+        if let coupon = try tx.query("SELECT coupon_id FROM coupons.redemptions WHERE id = $1", [req.id]).first?.decode(
+            "coupon_id", as: UUID.self)
+        {
             try StoreOffers.switchOnIfOpen(tx, coupon: coupon)
         }
         return try get(tx, id: req.id, account: req.accountId, mode: nil)
@@ -236,24 +287,29 @@ enum RedemptionStore {
     /// giving their uses back: nobody is left to buy. A free period being granted keeps its use and
     /// completes. Idempotent; answers how many redemptions it took the account off.
     static func forget(_ tx: PGConnection, account: UUID) throws -> Int {
-        let released = try tx.query("""
+        let released = try tx.query(
+            """
             UPDATE coupons.redemptions SET status = 'released', ended_at = now(), reservation_expires_at = NULL,
                 failure_reason = 'its account was deleted'
             WHERE account_id = $1 AND status = 'reserved' RETURNING coupon_id, sandbox
-            """, [account]).rows
+            """, [account]
+        ).rows
         for row in released where !(try row.decode("sandbox", as: Bool.self)) {
             let coupon = try row.decode("coupon_id", as: UUID.self)
             try tx.query("UPDATE coupons.coupons SET used_count = used_count - 1 WHERE id = $1", [coupon])
             _ = try StoreOffers.switchOnIfOpen(tx, coupon: coupon)
         }
-        return try tx.query("""
+        return try tx.query(
+            """
             UPDATE coupons.redemptions SET account_id = NULL, app_user_id = NULL WHERE account_id = $1 RETURNING id
-            """, [account]).rows.count
+            """, [account]
+        ).rows.count
     }
 
     /// Releases discount reservations whose purchase did not come in time.
     static func releaseExpired(_ c: PGConnection) throws -> Int {
-        try c.query("""
+        try c.query(
+            """
             WITH released AS (
                 UPDATE coupons.redemptions SET status = 'released', ended_at = now(), failure_reason = 'purchase not confirmed in time',
                     reservation_expires_at = NULL
@@ -262,7 +318,8 @@ enum RedemptionStore {
                 SELECT coupon_id, count(*) AS n FROM released WHERE NOT sandbox GROUP BY coupon_id
             )
             UPDATE coupons.coupons c SET used_count = c.used_count - counts.n FROM counts WHERE c.id = counts.coupon_id
-            """).affectedRows
+            """
+        ).affectedRows
     }
 
     /// Completes granted redemptions (a repeat changes nothing), through `complete_many_at`
@@ -273,9 +330,14 @@ enum RedemptionStore {
     /// Answers when each completed redemption was completed (by id, as JSON writes ids).
     static func completeMany(_ c: PGConnection, _ items: [Coupons.CompleteMany.Item]) throws -> [String: Date] {
         guard !items.isEmpty else { return [:] }
-        let rows = try c.prepared("complete_many_at", "SELECT id, completed_at FROM coupons.complete_many_at($1, $2, $3)",
-                                  [PGArray(items.map { $0.redemptionId.lowercasedString }), PGArray(items.map { $0.entitlement.entitlementId }),
-                                   PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })]).rows
+        let rows = try c.prepared(
+            "complete_many_at", "SELECT id, completed_at FROM coupons.complete_many_at($1, $2, $3)",
+            [
+                PGArray(items.map { $0.redemptionId.lowercasedString }),
+                PGArray(items.map { $0.entitlement.entitlementId }),
+                PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })
+            ]
+        ).rows
         var times: [String: Date] = [:]
         for row in rows {
             guard let at = try row.decodeIfPresent("completed_at", as: Date.self) else { continue }
@@ -292,30 +354,41 @@ enum RedemptionStore {
             throw ServiceError(.invalid, "storeTransactionId must be 1 to 200 characters", field: "storeTransactionId")
         }
         let mode = Mode.of(req.mode)
-        guard let row = try tx.query("""
-            SELECT r.status, r.store_transaction_id, r.coupon_id, c.kind FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
-            WHERE r.id = $1 AND c.mode = $2 FOR UPDATE OF r
-            """, [req.id, mode.rawValue]).first else { throw ServiceError(.notFound, "no such redemption") }
+        guard
+            let row = try tx.query(
+                """
+                SELECT r.status, r.store_transaction_id, r.coupon_id, c.kind FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
+                WHERE r.id = $1 AND c.mode = $2 FOR UPDATE OF r
+                """, [req.id, mode.rawValue]
+            ).first
+        else { throw ServiceError(.notFound, "no such redemption") }
         let status = try row.decode("status", as: RedemptionStatus.self)
         let existing = try row.decodeIfPresent("store_transaction_id", as: String.self)
         if status == .completed, existing == txn { return try get(tx, id: req.id, account: nil, mode: nil) }  // a repeat
         guard try row.decode("kind", as: CouponKind.self).isDiscount, status == .reserved else {
-            throw ServiceError(.invalidState, "only a reserved discount redemption can be confirmed (this one is \(status.rawValue))")
+            throw ServiceError(
+                .invalidState, "only a reserved discount redemption can be confirmed (this one is \(status.rawValue))")
         }
         do {
-            try tx.query("""
+            try tx.query(
+                """
                 UPDATE coupons.redemptions SET status = 'completed', completed_at = now(), price_amount = $2::numeric,
                     price_currency = $3, store_transaction_id = $4, reservation_expires_at = NULL
                 WHERE id = $1
                 """, [req.id, amount, currency, txn])
         } catch let e as PGError where e.isUniqueViolation {
-            throw ServiceError(.transactionInUse, "this store transaction confirmed another redemption", field: "storeTransactionId")
+            throw ServiceError(
+                .transactionInUse, "this store transaction confirmed another redemption", field: "storeTransactionId")
         }
         let done = try get(tx, id: req.id, account: nil, mode: nil)
         // coupon.redeemed goes out for discounts too: grants sends it, reached through the outbox.
         // The definition only: counting the coupon's redemptions would cost a scan of them all.
-        guard let coupon = try CouponStore.findDefinition(tx, id: try row.decode("coupon_id")) else { throw ServiceError.internal }
-        try Outbox.add(tx, key: req.id, RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.publicView(coupon), mode: mode))
+        guard let coupon = try CouponStore.findDefinition(tx, id: try row.decode("coupon_id")) else {
+            throw ServiceError.internal
+        }
+        try Outbox.add(
+            tx, key: req.id,
+            RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.publicView(coupon), mode: mode))
         if try coupon.decode("has_store_offers", as: Bool.self) || coupon.decode("has_play_offers", as: Bool.self) {
             try StoreOffers.switchOffIfCapFull(tx, coupon: try row.decode("coupon_id"))
         }
@@ -347,9 +420,13 @@ extension RedemptionStore {
     /// App Store purchase (`reserved`, with the account's `appAccountToken`, no grant), answered
     /// with the hand-off to Apple's offer-code page. A batch that fills such a coupon's cap may
     /// switch its offers off (`StoreOffers.switchOffIfCapFull`), before its commit.
-    static func redeemBatch(_ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval,
-                            stores: StoreSettings = .none, now: Date) throws -> (results: [Result<Outcome, any Error>], commands: [String]) {
-        let refused = { (reason: RefusalReason) -> Result<Outcome, any Error> in .success(.init(redemption: nil, created: false, refusal: reason)) }
+    static func redeemBatch(
+        _ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval,
+        stores: StoreSettings = .none, now: Date
+    ) throws -> (results: [Result<Outcome, any Error>], commands: [String]) {
+        let refused = { (reason: RefusalReason) -> Result<Outcome, any Error> in
+            .success(.init(redemption: nil, created: false, refusal: reason))
+        }
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
         // By account alone, with the coupon matched here: given `coupon_id = $1` too, the planner
         // may scan every redemption of the coupon (statistics lag behind a flash sale's inserts,
@@ -358,9 +435,11 @@ extension RedemptionStore {
         // Every request of a batch has the same code and environment (`Coupons.batchKey`), so they
         // reach the same coupon.
         let lookups = try tx.prepared([
-            ("coupon_lock_preferred", BatchSQL.lockCoupon,
-             [CouponRules.normalizeCode(reqs[0].code), Coupons.preferredMode(sandbox: reqs[0].sandbox).rawValue]),
-            ("held_by_account", BatchSQL.heldByAccount, [accounts]),
+            (
+                "coupon_lock_preferred", BatchSQL.lockCoupon,
+                [CouponRules.normalizeCode(reqs[0].code), Coupons.preferredMode(sandbox: reqs[0].sandbox).rawValue]
+            ),
+            ("held_by_account", BatchSQL.heldByAccount, [accounts])
         ])
         guard let coupon = lookups[0].first else {
             return (reqs.map { _ in refused(.notFound) }, [])
@@ -370,28 +449,37 @@ extension RedemptionStore {
         let couponId = try coupon.decode("id", as: UUID.self)
         let mode = Mode(rawValue: try coupon.decode("mode", as: String.self)) ?? .live
         let active = try coupon.decode("active", as: Bool.self)
-        var inputs = ReservationPlan.Inputs(coupon: d, active: active, testCoupon: mode == .test, used: try coupon.decode("used_count"), now: now)
+        var inputs = ReservationPlan.Inputs(
+            coupon: d, active: active, testCoupon: mode == .test, used: try coupon.decode("used_count"), now: now)
         for row in lookups[1].rows where try row.decode("coupon_id", as: UUID.self) == couponId {
             let v = try view(row)
             guard let account = v.accountId else { continue }
             inputs.existing[.init(account: account, sandbox: v.sandbox)] = v
         }
+        var offers = StoreOffers.Ready()
         if reqs.contains(where: { d.store(through: $0.platform) != nil }) {
-            inputs.ready = try StoreOffers.ready(tx, coupon: couponId, now: now, settle: stores.settle)
+            offers = try StoreOffers.ready(tx, coupon: couponId, now: now, settle: stores.settle)
+            inputs.ready = offers.plans
         }
         /// What a client of a coupon with store offers is handed with its redemption: on iOS Apple's
-        /// offer-code page and the account's token, on Android the offer and the account's
-        /// obfuscated id.
+        /// offer-code page with the plan's code and the account's token, on Android the offer and
+        /// the account's obfuscated id.
         func handingOff(_ v: RedemptionView) -> RedemptionView {
             guard let account = v.accountId else { return v }
             var v = v
             switch d.store(through: v.platform) {
             case .appStore?:
-                guard let url = stores.redemptionURL(code: d.code) else { return v }
-                v.appStore = AppStoreHandoff(redemptionUrl: url, appAccountToken: StoreIds.appAccountToken(account: account))
+                guard
+                    let url = stores.redemptionURL(
+                        code: StoreOffers.appStoreCode(offers, plan: v.productId, coupon: d.code))
+                else { return v }
+                v.appStore = AppStoreHandoff(
+                    redemptionUrl: url, appAccountToken: StoreIds.appAccountToken(account: account))
             case .playStore?:
-                v.playStore = PlayStoreHandoff(offerId: StoreIds.playOfferId(coupon: couponId, code: d.code), offerTags: [PlayStoreHandoff.couponTag],
-                                               obfuscatedAccountId: StoreIds.obfuscatedAccountId(account: account))
+                v.playStore = PlayStoreHandoff(
+                    offerId: StoreIds.playOfferId(coupon: couponId, code: d.code),
+                    offerTags: [PlayStoreHandoff.couponTag],
+                    obfuscatedAccountId: StoreIds.obfuscatedAccountId(account: account))
             case nil: break
             }
             return v
@@ -413,7 +501,8 @@ extension RedemptionStore {
                 case .asksPlayOwnership: .success(.init(redemption: nil, created: false, asksPlayOwnership: true))
                 case .failed(let error): .failure(error)
                 case .new(let n):
-                    views[fresh[n].id].map { .success(.init(redemption: handingOff($0), created: true)) } ?? .failure(ServiceError.internal)
+                    views[fresh[n].id].map { .success(.init(redemption: handingOff($0), created: true)) }
+                        ?? .failure(ServiceError.internal)
                 case .twin(let n): .success(.init(redemption: views[fresh[n].id].map(handingOff), created: false))
                 }
             }
@@ -424,9 +513,11 @@ extension RedemptionStore {
         if let entitlement = d.entitlementId {
             let publicCoupon = CouponStore.publicView(d)
             for n in fresh where n.status == .granting {
-                let command = GrantCommand(redemptionId: n.id, accountId: n.request.accountId, appUserId: n.request.appUserId, entitlementId: entitlement,
-                                           duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.request.platform,
-                                           productId: n.productId, reservedAt: reservedAt, mode: mode)
+                let command = GrantCommand(
+                    redemptionId: n.id, accountId: n.request.accountId, appUserId: n.request.appUserId,
+                    entitlementId: entitlement,
+                    duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.request.platform,
+                    productId: n.productId, reservedAt: reservedAt, mode: mode)
                 let envelope = Envelope(id: UUID.random().lowercasedString, type: GrantCommand.type, body: command)
                 ids.append(n.id.lowercasedString)
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
@@ -435,18 +526,27 @@ extension RedemptionStore {
         let live = plan.live
         // Every use that goes through a store carries the account's token: Apple's notification
         // finds its reservation by it, and a full cap waits for every reservation that has one.
-        let tokens = fresh.map { d.store(through: $0.request.platform) != nil ? StoreIds.appAccountToken(account: $0.request.accountId).lowercasedString : nil }
-        let statement: PGConnection.PreparedStatement = ("reserve_batch", BatchSQL.reserve, [
-            PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
-            PGArray(fresh.map { $0.request.accountId.lowercasedString }), PGArray(fresh.map { $0.request.appUserId }),
-            PGArray(fresh.map { $0.request.platform.rawValue }), PGArray(optionals: fresh.map { $0.productId }),
-            PGArray(fresh.map { $0.sandbox ? "t" : "f" }), PGArray(fresh.map(\.status.rawValue)), reservationTTL,
-            live.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter,
-            PGArray(optionals: tokens)])
+        let tokens = fresh.map {
+            d.store(through: $0.request.platform) != nil
+                ? StoreIds.appAccountToken(account: $0.request.accountId).lowercasedString : nil
+        }
+        let statement: PGConnection.PreparedStatement = (
+            "reserve_batch", BatchSQL.reserve,
+            [
+                PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
+                PGArray(fresh.map { $0.request.accountId.lowercasedString }),
+                PGArray(fresh.map { $0.request.appUserId }),
+                PGArray(fresh.map { $0.request.platform.rawValue }), PGArray(optionals: fresh.map { $0.productId }),
+                PGArray(fresh.map { $0.sandbox ? "t" : "f" }), PGArray(fresh.map(\.status.rawValue)), reservationTTL,
+                live.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter,
+                PGArray(optionals: tokens)
+            ]
+        )
         // The cap fills with this batch, and none of its uses waits for the App Store (those keep
         // the offers on until they end): the offers may go off, in this transaction. Rare, so the
         // commit travels with the statement otherwise.
-        let mayFillCap = d.hasAnyStoreOffers && !live.isEmpty && d.maxRedemptions.map { plan.used >= $0 } == true
+        let mayFillCap =
+            d.hasAnyStoreOffers && !live.isEmpty && d.maxRedemptions.map { plan.used >= $0 } == true
             && !live.contains { d.store(through: $0.request.platform) != nil }
         let rows: [PGRow]
         if mayFillCap {
@@ -456,7 +556,10 @@ extension RedemptionStore {
             rows = try tx.preparedThenCommit([statement])[0].rows
         }
         var views: [UUID: RedemptionView] = [:]
-        for row in rows { let v = try view(row); views[v.redemptionId] = v }
+        for row in rows {
+            let v = try view(row)
+            views[v.redemptionId] = v
+        }
         guard fresh.allSatisfy({ views[$0.id] != nil }) else { throw ServiceError.internal }
         return (results(views), payloads)
     }

@@ -25,7 +25,7 @@ extension Gateway {
         static let schemaName: String? = "CouponPatch"
         static let fieldRules: [String: [JSONSchema.Rule]] = [
             "maxRedemptions": JSONSchema.Rule.range(1...Coupons.largestCap) + [.note("null removes the cap")],
-            "expiresAt": [.note("null removes the end")],
+            "expiresAt": [.note("null removes the end")]
         ]
     }
 
@@ -37,20 +37,26 @@ extension Gateway {
 
     static let environmentRules: [JSONSchema.Rule] = [
         .oneOf(StoreEnvironment.self),
-        .note("production (default) reaches the live coupon of a code both modes have, sandbox the test one; either reaches the only one there is"),
+        .note(
+            "production (default) reaches the live coupon of a code both modes have, sandbox the test one; either reaches the only one there is"
+        )
     ]
 
     /// `platform` is read as text, so that a wrong one is answered naming the platforms there are.
     struct ValidateBody: APIBody {
         static let schemaName: String? = "ValidateInput"
-        static let fieldRules: [String: [JSONSchema.Rule]] = ["platform": [.oneOf(Platform.self)], "environment": environmentRules]
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "platform": [.oneOf(Platform.self)], "environment": environmentRules
+        ]
         var code: String
         var platform: String?
         var environment: String?
     }
     struct RedeemBody: APIBody {
         static let schemaName: String? = "RedeemInput"
-        static let fieldRules: [String: [JSONSchema.Rule]] = ["platform": [.oneOf(Platform.self)], "environment": environmentRules]
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "platform": [.oneOf(Platform.self)], "environment": environmentRules
+        ]
         var code: String
         var productId: String?
         var platform: String
@@ -59,49 +65,79 @@ extension Gateway {
 
     /// A body's platform, or 422 on `platform` naming the ones there are.
     static func platform(_ text: String) throws -> Platform {
-        guard let p = Platform(rawValue: text) else { throw HTTPError.invalid("platform", "platform must be \(Platform.listed)") }
+        guard let p = Platform(rawValue: text) else {
+            throw HTTPError.invalid("platform", "platform must be \(Platform.listed)")
+        }
         return p
     }
 
     static let couponRoutes: [APIRoute] = [
-        .route(.post, "/v1/coupons", "Create a coupon", access: .key(.admin),
-               query: [.flag("dryRun", "validate and show limits without saving")],
-               answers: [200: .json(CouponView.self), 201: .json(CouponView.self)], errors: [409, 422], handle: Gateway.createCoupon),
+        .route(
+            .post, "/v1/coupons", "Create a coupon", access: .key(.admin),
+            query: [.flag("dryRun", "validate and show limits without saving")],
+            answers: [200: .json(CouponView.self), 201: .json(CouponView.self)], errors: [409, 422],
+            handle: Gateway.createCoupon),
         // Operators reach only their key's mode's coupons, redemptions and exports.
-        .route(.get, "/v1/coupons", "List coupons, newest first", access: .key(.readonly),
-               query: [.flag("active", "only active or inactive coupons")] + QueryParameter.page,
-               answers: [200: .json(Page<CouponView>.self)], errors: [422], handle: Gateway.listCoupons),
-        .route(.get, "/v1/coupons/{code}", "One coupon with its counts", access: .key(.readonly),
-               answers: [200: .json(CouponView.self)], errors: [404], handle: Gateway.getCoupon),
-        .route(.patch, "/v1/coupons/{code}", "Change a coupon", access: .key(.admin),
-               answers: [200: .json(CouponView.self)], errors: [404, 422], handle: Gateway.changeCoupon),
-        .route(.delete, "/v1/coupons/{code}", "Deactivate a coupon", access: .key(.admin),
-               answers: [204: .empty], errors: [404], handle: Gateway.deactivateCoupon),
-        .route(.get, "/v1/coupons/{code}/redemptions", "A coupon's redemptions (JSON pages, or all as CSV with Accept: text/csv)",
-               access: .key(.readonly), query: QueryParameter.page,
-               answers: [200: .json(Page<RedemptionView>.self)], errors: [404, 422], handle: Gateway.couponRedemptions),
-        .route(.post, "/v1/coupons/validate", "Check a code", access: .user,
-               answers: [200: .json(Coupons.Validate.Answer.self)], errors: [422, 429], handle: Gateway.validate),
-        .route(.post, "/v1/redemptions", "Redeem a code", access: .user,
-               answers: [200: .json(RedemptionView.self), 201: .json(RedemptionView.self)], errors: [422, 429], handle: Gateway.redeem),
-        .route(.get, "/v1/redemptions/{id}", "A redemption; with wait, long-polls until it completes or fails", access: .userOrKey,
-               query: [QueryParameter(name: "wait", schema: { var s = JSONSchema.integer; s.minimum = 0; return s }(),
-                                      description: "seconds to wait (at most 30)")],
-               answers: [200: .json(RedemptionView.self)], errors: [404, 422], handle: Gateway.getRedemption),
-        .route(.get, "/v1/me/redemptions", "The user's redemptions, newest first", access: .user, query: QueryParameter.page,
-               answers: [200: .json(Page<RedemptionView>.self)], errors: [422], handle: Gateway.myRedemptions),
+        .route(
+            .get, "/v1/coupons", "List coupons, newest first", access: .key(.readonly),
+            query: [.flag("active", "only active or inactive coupons")] + QueryParameter.page,
+            answers: [200: .json(Page<CouponView>.self)], errors: [422], handle: Gateway.listCoupons),
+        .route(
+            .get, "/v1/coupons/{code}", "One coupon with its counts", access: .key(.readonly),
+            answers: [200: .json(CouponView.self)], errors: [404], handle: Gateway.getCoupon),
+        .route(
+            .patch, "/v1/coupons/{code}", "Change a coupon", access: .key(.admin),
+            answers: [200: .json(CouponView.self)], errors: [404, 422], handle: Gateway.changeCoupon),
+        .route(
+            .delete, "/v1/coupons/{code}", "Deactivate a coupon", access: .key(.admin),
+            answers: [204: .empty], errors: [404], handle: Gateway.deactivateCoupon),
+        .route(
+            .get, "/v1/coupons/{code}/redemptions",
+            "A coupon's redemptions (JSON pages, or all as CSV with Accept: text/csv)",
+            access: .key(.readonly), query: QueryParameter.page,
+            answers: [200: .json(Page<RedemptionView>.self)], errors: [404, 422], handle: Gateway.couponRedemptions),
+        .route(
+            .post, "/v1/coupons/validate", "Check a code", access: .user,
+            answers: [200: .json(Coupons.Validate.Answer.self)], errors: [422, 429], handle: Gateway.validate),
+        .route(
+            .post, "/v1/redemptions", "Redeem a code", access: .user,
+            answers: [200: .json(RedemptionView.self), 201: .json(RedemptionView.self)], errors: [422, 429],
+            handle: Gateway.redeem),
+        .route(
+            .get, "/v1/redemptions/{id}", "A redemption; with wait, long-polls until it completes or fails",
+            access: .userOrKey,
+            query: [
+                QueryParameter(
+                    name: "wait",
+                    schema: {
+                        var s = JSONSchema.integer
+                        s.minimum = 0
+                        return s
+                    }(),
+                    description: "seconds to wait (at most 30)")
+            ],
+            answers: [200: .json(RedemptionView.self)], errors: [404, 422], handle: Gateway.getRedemption),
+        .route(
+            .get, "/v1/me/redemptions", "The user's redemptions, newest first", access: .user,
+            query: QueryParameter.page,
+            answers: [200: .json(Page<RedemptionView>.self)], errors: [422], handle: Gateway.myRedemptions)
     ]
 
-    func createCoupon(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<CouponInput>) async throws -> HTTPResponse {
+    func createCoupon(
+        _ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<CouponInput>
+    ) async throws -> HTTPResponse {
         let dryRun = try Query.bool(req, "dryRun") ?? false
         let input = try body.read()
-        let coupon = try await coupons.request(Coupons.Create(input: input, mode: key.mode, dryRun: dryRun).by(key.actor))
+        let coupon = try await coupons.request(
+            Coupons.Create(input: input, mode: key.mode, dryRun: dryRun).by(key.actor))
         return .json(dryRun ? 200 : 201, coupon)
     }
 
     func listCoupons(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
-        let page = try await coupons.request(Coupons.List(active: try Query.bool(req, "active"), limit: try Query.limit(req),
-                                                          cursor: req.query["cursor"], mode: key.mode))
+        let page = try await coupons.request(
+            Coupons.List(
+                active: try Query.bool(req, "active"), limit: try Query.limit(req),
+                cursor: req.query["cursor"], mode: key.mode))
         return .json(200, page)
     }
 
@@ -109,27 +145,42 @@ extension Gateway {
         .json(200, try await coupons.request(Coupons.Get(code: req.pathParameters["code"] ?? "", mode: key.mode)))
     }
 
-    func changeCoupon(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PatchBody>) async throws -> HTTPResponse {
+    func changeCoupon(
+        _ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PatchBody>
+    ) async throws -> HTTPResponse {
         let b = try body.read()
-        return .json(200, try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", mode: key.mode, active: b.active,
-                                                                  maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt,
-                                                                  removing: b.removing.isEmpty ? nil : b.removing).by(key.actor)))
+        return .json(
+            200,
+            try await coupons.request(
+                Coupons.Patch(
+                    code: req.pathParameters["code"] ?? "", mode: key.mode, active: b.active,
+                    maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt,
+                    removing: b.removing.isEmpty ? nil : b.removing
+                ).by(key.actor)))
     }
 
     func deactivateCoupon(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
-        _ = try await coupons.request(Coupons.Patch(code: req.pathParameters["code"] ?? "", mode: key.mode, active: false,
-                                                    maxRedemptions: nil, expiresAt: nil).by(key.actor))
+        _ = try await coupons.request(
+            Coupons.Patch(
+                code: req.pathParameters["code"] ?? "", mode: key.mode, active: false,
+                maxRedemptions: nil, expiresAt: nil
+            ).by(key.actor))
         return .noContent()
     }
 
     func couponRedemptions(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         let code = req.pathParameters["code"] ?? ""
-        if req.header("accept")?.lowercased().contains("text/csv") == true { return try await exportCSV(code: code, mode: key.mode) }
-        let page = try await coupons.request(Coupons.Redemptions(code: code, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
+        if req.header("accept")?.lowercased().contains("text/csv") == true {
+            return try await exportCSV(code: code, mode: key.mode)
+        }
+        let page = try await coupons.request(
+            Coupons.Redemptions(code: code, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
         return .json(200, page)
     }
 
-    func validate(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<ValidateBody>) async throws -> HTTPResponse {
+    func validate(
+        _ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<ValidateBody>
+    ) async throws -> HTTPResponse {
         try abuse.checkCodes(ip: req.clientAddress, account: user.account)
         let b = try body.read()
         let platform = try b.platform.map(Self.platform)
@@ -145,27 +196,47 @@ extension Gateway {
             }
         }
         if a.reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
+        if a.reason == .webOnly {
+            var full = try a.answer.decoded()
+            full.redeemUrl = Self.redeemPageURL(req, code: b.code)
+            return .json(200, full)
+        }
         return .json(200, a.answer)
     }
 
-    func redeem(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<RedeemBody>) async throws -> HTTPResponse {
+    func redeem(
+        _ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<RedeemBody>
+    ) async throws -> HTTPResponse {
         try abuse.checkCodes(ip: req.clientAddress, account: user.account)
         let b = try body.read()
         let platform = try Self.platform(b.platform)
         let sandbox = try Self.sandbox(environment: b.environment)
-        var request = Coupons.Redeem(accountId: user.account, appUserId: user.appUserId, code: b.code, productId: b.productId,
-                                     platform: platform, sandbox: sandbox)
-        var answer = try await reservations.submit(Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+        var request = Coupons.Redeem(
+            accountId: user.account, appUserId: user.appUserId, code: b.code, productId: b.productId,
+            platform: platform, sandbox: sandbox)
+        var answer = try await reservations.submit(
+            Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
         if answer.asksPlayOwnership == true {
             request.playOwned = await playSubscriptions(of: user.appUserId)
-            answer = try await reservations.submit(Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+            answer = try await reservations.submit(
+                Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
         }
         if let reason = answer.refusal {
             if reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
-            throw HTTPError(422, reason.rawValue, reason.sentence)
+            throw HTTPError(
+                422, reason.rawValue, reason.sentence,
+                redeemUrl: reason == .webOnly ? Self.redeemPageURL(req, code: b.code) : nil)
         }
         guard let redemption = answer.redemption else { throw ServiceError.internal }
         return .json(answer.created ? 201 : 200, redemption)
+    }
+
+    /// The redeem page with `code` filled in, at this gateway's address as the caller reached it:
+    /// where an iOS app sends its user for a `webOnly` coupon.
+    static func redeemPageURL(_ req: HTTPRequest, code: String) -> String {
+        var query = URLComponents()
+        query.queryItems = [URLQueryItem(name: "code", value: Coupons.normalizeCode(code))]
+        return origin(req) + "/redeem?" + (query.percentEncodedQuery ?? "")
     }
 
     /// How long validate and redeem wait for grants' store view before going on without it.
@@ -178,8 +249,10 @@ extension Gateway {
     /// `ITEM_ALREADY_OWNED`, with the app's release of the use, still stands behind the purchase.
     func playSubscriptions(of appUserId: String) async -> [String] {
         do {
-            return try await grants.request(Grants.StoreView(appUserId: appUserId, fresh: false), timeout: Self.playOwnershipWait)
-                .playSubscriptions ?? []
+            return try await grants.request(
+                Grants.StoreView(appUserId: appUserId, fresh: false), timeout: Self.playOwnershipWait
+            )
+            .playSubscriptions ?? []
         } catch {
             logger.debug("store view not read for alreadyOwned; going on without it", ["error": "\(error)"])
             return []
@@ -207,14 +280,16 @@ extension Gateway {
     }
 
     func myRedemptions(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
-        let page = try await coupons.request(Coupons.MyRedemptions(accountId: user.account, limit: try Query.limit(req), cursor: req.query["cursor"]))
+        let page = try await coupons.request(
+            Coupons.MyRedemptions(accountId: user.account, limit: try Query.limit(req), cursor: req.query["cursor"]))
         return .json(200, page)
     }
 
     /// `environment` of validate and redeem: `production` (default) or `sandbox`.
     static func sandbox(environment: String?) throws -> Bool {
         guard let e = StoreEnvironment(rawValue: environment ?? StoreEnvironment.production.rawValue) else {
-            throw HTTPError.invalid("environment", "environment must be \(StoreEnvironment.rawValues.joined(separator: " or "))")
+            throw HTTPError.invalid(
+                "environment", "environment must be \(StoreEnvironment.rawValues.joined(separator: " or "))")
         }
         return e == .sandbox
     }
@@ -248,12 +323,16 @@ extension Gateway {
     /// Streams every redemption of a coupon as CSV, a page at a time (never all in memory).
     func exportCSV(code: String, mode: Mode) async throws -> HTTPResponse {
         // The first page is fetched before answering, so an unknown coupon is a 404, not a broken stream.
-        let first = try await coupons.request(Coupons.Redemptions(code: code, mode: mode, limit: Coupons.Redemptions.maxLimit, cursor: nil, oldestFirst: true))
+        let first = try await coupons.request(
+            Coupons.Redemptions(
+                code: code, mode: mode, limit: Coupons.Redemptions.maxLimit, cursor: nil, oldestFirst: true))
         let client = coupons
         let logger = self.logger
         let filename = code.filter { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
-        return .stream(200, contentType: "text/csv; charset=utf-8",
-                       headers: [("Content-Disposition", "attachment; filename=\"redemptions-\(filename).csv\"")]) { stream in
+        return .stream(
+            200, contentType: "text/csv; charset=utf-8",
+            headers: [("Content-Disposition", "attachment; filename=\"redemptions-\(filename).csv\"")]
+        ) { stream in
             var page = first
             guard await stream.write(Data(RedemptionCSV.header.utf8)) else { return }
             while true {
@@ -262,8 +341,10 @@ extension Gateway {
                 guard await stream.write(Data(text.utf8)) else { return }
                 guard let next = page.nextCursor else { return }
                 do {
-                    page = try await client.request(Coupons.Redemptions(code: code, mode: mode, limit: Coupons.Redemptions.maxLimit, cursor: next,
-                                                                        oldestFirst: true))
+                    page = try await client.request(
+                        Coupons.Redemptions(
+                            code: code, mode: mode, limit: Coupons.Redemptions.maxLimit, cursor: next,
+                            oldestFirst: true))
                 } catch {
                     logger.error("csv export stopped", ["error": String(describing: error)])
                     return
@@ -308,7 +389,8 @@ extension KeyedDecodingContainer {
     /// A field that can be changed but not removed: null is a 422 naming it.
     func refuseNull<T>(_ key: Key, as type: T.Type) throws {
         if contains(key), try decodeNil(forKey: key) {
-            throw DecodingError.valueNotFound(type, .init(codingPath: [key], debugDescription: "\(key.stringValue) is null"))
+            throw DecodingError.valueNotFound(
+                type, .init(codingPath: [key], debugDescription: "\(key.stringValue) is null"))
         }
     }
 

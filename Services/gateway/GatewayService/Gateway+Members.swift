@@ -19,7 +19,11 @@ extension Gateway {
     struct AcceptInviteBody: APIBody {
         static let schemaName: String? = "AcceptInvite"
         static let fieldRules: [String: [JSONSchema.Rule]] = [
-            "password": [.note("a new account's password (at least 10 characters), or the password of the invited email's existing account")],
+            "password": [
+                .note(
+                    "a new account's password (at least 10 characters), or the password of the invited email's existing account"
+                )
+            ]
         ]
         var token: String
         var password: String
@@ -27,7 +31,7 @@ extension Gateway {
     struct TOTPCodeBody: APIBody {
         static let schemaName: String? = "TOTPCode"
         static let fieldRules: [String: [JSONSchema.Rule]] = [
-            "code": [.note("6 digits from the authenticator app (to turn off: or a recovery code)")],
+            "code": [.note("6 digits from the authenticator app (to turn off: or a recovery code)")]
         ]
         var code: String
     }
@@ -35,20 +39,24 @@ extension Gateway {
         static let schemaName: String? = "TOTPSetup"
         static let fieldRules: [String: [JSONSchema.Rule]] = [
             "secret": [.note("base32, for typing into an authenticator app; shown this once")],
-            "uri": [.note("otpauth://totp/… for a QR code")],
+            "uri": [.note("otpauth://totp/… for a QR code")]
         ]
         var secret: String
         var uri: String
     }
     struct RecoveryCodesBody: APIBody, Encodable {
         static let schemaName: String? = "RecoveryCodes"
-        static let fieldRules: [String: [JSONSchema.Rule]] = ["recoveryCodes": [.note("ten codes, each works once in place of a TOTP code; shown this once")]]
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "recoveryCodes": [.note("ten codes, each works once in place of a TOTP code; shown this once")]
+        ]
         var recoveryCodes: [String]
     }
     struct MemberSettingsBody: APIBody, Encodable {
         static let schemaName: String? = "MemberSettings"
         static let fieldRules: [String: [JSONSchema.Rule]] = [
-            "requireTotp": [.note("every member must have TOTP: a member without it signs in with no role until they turn it on")],
+            "requireTotp": [
+                .note("every member must have TOTP: a member without it signs in with no role until they turn it on")
+            ]
         ]
         var requireTotp: Bool
     }
@@ -59,32 +67,51 @@ extension Gateway {
     }
 
     static let memberRoutes: [APIRoute] = [
-        .route(.post, "/v1/members", "Invite a member (the one-time invite URL is shown once)", access: .key(.admin),
-               answers: [201: .json(CreatedInvite.self)], errors: [422], handle: Gateway.inviteMember),
-        .route(.get, "/v1/members", "List members, newest first", access: .key(.admin), query: QueryParameter.page,
-               answers: [200: .json(Page<MemberView>.self)], errors: [422], handle: Gateway.listMembers),
-        .route(.get, "/v1/members/invites", "List pending invitations (never their tokens), newest first", access: .key(.admin),
-               query: QueryParameter.page, answers: [200: .json(Page<MemberInviteView>.self)], errors: [422], handle: Gateway.listInvites),
-        .route(.delete, "/v1/members/invites/{id}", "Revoke a pending invitation: its URL no longer makes a member", access: .key(.admin),
-               answers: [204: .empty], errors: [404], handle: Gateway.revokeInvite),
-        .route(.patch, "/v1/members/{id}", "Change a member's role (their sessions end)", access: .key(.admin),
-               answers: [200: .json(MemberView.self)], errors: [404, 422], handle: Gateway.changeMember),
-        .route(.delete, "/v1/members/{id}", "Remove a member (the account stays; its sessions end)", access: .key(.admin),
-               answers: [204: .empty], errors: [404], handle: Gateway.removeMember),
-        .route(.get, "/v1/members/settings", "What applies to every member (whether TOTP is required)", access: .key(.admin),
-               answers: [200: .json(MemberSettingsBody.self)], handle: Gateway.memberSettings),
-        .route(.patch, "/v1/members/settings", "Require TOTP of every member, or not (sessions opened without it end)", access: .key(.admin),
-               answers: [200: .json(MemberSettingsBody.self)], errors: [422], handle: Gateway.changeMemberSettings),
-        .route(.post, "/v1/me/totp", "A member starts TOTP: a new secret, waiting for its first code", access: .user,
-               answers: [200: .json(TOTPSetupBody.self)], errors: [403, 404, 409],
-               handle: Gateway.startTOTP),
-        .route(.post, "/v1/me/totp/confirm", "A member turns TOTP on with a first code: recovery codes, shown once; their sessions end",
-               access: .user, answers: [200: .json(RecoveryCodesBody.self)],
-               errors: [401, 404, 409, 422, 429], handle: Gateway.confirmTOTP),
-        .route(.post, "/v1/me/totp/disable", "A member turns TOTP off with a current or recovery code", access: .user,
-               answers: [204: .empty], errors: [401, 404, 409, 422, 429], handle: Gateway.disableTOTP),
-        .route(.post, "/v1/members/accept", "Accept an invitation: sets the password and signs the member in",
-               answers: [200: .json(AuthBody.self), 201: .json(AuthBody.self)], errors: [401, 403, 422, 429], handle: Gateway.acceptInvite),
+        .route(
+            .post, "/v1/members", "Invite a member (the one-time invite URL is shown once)", access: .key(.admin),
+            answers: [201: .json(CreatedInvite.self)], errors: [422], handle: Gateway.inviteMember),
+        .route(
+            .get, "/v1/members", "List members, newest first", access: .key(.admin), query: QueryParameter.page,
+            answers: [200: .json(Page<MemberView>.self)], errors: [422], handle: Gateway.listMembers),
+        .route(
+            .get, "/v1/members/invites", "List pending invitations (never their tokens), newest first",
+            access: .key(.admin),
+            query: QueryParameter.page, answers: [200: .json(Page<MemberInviteView>.self)], errors: [422],
+            handle: Gateway.listInvites),
+        .route(
+            .delete, "/v1/members/invites/{id}", "Revoke a pending invitation: its URL no longer makes a member",
+            access: .key(.admin),
+            answers: [204: .empty], errors: [404], handle: Gateway.revokeInvite),
+        .route(
+            .patch, "/v1/members/{id}", "Change a member's role (their sessions end)", access: .key(.admin),
+            answers: [200: .json(MemberView.self)], errors: [404, 422], handle: Gateway.changeMember),
+        .route(
+            .delete, "/v1/members/{id}", "Remove a member (the account stays; its sessions end)", access: .key(.admin),
+            answers: [204: .empty], errors: [404], handle: Gateway.removeMember),
+        .route(
+            .get, "/v1/members/settings", "What applies to every member (whether TOTP is required)",
+            access: .key(.admin),
+            answers: [200: .json(MemberSettingsBody.self)], handle: Gateway.memberSettings),
+        .route(
+            .patch, "/v1/members/settings", "Require TOTP of every member, or not (sessions opened without it end)",
+            access: .key(.admin),
+            answers: [200: .json(MemberSettingsBody.self)], errors: [422], handle: Gateway.changeMemberSettings),
+        .route(
+            .post, "/v1/me/totp", "A member starts TOTP: a new secret, waiting for its first code", access: .user,
+            answers: [200: .json(TOTPSetupBody.self)], errors: [403, 404, 409],
+            handle: Gateway.startTOTP),
+        .route(
+            .post, "/v1/me/totp/confirm",
+            "A member turns TOTP on with a first code: recovery codes, shown once; their sessions end",
+            access: .user, answers: [200: .json(RecoveryCodesBody.self)],
+            errors: [401, 404, 409, 422, 429], handle: Gateway.confirmTOTP),
+        .route(
+            .post, "/v1/me/totp/disable", "A member turns TOTP off with a current or recovery code", access: .user,
+            answers: [204: .empty], errors: [401, 404, 409, 422, 429], handle: Gateway.disableTOTP),
+        .route(
+            .post, "/v1/members/accept", "Accept an invitation: sets the password and signs the member in",
+            answers: [200: .json(AuthBody.self), 201: .json(AuthBody.self)], errors: [401, 403, 422, 429],
+            handle: Gateway.acceptInvite)
     ]
 
     /// Members reach both modes, so a test key, which reaches only test objects, manages none.
@@ -94,32 +121,37 @@ extension Gateway {
         }
     }
 
-    func inviteMember(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<MemberInviteBody>) async throws -> HTTPResponse {
+    func inviteMember(
+        _ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<MemberInviteBody>
+    ) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)
         let b = try body.read()
-        let made = try await accounts.request(Members.Invite(email: b.email, role: b.role, mode: key.mode).by(key.actor))
+        let made = try await accounts.request(
+            Members.Invite(email: b.email, role: b.role, mode: key.mode).by(key.actor))
         let i = made.invite
-        return .json(201, CreatedInvite(id: i.id, email: i.email, role: i.role, createdAt: i.createdAt, expiresAt: i.expiresAt, token: made.token,
-                                        inviteUrl: Self.inviteURL(host: req.header("host"), token: made.token)))
+        return .json(
+            201,
+            CreatedInvite(
+                id: i.id, email: i.email, role: i.role, createdAt: i.createdAt, expiresAt: i.expiresAt,
+                token: made.token,
+                inviteUrl: Self.inviteURL(req, token: made.token)))
     }
 
     /// The dashboard's address on the host the admin reached, with the token in the fragment (a
     /// fragment never reaches a server's logs): `http` on loopback, `https` anywhere else.
-    static func inviteURL(host: String?, token: String) -> String {
-        let host = host.flatMap { h in h.allSatisfy { $0.isLetter || $0.isNumber || ".-:[]".contains($0) } && !h.isEmpty ? h : nil } ?? "localhost"
-        let bare = host.hasPrefix("[") ? String(host.prefix { $0 != "]" }.dropFirst()) : String(host.prefix { $0 != ":" })
-        let local = ["localhost", "127.0.0.1", "::1"].contains(bare.lowercased())
-        return "\(local ? "http" : "https")://\(host)/dashboard#invite=\(token)"
-    }
+    static func inviteURL(_ req: HTTPRequest, token: String) -> String { origin(req) + "/dashboard#invite=\(token)" }
 
     func listMembers(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)
-        return .json(200, try await accounts.request(Members.List(limit: try Query.limit(req), cursor: req.query["cursor"])))
+        return .json(
+            200, try await accounts.request(Members.List(limit: try Query.limit(req), cursor: req.query["cursor"])))
     }
 
     func listInvites(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)
-        return .json(200, try await accounts.request(Members.ListInvites(limit: try Query.limit(req), cursor: req.query["cursor"])))
+        return .json(
+            200,
+            try await accounts.request(Members.ListInvites(limit: try Query.limit(req), cursor: req.query["cursor"])))
     }
 
     func revokeInvite(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
@@ -129,11 +161,14 @@ extension Gateway {
         return .noContent()
     }
 
-    func changeMember(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<MemberPatchBody>) async throws -> HTTPResponse {
+    func changeMember(
+        _ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<MemberPatchBody>
+    ) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)
         let id = try req.id(or: "no such member")
         let b = try body.read()
-        return .json(200, try await accounts.request(Members.Update(id: id, role: b.role, mode: key.mode).by(key.actor)))
+        return .json(
+            200, try await accounts.request(Members.Update(id: id, role: b.role, mode: key.mode).by(key.actor)))
     }
 
     func removeMember(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
@@ -145,13 +180,17 @@ extension Gateway {
 
     func memberSettings(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)
-        return .json(200, MemberSettingsBody(requireTotp: try await accounts.request(Members.GetSettings()).requireTotp))
+        return .json(
+            200, MemberSettingsBody(requireTotp: try await accounts.request(Members.GetSettings()).requireTotp))
     }
 
-    func changeMemberSettings(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<MemberSettingsBody>) async throws -> HTTPResponse {
+    func changeMemberSettings(
+        _ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<MemberSettingsBody>
+    ) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)
         let b = try body.read()
-        let after = try await accounts.request(Members.SetSettings(requireTotp: b.requireTotp, mode: key.mode).by(key.actor))
+        let after = try await accounts.request(
+            Members.SetSettings(requireTotp: b.requireTotp, mode: key.mode).by(key.actor))
         return .json(200, MemberSettingsBody(requireTotp: after.requireTotp))
     }
 
@@ -160,13 +199,21 @@ extension Gateway {
         return .json(200, TOTPSetupBody(secret: setup.secret, uri: setup.uri))
     }
 
-    func confirmTOTP(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<TOTPCodeBody>) async throws -> HTTPResponse {
+    func confirmTOTP(
+        _ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<TOTPCodeBody>
+    ) async throws -> HTTPResponse {
         try abuse.checkAuth(ip: req.clientAddress, email: nil)
         let b = try body.read()
-        return .json(200, RecoveryCodesBody(recoveryCodes: try await accounts.request(Members.ConfirmTOTP(accountId: user.account, code: b.code)).recoveryCodes))
+        return .json(
+            200,
+            RecoveryCodesBody(
+                recoveryCodes: try await accounts.request(Members.ConfirmTOTP(accountId: user.account, code: b.code))
+                    .recoveryCodes))
     }
 
-    func disableTOTP(_ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<TOTPCodeBody>) async throws -> HTTPResponse {
+    func disableTOTP(
+        _ req: HTTPRequest, _ user: Authenticator.User, _ body: Incoming<TOTPCodeBody>
+    ) async throws -> HTTPResponse {
         try abuse.checkAuth(ip: req.clientAddress, email: nil)
         let b = try body.read()
         _ = try await accounts.request(Members.DisableTOTP(accountId: user.account, code: b.code))

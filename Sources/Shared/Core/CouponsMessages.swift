@@ -47,6 +47,8 @@ public struct CouponInput: Codable, Sendable {
     public var expiresAt: Date?
     public var maxRedemptions: Int?
     public var newCustomersOnly: Bool?
+    /// A free period Redeem grants may be redeemed inside an iOS app (default: on the web only).
+    public var allowInApp: Bool?
     /// A coupon may be created deactivated (default: active).
     public var active: Bool?
     public init() {}
@@ -67,6 +69,8 @@ public struct CouponView: Codable, Sendable {
     public var expiresAt: Date?
     public var maxRedemptions: Int?
     public var newCustomersOnly: Bool
+    /// Whether a free period Redeem grants may be redeemed inside an iOS app (else `webOnly` there).
+    public var allowInApp: Bool
     public var active: Bool
     public var mode: Mode
     public var redeemedCount: Int
@@ -80,16 +84,38 @@ public struct CouponView: Codable, Sendable {
     /// `redeemedCount`, beyond `maxRedemptions`); nil (left out) when there are none.
     public var overCapCount: Int?
 
-    public init(code: String, kind: CouponKind, percentOff: Int?, amountOff: Money?, duration: CouponDuration, periodCount: Int?,
-                entitlementId: String?, productIds: [String], platforms: [Platform], startsAt: Date?, expiresAt: Date?,
-                maxRedemptions: Int?, newCustomersOnly: Bool, active: Bool, mode: Mode, redeemedCount: Int, reservedCount: Int,
-                remaining: Int?, createdAt: Date, storeLimits: [StoreLimit], storeOffers: [StoreOfferView]? = nil, overCapCount: Int? = nil) {
-        self.code = code; self.kind = kind; self.percentOff = percentOff; self.amountOff = amountOff; self.duration = duration
-        self.periodCount = periodCount; self.entitlementId = entitlementId; self.productIds = productIds; self.platforms = platforms
-        self.startsAt = startsAt; self.expiresAt = expiresAt; self.maxRedemptions = maxRedemptions; self.newCustomersOnly = newCustomersOnly
-        self.active = active; self.mode = mode; self.redeemedCount = redeemedCount; self.reservedCount = reservedCount
-        self.remaining = remaining; self.createdAt = createdAt; self.storeLimits = storeLimits
-        self.storeOffers = storeOffers; self.overCapCount = overCapCount
+    public init(
+        code: String, kind: CouponKind, percentOff: Int?, amountOff: Money?, duration: CouponDuration,
+        periodCount: Int?,
+        entitlementId: String?, productIds: [String], platforms: [Platform], startsAt: Date?, expiresAt: Date?,
+        maxRedemptions: Int?, newCustomersOnly: Bool, active: Bool, mode: Mode, redeemedCount: Int, reservedCount: Int,
+        remaining: Int?, createdAt: Date, storeLimits: [StoreLimit], storeOffers: [StoreOfferView]? = nil,
+        overCapCount: Int? = nil,
+        allowInApp: Bool = false
+    ) {
+        self.code = code
+        self.kind = kind
+        self.percentOff = percentOff
+        self.amountOff = amountOff
+        self.duration = duration
+        self.periodCount = periodCount
+        self.entitlementId = entitlementId
+        self.productIds = productIds
+        self.platforms = platforms
+        self.startsAt = startsAt
+        self.expiresAt = expiresAt
+        self.maxRedemptions = maxRedemptions
+        self.newCustomersOnly = newCustomersOnly
+        self.active = active
+        self.mode = mode
+        self.redeemedCount = redeemedCount
+        self.reservedCount = reservedCount
+        self.remaining = remaining
+        self.createdAt = createdAt
+        self.storeLimits = storeLimits
+        self.storeOffers = storeOffers
+        self.overCapCount = overCapCount
+        self.allowInApp = allowInApp
     }
 
     /// Every field of the coupon table is present, null when unset (operators' tools read them all);
@@ -109,6 +135,7 @@ public struct CouponView: Codable, Sendable {
         try c.encode(expiresAt, forKey: .expiresAt)
         try c.encode(maxRedemptions, forKey: .maxRedemptions)
         try c.encode(newCustomersOnly, forKey: .newCustomersOnly)
+        try c.encode(allowInApp, forKey: .allowInApp)
         try c.encode(active, forKey: .active)
         try c.encode(mode, forKey: .mode)
         try c.encode(redeemedCount, forKey: .redeemedCount)
@@ -121,15 +148,18 @@ public struct CouponView: Codable, Sendable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case code, kind, percentOff, amountOff, duration, periodCount, entitlementId, productIds, platforms, startsAt, expiresAt
-        case maxRedemptions, newCustomersOnly, active, mode, redeemedCount, reservedCount, remaining, createdAt, storeLimits
+        case code, kind, percentOff, amountOff, duration, periodCount, entitlementId, productIds, platforms, startsAt,
+            expiresAt
+        case maxRedemptions, newCustomersOnly, allowInApp, active, mode, redeemedCount, reservedCount, remaining,
+            createdAt, storeLimits
         case storeOffers, overCapCount
     }
 
     /// What end users may see of it.
     public var publicView: PublicCoupon {
-        PublicCoupon(code: code, kind: kind, percentOff: percentOff, amountOff: amountOff, duration: duration,
-                     periodCount: periodCount, entitlementId: entitlementId)
+        PublicCoupon(
+            code: code, kind: kind, percentOff: percentOff, amountOff: amountOff, duration: duration,
+            periodCount: periodCount, entitlementId: entitlementId)
     }
 }
 
@@ -143,9 +173,17 @@ public struct PublicCoupon: Codable, Sendable, Equatable {
     public var periodCount: Int?
     public var entitlementId: String?
 
-    public init(code: String, kind: CouponKind, percentOff: Int?, amountOff: Money?, duration: CouponDuration, periodCount: Int?, entitlementId: String?) {
-        self.code = code; self.kind = kind; self.percentOff = percentOff; self.amountOff = amountOff
-        self.duration = duration; self.periodCount = periodCount; self.entitlementId = entitlementId
+    public init(
+        code: String, kind: CouponKind, percentOff: Int?, amountOff: Money?, duration: CouponDuration,
+        periodCount: Int?, entitlementId: String?
+    ) {
+        self.code = code
+        self.kind = kind
+        self.percentOff = percentOff
+        self.amountOff = amountOff
+        self.duration = duration
+        self.periodCount = periodCount
+        self.entitlementId = entitlementId
     }
 }
 
@@ -180,17 +218,31 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     /// obfuscated id for the billing flow.
     public var playStore: PlayStoreHandoff?
 
-    public init(redemptionId: UUID, code: String, status: RedemptionStatus, platform: Platform, productId: String?, pricePaid: Money?,
-                sandbox: Bool, reservedAt: Date, completedAt: Date?, failureReason: String?, entitlement: Entitlement?,
-                accountId: UUID?, appUserId: String?, appStore: AppStoreHandoff? = nil) {
-        self.redemptionId = redemptionId; self.code = code; self.status = status; self.platform = platform
-        self.productId = productId; self.pricePaid = pricePaid; self.sandbox = sandbox; self.reservedAt = reservedAt
-        self.completedAt = completedAt; self.failureReason = failureReason; self.entitlement = entitlement
-        self.accountId = accountId; self.appUserId = appUserId; self.appStore = appStore
+    public init(
+        redemptionId: UUID, code: String, status: RedemptionStatus, platform: Platform, productId: String?,
+        pricePaid: Money?,
+        sandbox: Bool, reservedAt: Date, completedAt: Date?, failureReason: String?, entitlement: Entitlement?,
+        accountId: UUID?, appUserId: String?, appStore: AppStoreHandoff? = nil
+    ) {
+        self.redemptionId = redemptionId
+        self.code = code
+        self.status = status
+        self.platform = platform
+        self.productId = productId
+        self.pricePaid = pricePaid
+        self.sandbox = sandbox
+        self.reservedAt = reservedAt
+        self.completedAt = completedAt
+        self.failureReason = failureReason
+        self.entitlement = entitlement
+        self.accountId = accountId
+        self.appUserId = appUserId
+        self.appStore = appStore
     }
 
     private enum CodingKeys: String, CodingKey {
-        case redemptionId, code, status, platform, productId, pricePaid, sandbox, reservedAt, completedAt, failureReason, entitlement
+        case redemptionId, code, status, platform, productId, pricePaid, sandbox, reservedAt, completedAt,
+            failureReason, entitlement
         case accountId, appUserId, appStore, playStore
     }
 
@@ -296,7 +348,9 @@ public enum Coupons {
         public var removing: [String]?
         /// The coupon of this mode (`Mode.of`).
         public var mode: Mode?
-        public init(code: String, mode: Mode, active: Bool?, maxRedemptions: Int?, expiresAt: Date?, removing: [String]? = nil) {
+        public init(
+            code: String, mode: Mode, active: Bool?, maxRedemptions: Int?, expiresAt: Date?, removing: [String]? = nil
+        ) {
             self.code = code
             self.mode = mode
             self.active = active
@@ -344,9 +398,13 @@ public enum Coupons {
             /// base plans whose offer is ready, and the offer to find in `ProductDetails`.
             public var basePlanIds: [String: [String]]?
             public var playStore: PlayStoreHandoff?
-            public init(valid: Bool, reason: RefusalReason?, coupon: PublicCoupon?, eligibleProductIds: [String],
-                        offer: StoreOfferTerms? = nil, appStore: AppStoreHandoff? = nil, basePlanIds: [String: [String]]? = nil,
-                        playStore: PlayStoreHandoff? = nil) {
+            /// With `webOnly`: the redeem page for the code (the gateway adds it, knowing its address).
+            public var redeemUrl: String?
+            public init(
+                valid: Bool, reason: RefusalReason?, coupon: PublicCoupon?, eligibleProductIds: [String],
+                offer: StoreOfferTerms? = nil, appStore: AppStoreHandoff? = nil, basePlanIds: [String: [String]]? = nil,
+                playStore: PlayStoreHandoff? = nil
+            ) {
                 self.valid = valid
                 self.reason = reason
                 self.coupon = coupon
@@ -407,7 +465,9 @@ public enum Coupons {
         /// them (`Grants.StoreView`; `[]` when it holds none or the view could not be read in
         /// time). nil: not asked; a request through Play is then answered `asksPlayOwnership`.
         public var playOwned: [String]?
-        public init(accountId: UUID, code: String, platform: Platform?, sandbox: Bool = false, playOwned: [String]? = nil) {
+        public init(
+            accountId: UUID, code: String, platform: Platform?, sandbox: Bool = false, playOwned: [String]? = nil
+        ) {
             self.accountId = accountId
             self.code = code
             self.platform = platform
@@ -425,7 +485,9 @@ public enum Coupons {
         }
         public var items: [Validate]
         public init(items: [Validate]) { self.items = items }
-        public static func answers(in response: Response) -> [Result<Validate.Response, any Error>] { response.answers.map { .success($0) } }
+        public static func answers(in response: Response) -> [Result<Validate.Response, any Error>] {
+            response.answers.map { .success($0) }
+        }
     }
 
     public struct Redeem: BusRequest {
@@ -440,7 +502,10 @@ public enum Coupons {
             /// Play subscriptions the account holds (`playOwned` nil). The gateway asks the
             /// store's view and sends it again.
             public var asksPlayOwnership: Bool?
-            public init(redemption: RedemptionView?, created: Bool, refusal: RefusalReason? = nil, asksPlayOwnership: Bool = false) throws {
+            public init(
+                redemption: RedemptionView?, created: Bool, refusal: RefusalReason? = nil,
+                asksPlayOwnership: Bool = false
+            ) throws {
                 self.redemption = try redemption.map { try WireJSON($0) }
                 self.created = created
                 self.refusal = refusal
@@ -455,8 +520,10 @@ public enum Coupons {
         public var sandbox: Bool
         /// The Google Play subscription products the account holds (see `Validate.playOwned`).
         public var playOwned: [String]?
-        public init(accountId: UUID, appUserId: String, code: String, productId: String?, platform: Platform, sandbox: Bool,
-                    playOwned: [String]? = nil) {
+        public init(
+            accountId: UUID, appUserId: String, code: String, productId: String?, platform: Platform, sandbox: Bool,
+            playOwned: [String]? = nil
+        ) {
             self.accountId = accountId
             self.appUserId = appUserId
             self.code = code
@@ -477,7 +544,9 @@ public enum Coupons {
         }
         public var items: [Redeem]
         public init(items: [Redeem]) { self.items = items }
-        public static func answers(in response: Response) -> [Result<Redeem.Response, any Error>] { response.answers.map(\.result) }
+        public static func answers(in response: Response) -> [Result<Redeem.Response, any Error>] {
+            response.answers.map(\.result)
+        }
     }
 
     /// One redemption; `accountId` nil for operators, whose key's `mode` (`Mode.of`) must be its

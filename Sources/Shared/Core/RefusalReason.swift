@@ -2,8 +2,12 @@
 /// Validate answers it as `reason`; redeem as a 422 whose `error.code` is the reason.
 /// `alreadyOwned`: the account's store account already holds the plan (on Google Play, known
 /// through RevenueCat's subscriber), so a purchase would be refused by the store.
+/// `webOnly`: a free period Redeem grants (no App Store offer) asked for inside an iOS app, where
+/// App Review (guideline 3.1.1) lets an app unlock features only through in-app purchase; the
+/// gateway adds the redeem page's URL for the code (`redeemUrl`).
 public enum RefusalReason: String, Codable, Sendable, CaseIterable {
-    case notFound, inactive, notStarted, expired, exhausted, alreadyRedeemed, notEligible, notReady, alreadyOwned
+    case notFound, inactive, notStarted, expired, exhausted, alreadyRedeemed, notEligible, notReady, alreadyOwned,
+        webOnly
 
     /// What the redeem page and an error's `message` say.
     public var sentence: String {
@@ -17,6 +21,7 @@ public enum RefusalReason: String, Codable, Sendable, CaseIterable {
         case .notEligible: "This coupon doesn't apply to your account, platform or product."
         case .notReady: "This offer isn't available in the store yet; try again later."
         case .alreadyOwned: "Your store account already has this plan, so this coupon can't be used for it."
+        case .webOnly: "This coupon is redeemed on the web: open its page to redeem it."
         }
     }
 }

@@ -60,8 +60,10 @@ public enum StoreOfferState: String, Codable, Sendable, CaseIterable {
 /// Whether an offer is `ready` (docs/stores.md): the one statement of the rule, pure, with the time
 /// as an input.
 public enum StoreOfferReadiness {
-    public static func state(stored: StoreOfferState, codeCreatedAt: Date?, firstPurchaseAt: Date?, switchedOff: Bool,
-                             now: Date, settle: TimeInterval) -> StoreOfferState {
+    public static func state(
+        stored: StoreOfferState, codeCreatedAt: Date?, firstPurchaseAt: Date?, switchedOff: Bool,
+        now: Date, settle: TimeInterval
+    ) -> StoreOfferState {
         guard stored.isWaiting, !switchedOff, let created = codeCreatedAt else { return stored }
         if firstPurchaseAt != nil || created.addingTimeInterval(settle) <= now { return .ready }
         return stored
@@ -81,9 +83,17 @@ public struct StoreOfferView: Codable, Sendable, Equatable {
     public var message: String?
     /// When coupons asked for the offer to be switched off (cap reached, deactivated, expired).
     public var switchedOffAt: Date?
+    /// App Store only: the offer's custom code. Apple takes a code once per app, so each plan of
+    /// a coupon has its own: the plan whose product id sorts first the coupon's code, the others
+    /// the code with `-2`, `-3`, … (`AppStoreCodes`).
+    public var customCode: String?
 
-    public init(store: Store, productId: String, basePlanId: String? = nil, state: StoreOfferState, offerId: String?, message: String?,
-                switchedOffAt: Date?) {
+    public init(
+        store: Store, productId: String, basePlanId: String? = nil, state: StoreOfferState, offerId: String?,
+        message: String?,
+        switchedOffAt: Date?, customCode: String? = nil
+    ) {
+        self.customCode = customCode
         self.store = store
         self.productId = productId
         self.basePlanId = basePlanId
@@ -113,18 +123,22 @@ public struct StoreOfferTerms: Codable, Sendable, Equatable {
     }
 }
 
-/// Where an iOS client sends its user to use a code: Apple's offer-code page with the code filled
-/// in (validate answers the URL, redeem the token too).
+/// Where an iOS client sends its user to use a code: Apple's offer-code page with the plan's code
+/// filled in (validate answers the URLs, redeem the token too).
 public struct AppStoreHandoff: Codable, Sendable, Equatable {
-    /// `https://apps.apple.com/redeem?ctx=offercodes&id={appId}&code={code}`.
+    /// `https://apps.apple.com/redeem?ctx=offercodes&id={appId}&code={code}`, with the custom code
+    /// of the plan redeemed (validate: the first ready plan's).
     public var redemptionUrl: String
     /// The UUID the app passes to StoreKit wherever it takes one, so Apple's notification names
     /// the account (docs/stores.md).
     public var appAccountToken: UUID?
+    /// Validate only: the page for each ready plan, by product id (each plan has its own code).
+    public var redemptionUrls: [String: String]?
 
-    public init(redemptionUrl: String, appAccountToken: UUID?) {
+    public init(redemptionUrl: String, appAccountToken: UUID?, redemptionUrls: [String: String]? = nil) {
         self.redemptionUrl = redemptionUrl
         self.appAccountToken = appAccountToken
+        self.redemptionUrls = redemptionUrls
     }
 
     /// The offer-code page of app `appId` with `code` filled in. Codes are `A-Z 0-9 - _`, which
@@ -132,6 +146,24 @@ public struct AppStoreHandoff: Codable, Sendable, Equatable {
     public static func redemptionURL(appId: String, code: String) -> String {
         "https://apps.apple.com/redeem?ctx=offercodes&id=\(appId)&code=\(code)"
     }
+}
+
+/// The App Store custom code of each plan of a coupon. Apple takes a custom code only once per
+/// app, so one code can't stand for every plan: the plan whose product id sorts first keeps the
+/// coupon's code exactly (a code typed straight into the App Store works for it), and each further
+/// plan, in product id order, gets the code with `-2`, `-3`, … (`SPRING25`, `SPRING25-2`). Every one
+/// of them counts toward the one coupon and its one cap.
+public enum AppStoreCodes {
+    public static func byProduct(code: String, productIds: [String]) -> [String: String] {
+        Dictionary(
+            uniqueKeysWithValues: productIds.sorted().enumerated().map { i, product in
+                (product, i == 0 ? code : "\(code)-\(i + 1)")
+            })
+    }
+
+    /// The longest code a coupon on `plans` App Store plans may have: Apple's custom codes are
+    /// at most 64 characters, and further plans add a suffix.
+    public static func longestCode(plans: Int) -> Int { plans <= 1 ? 64 : 64 - 1 - String(plans).count }
 }
 
 /// What an Android client is handed for a coupon with Google Play offers (docs/stores.md):

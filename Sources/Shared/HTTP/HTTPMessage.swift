@@ -15,8 +15,10 @@ public struct HTTPRequest: Sendable {
     /// Values of `{name}` segments of the matched route (set by `Router`).
     public var pathParameters: [String: String] = [:]
 
-    public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
-                body: Data = Data(), requestId: String = UUID.random().lowercasedString, clientAddress: String = "") {
+    public init(
+        method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
+        body: Data = Data(), requestId: String = UUID.random().lowercasedString, clientAddress: String = ""
+    ) {
         self.method = method
         self.path = path
         self.query = query
@@ -45,8 +47,10 @@ public struct HTTPResponse: Sendable {
     }
 
     /// A streamed response: `produce` writes the body piece by piece.
-    public static func stream(_ status: Int, contentType: String, headers: [(String, String)] = [],
-                              _ produce: @escaping @Sendable (HTTPBodyStream) async -> Void) -> HTTPResponse {
+    public static func stream(
+        _ status: Int, contentType: String, headers: [(String, String)] = [],
+        _ produce: @escaping @Sendable (HTTPBodyStream) async -> Void
+    ) -> HTTPResponse {
         var r = HTTPResponse(status: status, headers: [("Content-Type", contentType)] + headers)
         r.producer = produce
         return r
@@ -71,12 +75,18 @@ public struct HTTPResponse: Sendable {
 
     /// The API's error shape (docs/api.md).
     public static func error(_ e: HTTPError) -> HTTPResponse {
-        var r = json(e.status, ErrorBody(error: ErrorBody.Detail(code: e.code, message: e.message, field: e.field)), headers: e.headers)
+        var r = json(
+            e.status,
+            ErrorBody(
+                error: ErrorBody.Detail(code: e.code, message: e.message, field: e.field, redeemUrl: e.redeemUrl)),
+            headers: e.headers)
         r.status = e.status
         return r
     }
 
-    public static func text(_ status: Int, _ text: String, contentType: String = "text/plain; charset=utf-8") -> HTTPResponse {
+    public static func text(
+        _ status: Int, _ text: String, contentType: String = "text/plain; charset=utf-8"
+    ) -> HTTPResponse {
         HTTPResponse(status: status, headers: [("Content-Type", contentType)], body: Data(text.utf8))
     }
 
@@ -87,12 +97,14 @@ public struct HTTPResponse: Sendable {
     }
 }
 
-/// `{ "error": { "code", "message", "field"? } }`
+/// `{ "error": { "code", "message", "field"?, "redeemUrl"? } }`
 public struct ErrorBody: Codable, Sendable {
     public struct Detail: Codable, Sendable {
         public var code: String
         public var message: String
         public var field: String?
+        /// With `webOnly`: the redeem page for the code, where the user redeems it instead.
+        public var redeemUrl: String?
     }
     public var error: Detail
 }
@@ -109,13 +121,19 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
     public var message: String
     public var field: String?
     public var headers: [(String, String)] = []
+    /// With `webOnly`: the redeem page for the code (`ErrorBody.Detail.redeemUrl`).
+    public var redeemUrl: String?
 
-    public init(_ status: Int, _ code: String, _ message: String, field: String? = nil, headers: [(String, String)] = []) {
+    public init(
+        _ status: Int, _ code: String, _ message: String, field: String? = nil, headers: [(String, String)] = [],
+        redeemUrl: String? = nil
+    ) {
         self.status = status
         self.code = code
         self.message = message
         self.field = field
         self.headers = headers
+        self.redeemUrl = redeemUrl
     }
 
     public var description: String { "\(status) \(code): \(message)" }
@@ -124,7 +142,11 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
     public static let tooLarge = HTTPError(413, "tooLarge", "the request body is larger than 1 MiB")
     /// A request still being handled when the server stops.
     public static let stopping = HTTPError(503, "unavailable", "the server is stopping; try again")
-    public static func malformedJson(_ why: String = "the body is not valid JSON") -> HTTPError { HTTPError(400, "malformedJson", why) }
+    public static func malformedJson(_ why: String = "the body is not valid JSON") -> HTTPError {
+        HTTPError(400, "malformedJson", why)
+    }
     public static let unsupportedMediaType = HTTPError(415, "unsupportedMediaType", "send the body as application/json")
-    public static func invalid(_ field: String?, _ message: String) -> HTTPError { HTTPError(422, "invalid", message, field: field) }
+    public static func invalid(_ field: String?, _ message: String) -> HTTPError {
+        HTTPError(422, "invalid", message, field: field)
+    }
 }

@@ -283,6 +283,7 @@
     if (expires) body.expiresAt = expires;
     if ($("f-maxRedemptions").value) body.maxRedemptions = Number($("f-maxRedemptions").value);
     body.newCustomersOnly = $("f-newCustomersOnly").checked;
+    if (body.kind === "freePeriod" && $("f-allowInApp").checked) body.allowInApp = true;
     return body;
   }
 
@@ -386,9 +387,12 @@
       figure(dl, "Starts", time(c.startsAt));
       figure(dl, "Expires", time(c.expiresAt));
       figure(dl, "Mode", c.mode);
+      if (c.kind === "freePeriod" && (c.platforms || []).includes("ios") && !(c.storeOffers || []).some((o) => o.store === "appStore")) {
+        figure(dl, "In the iOS app", c.allowInApp ? "allowed" : "no: iOS users redeem on the web");
+      }
       const offers = $("coupon-offers");
       offers.tBodies[0].textContent = "";
-      (c.storeOffers || []).forEach((o) => offers.tBodies[0].appendChild(row([o.store, o.productId, o.state, o.offerId, o.message])));
+      (c.storeOffers || []).forEach((o) => offers.tBodies[0].appendChild(row([o.store, o.productId, o.customCode || (o.store === "playStore" ? "—" : c.code), o.state, o.offerId, o.message])));
       offers.hidden = !(c.storeOffers && c.storeOffers.length);
       $("coupon-offers-empty").hidden = !offers.hidden;
       $("coupon-offers-simulated").hidden = offers.hidden || c.mode !== "test";
