@@ -198,7 +198,10 @@ import TestSupport
         let ok = (validate.operation["responses"] as? [String: [String: Any]])?["200"]
         let media = (ok?["content"] as? [String: [String: Any]])?["application/json"]
         let examples = media?["examples"] as? [String: [String: Any]]
-        #expect(Set(examples?.keys.map { $0 } ?? []) == ["valid", "refused"])
+        #expect(Set(examples?.keys.map { $0 } ?? []) == ["valid", "refused", "webOnly", "appStore", "googlePlay"])
         #expect((examples?["refused"]?["value"] as? [String: Any])?["reason"] as? String == "exhausted")
+        // The refusal an iOS app must handle itself: the redeem page's URL comes with it.
+        let webOnly = examples?["webOnly"]?["value"] as? [String: Any]
+        #expect(webOnly?["reason"] as? String == "webOnly" && (webOnly?["redeemUrl"] as? String)?.contains("/redeem?code=") == true)
     }
 }

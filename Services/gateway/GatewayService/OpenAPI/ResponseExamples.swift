@@ -22,6 +22,18 @@ enum ExampleValues {
     static let coupon = PublicCoupon(
         code: "SPRING-25", kind: .freePeriod, percentOff: nil, amountOff: nil,
         duration: CouponDuration(unit: "month", count: 1), periodCount: nil, entitlementId: "pro")
+    static let discount = PublicCoupon(
+        code: "SAVE-30", kind: .percentOff, percentOff: 30, amountOff: nil,
+        duration: CouponDuration(unit: "month", count: 1), periodCount: 3, entitlementId: nil)
+    static let offer = StoreOfferTerms(
+        kind: .percentOff, percentOff: 30, amountOff: nil, duration: CouponDuration(unit: "month", count: 1),
+        periodCount: 3)
+    static let appStore = AppStoreHandoff(
+        redemptionUrl: "https://apps.apple.com/redeem?ctx=offercodes&id=1234567890&code=SAVE-30", appAccountToken: nil,
+        redemptionUrls: [
+            "pro.monthly": "https://apps.apple.com/redeem?ctx=offercodes&id=1234567890&code=SAVE-30",
+            "pro.yearly": "https://apps.apple.com/redeem?ctx=offercodes&id=1234567890&code=SAVE-30-2"
+        ])
     static let account = AccountView(
         id: accountId, email: "pilot@example.com", emailVerified: true, appUserId: appUserId,
         identities: [AccountView.Identity(type: "email", email: "pilot@example.com")], createdAt: createdAt)
@@ -48,8 +60,28 @@ extension AccountView: APIExampled {
 
 extension Coupons.Validate.Answer: APIExampled {
     static var examples: [(name: String, value: Self)] {
-        [("valid", Self(valid: true, reason: nil, coupon: ExampleValues.coupon, eligibleProductIds: [])),
-         ("refused", Self(valid: false, reason: .exhausted, coupon: nil, eligibleProductIds: []))]
+        var webOnly = Self(valid: false, reason: .webOnly, coupon: ExampleValues.coupon, eligibleProductIds: [])
+        webOnly.redeemUrl = "https://redeem.example.com/redeem?code=SPRING-25"
+        return [
+            ("valid", Self(valid: true, reason: nil, coupon: ExampleValues.coupon, eligibleProductIds: [])),
+            ("refused", Self(valid: false, reason: .exhausted, coupon: nil, eligibleProductIds: [])),
+            ("webOnly", webOnly),
+            (
+                "appStore",
+                Self(
+                    valid: true, reason: nil, coupon: ExampleValues.discount,
+                    eligibleProductIds: ["pro.monthly", "pro.yearly"],
+                    offer: ExampleValues.offer, appStore: ExampleValues.appStore)
+            ),
+            (
+                "googlePlay",
+                Self(
+                    valid: true, reason: nil, coupon: ExampleValues.discount, eligibleProductIds: ["pro.monthly"],
+                    offer: ExampleValues.offer, basePlanIds: ["pro.monthly": ["monthly", "monthly-prepaid"]],
+                    playStore: PlayStoreHandoff(
+                        offerId: "redeem-spring25-1a2b3c", offerTags: [PlayStoreHandoff.couponTag]))
+            )
+        ]
     }
 }
 
@@ -61,7 +93,15 @@ extension RedemptionView: APIExampled {
             completedAt: ExampleValues.completedAt, failureReason: nil,
             entitlement: .init(entitlementId: "pro", expiresAt: ExampleValues.expiresAt),
             accountId: ExampleValues.accountId, appUserId: ExampleValues.appUserId)
-        return [("completed", completed)]
+        var reserved = Self(
+            redemptionId: ExampleValues.redemptionId, code: "SAVE-30", status: .reserved, platform: .ios,
+            productId: "pro.yearly", pricePaid: nil, sandbox: false, reservedAt: ExampleValues.reservedAt,
+            completedAt: nil, failureReason: nil, entitlement: nil,
+            accountId: ExampleValues.accountId, appUserId: ExampleValues.appUserId)
+        reserved.appStore = AppStoreHandoff(
+            redemptionUrl: "https://apps.apple.com/redeem?ctx=offercodes&id=1234567890&code=SAVE-30-2",
+            appAccountToken: UUID(uuidString: "8C4B2A10-5D6E-8F70-8123-456789ABCDEF")!)
+        return [("completed", completed), ("reservedForTheAppStore", reserved)]
     }
 }
 
@@ -73,16 +113,23 @@ extension Page: APIExampled where Item: APIExampled {
 
 extension Grants.Entitlements.Response: APIExampled {
     static var examples: [(name: String, value: Self)] {
-        let pro = EntitlementView(entitlementId: "pro", expiresAt: ExampleValues.expiresAt, sandbox: false,
-                                  source: "local")
+        let pro = EntitlementView(
+            entitlementId: "pro", expiresAt: ExampleValues.expiresAt, sandbox: false,
+            source: "local")
         return [("active", Self(data: [pro]))]
     }
 }
 
 extension Accounts.LinkCloudKit.Response: APIExampled {
     static var examples: [(name: String, value: Self)] {
-        [("changed", Self(appUserId: "_a1b2c3d4e5f60718293a4b5c6d7e8f90", changed: true,
-                          previousAppUserId: ExampleValues.appUserId))]
+        [
+            (
+                "changed",
+                Self(
+                    appUserId: "_a1b2c3d4e5f60718293a4b5c6d7e8f90", changed: true,
+                    previousAppUserId: ExampleValues.appUserId)
+            )
+        ]
     }
 }
 
