@@ -182,6 +182,13 @@ final class StoreProvisioningTests: StackTestCase {
         XCTAssertEqual(handoff["redemptionUrl"] as? String, page + code, v.text)
         XCTAssertEqual(
             handoff["redemptionUrls"] as? [String: String], [monthly: page + code, yearly: page + code + "-2"], v.text)
+        let chosen = try await client.json(
+            "POST", "/v1/coupons/validate", ["code": code, "platform": "ios", "productId": yearly], token: u.token)
+        let chosenHandoff = try XCTUnwrap(try chosen.json()["appStore"] as? [String: Any], chosen.text)
+        XCTAssertEqual(chosenHandoff["redemptionUrl"] as? String, page + code + "-2", chosen.text)
+        let elsewhere = try await client.json(
+            "POST", "/v1/coupons/validate", ["code": code, "platform": "ios", "productId": "pro.other"], token: u.token)
+        XCTAssertEqual(try elsewhere.json()["reason"] as? String, "notEligible", elsewhere.text)
         let r = try await client.json(
             "POST", "/v1/redemptions", ["code": code, "platform": "ios", "productId": yearly], token: u.token)
         XCTAssertEqual(r.status, 201, r.text)

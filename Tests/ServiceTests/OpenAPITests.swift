@@ -1,8 +1,9 @@
 import Foundation
-import Testing
 import TestSupport
-@testable import GatewayService
+import Testing
+
 @testable import Core
+@testable import GatewayService
 @testable import HTTP
 @testable import Runtime
 
@@ -22,7 +23,9 @@ import TestSupport
 
     func described() throws -> [Described] {
         let paths = try #require(try document()["paths"] as? [String: [String: [String: Any]]])
-        return paths.flatMap { path, methods in methods.map { Described(method: $0.key.uppercased(), path: path, operation: $0.value) } }
+        return paths.flatMap { path, methods in
+            methods.map { Described(method: $0.key.uppercased(), path: path, operation: $0.value) }
+        }
     }
 
     /// A route given to the router any other way than through the table (so without a
@@ -32,24 +35,33 @@ import TestSupport
         defer { gateway.stop() }
         let answered = Set(gateway.router().routes.map { "\($0.method) \($0.template)" })
         let described = Set(try described().map { "\($0.method) \($0.path)" })
-        #expect(answered.subtracting(described).isEmpty, "answered but not described: \(answered.subtracting(described).sorted())")
-        #expect(described.subtracting(answered).isEmpty, "described but not answered: \(described.subtracting(answered).sorted())")
+        #expect(
+            answered.subtracting(described).isEmpty,
+            "answered but not described: \(answered.subtracting(described).sorted())")
+        #expect(
+            described.subtracting(answered).isEmpty,
+            "described but not answered: \(described.subtracting(answered).sorted())")
         #expect(answered.count == Gateway.routes.count)
     }
 
     /// `/readyz` and `/metrics` are on the operations port, and on the public one only when asked.
     @Test func readinessAndMetricsAreOnTheOperationsPortUnlessAskedForOnThePublicOne() throws {
         func answered(_ env: [String: String]) throws -> (public: Set<String>, operations: Set<String>) {
-            let gateway = try Gateway(config: GatewayConfig(env: Environment(env.merging(["REDEEM_BUS_SECURITY": "plain"]) { $1 })))
+            let gateway = try Gateway(
+                config: GatewayConfig(env: Environment(env.merging(["REDEEM_BUS_SECURITY": "plain"]) { $1 })))
             defer { gateway.stop() }
             return (Set(gateway.router().routes.map(\.template)), Set(gateway.internalRouter().routes.map(\.template)))
         }
         let plain = try answered([:])
-        #expect(plain.public.contains("/healthz") && !plain.public.contains("/readyz") && !plain.public.contains("/metrics"))
+        #expect(
+            plain.public.contains("/healthz") && !plain.public.contains("/readyz") && !plain.public.contains("/metrics")
+        )
         #expect(plain.operations == ["/healthz", "/readyz", "/metrics"])
         let asked = try answered(["REDEEM_OPS_ON_PUBLIC_PORT": "1"])
         #expect(asked.public.isSuperset(of: ["/healthz", "/readyz", "/metrics"]))
-        #expect(!(try described().contains { $0.path == "/readyz" || $0.path == "/metrics" }), "never in the public description")
+        #expect(
+            !(try described().contains { $0.path == "/readyz" || $0.path == "/metrics" }),
+            "never in the public description")
     }
 
     @Test func everyOperationHasASummaryItsParametersAndAnAnswer() throws {
@@ -60,10 +72,14 @@ import TestSupport
             #expect(!(d.operation["summary"] as? String ?? "").isEmpty, "\(name) has no summary")
             let responses = d.operation["responses"] as? [String: Any] ?? [:]
             // A redirect is the success of the routes that send a browser on (Sign in with Apple).
-            #expect(responses.keys.contains { $0.hasPrefix("2") || $0 == "302" || $0 == "303" }, "\(name) has no success answer")
+            #expect(
+                responses.keys.contains { $0.hasPrefix("2") || $0 == "302" || $0 == "303" },
+                "\(name) has no success answer")
             let parameters = d.operation["parameters"] as? [[String: Any]] ?? []
             for p in OpenAPIDocument.pathParameters(d.path) {
-                #expect(parameters.contains { $0["name"] as? String == p && $0["in"] as? String == "path" }, "\(name) lacks {\(p)}")
+                #expect(
+                    parameters.contains { $0["name"] as? String == p && $0["in"] as? String == "path" },
+                    "\(name) lacks {\(p)}")
             }
             if !(d.operation["security"] as? [Any] ?? []).isEmpty {
                 #expect(responses.keys.contains("401") && responses.keys.contains("403"), "\(name) needs a credential")
@@ -72,7 +88,8 @@ import TestSupport
         // Every schema reference resolves, and every named schema is used.
         let text = String(decoding: OpenAPIDocument.json, as: UTF8.self)
         let schemas = ((doc["components"] as? [String: Any])?["schemas"] as? [String: Any]) ?? [:]
-        let refs = Set(text.components(separatedBy: "#/components/schemas/").dropFirst().map { String($0.prefix { $0 != "\"" }) })
+        let refs = Set(
+            text.components(separatedBy: "#/components/schemas/").dropFirst().map { String($0.prefix { $0 != "\"" }) })
         #expect(refs == Set(schemas.keys))
     }
 
@@ -83,7 +100,9 @@ import TestSupport
         let catalog = SchemaCatalog()
         for route in Gateway.routes {
             let operation = try #require(paths[route.path]?[route.method.rawValue.lowercased()])
-            let described = ((operation["requestBody"] as? [String: Any])?["content"] as? [String: [String: [String: Any]]])?[route.bodyMediaType]?["schema"]
+            let described =
+                ((operation["requestBody"] as? [String: Any])?["content"] as? [String: [String: [String: Any]]])?[
+                    route.bodyMediaType]?["schema"]
             guard let body = route.body else {
                 #expect(described == nil, "\(route.path) describes a body it does not read")
                 continue
@@ -103,7 +122,8 @@ import TestSupport
         let route = APIRoute.route(.get, "/echo", "Echo", query: QueryParameter.page, answers: [200: .empty]) { _ in
             { request in .json(200, request.query) }
         }
-        let answer = try await route.handler(gateway)(HTTPRequest(method: "GET", path: "/echo", query: ["limit": "5", "cursor": "c", "wait": "9"]))
+        let answer = try await route.handler(gateway)(
+            HTTPRequest(method: "GET", path: "/echo", query: ["limit": "5", "cursor": "c", "wait": "9"]))
         #expect(try JSONDecoder().decode([String: String].self, from: answer.body) == ["limit": "5", "cursor": "c"])
     }
 
@@ -114,7 +134,9 @@ import TestSupport
         let route = APIRoute.route(.get, "/secret", "Secret", access: .key(.admin), answers: [200: .empty]) { _ in
             { _, _ in throw Reached() }
         }
-        await #expect(throws: ServiceError.self) { try await route.handler(gateway)(HTTPRequest(method: "GET", path: "/secret")) }
+        await #expect(throws: ServiceError.self) {
+            try await route.handler(gateway)(HTTPRequest(method: "GET", path: "/secret"))
+        }
         let bad = HTTPRequest(method: "GET", path: "/secret", headers: ["authorization": "Basic x"])
         do {
             _ = try await route.handler(gateway)(bad)
@@ -131,7 +153,9 @@ import TestSupport
         let header = try #require(lines.firstIndex { $0.hasPrefix("| group | method and path | who |") })
         var listed: [String: String] = [:]
         for line in lines[(header + 2)...].prefix(while: { $0.hasPrefix("|") }) {
-            let columns = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            let columns = line.split(separator: "|", omittingEmptySubsequences: false).map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
             try #require(columns.count >= 4, "\(line)")
             for match in columns[2].matches(of: #/`(GET|POST|PATCH|DELETE|PUT) (/[^`?\s]*)/#) {
                 let route = "\(match.1) \(match.2)"
@@ -139,16 +163,21 @@ import TestSupport
                 listed[route] = columns[3]
             }
         }
-        let routes = Dictionary(uniqueKeysWithValues: Gateway.routes.map { ("\($0.method.rawValue) \($0.path)", $0.access) })
-        #expect(Set(listed.keys) == Set(routes.keys), "listed only: \(Set(listed.keys).subtracting(routes.keys).sorted()), missing: \(Set(routes.keys).subtracting(listed.keys).sorted())")
+        let routes = Dictionary(
+            uniqueKeysWithValues: Gateway.routes.map { ("\($0.method.rawValue) \($0.path)", $0.access) })
+        #expect(
+            Set(listed.keys) == Set(routes.keys),
+            "listed only: \(Set(listed.keys).subtracting(routes.keys).sorted()), missing: \(Set(routes.keys).subtracting(listed.keys).sorted())"
+        )
         for (route, who) in listed {
             guard let access = routes[route] else { continue }
-            let word = switch access {
-            case .anyone: "anyone"
-            case .user: "user"
-            case .userOrKey: "the owning user"
-            case .key(let role): role.rawValue
-            }
+            let word =
+                switch access {
+                case .anyone: "anyone"
+                case .user: "user"
+                case .userOrKey: "the owning user"
+                case .key(let role): role.rawValue
+                }
             #expect(who.hasPrefix(word), "\(route): docs say \(who), the route is for \(word)")
         }
     }
@@ -159,7 +188,8 @@ import TestSupport
         let script = RedeemPage.script
         #expect(!script.contains("/*REFUSALS*/"))
         let sentences = try JSONDecoder().decode([String: String].self, from: Data(RedeemPage.refusalSentences.utf8))
-        #expect(sentences == Dictionary(uniqueKeysWithValues: RefusalReason.allCases.map { ($0.rawValue, $0.sentence) }))
+        #expect(
+            sentences == Dictionary(uniqueKeysWithValues: RefusalReason.allCases.map { ($0.rawValue, $0.sentence) }))
         #expect(script.contains("var refusals = \(RedeemPage.refusalSentences);"))
         for code in ErrorCode.allCases.map(\.rawValue) + RefusalReason.allCases.map(\.rawValue) {
             #expect(!script.contains("\(code): \""), "the script has its own sentence for \(code)")
@@ -172,7 +202,7 @@ import TestSupport
         let appOperations = [
             "POST /v1/accounts", "POST /v1/sessions", "POST /v1/sessions/refresh", "POST /v1/sessions/exchange",
             "POST /v1/sessions/apple", "GET /v1/me", "POST /v1/coupons/validate", "POST /v1/redemptions",
-            "GET /v1/redemptions/{id}", "GET /v1/me/redemptions", "GET /v1/me/entitlements",
+            "GET /v1/redemptions/{id}", "GET /v1/me/redemptions", "GET /v1/me/entitlements"
         ]
         let routes = Dictionary(uniqueKeysWithValues: Gateway.routes.map { ("\($0.method.rawValue) \($0.path)", $0) })
         for name in appOperations {
@@ -183,8 +213,10 @@ import TestSupport
                 guard case .json(let type) = answer else { continue }
                 let content = responses[String(status)]?["content"] as? [String: [String: Any]]
                 let media = try #require(content?["application/json"])
-                let samples: [Any] = if let one = media["example"] { [one] }
-                    else { ((media["examples"] as? [String: [String: Any]]) ?? [:]).values.compactMap { $0["value"] } }
+                let samples: [Any] =
+                    if let one = media["example"] { [one] } else {
+                        ((media["examples"] as? [String: [String: Any]]) ?? [:]).values.compactMap { $0["value"] }
+                    }
                 #expect(!samples.isEmpty, "\(name) \(status) has no example")
                 for sample in samples {
                     let data = try JSONSerialization.data(withJSONObject: sample)
@@ -202,6 +234,8 @@ import TestSupport
         #expect((examples?["refused"]?["value"] as? [String: Any])?["reason"] as? String == "exhausted")
         // The refusal an iOS app must handle itself: the redeem page's URL comes with it.
         let webOnly = examples?["webOnly"]?["value"] as? [String: Any]
-        #expect(webOnly?["reason"] as? String == "webOnly" && (webOnly?["redeemUrl"] as? String)?.contains("/redeem?code=") == true)
+        #expect(
+            webOnly?["reason"] as? String == "webOnly"
+                && (webOnly?["redeemUrl"] as? String)?.contains("/redeem?code=") == true)
     }
 }

@@ -86,10 +86,11 @@ struct StoreSettings: Sendable {
     }
 
     /// What validate hands an iOS client for a coupon with App Store offers: the offer-code page
-    /// of each ready plan, with that plan's code (`codes`, by product id), and the first plan's as
-    /// `redemptionUrl`; the coupon's own code when no plan is ready. Nil without the App Store's id.
-    func appStoreHandoff(codes: [String: String], coupon code: String) -> AppStoreHandoff? {
-        let first = codes.min { $0.key < $1.key }?.value ?? code
+    /// of each ready plan, with that plan's code (`codes`, by product id), and the plan asked for
+    /// (else the first ready one) as `redemptionUrl`; the coupon's own code when no plan is ready.
+    /// Nil without the App Store's id.
+    func appStoreHandoff(codes: [String: String], coupon code: String, plan: String? = nil) -> AppStoreHandoff? {
+        let first = plan.flatMap { codes[$0] } ?? codes.min { $0.key < $1.key }?.value ?? code
         guard let url = redemptionURL(code: first) else { return nil }
         let urls = codes.compactMapValues { redemptionURL(code: $0) }
         return AppStoreHandoff(redemptionUrl: url, appAccountToken: nil, redemptionUrls: urls.isEmpty ? nil : urls)

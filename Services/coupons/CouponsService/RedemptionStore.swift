@@ -104,7 +104,8 @@ enum RedemptionStore {
     ///
     /// On iOS, a coupon with App Store offers is also `notReady` until one of its plans' offers is
     /// ready, and a valid answer names the ready plans, the offer and Apple's offer-code page. Only
-    /// such a coupon costs a query more (its offers, once per batch).
+    /// such a coupon costs a query more (its offers, once per batch). A request that names its plan
+    /// (`productId`) is refused as redeem would refuse that plan, and handed its page.
     static func validateBatch(
         _ c: PGConnection, _ reqs: [Coupons.Validate], stores: StoreSettings = .none, now: Date
     ) throws
@@ -150,14 +151,15 @@ enum RedemptionStore {
             let store: Store?
             let owned: Set<String>
             let asks: Bool
+            let plan: String?
         }
         var answers: [Key: Coupons.Validate.Response] = [:]
         func answer(
-            _ reason: RefusalReason?, store: Store?, owned: Set<String> = [], asks: Bool = false
+            _ reason: RefusalReason?, store: Store?, owned: Set<String> = [], asks: Bool = false, plan: String? = nil
         ) throws -> Coupons.Validate.Response {
             let key = Key(
                 reason: reason, store: reason == nil ? store : nil, owned: reason == nil ? owned : [],
-                asks: reason == nil && asks)
+                asks: reason == nil && asks, plan: reason == nil && store == .appStore ? plan : nil)
             if let known = answers[key] { return known }
             var a = Coupons.Validate.Answer(
                 valid: reason == nil, reason: reason, coupon: publicView, eligibleProductIds: d.productIds)
@@ -168,7 +170,7 @@ enum RedemptionStore {
                 switch store {
                 case .appStore:
                     a.appStore = stores.appStoreHandoff(
-                        codes: offers.appStoreCodes.filter { plans[$0.key] != nil }, coupon: d.code)
+                        codes: offers.appStoreCodes.filter { plans[$0.key] != nil }, coupon: d.code, plan: key.plan)
                 case .playStore:
                     a.basePlanIds = plans
                     a.playStore = PlayStoreHandoff(
@@ -185,7 +187,7 @@ enum RedemptionStore {
             let owned = owning.plans(through: store, req.playOwned)
             switch try RedemptionRules.decide(
                 .init(
-                    coupon: d, active: active, platform: req.platform, productId: nil, resolveProduct: false,
+                    coupon: d, active: active, platform: req.platform, productId: req.productId, resolveProduct: false,
                     holdsUse: !sandbox && already.contains(req.accountId), veteran: notNew.contains(req.accountId),
                     usesTaken: sandbox ? nil : used, readyProducts: store.map { Set((ready[$0] ?? [:]).keys) },
                     ownedProducts: owned, now: now))
@@ -193,7 +195,8 @@ enum RedemptionStore {
             case .refuse(let reason): return try answer(reason, store: store)
             case .reserve:
                 return try answer(
-                    nil, store: store, owned: owned ?? [], asks: owning.asks(through: store, req.playOwned))
+                    nil, store: store, owned: owned ?? [], asks: owning.asks(through: store, req.playOwned),
+                    plan: req.productId)
             }
         }
     }

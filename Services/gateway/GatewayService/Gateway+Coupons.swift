@@ -51,6 +51,8 @@ extension Gateway {
         var code: String
         var platform: String?
         var environment: String?
+        /// The plan the client means to buy, when it knows (as redeem's `productId`).
+        var productId: String?
     }
     struct RedeemBody: APIBody {
         static let schemaName: String? = "RedeemInput"
@@ -185,7 +187,8 @@ extension Gateway {
         let b = try body.read()
         let platform = try b.platform.map(Self.platform)
         let sandbox = try Self.sandbox(environment: b.environment)
-        var request = Coupons.Validate(accountId: user.account, code: b.code, platform: platform, sandbox: sandbox)
+        var request = Coupons.Validate(
+            accountId: user.account, code: b.code, platform: platform, sandbox: sandbox, productId: b.productId)
         var a = try await validations.submit(Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
         if a.asksPlayOwnership {
             // Valid unless the account holds a plan on Play already: asked again only when it holds any.

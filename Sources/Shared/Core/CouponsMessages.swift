@@ -465,14 +465,19 @@ public enum Coupons {
         /// them (`Grants.StoreView`; `[]` when it holds none or the view could not be read in
         /// time). nil: not asked; a request through Play is then answered `asksPlayOwnership`.
         public var playOwned: [String]?
+        /// The plan the client means to buy, when it knows: refused as redeem would refuse it
+        /// (not covered, its offer not ready), and on iOS handed that plan's offer-code page.
+        public var productId: String?
         public init(
-            accountId: UUID, code: String, platform: Platform?, sandbox: Bool = false, playOwned: [String]? = nil
+            accountId: UUID, code: String, platform: Platform?, sandbox: Bool = false, playOwned: [String]? = nil,
+            productId: String? = nil
         ) {
             self.accountId = accountId
             self.code = code
             self.platform = platform
             self.sandbox = sandbox
             self.playOwned = playOwned
+            self.productId = productId
         }
     }
 
