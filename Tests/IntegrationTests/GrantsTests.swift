@@ -75,9 +75,15 @@ final class GrantsTests: StackTestCase {
         receiver.received.filter { String(decoding: $0.body, as: UTF8.self).contains(text) }
     }
 
-    func freePeriod(unit: String = "month", count: Int = 1, entitlement: String? = nil, cap: Int? = nil) async throws -> String {
+    /// A free period the suite redeems inside an iOS app, as an operator with Apple's approval
+    /// allows (`allowInApp`; else iOS is `webOnly`).
+    func freePeriod(
+        unit: String = "month", count: Int = 1, entitlement: String? = nil, cap: Int? = nil
+    ) async throws -> String {
         let code = "G-" + UUID().uuidString.prefix(8).uppercased()
-        var body: [String: Any] = ["code": code, "kind": "freePeriod", "duration": ["unit": unit, "count": count]]
+        var body: [String: Any] = [
+            "code": code, "kind": "freePeriod", "duration": ["unit": unit, "count": count], "allowInApp": true
+        ]
         if let entitlement { body["entitlementId"] = entitlement }
         if let cap { body["maxRedemptions"] = cap }
         let r = try await client.json("POST", "/v1/coupons", body, token: admin)
@@ -86,7 +92,9 @@ final class GrantsTests: StackTestCase {
     }
 
     func redeem(_ code: String, _ u: TokenMinter.User, sandbox: Bool = false) async throws -> String {
-        let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "ios", "environment": sandbox ? "sandbox" : "production"], token: u.token)
+        let r = try await client.json(
+            "POST", "/v1/redemptions",
+            ["code": code, "platform": "ios", "environment": sandbox ? "sandbox" : "production"], token: u.token)
         XCTAssertEqual(r.status, 201, r.text)
         return try r.decode(RedemptionBody.self).redemptionId
     }
@@ -136,7 +144,9 @@ final class GrantsTests: StackTestCase {
         let second = try await redeem(try await freePeriod(unit: "week", entitlement: ent), u)
         let done2 = try await waitFor(second, u)
         let end2 = try XCTUnwrap(Timestamp.parse(done2.entitlement?.expiresAt ?? ""))
-        XCTAssertEqual(Timestamp.milliseconds(end2), Timestamp.milliseconds(end1.addingTimeInterval(7 * 86400)), "starts where the first ends")
+        XCTAssertEqual(
+            Timestamp.milliseconds(end2), Timestamp.milliseconds(end1.addingTimeInterval(7 * 86400)),
+            "starts where the first ends")
         // What RevenueCat received: the path, the key and the same end_time_ms.
         let calls = Self.revenueCat.received.filter { $0.appUserId == u.appUserId }
         XCTAssertEqual(calls.count, 2)
@@ -164,7 +174,8 @@ final class GrantsTests: StackTestCase {
                 group.addTask {
                     var misses = 0
                     for u in users {
-                        let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "ios"], token: u.token)
+                        let r = try await client.json(
+                            "POST", "/v1/redemptions", ["code": code, "platform": "ios"], token: u.token)
                         let id = try r.decode(RedemptionBody.self).redemptionId
                         var status = ""
                         for _ in 0..<2000 where status != "completed" {
@@ -196,7 +207,8 @@ final class GrantsTests: StackTestCase {
         let ids = try await withThrowingTaskGroup(of: String.self) { group in
             for code in codes {
                 group.addTask {
-                    let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "ios"], token: u.token)
+                    let r = try await client.json(
+                        "POST", "/v1/redemptions", ["code": code, "platform": "ios"], token: u.token)
                     return try r.decode(RedemptionBody.self).redemptionId
                 }
             }
@@ -209,7 +221,9 @@ final class GrantsTests: StackTestCase {
             ends.append(try XCTUnwrap(Self.ms(done.entitlement?.expiresAt)))
         }
         ends.sort()
-        for (a, b) in zip(ends, ends.dropFirst()) { XCTAssertEqual(b - a, 7 * 86_400_000, "each week starts where the one before ends") }
+        for (a, b) in zip(ends, ends.dropFirst()) {
+            XCTAssertEqual(b - a, 7 * 86_400_000, "each week starts where the one before ends")
+        }
     }
 
     /// Long periods stacked past the year 9999 (ten coupons of 1,000 years) all complete, and the
@@ -220,7 +234,8 @@ final class GrantsTests: StackTestCase {
         let ent = "far-" + UUID().uuidString.prefix(4)
         var last: RedemptionBody?
         for _ in 0..<10 {
-            let id = try await redeem(try await freePeriod(unit: "year", count: 1000, entitlement: ent), u, sandbox: true)
+            let id = try await redeem(
+                try await freePeriod(unit: "year", count: 1000, entitlement: ent), u, sandbox: true)
             last = try await waitFor(id, u)
             XCTAssertEqual(last?.status, "completed", "\(String(describing: last))")
         }
@@ -315,16 +330,21 @@ final class GrantsTests: StackTestCase {
         defer { try? FileManager.default.removeItem(at: dir) }
         let bodyFile = dir.appendingPathComponent("body")
         try d.body.write(to: bodyFile)
-        let ok = try Subprocess.run("/usr/bin/python3", ["-c", """
-            import base64, hashlib, hmac, sys, json
-            secret, msg_id, ts, sig, path = sys.argv[1:6]
-            body = open(path, 'rb').read()
-            key = base64.b64decode(secret[len('whsec_'):])
-            expected = base64.b64encode(hmac.new(key, f'{msg_id}.{ts}.'.encode() + body, hashlib.sha256).digest()).decode()
-            ok = any(hmac.compare_digest(s.split(',', 1)[1], expected) for s in sig.split(' ') if s.startswith('v1,'))
-            data = json.loads(body)
-            print('ok' if ok and data['type'] == 'coupon.redeemed' and data['data']['status'] == 'completed' else 'bad')
-            """, secret, d.id, d.timestamp, d.signature, bodyFile.path])
+        let ok = try Subprocess.run(
+            "/usr/bin/python3",
+            [
+                "-c",
+                """
+                import base64, hashlib, hmac, sys, json
+                secret, msg_id, ts, sig, path = sys.argv[1:6]
+                body = open(path, 'rb').read()
+                key = base64.b64decode(secret[len('whsec_'):])
+                expected = base64.b64encode(hmac.new(key, f'{msg_id}.{ts}.'.encode() + body, hashlib.sha256).digest()).decode()
+                ok = any(hmac.compare_digest(s.split(',', 1)[1], expected) for s in sig.split(' ') if s.startswith('v1,'))
+                data = json.loads(body)
+                print('ok' if ok and data['type'] == 'coupon.redeemed' and data['data']['status'] == 'completed' else 'bad')
+                """, secret, d.id, d.timestamp, d.signature, bodyFile.path
+            ])
         XCTAssertEqual(ok, "ok")
         let data = try JSONDecoder().decode(WebhookEventBody<RedemptionEvent>.self, from: d.body).data
         XCTAssertEqual(data.appUserId, u.appUserId)
@@ -346,7 +366,8 @@ final class GrantsTests: StackTestCase {
             return hooks.first { $0.id == endpoint }?.active == false
         }
         XCTAssertTrue(disabled)
-        let bad = try await client.json("POST", "/v1/webhooks", ["url": "ftp://example.com/x", "events": ["coupon.redeemed"]], token: admin)
+        let bad = try await client.json(
+            "POST", "/v1/webhooks", ["url": "ftp://example.com/x", "events": ["coupon.redeemed"]], token: admin)
         XCTAssertEqual(bad.errorField, "url")
         let badEvents = try await client.json(
             "POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["coupon.stolen"]], token: admin)
@@ -360,7 +381,8 @@ final class GrantsTests: StackTestCase {
         let ids = try await withThrowingTaskGroup(of: (String, TokenMinter.User).self) { group in
             for u in users {
                 group.addTask {
-                    let r = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: u.token)
+                    let r = try await client.json(
+                        "POST", "/v1/redemptions", ["code": code, "platform": "web"], token: u.token)
                     return (try r.decode(RedemptionBody.self).redemptionId, u)
                 }
             }
@@ -427,7 +449,8 @@ final class GrantsTests: StackTestCase {
     /// why, and the start of the answer.
     func testARedirectingEndpointIsNeverFollowedAndTheLogShowsWhy() async throws {
         let target = try receiver(), redirecting = try receiver()
-        redirecting.respond(with: 302, headers: [("Location", target.url.absoluteString)], body: Data("see the other one".utf8))
+        redirecting.respond(
+            with: 302, headers: [("Location", target.url.absoluteString)], body: Data("see the other one".utf8))
         let hook = try await endpoint(redirecting.url, ["coupon.redeemed"]).id
         let u = try Self.minter.user()
         _ = try await waitFor(try await redeem(try await freePeriod(), u), u)
@@ -462,9 +485,11 @@ final class GrantsTests: StackTestCase {
         }
         _ = try await offThePool {
             let c = try PGConnection(url: database)
-            try c.query("INSERT INTO grants.webhook_endpoints (id, url, events, secret, mode) VALUES ($1, $2, '{coupon.redeemed}', $3, 'live')",
-                        [endpoint, dead, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])
-            return try c.query("""
+            try c.query(
+                "INSERT INTO grants.webhook_endpoints (id, url, events, secret, mode) VALUES ($1, $2, '{coupon.redeemed}', $3, 'live')",
+                [endpoint, dead, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])
+            return try c.query(
+                """
                 INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
                 SELECT gen_random_uuid(), $1, 'msg_backlog_' || g, 'coupon.redeemed', '{"type":"coupon.redeemed","data":"' || repeat('x', 600) || '"}'
                 FROM generate_series(1, $2::int) g
@@ -477,20 +502,27 @@ final class GrantsTests: StackTestCase {
             return try XCTUnwrap(Int(line.split(separator: " ")[1]))
         }
         func attempts() async throws -> Int {
-            try await sql("SELECT coalesce(sum(attempts), 0)::int AS n FROM grants.webhook_deliveries WHERE endpoint_id = $1").first!.decode("n")
+            try await sql(
+                "SELECT coalesce(sum(attempts), 0)::int AS n FROM grants.webhook_deliveries WHERE endpoint_id = $1"
+            ).first!.decode("n")
         }
         let warmedUp = try await Self.stack.eventually(120) { try await attempts() >= 8_000 }
         XCTAssertTrue(warmedUp)
         let first = try residentKB()
         let drained = try await Self.stack.eventually(240) {
-            try await sql("SELECT count(*)::int AS n FROM grants.webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'").first!.decode("n") == 0
+            try await sql(
+                "SELECT count(*)::int AS n FROM grants.webhook_deliveries WHERE endpoint_id = $1 AND status = 'pending'"
+            ).first!.decode("n") == 0
         }
         let last = try residentKB()
         let total = try await attempts()
-        _ = try await sql("UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = 'deleted' WHERE id = $1")
+        _ = try await sql(
+            "UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = 'deleted' WHERE id = $1"
+        )
         XCTAssertTrue(drained, "every delivery was tried four times and failed")
         XCTAssertEqual(total, deliveries * 4)
-        let errors = try await sql("SELECT DISTINCT last_error FROM grants.webhook_deliveries WHERE endpoint_id = $1").rows.map { try $0.decode("last_error", as: String.self) }
+        let errors = try await sql("SELECT DISTINCT last_error FROM grants.webhook_deliveries WHERE endpoint_id = $1")
+            .rows.map { try $0.decode("last_error", as: String.self) }
         XCTAssertTrue(errors.allSatisfy { $0.hasPrefix("no answer: ") }, "\(errors)")
         print("grants VmRSS \(first) kB after 8,000 attempts, \(last) kB after \(total)")
         XCTAssertLessThan(last - first, 3_000, "grants grew from \(first) to \(last) kB over \(total - 8_000) attempts")

@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import Outbound
 import FoundationNetworking
 #if canImport(FoundationNetworking)
 #endif
@@ -117,7 +118,7 @@ extension RevenueCat {
         var req = URLRequest(url: url, timeoutInterval: timeout)
         req.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
         do {
-            let (data, resp) = try await session.data(for: req)
+            let (data, resp) = try await session.outboundData(for: req)
             guard let http = resp as? HTTPURLResponse else { return .unavailable("no HTTP answer") }
             guard (200..<300).contains(http.statusCode) else { return .unavailable("status \(http.statusCode)") }
             return .found(try RevenueCatSubscriber.decode(data))

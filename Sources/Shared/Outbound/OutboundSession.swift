@@ -10,12 +10,27 @@ extension URLSession {
     /// layer. No cookies, cache or credentials kept between calls, each request bounded by
     /// `timeout`, at most `connectionsPerHost` at once.
     ///
-    /// Never cancel a Swift task that waits in this session's `data(for:)`: FoundationNetworking
-    /// deadlocks when the cancellation meets the request's own failure (`StoreViews.within`).
+    /// Call it with `outboundData(for:)`, never `data(for:)`: FoundationNetworking deadlocks when a
+    /// Swift task is cancelled while it waits in `data(for:)` and the request ends at that moment
+    /// (the cancel and the completion each wait on the other's lock).
     public static func outbound(timeout: TimeInterval, connectionsPerHost: Int = 8) -> URLSession {
         let config = URLSessionConfiguration.ephemeral
         config.timeoutIntervalForRequest = timeout
         config.httpMaximumConnectionsPerHost = connectionsPerHost
         return URLSession(configuration: config)
     }
+
+    /// `data(for:)` that the caller's cancellation does not reach. The request runs in a task of
+    /// its own, so cancelling the caller (a worker stopped, a task group ended) never cancels a
+    /// URLSession task, which deadlocks FoundationNetworking (`outbound`); a cancelled caller waits
+    /// for the request to end, within the session's timeout.
+    public func outboundData(for request: URLRequest) async throws -> (Data, URLResponse) {
+        let session = UncheckedSession(session: self)
+        return try await Task.detached { try await session.session.data(for: request) }.value
+    }
+}
+
+/// FoundationNetworking's `URLSession` is thread-safe, but not declared `Sendable` everywhere.
+private struct UncheckedSession: @unchecked Sendable {
+    let session: URLSession
 }

@@ -134,7 +134,7 @@ struct AppleHTTP: Sendable {
             req.httpBody = body
         }
         do {
-            let (data, response) = try await session.data(for: req)
+            let (data, response) = try await session.outboundData(for: req)
             guard let http = response as? HTTPURLResponse else { return .unreachable }
             return .http(status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"), body: data)
         } catch {
