@@ -270,7 +270,7 @@ final class RedeemKitStackTests: StackTestCase {
             XCTFail("a forged transaction was accepted")
         } catch let e as RedeemError {
             XCTAssertEqual(e.status, 401)
-            XCTAssertEqual(e.code, "invalidSignedData")
+            XCTAssertEqual(e.code, .invalidSignedData)
             XCTAssertNotNil(e.requestId)
         }
     }
@@ -310,7 +310,7 @@ final class RedeemKitStackTests: StackTestCase {
             _ = try await taken.0.linkCloudKit(recordName: recordName)
             XCTFail("another account's record name was linked")
         } catch let e as RedeemError {
-            XCTAssertEqual(e.code, "recordNameInUse")
+            XCTAssertEqual(e.code, .recordNameInUse)
             XCTAssertEqual(e.field, "recordName")
         }
 
@@ -322,7 +322,7 @@ final class RedeemKitStackTests: StackTestCase {
             _ = try await app().signIn(email: email, password: "wrong password here")
             XCTFail("a wrong password signed in")
         } catch let e as RedeemError {
-            XCTAssertEqual(e.code, "invalidCredentials")
+            XCTAssertEqual(e.code, .invalidCredentials)
             XCTAssertEqual(e.status, 401)
         }
 
@@ -352,7 +352,7 @@ final class RedeemKitStackTests: StackTestCase {
             _ = try await app().signInWithApple(identityToken: Self.appleIdentity.unsignedToken(.init(aud: Self.appleClientId, sub: sub)))
             XCTFail("an unsigned identity token signed in")
         } catch let e as RedeemError {
-            XCTAssertEqual(e.code, "invalidIdentityToken")
+            XCTAssertEqual(e.code, .invalidIdentityToken)
         }
 
         // Deleting the account: when the server refuses, the session stays; when it deletes, it goes.

@@ -47,7 +47,8 @@ extension RedeemClient {
 
     /// Checks a code for the signed-in user (`POST /v1/coupons/validate`). A refused code is a
     /// value, `valid == false` with its `reason`, never a thrown error; a guest gets
-    /// `.notIdentified` without a request.
+    /// `.notIdentified` without a request. On iOS, a free period answers `webOnly` with the
+    /// `redeemUrl` to open in a browser (App Review 3.1.1), unless the operator allows it in apps.
     public func validateCoupon(_ code: String, platform: Platform? = nil) async throws -> CouponValidation {
         struct Body: Encodable { var code: String; var platform: Platform; var environment: Environment }
         guard try currentSession() != nil else { return CouponValidation(valid: false, reason: .notIdentified) }
@@ -73,8 +74,9 @@ extension RedeemClient {
         do {
             response = try await authorized(try APIRequest("POST", "/v1/redemptions", json: body))
         } catch let e as RedeemError where e.status == 422 {
-            guard let reason = CouponError.Reason(rawValue: e.code) else { throw e }
-            return .refused(CouponError(reason, serverMessage: e.message, requestId: e.requestId))
+            // A refusal's code is its reason (`webOnly` carries the redeem page); any other 422 is a mistake.
+            guard let refusal = e.refusal else { throw e }
+            return .refused(refusal)
         } catch let e as RedeemError where e.status == 401 || e.kind == .notSignedIn {
             return .refused(CouponError(.notIdentified, serverMessage: e.message, requestId: e.requestId))
         }

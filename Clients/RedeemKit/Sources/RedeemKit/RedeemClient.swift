@@ -218,7 +218,7 @@ public actor RedeemClient {
         broadcaster.yield([])
     }
 
-    private func authenticate(_ request: APIRequest) async throws -> Account {
+    func authenticate(_ request: APIRequest) async throws -> Account {
         let result = try await transport.send(request, token: nil).decode(AuthResult.self)
         try save(StoredSession(account: result.account, session: result.session))
         cachedEntitlements = nil
@@ -234,7 +234,7 @@ public actor RedeemClient {
         }
         do {
             return try await transport.send(request, token: current.session.accessToken)
-        } catch let e as RedeemError where e.status == 401 && e.code == "invalidToken" {
+        } catch let e as RedeemError where e.status == 401 && e.code == .invalidToken {
             let fresh = try await refreshed(after: current.session.accessToken, force: false)
             return try await transport.send(request, token: fresh.session.accessToken)
         }
@@ -280,15 +280,36 @@ public actor RedeemClient {
 }
 
 extension Platform {
-    /// The platform this code runs on: `ios` on iOS, iPadOS and visionOS, `android` on Android,
-    /// `web` elsewhere.
-    public static var current: Platform {
-        #if os(iOS) || os(visionOS) || os(tvOS) || os(watchOS)
-        .ios
+    /// The platform this code runs on, as the server counts it: `ios` on iOS, iPadOS, visionOS and
+    /// macOS (a Mac app sells through the App Store, and universal purchase shares its plans and
+    /// offer codes with the iPhone app), `android` on Android, `web` elsewhere.
+    public static var current: Platform { platform(ofOperatingSystem: operatingSystem) }
+
+    /// The operating system this was compiled for, by the name `#if os(…)` gives it.
+    static var operatingSystem: String {
+        #if os(iOS)
+        "iOS"
+        #elseif os(macOS)
+        "macOS"
+        #elseif os(visionOS)
+        "visionOS"
+        #elseif os(tvOS)
+        "tvOS"
+        #elseif os(watchOS)
+        "watchOS"
         #elseif os(Android)
-        .android
+        "Android"
         #else
-        .web
+        "other"
         #endif
+    }
+
+    /// Every Apple system is the App Store's: `ios`.
+    static func platform(ofOperatingSystem name: String) -> Platform {
+        switch name {
+        case "iOS", "macOS", "visionOS", "tvOS", "watchOS": .ios
+        case "Android": .android
+        default: .web
+        }
     }
 }
