@@ -122,7 +122,12 @@ let package = Package(
         .target(name: "TestSupport", dependencies: allLayers + ["CCrypto"], path: "Tests/TestSupport"),
         .testTarget(name: "LayerTests", dependencies: allLayers + ["TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: allLayers + ["TestSupport", "RedeemKit", "AccountsService"]),
-        // The services' logic without sockets: rules, policies, documents.
-        .testTarget(name: "ServiceTests", dependencies: allLayers + ["TestSupport", "GatewayService", "CouponsService", "GrantsService", "AccountsService"]),
+        // The services' logic without sockets: rules, policies, documents (and RedeemKit's contract
+        // with the gateway's document).
+        .testTarget(
+            name: "ServiceTests",
+            dependencies: allLayers + [
+                "TestSupport", "GatewayService", "CouponsService", "GrantsService", "AccountsService", "RedeemKit",
+            ]),
     ]
 )
