@@ -338,7 +338,7 @@ import Testing
         let body = test[(start + 1)...].prefix { $0 != "    }" }
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         #expect(body.count > 10)
-        for document in ["docs/redeemkit.md"] {
+        for document in ["docs/redeemkit.md", "Clients/RedeemKit/README.md"] {
             let doc = Set(try Self.read(document).split(separator: "\n").map {
                 $0.trimmingCharacters(in: .whitespaces)
             })
