@@ -49,12 +49,26 @@ extension RedeemClient {
     /// value, `valid == false` with its `reason`, never a thrown error; a guest gets
     /// `.notIdentified` without a request. On iOS, a free period answers `webOnly` with the
     /// `redeemUrl` to open in a browser (App Review 3.1.1), unless the operator allows it in apps.
-    public func validateCoupon(_ code: String, platform: Platform? = nil) async throws -> CouponValidation {
-        struct Body: Encodable { var code: String; var platform: Platform; var environment: Environment }
+    ///
+    /// - Parameter productId: the plan the app means to buy, when it knows: the answer is then
+    ///   about that plan (refused as redeem would refuse it), and on iOS `appStore.redemptionUrl`
+    ///   is that plan's page, with its own code.
+    public func validateCoupon(
+        _ code: String, productId: String? = nil, platform: Platform? = nil
+    ) async throws -> CouponValidation {
+        struct Body: Encodable {
+            var code: String
+            var productId: String?
+            var platform: Platform
+            var environment: Environment
+        }
         guard try currentSession() != nil else { return CouponValidation(valid: false, reason: .notIdentified) }
-        let body = Body(code: code, platform: platform ?? configuration.platform, environment: configuration.environment)
+        let body = Body(
+            code: code, productId: productId, platform: platform ?? configuration.platform,
+            environment: configuration.environment)
         do {
-            return try await authorized(try APIRequest("POST", "/v1/coupons/validate", json: body)).decode(CouponValidation.self)
+            let request = try APIRequest("POST", "/v1/coupons/validate", json: body)
+            return try await authorized(request).decode(CouponValidation.self)
         } catch let e as RedeemError where e.status == 401 || e.kind == .notSignedIn {
             return CouponValidation(valid: false, reason: .notIdentified)
         }

@@ -155,7 +155,7 @@ public struct CouponError: Error, Sendable, Equatable, LocalizedError {
         case .notEligible: "This coupon doesn't apply to your account, platform or product."
         case .notReady: "This offer isn't available in the store yet; try again later."
         case .alreadyOwned: "Your store account already has this plan, so this coupon can't be used for it."
-        case .webOnly: "This coupon can be redeemed on the web only."
+        case .webOnly: "This coupon is redeemed on the web: open its page to redeem it."
         case .notIdentified: "Sign in to redeem a coupon."
         case .unknown: serverMessage ?? "This coupon can't be redeemed."
         }

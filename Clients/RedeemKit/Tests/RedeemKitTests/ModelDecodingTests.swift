@@ -69,7 +69,8 @@ import Testing
         """#)
         #expect(webOnly.reason == .webOnly)
         #expect(webOnly.error?.redeemUrl == URL(string: "https://redeem.example.com/redeem?code=FREEYEAR"))
-        #expect(webOnly.error?.localizedDescription == "This coupon can be redeemed on the web only.")
+        let sentence = "This coupon is redeemed on the web: open its page to redeem it."
+        #expect(webOnly.error?.localizedDescription == sentence)
         let today = try Self.decode(
             CouponValidation.self, #"{"valid":false,"reason":"webOnly","eligibleProductIds":[]}"#)
         #expect(today.reason == .webOnly && today.redeemUrl == nil && today.basePlanIds == nil)
