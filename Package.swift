@@ -74,8 +74,8 @@ func service(_ dir: String, library: String, embedded: [String] = []) -> [Target
 
 let package = Package(
     name: "Redeem",
-    // iOS for RedeemKit, the client library apps link (Clients/RedeemKit); macOS 15 for the
-    // services' Synchronization.Mutex. RedeemKit itself uses nothing newer than iOS 16 and macOS 13.
+    // iOS for RedeemKit, the client library apps link; macOS 15 for the services'
+    // Synchronization.Mutex. RedeemKit's own package (Clients/RedeemKit) declares iOS 16 and macOS 13.
     platforms: [.macOS(.v15), .iOS(.v16)],
     products: [
         .executable(name: "accounts", targets: ["accounts"]),
@@ -109,10 +109,12 @@ let package = Package(
     + [
         // Makes the bus's CURVE keys (deploy/run-stack, compose's .env).
         .executableTarget(name: "redeem-keys", dependencies: ["Bus"], path: "deploy/redeem-keys"),
-        // Clients: RedeemKit depends on Foundation alone, so an iOS app can link it.
-        .target(name: "RedeemKit", path: "Clients/RedeemKit"),
+        // Clients: RedeemKit depends on Foundation alone, so an iOS app can link it. Apps take it
+        // from its own package (Clients/RedeemKit/Package.swift); these are the same sources.
+        .target(name: "RedeemKit", path: "Clients/RedeemKit/Sources/RedeemKit"),
         .executableTarget(name: "redeem", dependencies: ["RedeemKit"], path: "Clients/redeem"),
-        .testTarget(name: "RedeemKitTests", dependencies: ["RedeemKit"]),
+        .testTarget(
+            name: "RedeemKitTests", dependencies: ["RedeemKit"], path: "Clients/RedeemKit/Tests/RedeemKitTests"),
         // Signs access tokens for the benchmark's many simulated users (bench/run), with accounts' key.
         .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "Database", "Runtime", "AccountsService"], path: "bench/tokens"),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.
@@ -120,7 +122,12 @@ let package = Package(
         .target(name: "TestSupport", dependencies: allLayers + ["CCrypto"], path: "Tests/TestSupport"),
         .testTarget(name: "LayerTests", dependencies: allLayers + ["TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: allLayers + ["TestSupport", "RedeemKit", "AccountsService"]),
-        // The services' logic without sockets: rules, policies, documents.
-        .testTarget(name: "ServiceTests", dependencies: allLayers + ["TestSupport", "GatewayService", "CouponsService", "GrantsService", "AccountsService"]),
+        // The services' logic without sockets: rules, policies, documents (and RedeemKit's contract
+        // with the gateway's document).
+        .testTarget(
+            name: "ServiceTests",
+            dependencies: allLayers + [
+                "TestSupport", "GatewayService", "CouponsService", "GrantsService", "AccountsService", "RedeemKit",
+            ]),
     ]
 )

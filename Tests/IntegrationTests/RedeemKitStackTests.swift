@@ -270,9 +270,149 @@ final class RedeemKitStackTests: StackTestCase {
             XCTFail("a forged transaction was accepted")
         } catch let e as RedeemError {
             XCTAssertEqual(e.status, 401)
-            XCTAssertEqual(e.code, "invalidSignedData")
+            XCTAssertEqual(e.code, .invalidSignedData)
             XCTAssertNotNil(e.requestId)
         }
+    }
+
+    /// The App Store's transactions as StoreKit would hand them over, from a test; each one's
+    /// `finish()` is counted.
+    final class Transactions: StoreTransactionSource, @unchecked Sendable {
+        let stream: AsyncStream<StoreTransaction>
+        let continuation: AsyncStream<StoreTransaction>.Continuation
+        // Touched only under `lock`.
+        private let lock = NSLock()
+        private var finishedIds: [String] = []
+
+        init() { (stream, continuation) = AsyncStream.makeStream(of: StoreTransaction.self) }
+        func transactions() -> AsyncStream<StoreTransaction> { stream }
+
+        func deliver(_ id: String, product: String, signed: String, token: UUID?) {
+            continuation.yield(
+                StoreTransaction(
+                    id: id, productId: product, offerType: .code, appAccountToken: token,
+                    signedTransaction: signed, finish: { [weak self] in self?.finished(id) }))
+        }
+
+        private func finished(_ id: String) {
+            lock.lock()
+            finishedIds.append(id)
+            lock.unlock()
+        }
+
+        var finished: [String] {
+            lock.lock()
+            defer { lock.unlock() }
+            return finishedIds
+        }
+    }
+
+    /// An offer code redeemed while the app was away: StoreKit hands the transaction over at the
+    /// next launch, and the listener `start()` runs posts it to the account's reservation, which
+    /// completes, and finishes it.
+    func testThePurchaseListenerCompletesADiscountBoughtWhileTheAppWasAway() async throws {
+        let discount = try await appStoreDiscount(ready: true)
+        let store = MemoryTokenStore()
+        let (first, _) = try await signedUp(store, platform: .ios)
+        let redemption = try await first.redeemCoupon(discount.code).get()
+        let token = try XCTUnwrap(redemption.appStore?.appAccountToken)
+
+        // The user is in the App Store; the app is killed. At the next launch StoreKit has the
+        // purchase, unfinished, and the listener starts.
+        let id = String(Int.random(in: 100_000_000_000...999_999_999_999))
+        var t = JWSTransactionDecodedPayload(
+            transactionId: id, originalTransactionId: id, bundleId: Self.bundleId, productId: discount.plan,
+            purchaseDate: Date(), environment: .production)
+        t.offerType = .offerCode
+        t.offerIdentifier = discount.offerName
+        t.appAccountToken = token
+        t.price = 4990
+        t.currency = "USD"
+        t.type = .autoRenewable
+        t.signedDate = Date()
+        let transactions = Transactions()
+        transactions.deliver(id, product: discount.plan, signed: try Self.ca.sign(t), token: token)
+        let relaunched = RedeemClient(
+            configuration: .init(
+                baseURL: Self.stack.gateway, tokenStore: store, platform: .ios, timeout: 30,
+                urlSession: URLSession(configuration: .ephemeral), storeTransactions: transactions))
+        var outcomes = relaunched.purchaseUpdates.makeAsyncIterator()
+        await relaunched.start()
+        let outcome = await outcomes.next()
+        guard case .posted(id, let posted) = outcome else {
+            return XCTFail("not posted: \(String(describing: outcome))")
+        }
+        XCTAssertEqual(posted.redemptionId, redemption.redemptionId)
+        XCTAssertEqual(posted.status, .completed)
+        XCTAssertEqual(posted.pricePaid, RedeemKit.Money(amount: "4.99", currency: "USD"))
+        XCTAssertEqual(transactions.finished, [id])
+        let completion = try await relaunched.awaitCouponCompletion(redemptionId: redemption.redemptionId, timeout: 10)
+        guard case .completed = completion else { return XCTFail("not completed: \(completion)") }
+        let pending = try await relaunched.pendingRedemptions()
+        XCTAssertEqual(pending, [])
+        await relaunched.stop()
+    }
+
+    /// The store account already owns the plan: the app gives the reserved use back.
+    func testAReservedUseIsGivenBackWhenTheStoreAccountOwnsThePlan() async throws {
+        let discount = try await appStoreDiscount(ready: true)
+        let (client, _) = try await signedUp(platform: .ios)
+        let redemption = try await client.redeemCoupon(discount.code).get()
+        let released = try await client.release(redemption.redemptionId, reason: .alreadyOwned)
+        XCTAssertEqual(released.status, .released)
+        let pending = try await client.pendingRedemptions()
+        XCTAssertEqual(pending, [])
+        do {
+            _ = try await client.release(redemption.redemptionId, reason: .alreadyOwned)
+            XCTFail("a released use was given back twice")
+        } catch let e as RedeemError {
+            XCTAssertEqual(e.code, .invalidState)
+        }
+        let seen = try await operatorClient.coupon(discount.code)
+        XCTAssertEqual(seen.reservedCount, 0)
+    }
+
+    /// Email verification, password reset, the browser sign-in's code and linking Apple, against
+    /// a server without mail: each call reaches its route and reads its answer.
+    func testTheAccountCallsReachTheirRoutes() async throws {
+        let (client, account) = try await signedUp()
+        do {
+            try await client.requestEmailVerification()
+            XCTFail("a server without mail sent a verification code")
+        } catch let e as RedeemError {
+            XCTAssertEqual(e.code, .mailNotConfigured)
+        }
+        do {
+            try await client.requestPasswordReset(email: account.email ?? "")
+            XCTFail("a server without mail sent a reset code")
+        } catch let e as RedeemError {
+            XCTAssertEqual(e.code, .mailNotConfigured)
+        }
+        do {
+            try await client.confirmEmail(code: "ev_not-a-code")
+            XCTFail("a made-up code verified the email")
+        } catch let e as RedeemError {
+            XCTAssertTrue([.invalidToken, .mailNotConfigured].contains(e.code), "\(e)")
+        }
+        do {
+            let verifier = "a-verifier-of-43-characters-at-the-very-least"
+            try await app().exchangeSignInCode("not-a-code", codeVerifier: verifier)
+            XCTFail("a made-up sign-in code signed in")
+        } catch let e as RedeemError {
+            XCTAssertTrue([.invalidSignInCode, .stateMismatch].contains(e.code), "\(e)")
+        }
+        // Linking Apple right after sign-up (the password was just given).
+        let sub = "apple-" + UUID().uuidString
+        let linked = try await client.linkApple(
+            identityToken: Self.appleIdentity.token(.init(aud: Self.appleClientId, sub: sub)))
+        XCTAssertTrue(linked.identities.contains { $0.type == "apple" }, "\(linked.identities)")
+        let stored = try await client.account
+        XCTAssertEqual(stored?.identities, linked.identities)
+        let me = try await client.me()
+        XCTAssertNil(me.managementUrl, "no store subscription under Redeem's own ledger")
+        let again = try await app().signInWithApple(
+            identityToken: Self.appleIdentity.token(.init(aud: Self.appleClientId, sub: sub)))
+        XCTAssertEqual(again.id, account.id)
     }
 
     // MARK: - Sessions
@@ -310,7 +450,7 @@ final class RedeemKitStackTests: StackTestCase {
             _ = try await taken.0.linkCloudKit(recordName: recordName)
             XCTFail("another account's record name was linked")
         } catch let e as RedeemError {
-            XCTAssertEqual(e.code, "recordNameInUse")
+            XCTAssertEqual(e.code, .recordNameInUse)
             XCTAssertEqual(e.field, "recordName")
         }
 
@@ -322,7 +462,7 @@ final class RedeemKitStackTests: StackTestCase {
             _ = try await app().signIn(email: email, password: "wrong password here")
             XCTFail("a wrong password signed in")
         } catch let e as RedeemError {
-            XCTAssertEqual(e.code, "invalidCredentials")
+            XCTAssertEqual(e.code, .invalidCredentials)
             XCTAssertEqual(e.status, 401)
         }
 
@@ -352,7 +492,7 @@ final class RedeemKitStackTests: StackTestCase {
             _ = try await app().signInWithApple(identityToken: Self.appleIdentity.unsignedToken(.init(aud: Self.appleClientId, sub: sub)))
             XCTFail("an unsigned identity token signed in")
         } catch let e as RedeemError {
-            XCTAssertEqual(e.code, "invalidIdentityToken")
+            XCTAssertEqual(e.code, .invalidIdentityToken)
         }
 
         // Deleting the account: when the server refuses, the session stays; when it deletes, it goes.

@@ -179,9 +179,10 @@ import TestSupport
     }
 
     /// RedeemKit can be a dependency of an iOS app: the manifest dumps, declares iOS 16,
-    /// and RedeemKit's target depends on nothing (no layer, no system library); a consumer package
-    /// whose manifest declares `.iOS(.v16)` and depends on the RedeemKit product resolves and dumps.
-    /// (Building for iOS needs Apple's SDK, which Linux has not.)
+    /// and RedeemKit's target depends on nothing (no layer, no system library); its own package
+    /// (Clients/RedeemKit) declares iOS 16 and macOS 13 and builds the same sources; a consumer
+    /// package whose manifest declares `.iOS(.v16)` and depends on that package's RedeemKit product
+    /// resolves and dumps. (Building for iOS needs Apple's SDK, which Linux has not.)
     @Test func redeemKitResolvesAsADependencyOfAnIOSPackage() async throws {
         let swift = try #require(["/opt/swift/usr/bin/swift", "/usr/bin/swift", "/usr/local/bin/swift"]
             .first { FileManager.default.isExecutableFile(atPath: $0) } ?? Self.onPath("swift"), "swift is on PATH")
@@ -218,15 +219,33 @@ import TestSupport
             manifest.platforms.contains { $0.platformName == "ios" && $0.version == "16.0" }, "\(manifest.platforms)")
         let kit = try #require(manifest.targets.first { $0.name == "RedeemKit" })
         #expect(kit.dependencies.isEmpty, "RedeemKit depends on nothing but the toolchain")
-        #expect(kit.path == "Clients/RedeemKit")
+        #expect(kit.path == "Clients/RedeemKit/Sources/RedeemKit")
         #expect(manifest.products.contains { $0.name == "RedeemKit" && $0.targets == ["RedeemKit"] })
         // RedeemKit imports only Foundation (and Apple's frameworks behind canImport).
-        let sources = Project.root.appendingPathComponent("Clients/RedeemKit")
+        let sources = Project.root.appendingPathComponent("Clients/RedeemKit/Sources/RedeemKit")
         for file in try FileManager.default.contentsOfDirectory(atPath: sources.path) where file.hasSuffix(".swift") {
             let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
             let imports = text.split(separator: "\n").filter { $0.hasPrefix("import ") }.map { String($0.dropFirst(7)) }
-            #expect(Set(imports).isSubset(of: ["Foundation", "FoundationNetworking", "Security", "StoreKit", "UIKit", "CloudKit"]), "\(file): \(imports)")
+            let allowed: Set = [
+                "Foundation", "FoundationNetworking", "Security", "StoreKit", "UIKit", "AppKit", "CloudKit",
+            ]
+            #expect(Set(imports).isSubset(of: allowed), "\(file): \(imports)")
         }
+
+        // Its own package: what an app depends on, without the server's package.
+        let own = try await offThePool {
+            try Subprocess.run(
+                swift,
+                [
+                    "package", "--package-path", Project.root.appendingPathComponent("Clients/RedeemKit").path,
+                    "--scratch-path", dir.appendingPathComponent("kit-build").path, "dump-package",
+                ])
+        }
+        let ownManifest = try JSONDecoder().decode(Manifest.self, from: Data(own.utf8))
+        #expect(Set(ownManifest.platforms.map { "\($0.platformName) \($0.version)" }) == ["ios 16.0", "macos 13.0"])
+        #expect(ownManifest.products.contains { $0.name == "RedeemKit" && $0.targets == ["RedeemKit"] })
+        let ownKit = try #require(ownManifest.targets.first { $0.name == "RedeemKit" })
+        #expect(ownKit.dependencies.isEmpty && [nil, "Sources/RedeemKit"].contains(ownKit.path))
 
         let consumer = dir.appendingPathComponent("Consumer")
         try FileManager.default.createDirectory(at: consumer.appendingPathComponent("Sources/ConsumerApp"), withIntermediateDirectories: true)
@@ -237,8 +256,8 @@ import TestSupport
             let package = Package(
                 name: "Consumer",
                 platforms: [.iOS(.v16)],
-                dependencies: [.package(name: "Redeem", path: "\(Project.root.path)")],
-                targets: [.target(name: "ConsumerApp", dependencies: [.product(name: "RedeemKit", package: "Redeem")])]
+                dependencies: [.package(path: "\(Project.root.path)/Clients/RedeemKit")],
+                targets: [.target(name: "ConsumerApp", dependencies: [.product(name: "RedeemKit", package: "RedeemKit")])]
             )
             """.write(to: consumer.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
         try """
@@ -254,7 +273,7 @@ import TestSupport
         let graph = try await offThePool {
             try Subprocess.run(swift, ["package", "--package-path", consumer.path, "--scratch-path", scratch, "show-dependencies", "--format", "json"])
         }
-        #expect(graph.contains(Project.root.path), "\(graph)")
+        #expect(graph.contains(Project.root.path + "/Clients/RedeemKit"), "\(graph)")
     }
 
     static func onPath(_ name: String) -> String? {

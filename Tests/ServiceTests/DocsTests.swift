@@ -217,16 +217,19 @@ import Testing
     }
 
     /// A suite the documents name (`StoreTaskTests`, `IntegrationTests/GrantsTests`) is a test type,
-    /// a file of tests (`BackgroundTests`) or a test target.
+    /// a file of tests (`BackgroundTests`) or a test target, here or in RedeemKit's own package.
     @Test func everySuiteTheDocumentsNameExists() throws {
-        let tests = Project.root.appendingPathComponent("Tests")
-        let files = (FileManager.default.enumerator(atPath: tests.path)?.compactMap { $0 as? String } ?? [])
-            .filter { $0.hasSuffix(".swift") }
-        var known = Set(files.map { (($0 as NSString).lastPathComponent as NSString).deletingPathExtension })
-        known.formUnion(try FileManager.default.contentsOfDirectory(atPath: tests.path))
-        for file in files {
-            let swift = try String(contentsOf: tests.appendingPathComponent(file), encoding: .utf8)
-            known.formUnion(try Self.matches(#"(?:class|struct|enum) (\w+Tests)\b"#, in: swift).map { $0[1] })
+        var known: Set<String> = []
+        for root in ["Tests", "Clients/RedeemKit/Tests"] {
+            let tests = Project.root.appendingPathComponent(root)
+            let files = (FileManager.default.enumerator(atPath: tests.path)?.compactMap { $0 as? String } ?? [])
+                .filter { $0.hasSuffix(".swift") }
+            known.formUnion(files.map { (($0 as NSString).lastPathComponent as NSString).deletingPathExtension })
+            known.formUnion(try FileManager.default.contentsOfDirectory(atPath: tests.path))
+            for file in files {
+                let swift = try String(contentsOf: tests.appendingPathComponent(file), encoding: .utf8)
+                known.formUnion(try Self.matches(#"(?:class|struct|enum) (\w+Tests)\b"#, in: swift).map { $0[1] })
+            }
         }
         let named = try Self.whereFound(#"`(?:[A-Za-z]+Tests/)?(\w+Tests)`"#, in: Self.documents())
         #expect(named.count > 30, "the documents name suites (\(named.count))")
@@ -326,17 +329,20 @@ import Testing
         #expect(missing == [], "paths in the README's \"Where each rule lives\" that do not exist")
     }
 
-    /// docs/redeemkit.md shows the client's example as `ReadmeExampleTests` runs it, line for line.
+    /// docs/redeemkit.md and RedeemKit's README show the client's example as `ReadmeExampleTests`
+    /// runs it, line for line.
     @Test func theRedeemKitDocumentShowsTheExampleTheTestsRun() throws {
-        let test = try Self.read("Tests/RedeemKitTests/ReadmeExampleTests.swift")
+        let test = try Self.read("Clients/RedeemKit/Tests/RedeemKitTests/ReadmeExampleTests.swift")
             .split(separator: "\n", omittingEmptySubsequences: false)
         let start = try #require(test.firstIndex { $0.contains("static func example(") })
         let body = test[(start + 1)...].prefix { $0 != "    }" }
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         #expect(body.count > 10)
-        let doc = Set(try Self.read("docs/redeemkit.md").split(separator: "\n").map {
-            $0.trimmingCharacters(in: .whitespaces)
-        })
-        #expect(body.filter { !doc.contains($0) } == [], "lines of the tested example missing from docs/redeemkit.md")
+        for document in ["docs/redeemkit.md", "Clients/RedeemKit/README.md"] {
+            let doc = Set(try Self.read(document).split(separator: "\n").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            })
+            #expect(body.filter { !doc.contains($0) } == [], "lines of the tested example missing from \(document)")
+        }
     }
 }

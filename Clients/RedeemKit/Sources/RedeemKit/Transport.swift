@@ -36,7 +36,9 @@ struct APIResponse: Sendable {
         do {
             return try JSONCoding.decoder.decode(type, from: data)
         } catch {
-            throw RedeemError(kind: .decoding, code: "decoding", message: "the answer is not a \(type) (\(error))", requestId: requestId)
+            throw RedeemError(
+                kind: .decoding, code: .decoding, message: "the answer is not a \(type) (\(error))",
+                requestId: requestId)
         }
     }
 }
@@ -106,7 +108,7 @@ struct Transport: Sendable {
         components?.path = (base.hasSuffix("/") ? String(base.dropLast()) : base) + request.path
         if !request.query.isEmpty { components?.queryItems = request.query }
         guard let url = components?.url else {
-            throw RedeemError(kind: .transport, code: "transport", message: "not a URL: \(baseURL)\(request.path)")
+            throw RedeemError(kind: .transport, code: .transport, message: "not a URL: \(baseURL)\(request.path)")
         }
         var r = URLRequest(url: url)
         r.httpMethod = request.method
@@ -121,18 +123,27 @@ struct Transport: Sendable {
         return r
     }
 
-    /// `{"error": {"code", "message", "field"?}}`, or the status alone when the body is not that.
+    /// `{"error": {"code", "message", "field"?, "redeemUrl"?}}`, or the status alone when the body
+    /// is not that.
     static func serverError(status: Int, data: Data, requestId: String?) -> RedeemError {
         struct Body: Decodable {
-            struct Detail: Decodable { var code: String; var message: String; var field: String? }
+            struct Detail: Decodable {
+                var code: String
+                var message: String
+                var field: String?
+                var redeemUrl: URL?
+            }
             var error: Detail
         }
         if let body = try? JSONDecoder().decode(Body.self, from: data) {
-            return RedeemError(kind: .server(status: status), code: body.error.code, message: body.error.message, field: body.error.field,
-                               requestId: requestId)
+            return RedeemError(
+                kind: .server(status: status), code: RedeemErrorCode(rawValue: body.error.code),
+                message: body.error.message, field: body.error.field, requestId: requestId,
+                redeemUrl: body.error.redeemUrl)
         }
-        return RedeemError(kind: .server(status: status), code: "http\(status)", message: HTTPURLResponse.localizedString(forStatusCode: status),
-                           requestId: requestId)
+        return RedeemError(
+            kind: .server(status: status), code: .http(status),
+            message: HTTPURLResponse.localizedString(forStatusCode: status), requestId: requestId)
     }
 
     /// Runs `body` for at most `seconds`; past that, it is cancelled and `RedeemError.timedOut` thrown.
@@ -166,7 +177,8 @@ struct Transport: Sendable {
                     } else if let http = response as? HTTPURLResponse {
                         continuation.resume(returning: (data ?? Data(), http))
                     } else {
-                        continuation.resume(throwing: RedeemError(kind: .transport, code: "transport", message: "no HTTP answer"))
+                        let error = RedeemError(kind: .transport, code: .transport, message: "no HTTP answer")
+                        continuation.resume(throwing: error)
                     }
                 }
                 handle.start(task)

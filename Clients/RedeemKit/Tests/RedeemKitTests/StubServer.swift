@@ -72,10 +72,18 @@ final class StubServer: @unchecked Sendable {
         return handler(request)
     }
 
-    /// A client of this server over `store`.
-    func client(store: any TokenStore = MemoryTokenStore(), timeout: TimeInterval = 5, environment: RedeemClient.Environment = .production) -> RedeemClient {
-        RedeemClient(configuration: .init(baseURL: baseURL, tokenStore: store, platform: .ios, environment: environment, timeout: timeout,
-                                          urlSession: session))
+    /// A client of this server over `store`; by default with no store transactions and no
+    /// offer-code page (the fakes of StoreKit and the system come in as arguments).
+    func client(
+        store: any TokenStore = MemoryTokenStore(), timeout: TimeInterval = 5,
+        environment: RedeemClient.Environment = .production, transactions: (any StoreTransactionSource)? = nil,
+        offerCodePage: (any OfferCodePage)? = nil,
+        retry: PurchaseRetryPolicy = PurchaseRetryPolicy(firstDelay: 0.001, maximumDelay: 0.01)
+    ) -> RedeemClient {
+        RedeemClient(
+            configuration: .init(
+                baseURL: baseURL, tokenStore: store, platform: .ios, environment: environment, timeout: timeout,
+                urlSession: session, storeTransactions: transactions, purchaseRetry: retry, offerCodePage: offerCodePage))
     }
 }
 
@@ -175,6 +183,19 @@ enum Fixture {
         let grant = entitlement ? #","completedAt":"2026-05-01T12:00:01.250Z","entitlement":{"entitlementId":"pro","expiresAt":"2026-06-01T12:00:01.250Z"}"# : ""
         return #"{"redemptionId":"\#(id.uuidString.lowercased())","code":"SPRING-25","status":"\#(status)","platform":"ios","productId":null,"sandbox":false,"reservedAt":"2026-05-01T12:00:00.125Z"\#(grant)}"#
     }
+
+    /// An iOS discount's redemption of `plan`, with its App Store hand-off.
+    static func discount(_ id: UUID, status: String = "reserved", plan: String = "pro.monthly", token: UUID? = nil,
+                         reservedAt: String = "2026-05-01T12:00:00.125Z") -> String {
+        let handoff = #"{"redemptionUrl":"https://apps.apple.com/redeem?ctx=offercodes&id=123&code=HALF""#
+            + (token.map { #","appAccountToken":"\#($0.uuidString.lowercased())""# } ?? "") + "}"
+        let id = id.uuidString.lowercased()
+        return #"{"redemptionId":"\#(id)","code":"HALF","status":"\#(status)","platform":"ios","#
+            + #""productId":"\#(plan)","sandbox":false,"reservedAt":"\#(reservedAt)","appStore":\#(handoff)}"#
+    }
+
+    /// A page of `items` (JSON objects), the last.
+    static func page(_ items: [String]) -> String { #"{"data":[\#(items.joined(separator: ","))],"nextCursor":null}"# }
 
     static let entitlements = #"{"data":[{"entitlementId":"pro","expiresAt":"2099-06-01T12:00:01.250Z","sandbox":false,"source":"redeem"}]}"#
 

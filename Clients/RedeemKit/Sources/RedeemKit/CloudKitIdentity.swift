@@ -50,7 +50,9 @@ extension RedeemClient {
         } catch let error as RedeemError {
             throw error
         } catch {
-            throw RedeemError(kind: .cloudKit, code: "cloudKitUnavailable", message: "CloudKit gave no web auth token: \(error.localizedDescription)")
+            throw RedeemError(
+                kind: .cloudKit, code: .cloudKitUnavailable,
+                message: "CloudKit gave no web auth token: \(error.localizedDescription)")
         }
     }
 }

@@ -50,14 +50,29 @@ public actor RedeemClient {
         /// Proves the record names the client sends (`CloudKitWebAuthTokens` on Apple platforms);
         /// nil sends record names without proof, which only a server trusting clients takes.
         public var cloudKit: (any CloudKitIdentityProvider)?
+        /// Where `start()` takes store transactions from: StoreKit on Apple platforms, none elsewhere.
+        public var storeTransactions: (any StoreTransactionSource)?
+        /// When the purchase listener posts again after a failure that may pass.
+        public var purchaseRetry: PurchaseRetryPolicy
+        /// Opens Apple's offer-code page, or its sheet: the system's on iOS and macOS, none elsewhere.
+        public var offerCodePage: (any OfferCodePage)?
 
         /// A configuration; by default the Keychain (Apple) or memory (elsewhere), this device's
-        /// platform, production, 30 s calls.
-        public init(baseURL: URL, tokenStore: any TokenStore = defaultTokenStore(), platform: Platform = .current,
-                    environment: Environment = .production, timeout: TimeInterval = 30, refreshMargin: TimeInterval = 30,
-                    urlSession: URLSession = .shared, cloudKit: (any CloudKitIdentityProvider)? = nil) {
+        /// platform, production, 30 s calls, and on Apple platforms StoreKit and the system's
+        /// offer-code page.
+        public init(
+            baseURL: URL, tokenStore: any TokenStore = defaultTokenStore(), platform: Platform = .current,
+            environment: Environment = .production, timeout: TimeInterval = 30, refreshMargin: TimeInterval = 30,
+            urlSession: URLSession = .shared, cloudKit: (any CloudKitIdentityProvider)? = nil,
+            storeTransactions: (any StoreTransactionSource)? = defaultStoreTransactions(),
+            purchaseRetry: PurchaseRetryPolicy = PurchaseRetryPolicy(),
+            offerCodePage: (any OfferCodePage)? = defaultOfferCodePage()
+        ) {
             self.baseURL = baseURL
             self.cloudKit = cloudKit
+            self.storeTransactions = storeTransactions
+            self.purchaseRetry = purchaseRetry
+            self.offerCodePage = offerCodePage
             self.tokenStore = tokenStore
             self.platform = platform
             self.environment = environment
@@ -83,7 +98,12 @@ public actor RedeemClient {
     private var loaded = false
     private var refreshTask: Task<StoredSession, any Error>?
     var cachedEntitlements: [Entitlement]?
-    nonisolated let broadcaster = EntitlementBroadcaster()
+    /// Only the latest entitlements matter to a consumer that fell behind.
+    nonisolated let broadcaster = Broadcaster<[Entitlement]>(buffer: 1)
+    /// Every purchase outcome matters: a consumer that fell behind gets the last 64.
+    nonisolated let purchases = Broadcaster<StorePurchaseOutcome>(buffer: 64)
+    /// The purchase listener `start()` runs.
+    var purchaseListener: Task<Void, Never>?
 
     /// A client with `configuration`.
     public init(configuration: Configuration) {
@@ -218,7 +238,7 @@ public actor RedeemClient {
         broadcaster.yield([])
     }
 
-    private func authenticate(_ request: APIRequest) async throws -> Account {
+    func authenticate(_ request: APIRequest) async throws -> Account {
         let result = try await transport.send(request, token: nil).decode(AuthResult.self)
         try save(StoredSession(account: result.account, session: result.session))
         cachedEntitlements = nil
@@ -234,7 +254,7 @@ public actor RedeemClient {
         }
         do {
             return try await transport.send(request, token: current.session.accessToken)
-        } catch let e as RedeemError where e.status == 401 && e.code == "invalidToken" {
+        } catch let e as RedeemError where e.status == 401 && e.code == .invalidToken {
             let fresh = try await refreshed(after: current.session.accessToken, force: false)
             return try await transport.send(request, token: fresh.session.accessToken)
         }
@@ -280,15 +300,36 @@ public actor RedeemClient {
 }
 
 extension Platform {
-    /// The platform this code runs on: `ios` on iOS, iPadOS and visionOS, `android` on Android,
-    /// `web` elsewhere.
-    public static var current: Platform {
-        #if os(iOS) || os(visionOS) || os(tvOS) || os(watchOS)
-        .ios
+    /// The platform this code runs on, as the server counts it: `ios` on iOS, iPadOS, visionOS and
+    /// macOS (a Mac app sells through the App Store, and universal purchase shares its plans and
+    /// offer codes with the iPhone app), `android` on Android, `web` elsewhere.
+    public static var current: Platform { platform(ofOperatingSystem: operatingSystem) }
+
+    /// The operating system this was compiled for, by the name `#if os(…)` gives it.
+    static var operatingSystem: String {
+        #if os(iOS)
+        "iOS"
+        #elseif os(macOS)
+        "macOS"
+        #elseif os(visionOS)
+        "visionOS"
+        #elseif os(tvOS)
+        "tvOS"
+        #elseif os(watchOS)
+        "watchOS"
         #elseif os(Android)
-        .android
+        "Android"
         #else
-        .web
+        "other"
         #endif
+    }
+
+    /// Every Apple system is the App Store's: `ios`.
+    static func platform(ofOperatingSystem name: String) -> Platform {
+        switch name {
+        case "iOS", "macOS", "visionOS", "tvOS", "watchOS": .ios
+        case "Android": .android
+        default: .web
+        }
     }
 }

@@ -32,11 +32,34 @@ import Testing
         #expect(check.error?.localizedDescription == "This coupon has expired.")
         #expect(server.requests("POST", "/v1/coupons/validate").first?.json["platform"] as? String == "ios")
         #expect(server.requests("POST", "/v1/coupons/validate").first?.json["environment"] as? String == "production")
+        #expect(server.requests("POST", "/v1/coupons/validate").first?.json.keys.contains("productId") == false)
+        _ = try await client.validateCoupon("OLD-1", productId: "pro.yearly")
+        #expect(server.requests("POST", "/v1/coupons/validate").last?.json["productId"] as? String == "pro.yearly")
         let outcome = try await client.redeemCoupon("FULL-1", productId: "pro.monthly")
         #expect(outcome == .refused(CouponError(.exhausted)))
         #expect(outcome.refusal?.requestId == "req-7")
         #expect(outcome.refusal?.serverMessage == "This coupon has been used up.")
         #expect(server.requests("POST", "/v1/redemptions").first?.json["productId"] as? String == "pro.monthly")
+    }
+
+    /// A free period redeemed in an iOS app (App Review 3.1.1): refused with the redeem page,
+    /// from today's server (no URL) as from the next.
+    @Test func webOnlyCarriesTheRedeemPage() async throws {
+        let page = "https://redeem.example.com/redeem?code=FREEYEAR"
+        let server = StubServer { r in
+            r.json["code"] as? String == "OLD"
+                ? .json(422, Fixture.error("webOnly", "Redeem this coupon on the web."))
+                : .json(422, #"{"error":{"code":"webOnly","message":"Redeem this coupon on the web.","#
+                    + #""redeemUrl":"\#(page)"}}"#)
+        }
+        let client = server.client(store: try Fixture.signedInStore(expiresIn: 600))
+        let refusal = try #require(try await client.redeemCoupon("FREEYEAR").refusal)
+        #expect(refusal.reason == .webOnly && refusal.redeemUrl == URL(string: page))
+        #expect(refusal.serverMessage == "Redeem this coupon on the web.")
+        let error = await #expect(throws: CouponError.self) { try await client.redeemCoupon("FREEYEAR").get() }
+        #expect(error?.redeemUrl == URL(string: page))
+        let old = try #require(try await client.redeemCoupon("OLD").refusal)
+        #expect(old.reason == .webOnly && old.redeemUrl == nil)
     }
 
     @Test func aMistakeThatIsNotARefusalIsThrown() async throws {

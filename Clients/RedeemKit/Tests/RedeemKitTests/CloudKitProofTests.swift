@@ -66,7 +66,7 @@ import Testing
             try await client.signUp(email: "pilot@example.com", password: "correct horse battery", cloudkitRecordName: "_abc")
         }
         #expect(error?.kind == .cloudKit)
-        #expect(error?.code == "cloudKitUnavailable")
+        #expect(error?.code == .cloudKitUnavailable)
         #expect(server.requests("POST", "/v1/accounts").isEmpty)
     }
 }

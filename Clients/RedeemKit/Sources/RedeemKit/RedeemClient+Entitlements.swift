@@ -31,15 +31,19 @@ extension RedeemClient {
     }
 }
 
-/// Hands each entitlement list to every open `entitlementUpdates` stream. Its continuations are
-/// only touched under `lock`.
-final class EntitlementBroadcaster: @unchecked Sendable {
+/// Hands each value to every open stream of it (`entitlementUpdates`, `purchaseUpdates`). Its
+/// continuations are only touched under `lock`.
+final class Broadcaster<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
-    private var continuations: [UUID: AsyncStream<[Entitlement]>.Continuation] = [:]
+    private var continuations: [UUID: AsyncStream<Value>.Continuation] = [:]
+    /// How many values a slow consumer is kept, the newest.
+    private let buffer: Int
 
-    func stream() -> AsyncStream<[Entitlement]> {
+    init(buffer: Int) { self.buffer = buffer }
+
+    func stream() -> AsyncStream<Value> {
         let id = UUID()
-        return AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
+        return AsyncStream(bufferingPolicy: .bufferingNewest(buffer)) { continuation in
             lock.lock()
             continuations[id] = continuation
             lock.unlock()
@@ -52,10 +56,10 @@ final class EntitlementBroadcaster: @unchecked Sendable {
         }
     }
 
-    func yield(_ list: [Entitlement]) {
+    func yield(_ value: Value) {
         lock.lock()
         let all = Array(continuations.values)
         lock.unlock()
-        for c in all { c.yield(list) }
+        for c in all { c.yield(value) }
     }
 }

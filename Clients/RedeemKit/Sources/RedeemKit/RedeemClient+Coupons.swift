@@ -47,13 +47,28 @@ extension RedeemClient {
 
     /// Checks a code for the signed-in user (`POST /v1/coupons/validate`). A refused code is a
     /// value, `valid == false` with its `reason`, never a thrown error; a guest gets
-    /// `.notIdentified` without a request.
-    public func validateCoupon(_ code: String, platform: Platform? = nil) async throws -> CouponValidation {
-        struct Body: Encodable { var code: String; var platform: Platform; var environment: Environment }
+    /// `.notIdentified` without a request. On iOS, a free period answers `webOnly` with the
+    /// `redeemUrl` to open in a browser (App Review 3.1.1), unless the operator allows it in apps.
+    ///
+    /// - Parameter productId: the plan the app means to buy, when it knows: the answer is then
+    ///   about that plan (refused as redeem would refuse it), and on iOS `appStore.redemptionUrl`
+    ///   is that plan's page, with its own code.
+    public func validateCoupon(
+        _ code: String, productId: String? = nil, platform: Platform? = nil
+    ) async throws -> CouponValidation {
+        struct Body: Encodable {
+            var code: String
+            var productId: String?
+            var platform: Platform
+            var environment: Environment
+        }
         guard try currentSession() != nil else { return CouponValidation(valid: false, reason: .notIdentified) }
-        let body = Body(code: code, platform: platform ?? configuration.platform, environment: configuration.environment)
+        let body = Body(
+            code: code, productId: productId, platform: platform ?? configuration.platform,
+            environment: configuration.environment)
         do {
-            return try await authorized(try APIRequest("POST", "/v1/coupons/validate", json: body)).decode(CouponValidation.self)
+            let request = try APIRequest("POST", "/v1/coupons/validate", json: body)
+            return try await authorized(request).decode(CouponValidation.self)
         } catch let e as RedeemError where e.status == 401 || e.kind == .notSignedIn {
             return CouponValidation(valid: false, reason: .notIdentified)
         }
@@ -73,8 +88,9 @@ extension RedeemClient {
         do {
             response = try await authorized(try APIRequest("POST", "/v1/redemptions", json: body))
         } catch let e as RedeemError where e.status == 422 {
-            guard let reason = CouponError.Reason(rawValue: e.code) else { throw e }
-            return .refused(CouponError(reason, serverMessage: e.message, requestId: e.requestId))
+            // A refusal's code is its reason (`webOnly` carries the redeem page); any other 422 is a mistake.
+            guard let refusal = e.refusal else { throw e }
+            return .refused(refusal)
         } catch let e as RedeemError where e.status == 401 || e.kind == .notSignedIn {
             return .refused(CouponError(.notIdentified, serverMessage: e.message, requestId: e.requestId))
         }

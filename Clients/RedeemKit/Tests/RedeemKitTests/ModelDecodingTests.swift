@@ -49,6 +49,39 @@ import Testing
         #expect(try Self.decode(CouponValidation.self, #"{"valid":false,"reason":"someNewReason","eligibleProductIds":[]}"#).reason == .unknown)
     }
 
+    /// The seed's coupon shape: Play's base plans per product, each plan's own offer-code page,
+    /// and `webOnly` with the redeem page; today's server, without them, still decodes.
+    @Test func theSeedsCouponShape() throws {
+        let play = try Self.decode(CouponValidation.self, #"""
+        {"valid":true,"eligibleProductIds":["pro","max"],"basePlanIds":{"pro":["monthly","yearly"],"max":["monthly"]},
+         "playStore":{"offerId":"redeem-half","offerTags":["redeem-coupon"]}}
+        """#)
+        #expect(play.basePlanIds(for: "pro") == ["monthly", "yearly"] && play.basePlanIds(for: "other") == [])
+        let ios = try Self.decode(CouponValidation.self, #"""
+        {"valid":true,"eligibleProductIds":["a","b"],"appStore":{"redemptionUrl":"https://apps.apple.com/redeem?ctx=offercodes&id=1&code=HALF",
+         "redemptionUrls":{"a":"https://apps.apple.com/redeem?ctx=offercodes&id=1&code=HALF","b":"https://apps.apple.com/redeem?ctx=offercodes&id=1&code=HALF-2"}}}
+        """#)
+        #expect(ios.appStore?.redemptionUrl(for: "b").absoluteString.hasSuffix("code=HALF-2") == true)
+        #expect(ios.appStore?.redemptionUrl(for: "c").absoluteString.hasSuffix("code=HALF") == true)
+        #expect(ios.appStore?.redemptionUrl(for: nil).absoluteString.hasSuffix("code=HALF") == true)
+        let webOnly = try Self.decode(CouponValidation.self, #"""
+        {"valid":false,"reason":"webOnly","redeemUrl":"https://redeem.example.com/redeem?code=FREEYEAR","eligibleProductIds":[]}
+        """#)
+        #expect(webOnly.reason == .webOnly)
+        #expect(webOnly.error?.redeemUrl == URL(string: "https://redeem.example.com/redeem?code=FREEYEAR"))
+        let sentence = "This coupon is redeemed on the web: open its page to redeem it."
+        #expect(webOnly.error?.localizedDescription == sentence)
+        let today = try Self.decode(
+            CouponValidation.self, #"{"valid":false,"reason":"webOnly","eligibleProductIds":[]}"#)
+        #expect(today.reason == .webOnly && today.redeemUrl == nil && today.basePlanIds == nil)
+        let me = try Self.decode(Account.self, #"""
+        {"id":"\#(Fixture.accountId)","appUserId":"f0e1","identities":[],"createdAt":"2026-05-01T12:00:00.125Z","emailVerified":false,
+         "managementUrl":"https://play.google.com/store/account/subscriptions"}
+        """#)
+        #expect(me.managementUrl?.host == "play.google.com" && me.emailVerified == false)
+        #expect(try Self.decode(Account.self, Fixture.account()).managementUrl == nil)
+    }
+
     @Test func redemptions() throws {
         let token = UUID()
         let r = try Self.decode(Redemption.self, #"""

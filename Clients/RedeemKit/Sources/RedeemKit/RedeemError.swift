@@ -20,27 +20,34 @@ public struct RedeemError: Error, Sendable, Equatable, LocalizedError, CustomStr
         /// CloudKit gave no web auth token to prove the record name with (no iCloud account, no
         /// network, a wrong API token): no request was made.
         case cloudKit
+        /// This platform cannot do it (an App Store page on a system without one): no request was made.
+        case unsupported
     }
 
     /// What went wrong, broadly.
     public var kind: Kind
-    /// The server's machine code (`invalidToken`, `weakPassword`, `storeLimit`, …), or RedeemKit's
-    /// own (`timeout`, `transport`, `decoding`, `notIdentified`, `cancelled`, `cloudKitUnavailable`).
-    public var code: String
+    /// The server's machine code (`.invalidToken`, `.weakPassword`, `.storeLimit`, …), or RedeemKit's
+    /// own (`.timeout`, `.transport`, `.decoding`, `.notIdentified`, `.cancelled`, `.cloudKitUnavailable`).
+    public var code: RedeemErrorCode
     /// The server's sentence for people, or RedeemKit's.
     public var message: String
     /// The field a 422 is about.
     public var field: String?
     /// The server's request id (`X-Request-Id`), to find the request in its logs.
     public var requestId: String?
+    /// For a code refused as `webOnly`: the redeem page with the code filled in, where the user
+    /// redeems it in a browser.
+    public var redeemUrl: URL?
 
     /// Makes an error.
-    public init(kind: Kind, code: String, message: String, field: String? = nil, requestId: String? = nil) {
+    public init(kind: Kind, code: RedeemErrorCode, message: String, field: String? = nil, requestId: String? = nil,
+                redeemUrl: URL? = nil) {
         self.kind = kind
         self.code = code
         self.message = message
         self.field = field
         self.requestId = requestId
+        self.redeemUrl = redeemUrl
     }
 
     /// The HTTP status, when the server answered.
@@ -61,15 +68,23 @@ public struct RedeemError: Error, Sendable, Equatable, LocalizedError, CustomStr
     }
 
     static func timedOut(after seconds: TimeInterval) -> RedeemError {
-        RedeemError(kind: .timedOut, code: "timeout", message: "no answer within \(Int(seconds.rounded())) s")
+        RedeemError(kind: .timedOut, code: .timeout, message: "no answer within \(Int(seconds.rounded())) s")
     }
 
     static func transport(_ error: any Error) -> RedeemError {
-        RedeemError(kind: .transport, code: "transport", message: "the server could not be reached (\(error.localizedDescription))")
+        RedeemError(
+            kind: .transport, code: .transport,
+            message: "the server could not be reached (\(error.localizedDescription))")
     }
 
-    static let notSignedIn = RedeemError(kind: .notSignedIn, code: "notIdentified", message: "no one is signed in")
-    static let cancelled = RedeemError(kind: .cancelled, code: "cancelled", message: "the call was cancelled")
+    static let notSignedIn = RedeemError(kind: .notSignedIn, code: .notIdentified, message: "no one is signed in")
+    static let cancelled = RedeemError(kind: .cancelled, code: .cancelled, message: "the call was cancelled")
+
+    /// The refusal a refused redeem (a 422 whose code is a reason) stands for; nil for any other error.
+    var refusal: CouponError? {
+        guard status == 422, let reason = code.couponReason else { return nil }
+        return CouponError(reason, serverMessage: message, requestId: requestId, redeemUrl: redeemUrl)
+    }
 }
 
 /// Why a code was refused, as a value: validate answers it as `reason`, redeem as its outcome.
@@ -96,6 +111,10 @@ public struct CouponError: Error, Sendable, Equatable, LocalizedError {
         /// The store account already holds the plan (Google Play, known to the server through
         /// RevenueCat): nothing is bought and the coupon is not used.
         case alreadyOwned
+        /// A free period granted by Redeem, which an iOS app may not sell or give (App Review
+        /// 3.1.1): the user redeems it on the web, at `redeemUrl`. The operator may allow a coupon
+        /// in apps (`allowInApp`).
+        case webOnly
         /// No one is signed in (answered by RedeemKit without a request).
         case notIdentified
         /// A reason this version of RedeemKit does not know.
@@ -113,12 +132,15 @@ public struct CouponError: Error, Sendable, Equatable, LocalizedError {
     public var serverMessage: String?
     /// The server's request id, when a request was made.
     public var requestId: String?
+    /// For `webOnly`: the redeem page with the code filled in (open it in a browser).
+    public var redeemUrl: URL?
 
     /// Makes a refusal.
-    public init(_ reason: Reason, serverMessage: String? = nil, requestId: String? = nil) {
+    public init(_ reason: Reason, serverMessage: String? = nil, requestId: String? = nil, redeemUrl: URL? = nil) {
         self.reason = reason
         self.serverMessage = serverMessage
         self.requestId = requestId
+        self.redeemUrl = redeemUrl
     }
 
     /// The sentence for people, one per reason (the redeem page's, in English).
@@ -133,6 +155,7 @@ public struct CouponError: Error, Sendable, Equatable, LocalizedError {
         case .notEligible: "This coupon doesn't apply to your account, platform or product."
         case .notReady: "This offer isn't available in the store yet; try again later."
         case .alreadyOwned: "Your store account already has this plan, so this coupon can't be used for it."
+        case .webOnly: "This coupon is redeemed on the web: open its page to redeem it."
         case .notIdentified: "Sign in to redeem a coupon."
         case .unknown: serverMessage ?? "This coupon can't be redeemed."
         }

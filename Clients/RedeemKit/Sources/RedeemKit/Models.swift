@@ -6,7 +6,8 @@ import Foundation
 
 /// Where an end user redeems a code.
 public enum Platform: String, Codable, Sendable, CaseIterable {
-    /// iPhone and iPad.
+    /// The App Store: iPhone, iPad, Mac (and visionOS). One platform, as universal purchase makes
+    /// one app of them.
     case ios
     /// Android phones and tablets.
     case android
@@ -61,20 +62,6 @@ public enum RedemptionStatus: String, Codable, Sendable, CaseIterable {
     }
 }
 
-/// An amount of money: a decimal string and an ISO 4217 currency, as the API writes it.
-public struct Money: Codable, Sendable, Equatable, Hashable {
-    /// The amount as a decimal string with at most two decimals, such as `"4.99"`.
-    public var amount: String
-    /// The ISO 4217 currency code, such as `"EUR"`.
-    public var currency: String
-
-    /// Makes an amount.
-    public init(amount: String, currency: String) {
-        self.amount = amount
-        self.currency = currency
-    }
-}
-
 /// A length of time in calendar units: `{unit: day|week|month|year, count}`.
 public struct CouponDuration: Codable, Sendable, Equatable, Hashable {
     /// `day`, `week`, `month` or `year`.
@@ -122,15 +109,24 @@ public struct Account: Codable, Sendable, Equatable {
     /// Whether the email was proven (a verification or reset code, or Apple); nil from a server
     /// older than email verification.
     public var emailVerified: Bool?
+    /// Where the user manages (and cancels) their store subscription: the entitlement provider's
+    /// management URL (RevenueCat's `management_url`, the App Store's or Google Play's page).
+    /// Only `me()` reads it (`GET /v1/me`); nil without a store subscription, under Redeem's own
+    /// ledger, or when the provider was slow. Show it as "Manage subscription".
+    public var managementUrl: URL?
 
     /// Makes an account.
-    public init(id: UUID, email: String?, appUserId: String, identities: [Identity], createdAt: Date, emailVerified: Bool? = nil) {
+    public init(
+        id: UUID, email: String?, appUserId: String, identities: [Identity], createdAt: Date,
+        emailVerified: Bool? = nil, managementUrl: URL? = nil
+    ) {
         self.id = id
         self.email = email
         self.appUserId = appUserId
         self.identities = identities
         self.createdAt = createdAt
         self.emailVerified = emailVerified
+        self.managementUrl = managementUrl
     }
 }
 
@@ -200,10 +196,26 @@ public struct OfferTerms: Codable, Sendable, Equatable {
 /// What an iOS app hands to the App Store for a discount: the offer-code page and, once redeemed,
 /// the token StoreKit should carry so Apple's signed purchase names the account.
 public struct AppStoreHandoff: Codable, Sendable, Equatable {
-    /// Apple's offer-code page with the code filled in.
+    /// Apple's offer-code page with the code filled in: on redeem, the code of the plan redeemed.
     public var redemptionUrl: URL
+    /// Per plan (product id), its offer-code page: Apple takes a custom code once per app, so each
+    /// plan of a coupon past the first has a code of its own. Validate answers it for the ready
+    /// plans; nil from a server that does not.
+    public var redemptionUrls: [String: URL]?
     /// The UUID to pass to StoreKit as `appAccountToken` (redeem answers it; validate does not).
     public var appAccountToken: UUID?
+
+    /// Makes a hand-off.
+    public init(redemptionUrl: URL, redemptionUrls: [String: URL]? = nil, appAccountToken: UUID? = nil) {
+        self.redemptionUrl = redemptionUrl
+        self.redemptionUrls = redemptionUrls
+        self.appAccountToken = appAccountToken
+    }
+
+    /// The offer-code page for `productId`: its own when the server named one, else `redemptionUrl`.
+    public func redemptionUrl(for productId: String?) -> URL {
+        productId.flatMap { redemptionUrls?[$0] } ?? redemptionUrl
+    }
 }
 
 /// What an Android app hands to Google Play for a discount (docs/stores.md, "Google Play").
@@ -232,13 +244,21 @@ public struct CouponValidation: Codable, Sendable, Equatable {
     public var appStore: AppStoreHandoff?
     /// On Android, the Google Play offer for a discount.
     public var playStore: PlayStoreHandoff?
+    /// On Android, per eligible plan (product id), the base plans whose offer is ready: launch the
+    /// billing flow on one of these.
+    public var basePlanIds: [String: [String]]?
+    /// For `webOnly`: the redeem page with the code filled in, to open in a browser.
+    public var redeemUrl: URL?
 
     /// The refusal as an error value (nil when valid), with its sentence for people.
-    public var error: CouponError? { reason.map { CouponError($0) } }
+    public var error: CouponError? { reason.map { CouponError($0, redeemUrl: redeemUrl) } }
 
     /// Makes an answer (RedeemKit makes the guest's `.notIdentified` answer itself).
-    public init(valid: Bool, reason: CouponError.Reason?, coupon: PublicCoupon? = nil, eligibleProductIds: [String] = [],
-                offer: OfferTerms? = nil, appStore: AppStoreHandoff? = nil, playStore: PlayStoreHandoff? = nil) {
+    public init(
+        valid: Bool, reason: CouponError.Reason?, coupon: PublicCoupon? = nil, eligibleProductIds: [String] = [],
+        offer: OfferTerms? = nil, appStore: AppStoreHandoff? = nil, playStore: PlayStoreHandoff? = nil,
+        basePlanIds: [String: [String]]? = nil, redeemUrl: URL? = nil
+    ) {
         self.valid = valid
         self.reason = reason
         self.coupon = coupon
@@ -246,9 +266,16 @@ public struct CouponValidation: Codable, Sendable, Equatable {
         self.offer = offer
         self.appStore = appStore
         self.playStore = playStore
+        self.basePlanIds = basePlanIds
+        self.redeemUrl = redeemUrl
     }
 
-    private enum CodingKeys: String, CodingKey { case valid, reason, coupon, eligibleProductIds, offer, appStore, playStore }
+    /// The base plans of `productId` whose Play offer is ready (empty when none, or not Android).
+    public func basePlanIds(for productId: String) -> [String] { basePlanIds?[productId] ?? [] }
+
+    private enum CodingKeys: String, CodingKey {
+        case valid, reason, coupon, eligibleProductIds, offer, appStore, playStore, basePlanIds, redeemUrl
+    }
 
     /// Decodes the API's JSON; a missing `eligibleProductIds` reads as empty.
     public init(from decoder: any Decoder) throws {
@@ -260,6 +287,8 @@ public struct CouponValidation: Codable, Sendable, Equatable {
         offer = try c.decodeIfPresent(OfferTerms.self, forKey: .offer)
         appStore = try c.decodeIfPresent(AppStoreHandoff.self, forKey: .appStore)
         playStore = try c.decodeIfPresent(PlayStoreHandoff.self, forKey: .playStore)
+        basePlanIds = try c.decodeIfPresent([String: [String]].self, forKey: .basePlanIds)
+        redeemUrl = try c.decodeIfPresent(URL.self, forKey: .redeemUrl)
     }
 }
 

@@ -75,7 +75,7 @@ import Testing
         let store = try Fixture.signedInStore(expiresIn: -1)
         let client = server.client(store: store)
         let error = await #expect(throws: RedeemError.self) { try await client.entitlements() }
-        #expect(error?.code == "invalidToken")
+        #expect(error?.code == .invalidToken)
         #expect(try await client.isSignedIn == false)
         #expect(try store.data(forKey: "redeemkit.session") == nil)
     }
@@ -120,7 +120,7 @@ import Testing
             try await server.client().signUp(email: "a@example.com", password: "password1234")
         }
         #expect(error?.kind == .server(status: 422))
-        #expect(error?.code == "weakPassword")
+        #expect(error?.code == .weakPassword)
         #expect(error?.message == "the password is too common")
         #expect(error?.field == "password")
         #expect(error?.requestId == "req-42")
