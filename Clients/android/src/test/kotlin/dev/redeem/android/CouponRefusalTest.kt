@@ -1,10 +1,12 @@
 package dev.redeem.android
 
+import com.sun.net.httpserver.HttpServer
 import org.json.JSONObject
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertNull
-import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.Assertions.assertThrows
 import org.junit.jupiter.api.Test
+import java.net.InetSocketAddress
 
 /**
  * Refusals as the server words them: `webOnly` (validate's `reason` with `redeemUrl`, redeem's 422
@@ -32,17 +34,34 @@ class CouponRefusalTest {
 
     @Test
     fun redeemsWebOnlyErrorCarriesTheRedeemPage() {
-        val body = JSONObject("""{"error": {"code": "webOnly", "message": "Redeem this code on the web.", "redeemUrl": "$page"}}""")
-        val error = RedeemJson.apiError(body, 422)
-        val refusal = CouponException.of(error.code, error.message!!, error.redeemUrl)
-        assertTrue(refusal is CouponException.Rejected)
-        assertEquals("webOnly", refusal.reason)
-        assertEquals(page, (refusal as CouponException.Rejected).redeemUrl)
-        assertEquals("Redeem this code on the web.", refusal.message)
-        assertTrue("webOnly" in CouponException.reasons, "a 422 webOnly is a coupon's refusal")
+        // A gateway that refuses every redemption with the error body it is given.
+        var refusal = """{"error": {"code": "webOnly", "message": "Redeem this code on the web.", "redeemUrl": "$page"}}"""
+        val server = HttpServer.create(InetSocketAddress("127.0.0.1", 0), 0)
+        server.createContext("/v1/redemptions") { exchange ->
+            val body = refusal.toByteArray()
+            exchange.responseHeaders.add("Content-Type", "application/json")
+            exchange.sendResponseHeaders(422, body.size.toLong())
+            exchange.responseBody.use { it.write(body) }
+        }
+        server.start()
+        try {
+            val client = RedeemClient("http://127.0.0.1:${server.address.port}", MemoryPendingStore(),
+                Session("access", "refresh", "2030-01-01T00:00:00Z"))
+            val webOnly = assertThrows(CouponException.Rejected::class.java) {
+                blocking { client.redeemCoupon(NoLauncher, "SPRING-25", "pro.monthly", "monthly") }
+            }
+            assertEquals("webOnly", webOnly.reason)
+            assertEquals(page, webOnly.redeemUrl)
+            assertEquals("Redeem this code on the web.", webOnly.message)
 
-        val plain = RedeemJson.apiError(JSONObject("""{"error": {"code": "exhausted", "message": "Used up."}}"""), 422)
-        assertNull(plain.redeemUrl)
-        assertTrue(CouponException.of(plain.code, plain.message!!, plain.redeemUrl) is CouponException.Rejected)
+            refusal = """{"error": {"code": "exhausted", "message": "This coupon has been used up."}}"""
+            val plain = assertThrows(CouponException.Rejected::class.java) {
+                blocking { client.redeemCoupon(NoLauncher, "SPRING-25", "pro.monthly", "monthly") }
+            }
+            assertEquals("exhausted", plain.reason)
+            assertNull(plain.redeemUrl)
+        } finally {
+            server.stop(0)
+        }
     }
 }
