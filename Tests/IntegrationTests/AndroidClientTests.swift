@@ -6,21 +6,50 @@ import XCTest
 /// `Clients/android/build.sh test`, talks to a stack with Google Play set up as `PlayStoreTests`
 /// has it (the fake Play Developer API behind the fake token endpoint, and RevenueCat). Its fake
 /// `PlayBillingLauncher` buys through `FakePlayBilling`, which records the purchase at the fake
-/// Play Developer API as Play would. This suite checks the JUnit run's summary and report, and,
-/// from the fakes' side, that the client launched real offers and the server acknowledged them.
+/// Play Developer API as Play would. The stack also mails to an SMTP sink the Kotlin tests read
+/// over HTTP (`SMTPMailbox`), signs in with Apple's web flow against `FakeAppleID`, and gives
+/// access tokens 5 s, so the client refreshes sessions throughout the run. This suite checks the
+/// JUnit run's summary and report, and, from the fakes' side, that the client launched real offers
+/// and the server acknowledged them.
 final class AndroidClientTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var fixture: PlayFixture?
     nonisolated(unsafe) static var billing: FakePlayBilling?
+    nonisolated(unsafe) static var mailbox: SMTPMailbox?
+    nonisolated(unsafe) static var apple: FakeAppleID?
     static let playProduct = "premium_sub"
     static let basePlan = "android-monthly"
+    static let servicesId = "dev.redeem.android.test.web"
+    static let appleReturn = "dev.redeem.android.test:/apple-signed-in"
 
     override class func startSuite() throws {
         let fixture = try PlayFixture()
         Self.fixture = fixture
         billing = try FakePlayBilling(play: fixture.play)
         fixture.play.addBasePlan(productId: playProduct, basePlanId: basePlan, [.init("US", "USD", "9.99")])
-        stack = try Stack(environment: fixture.environment)
+        let mailbox = try SMTPMailbox()
+        Self.mailbox = mailbox
+        let key = try TestAppleAPIKey(keyId: "DROIDKEY12")
+        let apple = try FakeAppleID(teamId: "TEAM4DROID", keyId: key.keyId, clientSecretKey: key.key)
+        Self.apple = apple
+        let port = try Project.freePort()
+        let signInWithApple = [
+            "REDEEM_HTTP_PORT": String(port),
+            "REDEEM_APPLE_CLIENT_ID": servicesId,
+            "REDEEM_APPLE_SERVICES_ID": servicesId,
+            "REDEEM_APPLE_TEAM_ID": "TEAM4DROID",
+            "REDEEM_APPLE_KEY_ID": key.keyId,
+            "REDEEM_APPLE_PRIVATE_KEY": key.privateKeyFile.path,
+            "REDEEM_APPLE_REDIRECT_URI": "http://127.0.0.1:\(port)/v1/sessions/apple/callback",
+            "REDEEM_APPLE_JWKS": apple.keysURL.absoluteString,
+            "REDEEM_APPLE_AUTHORIZE_URL": apple.authorizeURL.absoluteString,
+            "REDEEM_APPLE_TOKEN_URL": apple.tokenURL.absoluteString,
+            "REDEEM_APPLE_REVOKE_URL": apple.revokeURL.absoluteString,
+            "REDEEM_APPLE_RETURN_URLS": appleReturn,
+        ]
+        let environment = fixture.environment.merging(mailbox.environment) { a, _ in a }
+            .merging(signInWithApple) { a, _ in a }.merging(["REDEEM_ACCESS_TOKEN_TTL": "5"]) { a, _ in a }
+        stack = try Stack(environment: environment)
     }
 
     override class func stopSuite() {
@@ -29,6 +58,8 @@ final class AndroidClientTests: StackTestCase {
         Task {
             await billing?.stop()
             await fixture?.stop()
+            await mailbox?.stop()
+            await apple?.stop()
             done.signal()
         }
         done.wait()
@@ -44,7 +75,11 @@ final class AndroidClientTests: StackTestCase {
         "aFreePeriodIsGrantedWithoutPlayAndShowsInEntitlements", "aPendingRedemptionSurvivesARelaunch",
         "theChallengeIsRfc7636sS256", "theStartUrlCarriesTheReturnAndTheChallenge",
         "theCodeIsReadFromTheDeepLinkAndAnErrorIsThrown", "anUnknownCodeIsRefusedByTheServerWithItsCode",
-        "everyExampleOfTheOperationsTheClientCallsDecodes",
+        "theWebFlowWithPkceEndsInASessionThatReadsTheAccount",
+        "anExpiredAccessTokenIsRefreshedOnceForCallsRefusedTogether", "aRefusedRefreshSignsTheClientOut",
+        "anEmailIsVerifiedWithTheMailedCode", "aForgottenPasswordIsResetWithTheMailedCode",
+        "validatesWebOnlyRefusalCarriesTheRedeemPage", "redeemsWebOnlyErrorCarriesTheRedeemPage",
+        "everyExampleBodyOfTheDocumentDecodes",
     ]
 
     func testTheKotlinClientPassesItsSuiteAgainstTheStack() async throws {
@@ -73,6 +108,8 @@ final class AndroidClientTests: StackTestCase {
         environment["REDEEM_TEST_SUBSCRIBER_EMAIL"] = email
         environment["REDEEM_TEST_SUBSCRIBER_PASSWORD"] = password
         environment["REDEEM_TEST_STATE_DIR"] = state.path
+        environment["REDEEM_TEST_MAILBOX_URL"] = try XCTUnwrap(Self.mailbox).url.absoluteString
+        environment["REDEEM_TEST_APPLE_RETURN"] = Self.appleReturn
         environment["REDEEM_REQUIRE_EXAMPLES"] = "1"
         let out = state.appendingPathComponent("junit.out").path
         let run = try Subprocess("/bin/bash", [client.appendingPathComponent("build.sh").path, "test"],

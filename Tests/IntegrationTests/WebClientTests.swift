@@ -6,12 +6,14 @@ import XCTest
 /// Debian's tsc into a directory of its own and runs its node tests (`node --test`, TAP), which
 /// sign up and in, refresh and sign out, validate and redeem a free month on the web, await it
 /// across a reload, read the entitlement and the redemptions, meet refusals and errors as typed
-/// values, sign in with Apple through the redirect flow against `FakeAppleID`, and read every
-/// example body of `/openapi.json` for the operations the client calls. The /redeem page's copy of
-/// the client must be what tsc makes from the sources.
+/// values, sign in with Apple through the redirect flow against `FakeAppleID`, verify an email and
+/// reset a password with the codes the stack mails to an SMTP sink (read over HTTP: `SMTPMailbox`),
+/// and read every example body of `/openapi.json`. The /redeem page's copy of the client must be
+/// what tsc makes from the sources.
 final class WebClientTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var apple: FakeAppleID!
+    nonisolated(unsafe) static var mailbox: SMTPMailbox!
     nonisolated(unsafe) static var compiled: URL!
 
     static let web = Project.root.appendingPathComponent("Clients/web")
@@ -21,8 +23,9 @@ final class WebClientTests: StackTestCase {
         compiled = try compile()
         let key = try TestAppleAPIKey(keyId: "WEBKEY1234")
         apple = try FakeAppleID(teamId: "TEAM4WEB00", keyId: key.keyId, clientSecretKey: key.key)
+        mailbox = try SMTPMailbox()
         let port = try Project.freePort()
-        stack = try Stack(environment: [
+        stack = try Stack(environment: mailbox.environment.merging([
             "REDEEM_HTTP_PORT": String(port),
             "REDEEM_APPLE_CLIENT_ID": servicesId,
             "REDEEM_APPLE_SERVICES_ID": servicesId,
@@ -34,7 +37,7 @@ final class WebClientTests: StackTestCase {
             "REDEEM_APPLE_AUTHORIZE_URL": apple.authorizeURL.absoluteString,
             "REDEEM_APPLE_TOKEN_URL": apple.tokenURL.absoluteString,
             "REDEEM_APPLE_REVOKE_URL": apple.revokeURL.absoluteString,
-        ])
+        ]) { a, _ in a })
     }
 
     override class func stopSuite() {
@@ -42,6 +45,7 @@ final class WebClientTests: StackTestCase {
         let done = DispatchSemaphore(value: 0)
         Task {
             await apple?.stop()
+            await mailbox?.stop()
             done.signal()
         }
         done.wait()
@@ -98,11 +102,12 @@ final class WebClientTests: StackTestCase {
         let folder = Self.compiled.appendingPathComponent("test")
         let tests = try FileManager.default.contentsOfDirectory(atPath: folder.path)
             .filter { $0.hasSuffix(".test.js") }.sorted().map { folder.appendingPathComponent($0).path }
-        XCTAssertEqual(tests.count, 4, "\(tests)")
+        XCTAssertEqual(tests.count, 5, "\(tests)")
         var environment = ProcessInfo.processInfo.environment
         environment["REDEEM_GATEWAY"] = Self.stack.gateway.absoluteString
         environment["REDEEM_ADMIN_KEY"] = Self.stack.adminKey
         environment["REDEEM_APPLE_WEB"] = "1"
+        environment["REDEEM_MAILBOX"] = Self.mailbox.url.absoluteString
         environment["NO_COLOR"] = "1"
         let (status, out) = try Self.run("/usr/bin/node", ["--test", "--test-reporter=tap"] + tests,
                                          environment: environment)
@@ -111,7 +116,7 @@ final class WebClientTests: StackTestCase {
         XCTAssertEqual(summary.counts["fail"], 0, out)
         XCTAssertEqual(summary.counts["skipped"], 0, "every test ran, Sign in with Apple too:\n\(out)")
         XCTAssertEqual(summary.failed, [], out)
-        XCTAssertGreaterThanOrEqual(summary.counts["tests"] ?? 0, 14, out)
+        XCTAssertGreaterThanOrEqual(summary.counts["tests"] ?? 0, 18, out)
         XCTAssertEqual(summary.counts["pass"], summary.counts["tests"], out)
         for name in [
             "signs up, signs in with the same password, and reads the account",
@@ -122,7 +127,11 @@ final class WebClientTests: StackTestCase {
             "a used-up coupon is refused as exhausted",
             "bad input is an error with the server's code and field",
             "signs in with Apple through the redirect flow and the one-time code",
-            "every example body of an operation the client calls decodes with the client's parsers",
+            "every example body of the document decodes with the client's parsers",
+            "calls refused together share one refresh",
+            "verifies the email with the mailed code",
+            "resets a forgotten password with the mailed code and signs in",
+            "a webOnly refusal carries the redeem page, and its absence still reads",
         ] {
             XCTAssertTrue(summary.passed.contains(name), "\(name) did not pass:\n\(out)")
         }

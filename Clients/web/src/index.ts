@@ -8,13 +8,18 @@ export type CouponKind = "freePeriod" | "percentOff" | "amountOff";
 export type RedemptionStatus = "reserved" | "granting" | "completed" | "failed" | "released";
 export type Environment = "production" | "sandbox";
 
-/** Why validate or redeem refused a code. Validate answers it as `reason`; redeem throws `CouponRefusedError`. */
+/**
+ * Why validate or redeem refused a code. Validate answers it as `reason`; redeem throws `CouponRefusedError`.
+ * `webOnly`: a free period Redeem grants, which an iOS app may not redeem (App Review 3.1.1); `redeemUrl`
+ * is the redeem page for the code.
+ */
 export type RefusalReason =
   | "notFound" | "inactive" | "notStarted" | "expired" | "exhausted"
-  | "alreadyRedeemed" | "notEligible" | "notReady" | "alreadyOwned";
+  | "alreadyRedeemed" | "notEligible" | "notReady" | "alreadyOwned" | "webOnly";
 
 export const refusalReasons: readonly RefusalReason[] = [
   "notFound", "inactive", "notStarted", "expired", "exhausted", "alreadyRedeemed", "notEligible", "notReady", "alreadyOwned",
+  "webOnly",
 ];
 
 /** The server's machine codes a client may meet, and the client's own (`network`, `decoding`). */
@@ -23,6 +28,7 @@ export type ErrorCode =
   | "notIdentified" | "invalidToken" | "invalidCredentials" | "invalidIdentityToken"
   | "invalidSignInCode" | "signInCodeUsed" | "signInCodeExpired" | "stateMismatch" | "returnNotAllowed"
   | "forbidden" | "notFound" | "routeNotFound" | "methodNotAllowed" | "emailInUse" | "invalid" | "weakPassword"
+  | "invalidState" | "mailNotConfigured"
   | "malformedJson" | "unsupportedMediaType" | "tooLarge" | "rateLimited" | "unavailable" | "timeout" | "internal"
   | "network" | "decoding";
 
@@ -48,6 +54,8 @@ export interface CouponValidation {
   coupon?: Coupon;
   /** The plans the coupon covers; empty: any. */
   eligibleProductIds: string[];
+  /** With `webOnly`: the redeem page for the code (a server that does not send it leaves it out). */
+  redeemUrl?: string;
 }
 
 export interface Redemption {
@@ -101,23 +109,29 @@ export class RedeemError extends Error {
   readonly code: ErrorCode | (string & {});
   readonly field?: string;
   readonly requestId?: string;
+  /** With `webOnly` (a `CouponRefusedError`): the redeem page for the code, `error.redeemUrl`. */
+  readonly redeemUrl?: string;
 
-  constructor(code: string, message: string, status = 0, field?: string, requestId?: string) {
+  constructor(code: string, message: string, status = 0, field?: string, requestId?: string, redeemUrl?: string) {
     super(message);
     this.name = "RedeemError";
     this.code = code;
     this.status = status;
     this.field = field;
     this.requestId = requestId;
+    this.redeemUrl = redeemUrl;
   }
 }
 
-/** Redeem refused the code: `reason` says why (the server's 422 `error.code`). */
+/**
+ * Redeem refused the code: `reason` says why (the server's 422 `error.code`); with `webOnly`,
+ * `redeemUrl` is the redeem page for the code (`error.redeemUrl`), when the server sends it.
+ */
 export class CouponRefusedError extends RedeemError {
   readonly reason: RefusalReason;
 
-  constructor(reason: RefusalReason, message: string, status = 422, requestId?: string) {
-    super(reason, message, status, undefined, requestId);
+  constructor(reason: RefusalReason, message: string, status = 422, requestId?: string, redeemUrl?: string) {
+    super(reason, message, status, undefined, requestId, redeemUrl);
     this.name = "CouponRefusedError";
     this.reason = reason;
   }
@@ -191,6 +205,7 @@ export function parseValidation(v: unknown, path = "validation"): CouponValidati
   };
   if (o.reason != null) r.reason = oneOf(o.reason, `${path}.reason`, refusalReasons);
   if (o.coupon != null) r.coupon = parseCoupon(o.coupon, `${path}.coupon`);
+  if (o.redeemUrl != null) r.redeemUrl = string(o.redeemUrl, `${path}.redeemUrl`);
   if (!r.valid && !r.reason) fail(`${path}.reason`, "a reason when valid is false");
   return r;
 }
@@ -256,6 +271,17 @@ export function parseAuthResult(v: unknown, path = "auth"): AuthResult {
                refreshToken: string(s.refreshToken, `${path}.session.refreshToken`),
                expiresAt: date(s.expiresAt, `${path}.session.expiresAt`) },
   };
+}
+
+/** An error body, `{error: {code, message, field?, redeemUrl?}}`. */
+export function parseErrorBody(v: unknown, path = "error"): { code: string; message: string; field?: string; redeemUrl?: string } {
+  const e = object(object(v, path).error, `${path}.error`);
+  const r: { code: string; message: string; field?: string; redeemUrl?: string } = {
+    code: string(e.code, `${path}.error.code`), message: string(e.message, `${path}.error.message`),
+  };
+  if (e.field != null) r.field = string(e.field, `${path}.error.field`);
+  if (e.redeemUrl != null) r.redeemUrl = string(e.redeemUrl, `${path}.error.redeemUrl`);
+  return r;
 }
 
 export function parsePage<T>(v: unknown, item: (v: unknown, path: string) => T, path = "page"): Page<T> {
@@ -391,6 +417,36 @@ export class RedeemClient {
     return parseAccount((await this.call("GET", "/v1/me")).body, "me");
   }
 
+  // Email verification and password reset: the server mails a code, which the user pastes back.
+
+  /**
+   * `POST /v1/me/email/verify`: mails a verification code (`ev_…`, 24 hours) to the account's
+   * email. `invalidState` (409) when it is verified already or there is none; `mailNotConfigured`
+   * (403) when the server sends no mail.
+   */
+  async requestEmailVerification(): Promise<void> {
+    await this.call("POST", "/v1/me/email/verify");
+  }
+
+  /** `POST /v1/accounts/email/confirm`: verifies the email with the mailed code (no session needed). A wrong, used or expired code: `invalidToken`. */
+  async verifyEmail(code: string): Promise<void> {
+    await this.call("POST", "/v1/accounts/email/confirm", { token: code }, { auth: false });
+  }
+
+  /** `POST /v1/sessions/password/reset`: mails a reset code (`pr_…`, 1 hour) if an account has the email; it answers the same either way. */
+  async requestPasswordReset(email: string): Promise<void> {
+    await this.call("POST", "/v1/sessions/password/reset", { email }, { auth: false });
+  }
+
+  /**
+   * `POST /v1/sessions/password/reset/confirm`: sets the new password with the mailed code and
+   * signs in. The account's other sessions end, and its email counts as verified. `weakPassword`
+   * leaves the code usable; a wrong, used or expired code: `invalidToken`.
+   */
+  async resetPassword(code: string, newPassword: string): Promise<AuthResult> {
+    return this.signedIn(await this.call("POST", "/v1/sessions/password/reset/confirm", { token: code, password: newPassword }, { auth: false }));
+  }
+
   // Coupons
 
   /**
@@ -421,7 +477,7 @@ export class RedeemClient {
       answer = await this.call("POST", "/v1/redemptions", body);
     } catch (e) {
       if (e instanceof RedeemError && e.status === 422 && isRefusalReason(e.code)) {
-        throw new CouponRefusedError(e.code, e.message, e.status, e.requestId);
+        throw new CouponRefusedError(e.code, e.message, e.status, e.requestId, e.redeemUrl);
       }
       throw e;
     }
@@ -532,7 +588,9 @@ export class RedeemClient {
     const token = auth ? this.current?.session.accessToken : undefined;
     const answer = await this.send(method, path, body, token, options.cookie ?? false);
     if (answer.status === 401 && auth && errorOf(answer).code === "invalidToken") {
-      const fresh = await this.refreshSession();
+      // Refreshed already by a call refused at the same time: use its tokens, don't refresh again.
+      const current = this.current?.session;
+      const fresh = current && current.accessToken !== token ? current : await this.refreshSession();
       return this.check(await this.send(method, path, body, fresh.accessToken, false));
     }
     return this.check(answer);
@@ -541,7 +599,7 @@ export class RedeemClient {
   private check(answer: Answer): Answer {
     if (answer.status >= 200 && answer.status < 300) return answer;
     const e = errorOf(answer);
-    throw new RedeemError(e.code, e.message, answer.status, e.field, answer.requestId);
+    throw new RedeemError(e.code, e.message, answer.status, e.field, answer.requestId, e.redeemUrl);
   }
 
   private async send(method: string, path: string, body: unknown, token: string | undefined, cookie: boolean): Promise<Answer> {
@@ -566,13 +624,15 @@ export class RedeemClient {
   }
 }
 
-function errorOf(answer: Answer): { code: string; message: string; field?: string } {
+/** An error body's fields (`{error: {code, message, field?, redeemUrl?}}`), or a stand-in for a body that is not one. */
+function errorOf(answer: Answer): { code: string; message: string; field?: string; redeemUrl?: string } {
   const error = typeof answer.body === "object" && answer.body !== null ? (answer.body as JSONObject).error : undefined;
   if (typeof error === "object" && error !== null) {
     const e = error as JSONObject;
     if (typeof e.code === "string") {
       return { code: e.code, message: typeof e.message === "string" ? e.message : e.code,
-               field: typeof e.field === "string" ? e.field : undefined };
+               field: typeof e.field === "string" ? e.field : undefined,
+               redeemUrl: typeof e.redeemUrl === "string" ? e.redeemUrl : undefined };
     }
   }
   return { code: answer.status >= 500 ? "internal" : "decoding", message: `The server answered ${answer.status}.` };

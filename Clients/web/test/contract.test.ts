@@ -1,10 +1,14 @@
-// The contract: every example body the gateway's OpenAPI document gives for an operation this
-// client calls is read with the client's own parsers. A server change that breaks the client
-// (a renamed field, a new status or reason) fails here; so does an operation without an example.
+// The contract: every example body the gateway's OpenAPI document holds is read with the client's
+// own parsers: the success answers of the operations the client calls and of those that answer the
+// same bodies, and every error body. A
+// server change that breaks the client (a renamed field, a new status or reason) fails here; so do
+// an operation the client calls without an example, and an example the client does not know how
+// to read (add its operation to those read here, or to the ones left to other clients).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { parseAccount, parseAuthResult, parseEntitlements, parsePage, parseRedemption, parseValidation } from "../src/index.js";
-import { gateway } from "./stack.js";
+import { CouponRefusedError, RedeemClient, parseAccount, parseAuthResult, parseEntitlements, parseErrorBody, parsePage,
+         parseRedemption, parseValidation } from "../src/index.js";
+import { gateway, rejection } from "./stack.js";
 
 /** The operations the client calls (method, path), with how it reads their success answers. */
 const operations: [string, string, (body: unknown, path: string) => unknown][] = [
@@ -12,6 +16,7 @@ const operations: [string, string, (body: unknown, path: string) => unknown][] =
   ["post", "/v1/sessions", parseAuthResult],
   ["post", "/v1/sessions/refresh", parseAuthResult],
   ["post", "/v1/sessions/exchange", parseAuthResult],
+  ["post", "/v1/sessions/password/reset/confirm", parseAuthResult],
   ["get", "/v1/me", parseAccount],
   ["post", "/v1/coupons/validate", parseValidation],
   ["post", "/v1/redemptions", parseRedemption],
@@ -20,29 +25,63 @@ const operations: [string, string, (body: unknown, path: string) => unknown][] =
   ["get", "/v1/me/entitlements", parseEntitlements],
 ];
 
+/** Operations the client does not call whose answers are bodies it reads: their examples are read too. */
+const sameBodies: [string, string, (body: unknown, path: string) => unknown][] = [
+  ["post", "/v1/sessions/apple", parseAuthResult],
+  ["post", "/v1/members/accept", parseAuthResult],
+  ["post", "/v1/me/apple", parseAccount],
+  ["post", "/v1/redemptions/{id}/purchase", parseRedemption],
+  ["post", "/v1/redemptions/{id}/release", parseRedemption],
+  ["post", "/v1/test_helpers/redemptions/{id}/purchase", parseRedemption],
+  ["get", "/v1/coupons/{code}/redemptions", (body, path) => parsePage(body, parseRedemption, path)],
+];
+
+/** Operations with examples of bodies this client has no type for, and why. */
+const leftToOthers: Record<string, string> = {
+  "POST /v1/me/cloudkit": "RedeemKit's: linking a CloudKit record name is for Apple platforms",
+};
+
 interface MediaType { example?: unknown; examples?: Record<string, { value: unknown }> }
 interface Operation { responses: Record<string, { content?: Record<string, MediaType> }> }
 
-test("every example body of an operation the client calls decodes with the client's parsers", async () => {
+function examplesOf(media: MediaType): [string, unknown][] {
+  if (media.examples) return Object.entries(media.examples).map(([name, e]) => [name, e.value]);
+  return media.example !== undefined ? [["example", media.example]] : [];
+}
+
+test("every example body of the document decodes with the client's parsers", async () => {
   const response = await fetch(`${gateway}/openapi.json`);
   assert.equal(response.status, 200);
   const document = await response.json() as { paths: Record<string, Record<string, Operation>> };
+  const parsers = new Map([...operations, ...sameBodies].map(([method, path, parse]) => [`${method.toUpperCase()} ${path}`, parse]));
   const read: string[] = [];
-  for (const [method, path, parse] of operations) {
-    const operation = document.paths[path]?.[method];
-    assert.ok(operation, `${method.toUpperCase()} ${path} is not in the document`);
-    for (const [status, answer] of Object.entries(operation.responses)) {
+  const unread: string[] = [];
+  for (const [method, path] of operations) {
+    const name = `${method.toUpperCase()} ${path}`;
+    assert.ok(document.paths[path]?.[method], `${name} is not in the document`);
+    for (const [status, answer] of Object.entries(document.paths[path][method].responses)) {
       const media = answer.content?.["application/json"];
-      if (!status.startsWith("2") || !media) continue;
-      const examples = media.examples ? Object.entries(media.examples).map(([name, e]) => [name, e.value] as const)
-        : media.example !== undefined ? [["example", media.example] as const] : [];
-      assert.ok(examples.length > 0, `${method.toUpperCase()} ${path} ${status} has no example`);
-      for (const [name, body] of examples) {
-        parse(body, `${method.toUpperCase()} ${path} ${status} ${name}`);
-        read.push(`${method} ${path} ${status} ${name}`);
+      if (status.startsWith("2") && media) assert.ok(examplesOf(media).length > 0, `${name} ${status} has no example`);
+    }
+  }
+  for (const [path, methods] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(methods)) {
+      const name = `${method.toUpperCase()} ${path}`;
+      for (const [status, answer] of Object.entries(operation.responses ?? {})) {
+        const media = answer.content?.["application/json"];
+        if (!media) continue;
+        for (const [example, body] of examplesOf(media)) {
+          const where = `${name} ${status} ${example}`;
+          if (!status.startsWith("2")) parseErrorBody(body, where);
+          else if (parsers.has(name)) parsers.get(name)!(body, where);
+          else if (name in leftToOthers) continue;
+          else { unread.push(where); continue; }
+          read.push(where);
+        }
       }
     }
   }
+  assert.deepEqual(unread, [], "examples this client does not read: add their operations to `operations` or `leftToOthers`");
   // A refusal is among validate's examples, and reads as one.
   const validate = document.paths["/v1/coupons/validate"].post.responses["200"].content?.["application/json"];
   const refusals = Object.values(validate?.examples ?? {}).map((e) => parseValidation(e.value)).filter((v) => !v.valid);
@@ -57,4 +96,31 @@ test("the parsers refuse a body that breaks the contract", () => {
   assert.throws(() => parseRedemption({ ...redemption, status: "done" }), /status/);
   assert.throws(() => parseRedemption({ ...redemption, reservedAt: "yesterday" }), /reservedAt/);
   assert.throws(() => parseValidation({ valid: false, eligibleProductIds: [], reason: "tooLate" }), /reason/);
+  assert.throws(() => parseErrorBody({ error: { message: "no code" } }), /code/);
+});
+
+test("a webOnly refusal carries the redeem page, and its absence still reads", async () => {
+  const page = "https://redeem.example.com/redeem?code=SPRING-25";
+  const checked = parseValidation({ valid: false, reason: "webOnly", redeemUrl: page, eligibleProductIds: [] });
+  assert.equal(checked.reason, "webOnly");
+  assert.equal(checked.redeemUrl, page);
+  assert.equal(parseValidation({ valid: false, reason: "expired", eligibleProductIds: [] }).redeemUrl, undefined);
+
+  // Redeem's 422, as the server words it, through the client's own transport.
+  const answering = (error: Record<string, unknown>) => new RedeemClient({
+    baseUrl: "https://redeem.example.com",
+    fetch: async () => new Response(JSON.stringify({ error }), { status: 422, headers: { "Content-Type": "application/json" } }),
+  });
+  const signedIn = { account: parseAccount({ id: "a", emailVerified: false, appUserId: "u", identities: [], createdAt: "2026-04-01T00:00:00Z" }),
+                     session: { accessToken: "t", refreshToken: "r", expiresAt: new Date(Date.now() + 60_000) } };
+  const client = answering({ code: "webOnly", message: "Redeem this code on the web.", redeemUrl: page });
+  client.restoreSession(signedIn);
+  const refused = await rejection(client.redeemCoupon("SPRING-25", { platform: "ios" }), CouponRefusedError);
+  assert.equal(refused.reason, "webOnly");
+  assert.equal(refused.redeemUrl, page);
+  assert.equal(refused.message, "Redeem this code on the web.");
+  const older = answering({ code: "exhausted", message: "Used up." });
+  older.restoreSession(signedIn);
+  const plain = await rejection(older.redeemCoupon("SPRING-25"), CouponRefusedError);
+  assert.equal(plain.redeemUrl, undefined);
 });

@@ -1,8 +1,8 @@
 // Sign-up, sign-in, errors, refresh and sign-out against the real stack.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { AuthResult } from "../src/index.js";
-import { client, rejection, signedUp } from "./stack.js";
+import { AuthResult, RedeemClient } from "../src/index.js";
+import { client, gateway, rejection, signedUp } from "./stack.js";
 
 test("signs up, signs in with the same password, and reads the account", async () => {
   const { client: first, email, password } = await signedUp();
@@ -49,6 +49,19 @@ test("refreshes the tokens, and a refused access token is refreshed on its own",
   assert.equal(me.id, current.account.id);
   assert.notEqual(c.session?.session.accessToken, "expired.or.forged");
   assert.notEqual(c.session?.session.refreshToken, fresh.refreshToken);
+});
+
+test("calls refused together share one refresh", async () => {
+  const { client: c } = await signedUp();
+  const kept = c.session as AuthResult;
+  const heard: (AuthResult | null)[] = [];
+  const watched = new RedeemClient({ baseUrl: gateway, onSessionChange: (s) => heard.push(s) });
+  watched.restoreSession({ ...kept, session: { ...kept.session, accessToken: "expired.or.forged" } });
+  const accounts = await Promise.all([watched.me(), watched.entitlements(), watched.me(), watched.redemptions()]);
+  assert.equal((accounts[0] as { id: string }).id, kept.account.id);
+  assert.equal(heard.length, 1, "one refresh for the four calls");
+  assert.equal(heard[0]?.session.accessToken, watched.session?.session.accessToken);
+  assert.notEqual(watched.session?.session.refreshToken, kept.session.refreshToken);
 });
 
 test("signs out: the session is revoked on the server and forgotten here", async () => {

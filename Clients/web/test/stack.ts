@@ -11,6 +11,8 @@ function required(name: string): string {
 
 export const gateway = required("REDEEM_GATEWAY").replace(/\/+$/, "");
 export const adminKey = required("REDEEM_ADMIN_KEY");
+/** The stack's SMTP sink over HTTP (`GET /messages?to=`). */
+export const mailbox = required("REDEEM_MAILBOX").replace(/\/+$/, "");
 /** Set when the stack has Sign in with Apple's web flow against its fake Apple. */
 export const appleConfigured = process.env.REDEEM_APPLE_WEB === "1";
 
@@ -53,4 +55,23 @@ export async function rejection<E extends RedeemError>(promise: Promise<unknown>
     return e as E;
   }
   return assert.fail(`expected a ${type.name}, but the call succeeded`);
+}
+
+/** The mails to `to` the stack sent (headers and body as sent), oldest first. */
+export async function mailTo(to: string): Promise<string[]> {
+  const r = await fetch(`${mailbox}/messages?to=${encodeURIComponent(to)}`);
+  assert.equal(r.status, 200);
+  return ((await r.json()) as { messages: string[] }).messages;
+}
+
+/** Waits (up to 20 s) for a mail to `to` carrying a code that begins with `prefix` (`ev_`, `pr_`); answers the newest. */
+export async function mailedCode(to: string, prefix: string): Promise<string> {
+  const pattern = new RegExp(`\\b(${prefix}[A-Za-z0-9_-]{40,})`);
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const codes = (await mailTo(to)).map((m) => pattern.exec(m)?.[1]).filter((c): c is string => c !== undefined);
+    if (codes.length > 0) return codes[codes.length - 1];
+    assert.ok(Date.now() < deadline, `no mail with a ${prefix} code to ${to} within 20 s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }

@@ -2,23 +2,28 @@
 // it as it is to the /redeem page (which imports it) and an app can bundle it.
 export const refusalReasons = [
     "notFound", "inactive", "notStarted", "expired", "exhausted", "alreadyRedeemed", "notEligible", "notReady", "alreadyOwned",
+    "webOnly",
 ];
 // MARK: - Errors
 /** Every failure: the server's `error.code` (or `network`, `decoding`), its message and field. */
 export class RedeemError extends Error {
-    constructor(code, message, status = 0, field, requestId) {
+    constructor(code, message, status = 0, field, requestId, redeemUrl) {
         super(message);
         this.name = "RedeemError";
         this.code = code;
         this.status = status;
         this.field = field;
         this.requestId = requestId;
+        this.redeemUrl = redeemUrl;
     }
 }
-/** Redeem refused the code: `reason` says why (the server's 422 `error.code`). */
+/**
+ * Redeem refused the code: `reason` says why (the server's 422 `error.code`); with `webOnly`,
+ * `redeemUrl` is the redeem page for the code (`error.redeemUrl`), when the server sends it.
+ */
 export class CouponRefusedError extends RedeemError {
-    constructor(reason, message, status = 422, requestId) {
-        super(reason, message, status, undefined, requestId);
+    constructor(reason, message, status = 422, requestId, redeemUrl) {
+        super(reason, message, status, undefined, requestId, redeemUrl);
         this.name = "CouponRefusedError";
         this.reason = reason;
     }
@@ -89,6 +94,8 @@ export function parseValidation(v, path = "validation") {
         r.reason = oneOf(o.reason, `${path}.reason`, refusalReasons);
     if (o.coupon != null)
         r.coupon = parseCoupon(o.coupon, `${path}.coupon`);
+    if (o.redeemUrl != null)
+        r.redeemUrl = string(o.redeemUrl, `${path}.redeemUrl`);
     if (!r.valid && !r.reason)
         fail(`${path}.reason`, "a reason when valid is false");
     return r;
@@ -156,6 +163,18 @@ export function parseAuthResult(v, path = "auth") {
             refreshToken: string(s.refreshToken, `${path}.session.refreshToken`),
             expiresAt: date(s.expiresAt, `${path}.session.expiresAt`) },
     };
+}
+/** An error body, `{error: {code, message, field?, redeemUrl?}}`. */
+export function parseErrorBody(v, path = "error") {
+    const e = object(object(v, path).error, `${path}.error`);
+    const r = {
+        code: string(e.code, `${path}.error.code`), message: string(e.message, `${path}.error.message`),
+    };
+    if (e.field != null)
+        r.field = string(e.field, `${path}.error.field`);
+    if (e.redeemUrl != null)
+        r.redeemUrl = string(e.redeemUrl, `${path}.error.redeemUrl`);
+    return r;
 }
 export function parsePage(v, item, path = "page") {
     const o = object(v, path);
@@ -255,6 +274,31 @@ export class RedeemClient {
     async me() {
         return parseAccount((await this.call("GET", "/v1/me")).body, "me");
     }
+    // Email verification and password reset: the server mails a code, which the user pastes back.
+    /**
+     * `POST /v1/me/email/verify`: mails a verification code (`ev_…`, 24 hours) to the account's
+     * email. `invalidState` (409) when it is verified already or there is none; `mailNotConfigured`
+     * (403) when the server sends no mail.
+     */
+    async requestEmailVerification() {
+        await this.call("POST", "/v1/me/email/verify");
+    }
+    /** `POST /v1/accounts/email/confirm`: verifies the email with the mailed code (no session needed). A wrong, used or expired code: `invalidToken`. */
+    async verifyEmail(code) {
+        await this.call("POST", "/v1/accounts/email/confirm", { token: code }, { auth: false });
+    }
+    /** `POST /v1/sessions/password/reset`: mails a reset code (`pr_…`, 1 hour) if an account has the email; it answers the same either way. */
+    async requestPasswordReset(email) {
+        await this.call("POST", "/v1/sessions/password/reset", { email }, { auth: false });
+    }
+    /**
+     * `POST /v1/sessions/password/reset/confirm`: sets the new password with the mailed code and
+     * signs in. The account's other sessions end, and its email counts as verified. `weakPassword`
+     * leaves the code usable; a wrong, used or expired code: `invalidToken`.
+     */
+    async resetPassword(code, newPassword) {
+        return this.signedIn(await this.call("POST", "/v1/sessions/password/reset/confirm", { token: code, password: newPassword }, { auth: false }));
+    }
     // Coupons
     /**
      * `POST /v1/coupons/validate`. A refused code is `valid: false` with its `reason`, not an error.
@@ -284,7 +328,7 @@ export class RedeemClient {
         }
         catch (e) {
             if (e instanceof RedeemError && e.status === 422 && isRefusalReason(e.code)) {
-                throw new CouponRefusedError(e.code, e.message, e.status, e.requestId);
+                throw new CouponRefusedError(e.code, e.message, e.status, e.requestId, e.redeemUrl);
             }
             throw e;
         }
@@ -398,7 +442,9 @@ export class RedeemClient {
         const token = auth ? this.current?.session.accessToken : undefined;
         const answer = await this.send(method, path, body, token, options.cookie ?? false);
         if (answer.status === 401 && auth && errorOf(answer).code === "invalidToken") {
-            const fresh = await this.refreshSession();
+            // Refreshed already by a call refused at the same time: use its tokens, don't refresh again.
+            const current = this.current?.session;
+            const fresh = current && current.accessToken !== token ? current : await this.refreshSession();
             return this.check(await this.send(method, path, body, fresh.accessToken, false));
         }
         return this.check(answer);
@@ -407,7 +453,7 @@ export class RedeemClient {
         if (answer.status >= 200 && answer.status < 300)
             return answer;
         const e = errorOf(answer);
-        throw new RedeemError(e.code, e.message, answer.status, e.field, answer.requestId);
+        throw new RedeemError(e.code, e.message, answer.status, e.field, answer.requestId, e.redeemUrl);
     }
     async send(method, path, body, token, cookie) {
         const headers = { Accept: "application/json" };
@@ -438,13 +484,15 @@ export class RedeemClient {
         return { status: response.status, body: parsed, requestId: response.headers.get("X-Request-Id") ?? undefined };
     }
 }
+/** An error body's fields (`{error: {code, message, field?, redeemUrl?}}`), or a stand-in for a body that is not one. */
 function errorOf(answer) {
     const error = typeof answer.body === "object" && answer.body !== null ? answer.body.error : undefined;
     if (typeof error === "object" && error !== null) {
         const e = error;
         if (typeof e.code === "string") {
             return { code: e.code, message: typeof e.message === "string" ? e.message : e.code,
-                field: typeof e.field === "string" ? e.field : undefined };
+                field: typeof e.field === "string" ? e.field : undefined,
+                redeemUrl: typeof e.redeemUrl === "string" ? e.redeemUrl : undefined };
         }
     }
     return { code: answer.status >= 500 ? "internal" : "decoding", message: `The server answered ${answer.status}.` };

@@ -13,7 +13,9 @@ class RedeemApiException(
     val code: String,
     message: String,
     val field: String? = null,
-    val requestId: String? = null
+    val requestId: String? = null,
+    /** `webOnly`'s redeem page (read into [CouponException.Rejected.redeemUrl]). */
+    internal val redeemUrl: String? = null
 ) : RedeemException(message)
 
 /** The server could not be reached, or answered something that is not the API's JSON. */
@@ -34,8 +36,13 @@ sealed class CouponException(val reason: String, message: String) : RedeemExcept
      */
     class AlreadyOwned(message: String) : CouponException("alreadyOwned", message)
 
-    /** Any other refusal: the code does not exist, expired, was used up, was redeemed already… */
-    class Rejected(reason: String, message: String) : CouponException(reason, message)
+    /**
+     * Any other refusal: the code does not exist, expired, was used up, was redeemed already…
+     * For `webOnly` (a free period Redeem grants, which App Review lets only the web redeem),
+     * [redeemUrl] is the redeem page for the code: open it in the browser. Null for other reasons,
+     * and from a server that does not send it.
+     */
+    class Rejected(reason: String, message: String, val redeemUrl: String? = null) : CouponException(reason, message)
 
     /**
      * Play Billing ended without a purchase ([PlayBillingResult.Cancelled] or
@@ -45,16 +52,16 @@ sealed class CouponException(val reason: String, message: String) : RedeemExcept
 
     companion object {
         /** The exception for a refusal reason and its sentence. */
-        fun of(reason: String, message: String): CouponException = when (reason) {
+        fun of(reason: String, message: String, redeemUrl: String? = null): CouponException = when (reason) {
             "notReady" -> OfferNotAvailableYet(message)
             "alreadyOwned" -> AlreadyOwned(message)
-            else -> Rejected(reason, message)
+            else -> Rejected(reason, message, redeemUrl)
         }
 
         /** The refusal reasons the server has (`RefusalReason`): a 422 with one of them is a coupon's. */
         val reasons = setOf(
             "notFound", "inactive", "notStarted", "expired", "exhausted", "alreadyRedeemed", "notEligible",
-            "notReady", "alreadyOwned"
+            "notReady", "alreadyOwned", "webOnly"
         )
     }
 }

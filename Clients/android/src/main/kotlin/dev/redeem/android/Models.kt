@@ -53,6 +53,8 @@ data class CouponCheck(
     val eligibleProductIds: List<String>,
     val basePlanIdsByProduct: Map<String, List<String>>,
     val playStore: PlayHandoff?,
+    /** For `webOnly`: the redeem page for the code, to open in the browser (null otherwise). */
+    val redeemUrl: String? = null,
     /** The product the check was asked about, if any. */
     val productId: String? = null
 ) {
@@ -68,7 +70,7 @@ data class CouponCheck(
 
     /** The refusal as an exception (null when valid). */
     val error: CouponException?
-        get() = reason?.let { CouponException.of(it, refusalSentences[it] ?: it) }
+        get() = reason?.let { CouponException.of(it, refusalSentences[it] ?: it, redeemUrl) }
 
     companion object {
         /** The server's sentence per refusal reason (`RefusalReason.sentence`). */
@@ -81,7 +83,8 @@ data class CouponCheck(
             "alreadyRedeemed" to "You have already redeemed this coupon.",
             "notEligible" to "This coupon doesn't apply to your account, platform or product.",
             "notReady" to "This offer isn't available in the store yet; try again later.",
-            "alreadyOwned" to "Your store account already has this plan, so this coupon can't be used for it."
+            "alreadyOwned" to "Your store account already has this plan, so this coupon can't be used for it.",
+            "webOnly" to "This coupon can be redeemed on the web only."
         )
     }
 }
@@ -123,4 +126,4 @@ data class Entitlements(val data: List<Entitlement>, val partial: Boolean) {
 }
 
 /** An error body of the API. */
-data class ApiError(val status: Int, val code: String, val message: String?, val field: String?)
+data class ApiError(val status: Int, val code: String, val message: String?, val field: String?, val redeemUrl: String? = null)

@@ -12,6 +12,11 @@ import java.net.URLEncoder
  * from any coroutine (Android's main thread included). Calls are not cancellable mid-request: a
  * cancelled caller's request still runs to its timeout.
  *
+ * An access token lasts minutes. A call the server refuses with `invalidToken` (the token
+ * expired) refreshes the session once and is sent again; calls refused together share that one
+ * refresh. A refresh the server refuses (the session was revoked or ended) signs the client out:
+ * [session] becomes null, [onSessionChange] hears it, and the call throws the refusal.
+ *
  * @param baseUrl the gateway, such as `https://redeem.example.com`
  * @param pendingStore where redemptions in progress are kept across launches
  * @param session a session the app kept from an earlier launch, if any
@@ -30,6 +35,7 @@ class RedeemClient(
 
     private val transport = Transport(baseUrl, timeoutMillis)
     private val pendingLock = Any()
+    private val refreshLock = Any()
 
     /** The current session; null when signed out. */
     @Volatile
@@ -62,22 +68,23 @@ class RedeemClient(
         transport.json("POST", "/v1/sessions/exchange", JSONObject().put("code", code).put("codeVerifier", codeVerifier))
     })
 
-    /** Rotates the session's refresh token for a new pair. */
-    suspend fun refreshSession(): AuthResult {
-        val current = session ?: throw notSignedIn()
-        return signedIn(onIoThread {
-            transport.json("POST", "/v1/sessions/refresh", JSONObject().put("refreshToken", current.refreshToken))
-        })
+    /**
+     * Rotates the session's refresh token for a new pair (calls do it on their own when the access
+     * token has expired). A refresh token the server refuses signs the client out.
+     */
+    suspend fun refreshSession(): AuthResult = onIoThread {
+        synchronized(refreshLock) { refresh(session ?: throw notSignedIn()) }
     }
 
-    /** Signs out at the server and forgets the session. */
+    /** Signs out at the server (refreshing an expired access token to do so) and forgets the session. */
     suspend fun signOut() {
-        val current = session ?: return
-        onIoThread {
-            val answer = transport.send("DELETE", "/v1/sessions/current", token = current.accessToken)
-            if (answer.status !in 200..299 && answer.status != 401) throw Transport.apiError(answer)
+        if (session == null) return
+        try {
+            authorizedAnswer("DELETE", "/v1/sessions/current")
+        } catch (error: RedeemApiException) {
+            if (error.status != 401) throw error
         }
-        setSession(null)
+        if (session != null) setSession(null)
     }
 
     /** The signed-in account, with its [Account.managementUrl]. */
@@ -85,6 +92,46 @@ class RedeemClient(
 
     /** Where the user manages their store subscription (null when there is nowhere to send them). */
     suspend fun managementUrl(): String? = account().managementUrl
+
+    // MARK: Email verification and password reset
+
+    /**
+     * Mails a verification code (`ev_…`, 24 hours) to the signed-in account's email
+     * (`POST /v1/me/email/verify`); the user pastes it into the app, which passes it to
+     * [verifyEmail]. 409 `invalidState` when the email is verified already or the account has
+     * none; 403 `mailNotConfigured` when the server sends no mail.
+     */
+    suspend fun requestEmailVerification() {
+        authorizedAnswer("POST", "/v1/me/email/verify")
+    }
+
+    /**
+     * Verifies the email with the mailed [code] (`POST /v1/accounts/email/confirm`): the account
+     * then reads `emailVerified == true`. Needs no session. A wrong, used or expired code is 401
+     * `invalidToken`.
+     */
+    suspend fun verifyEmail(code: String) {
+        onIoThread { transport.checked("POST", "/v1/accounts/email/confirm", JSONObject().put("token", code)) }
+    }
+
+    /**
+     * Mails a password reset code (`pr_…`, 1 hour) to [email] if an account has it
+     * (`POST /v1/sessions/password/reset`). It answers the same either way, so it never tells
+     * whether the email has an account.
+     */
+    suspend fun requestPasswordReset(email: String) {
+        onIoThread { transport.checked("POST", "/v1/sessions/password/reset", JSONObject().put("email", email)) }
+    }
+
+    /**
+     * Sets [newPassword] with the mailed [code] (`POST /v1/sessions/password/reset/confirm`) and
+     * signs in with the new session. The account's other sessions end, and its email counts as
+     * verified. 422 `weakPassword` keeps the code usable; a wrong, used or expired code is 401
+     * `invalidToken`.
+     */
+    suspend fun resetPassword(code: String, newPassword: String): AuthResult = signedIn(onIoThread {
+        transport.json("POST", "/v1/sessions/password/reset/confirm", JSONObject().put("token", code).put("password", newPassword))
+    })
 
     // MARK: Coupons
 
@@ -215,16 +262,44 @@ class RedeemClient(
 
     // MARK: Internals
 
-    private suspend fun authorized(method: String, path: String, body: JSONObject? = null, extraReadMillis: Int = 0): JSONObject {
+    private suspend fun authorized(method: String, path: String, body: JSONObject? = null, extraReadMillis: Int = 0): JSONObject =
+        authorizedAnswer(method, path, body, extraReadMillis).json()
+
+    /** A call with the access token, refreshed once if it has expired; a coupon's refusal is a [CouponException]. */
+    private suspend fun authorizedAnswer(method: String, path: String, body: JSONObject? = null, extraReadMillis: Int = 0): Answer {
         val token = session?.accessToken ?: throw notSignedIn()
         return onIoThread {
             try {
-                transport.json(method, path, body, token, extraReadMillis)
+                try {
+                    transport.checked(method, path, body, token, extraReadMillis)
+                } catch (error: RedeemApiException) {
+                    if (error.status != 401 || error.code != "invalidToken") throw error
+                    transport.checked(method, path, body, refreshedAfter(token).accessToken, extraReadMillis)
+                }
             } catch (error: RedeemApiException) {
-                if (error.status == 422 && error.code in CouponException.reasons) throw CouponException.of(error.code, error.message ?: error.code)
+                if (error.status == 422 && error.code in CouponException.reasons) {
+                    throw CouponException.of(error.code, error.message ?: error.code, error.redeemUrl)
+                }
                 throw error
             }
         }
+    }
+
+    /**
+     * The session after the refused access token [spent]: refreshed here, or already by a call
+     * that was refused at the same time (the lock lets one refresh at a time).
+     */
+    private fun refreshedAfter(spent: String): Session = synchronized(refreshLock) {
+        val current = session ?: throw notSignedIn()
+        if (current.accessToken != spent) current else refresh(current).session
+    }
+
+    /** `POST /v1/sessions/refresh`, under [refreshLock]; a refused refresh token signs out. */
+    private fun refresh(current: Session): AuthResult = try {
+        signedIn(transport.json("POST", "/v1/sessions/refresh", JSONObject().put("refreshToken", current.refreshToken)))
+    } catch (error: RedeemApiException) {
+        if (error.status == 401 && session == current) setSession(null)
+        throw error
     }
 
     private fun signedIn(json: JSONObject): AuthResult {

@@ -61,6 +61,7 @@ object RedeemJson {
             eligibleProductIds = o.array("eligibleProductIds")?.strings() ?: emptyList(),
             basePlanIdsByProduct = plans,
             playStore = o.obj("playStore")?.let(::playHandoff),
+            redeemUrl = o.text("redeemUrl"),
             productId = productId
         )
     }
@@ -96,7 +97,7 @@ object RedeemJson {
 
     fun apiError(o: JSONObject, status: Int): ApiError {
         val e = o.getJSONObject("error")
-        return ApiError(status, e.getString("code"), e.text("message"), e.text("field"))
+        return ApiError(status, e.getString("code"), e.text("message"), e.text("field"), e.text("redeemUrl"))
     }
 
     private fun JSONObject.text(key: String): String? = if (has(key) && !isNull(key)) getString(key) else null

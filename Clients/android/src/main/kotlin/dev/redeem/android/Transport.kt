@@ -59,12 +59,16 @@ internal class Transport(baseUrl: String, private val timeoutMillis: Int) {
         }
     }
 
-    /** Sends and answers the JSON body of a 2xx, or throws the API's error. */
-    fun json(method: String, path: String, body: JSONObject? = null, token: String? = null, extraReadMillis: Int = 0): JSONObject {
+    /** Sends and answers a 2xx, or throws the API's error. */
+    fun checked(method: String, path: String, body: JSONObject? = null, token: String? = null, extraReadMillis: Int = 0): Answer {
         val answer = send(method, path, body, token, extraReadMillis)
         if (answer.status !in 200..299) throw apiError(answer)
-        return answer.json()
+        return answer
     }
+
+    /** Sends and answers the JSON body of a 2xx, or throws the API's error. */
+    fun json(method: String, path: String, body: JSONObject? = null, token: String? = null, extraReadMillis: Int = 0): JSONObject =
+        checked(method, path, body, token, extraReadMillis).json()
 
     companion object {
         /** The API's error for an answer that is not a success. */
@@ -75,7 +79,7 @@ internal class Transport(baseUrl: String, private val timeoutMillis: Int) {
                 null
             }
             return error?.let {
-                RedeemApiException(it.status, it.code, it.message ?: it.code, it.field, answer.requestId)
+                RedeemApiException(it.status, it.code, it.message ?: it.code, it.field, answer.requestId, it.redeemUrl)
             } ?: RedeemApiException(answer.status, "http${answer.status}", "the server answered ${answer.status}", null, answer.requestId)
         }
     }

@@ -5,6 +5,7 @@ import org.json.JSONObject
 import java.io.File
 import java.net.HttpURLConnection
 import java.net.URL
+import java.net.URLEncoder
 import java.util.UUID
 
 /**
@@ -24,6 +25,10 @@ object StackEnv {
     /** An account RevenueCat holds an active Play subscription (entitlement `pro`) for. */
     val subscriberEmail: String get() = required("REDEEM_TEST_SUBSCRIBER_EMAIL")
     val subscriberPassword: String get() = required("REDEEM_TEST_SUBSCRIBER_PASSWORD")
+    /** The stack's SMTP sink, over HTTP (`GET /messages?to=`). */
+    val mailbox: String get() = required("REDEEM_TEST_MAILBOX_URL")
+    /** A deep link the stack's Sign in with Apple flow may return to (`REDEEM_APPLE_RETURN_URLS`). */
+    val appleReturn: String get() = required("REDEEM_TEST_APPLE_RETURN")
     val stateDirectory: File
         get() = File(System.getenv("REDEEM_TEST_STATE_DIR") ?: System.getProperty("java.io.tmpdir"))
 
@@ -98,6 +103,28 @@ object Operator {
             check(System.currentTimeMillis() < deadline) { "not within $millis ms" }
             Thread.sleep(100)
         }
+    }
+}
+
+/** The mail the stack sent, as its SMTP sink kept it (Tests/TestSupport/SMTPMailbox.swift). */
+object Mailbox {
+    /** The messages to [to] (headers and body, as sent), oldest first. */
+    fun messages(to: String): List<String> {
+        val reply = Operator.call("GET", "/messages?to=" + URLEncoder.encode(to, "UTF-8"), base = StackEnv.mailbox, token = null)
+        check(reply.status == 200) { "mailbox: ${reply.status} ${reply.text}" }
+        val list = reply.json().getJSONArray("messages")
+        return (0 until list.length()).map { list.getString(it) }
+    }
+
+    /** Waits for a mail to [to] carrying a code that begins with [prefix] (`ev_`, `pr_`); answers the newest. */
+    fun code(to: String, prefix: String): String {
+        val pattern = Regex("\\b(" + Regex.escape(prefix) + "[A-Za-z0-9_-]{40,})")
+        var found: String? = null
+        Operator.eventually(20_000) {
+            found = messages(to).mapNotNull { pattern.find(it)?.groupValues?.get(1) }.lastOrNull()
+            found != null
+        }
+        return found!!
     }
 }
 
