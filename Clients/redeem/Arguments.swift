@@ -4,7 +4,9 @@ import Foundation
 /// ships no argument-parser package.
 struct Arguments {
     /// Options that take no value.
-    static let flags: Set<String> = ["json", "csv", "dry-run", "new-customers-only", "inactive", "all", "help"]
+    static let flags: Set<String> = [
+        "json", "csv", "dry-run", "new-customers-only", "allow-in-app", "inactive", "all", "help"
+    ]
 
     var words: [String] = []
     var options: [String: String] = [:]
@@ -72,7 +74,9 @@ struct Arguments {
     }
 
     mutating func list(_ name: String) -> [String]? {
-        option(name).map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
+        option(name).map {
+            $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
     }
 
     mutating func date(_ name: String) throws -> Date? {

@@ -49,8 +49,12 @@ struct Command {
             let mode = try args.option("mode").map { try enumValue(Mode.self, $0, "mode") }
             try args.checkNoneLeft()
             let k = try await client.createAPIKey(name: name, role: role, mode: mode)
-            try output.one(k, fields: [("id", k.id.uuidString), ("name", k.name), ("role", k.role.rawValue), ("mode", k.mode.rawValue),
-                                       ("key", k.key), ("", "the key is shown once: keep it safe")])
+            try output.one(
+                k,
+                fields: [
+                    ("id", k.id.uuidString), ("name", k.name), ("role", k.role.rawValue), ("mode", k.mode.rawValue),
+                    ("key", k.key), ("", "the key is shown once: keep it safe")
+                ])
         case ("keys", "list"):
             try await list(&args, keyColumns) { try await client.apiKeys(limit: $0, cursor: $1) }
         case ("keys", "revoke"):
@@ -63,8 +67,12 @@ struct Command {
             let events = args.list("events") ?? ["coupon.redeemed", "redemption.failed"]
             try args.checkNoneLeft()
             let w = try await client.createWebhook(url: url, events: events)
-            try output.one(w, fields: [("id", w.id.uuidString), ("url", w.url), ("events", w.events.joined(separator: ",")),
-                                       ("mode", w.mode.rawValue), ("secret", w.secret), ("", "the secret is shown once: keep it safe")])
+            try output.one(
+                w,
+                fields: [
+                    ("id", w.id.uuidString), ("url", w.url), ("events", w.events.joined(separator: ",")),
+                    ("mode", w.mode.rawValue), ("secret", w.secret), ("", "the secret is shown once: keep it safe")
+                ])
         case ("webhooks", "list"):
             try await list(&args, webhookColumns) { try await client.webhooks(limit: $0, cursor: $1) }
         case ("webhooks", "delete"):
@@ -114,6 +122,7 @@ struct Command {
         input.expiresAt = try args.date("expires-at")
         input.maxRedemptions = try args.int("max-redemptions")
         if args.flag("new-customers-only") { input.newCustomersOnly = true }
+        if args.flag("allow-in-app") { input.allowInApp = true }
         if args.flag("inactive") { input.active = false }
         let dryRun = args.flag("dry-run")
         try args.checkNoneLeft()
@@ -125,28 +134,43 @@ struct Command {
         let code = try args.word(2, "the coupon's code")
         var patch = CouponPatch(active: try args.bool("active"))
         if let cap = args.option("max-redemptions") {
-            guard cap == "none" || Int(cap) != nil else { throw UsageError("--max-redemptions must be a whole number or none") }
+            guard cap == "none" || Int(cap) != nil else {
+                throw UsageError("--max-redemptions must be a whole number or none")
+            }
             patch.maxRedemptions = cap == "none" ? .remove : .set(Int(cap)!)
         }
         if let end = args.option("expires-at") {
             patch.expiresAt = end == "none" ? .remove : .set(try Arguments.parseDate(end, name: "expires-at"))
         }
         try args.checkNoneLeft()
-        guard patch != CouponPatch() else { throw UsageError("nothing to change: give --active, --max-redemptions or --expires-at") }
+        guard patch != CouponPatch() else {
+            throw UsageError("nothing to change: give --active, --max-redemptions or --expires-at")
+        }
         try show(try await client.updateCoupon(code, patch))
     }
 
     func show(_ c: Coupon, note: String? = nil) throws {
         var fields: [(String, String)] = [
-            ("code", c.code), ("kind", c.kind.rawValue), ("gives", c.discount), ("active", String(c.active)), ("mode", c.mode.rawValue),
+            ("code", c.code), ("kind", c.kind.rawValue), ("gives", c.discount), ("active", String(c.active)),
+            ("mode", c.mode.rawValue),
             ("uses", c.uses), ("reserved", String(c.reservedCount)), ("remaining", c.remaining.map(String.init) ?? "∞"),
             ("platforms", c.platforms.map(\.rawValue).joined(separator: ",")),
             ("products", c.productIds.isEmpty ? "any" : c.productIds.joined(separator: ",")),
-            ("entitlement", c.entitlementId ?? ""), ("starts", Output.time(c.startsAt)), ("expires", Output.time(c.expiresAt)),
-            ("new customers only", String(c.newCustomersOnly)), ("created", Output.time(c.createdAt)),
+            ("entitlement", c.entitlementId ?? ""), ("starts", Output.time(c.startsAt)),
+            ("expires", Output.time(c.expiresAt)),
+            ("new customers only", String(c.newCustomersOnly)), ("created", Output.time(c.createdAt))
         ]
+        if c.kind == .freePeriod, let inApp = c.allowInApp,
+            c.storeOffers?.contains(where: { $0.store == "appStore" }) != true
+        {
+            fields.append(("in the iOS app", inApp ? "allowed" : "no: redeemed on the web"))
+        }
         for l in c.storeLimits { fields.append(("store limit", "\(l.store) \(l.limit) \(l.value)")) }
-        for o in c.storeOffers ?? [] { fields.append(("store offer", "\(o.store) \(o.productId) \(o.state)\(o.message.map { ": \($0)" } ?? "")")) }
+        for o in c.storeOffers ?? [] {
+            let code = o.customCode.map { " \($0)" } ?? ""
+            fields.append(
+                ("store offer", "\(o.store) \(o.productId)\(code) \(o.state)\(o.message.map { ": \($0)" } ?? "")"))
+        }
         if let note { fields.append(("", note)) }
         try output.one(c, fields: fields)
     }
@@ -154,8 +178,10 @@ struct Command {
     // MARK: - Lists
 
     /// A page (`--limit`, `--cursor`) or every page (`--all`), printed.
-    func list<T: Codable & Sendable>(_ args: inout Arguments, _ columns: [(String, (T) -> String)],
-                                     _ page: (Int?, String?) async throws -> Page<T>) async throws {
+    func list<T: Codable & Sendable>(
+        _ args: inout Arguments, _ columns: [(String, (T) -> String)],
+        _ page: (Int?, String?) async throws -> Page<T>
+    ) async throws {
         let limit = try args.int("limit"), cursor = args.option("cursor")
         try args.checkNoneLeft()
         if args.flag("all") {
@@ -168,42 +194,64 @@ struct Command {
     }
 
     var couponColumns: [(String, (Coupon) -> String)] {
-        [("CODE", \.code), ("KIND", \.kind.rawValue), ("GIVES", \.discount), ("USES", \.uses), ("ACTIVE", { String($0.active) }),
-         ("EXPIRES", { Output.time($0.expiresAt) }), ("CREATED", { Output.time($0.createdAt) })]
+        [
+            ("CODE", \.code), ("KIND", \.kind.rawValue), ("GIVES", \.discount), ("USES", \.uses),
+            ("ACTIVE", { String($0.active) }),
+            ("EXPIRES", { Output.time($0.expiresAt) }), ("CREATED", { Output.time($0.createdAt) })
+        ]
     }
 
     var redemptionColumns: [(String, (Redemption) -> String)] {
-        [("ID", { $0.redemptionId.uuidString }), ("CODE", \.code), ("STATUS", \.status.rawValue), ("PLATFORM", \.platform.rawValue),
-         ("PRODUCT", { $0.productId ?? "" }), ("PAID", { $0.pricePaid?.text ?? "" }), ("SANDBOX", { String($0.sandbox) }),
-         ("APP USER", { $0.appUserId ?? "" }), ("RESERVED", { Output.time($0.reservedAt) }), ("COMPLETED", { Output.time($0.completedAt) })]
+        [
+            ("ID", { $0.redemptionId.uuidString }), ("CODE", \.code), ("STATUS", \.status.rawValue),
+            ("PLATFORM", \.platform.rawValue),
+            ("PRODUCT", { $0.productId ?? "" }), ("PAID", { $0.pricePaid?.text ?? "" }),
+            ("SANDBOX", { String($0.sandbox) }),
+            ("APP USER", { $0.appUserId ?? "" }), ("RESERVED", { Output.time($0.reservedAt) }),
+            ("COMPLETED", { Output.time($0.completedAt) })
+        ]
     }
 
     var keyColumns: [(String, (APIKey) -> String)] {
-        [("ID", { $0.id.uuidString }), ("PREFIX", \.prefix), ("NAME", \.name), ("ROLE", \.role.rawValue), ("MODE", \.mode.rawValue),
-         ("CREATED", { Output.time($0.createdAt) }), ("LAST USED", { Output.time($0.lastUsedAt) })]
+        [
+            ("ID", { $0.id.uuidString }), ("PREFIX", \.prefix), ("NAME", \.name), ("ROLE", \.role.rawValue),
+            ("MODE", \.mode.rawValue),
+            ("CREATED", { Output.time($0.createdAt) }), ("LAST USED", { Output.time($0.lastUsedAt) })
+        ]
     }
 
     var webhookColumns: [(String, (WebhookEndpoint) -> String)] {
-        [("ID", { $0.id.uuidString }), ("URL", \.url), ("EVENTS", { $0.events.joined(separator: ",") }), ("ACTIVE", { String($0.active) }),
-         ("MODE", \.mode.rawValue), ("CREATED", { Output.time($0.createdAt) })]
+        [
+            ("ID", { $0.id.uuidString }), ("URL", \.url), ("EVENTS", { $0.events.joined(separator: ",") }),
+            ("ACTIVE", { String($0.active) }),
+            ("MODE", \.mode.rawValue), ("CREATED", { Output.time($0.createdAt) })
+        ]
     }
 
     var deliveryColumns: [(String, (WebhookDelivery) -> String)] {
-        [("ID", { $0.id.uuidString }), ("TYPE", \.type), ("STATUS", \.status), ("ATTEMPTS", { String($0.attempts) }),
-         ("LAST CODE", { $0.lastStatusCode.map(String.init) ?? "" }), ("ERROR", { $0.lastError ?? "" }),
-         ("CREATED", { Output.time($0.createdAt) }), ("NEXT", { Output.time($0.nextAttemptAt) })]
+        [
+            ("ID", { $0.id.uuidString }), ("TYPE", \.type), ("STATUS", \.status), ("ATTEMPTS", { String($0.attempts) }),
+            ("LAST CODE", { $0.lastStatusCode.map(String.init) ?? "" }), ("ERROR", { $0.lastError ?? "" }),
+            ("CREATED", { Output.time($0.createdAt) }), ("NEXT", { Output.time($0.nextAttemptAt) })
+        ]
     }
 
     var planColumns: [(String, (Plan) -> String)] {
-        [("PRODUCT", \.productId), ("NAME", \.name), ("APP STORE", { $0.appStore?.subscriptionId ?? "" }),
-         ("PLAY", { $0.playStore?.productId ?? "" }), ("MODE", \.mode.rawValue), ("CREATED", { Output.time($0.createdAt) })]
+        [
+            ("PRODUCT", \.productId), ("NAME", \.name), ("APP STORE", { $0.appStore?.subscriptionId ?? "" }),
+            ("PLAY", { $0.playStore?.productId ?? "" }), ("MODE", \.mode.rawValue),
+            ("CREATED", { Output.time($0.createdAt) })
+        ]
     }
 
     // MARK: - Values
 
-    func enumValue<E: RawRepresentable & CaseIterable>(_ type: E.Type, _ text: String, _ name: String) throws -> E where E.RawValue == String {
+    func enumValue<E: RawRepresentable & CaseIterable>(_ type: E.Type, _ text: String, _ name: String) throws -> E
+    where E.RawValue == String {
         guard let v = E(rawValue: text) else {
-            throw UsageError("--\(name) must be one of \(E.allCases.map(\.rawValue).filter { $0 != "unknown" }.joined(separator: ", ")), not \(text)")
+            throw UsageError(
+                "--\(name) must be one of \(E.allCases.map(\.rawValue).filter { $0 != "unknown" }.joined(separator: ", ")), not \(text)"
+            )
         }
         return v
     }
@@ -214,7 +262,8 @@ struct Command {
         let unit = text.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
         let singular = unit.hasSuffix("s") ? String(unit.dropLast()) : unit
         guard ["day", "week", "month", "year"].contains(singular) else {
-            throw UsageError("--duration must be a count and a unit (day, week, month, year), such as \"1 month\", not \(text)")
+            throw UsageError(
+                "--duration must be a count and a unit (day, week, month, year), such as \"1 month\", not \(text)")
         }
         return CouponDuration(unit: singular, count: digits.isEmpty ? 1 : Int(digits) ?? 0)
     }
@@ -223,7 +272,9 @@ struct Command {
     func money(_ text: String) throws -> Money {
         let amount = text.prefix { $0.isNumber || $0 == "." }
         let currency = text.dropFirst(amount.count).trimmingCharacters(in: .whitespaces).uppercased()
-        guard !amount.isEmpty, currency.count == 3 else { throw UsageError("--amount-off must be an amount and a currency, such as \"4.99 EUR\"") }
+        guard !amount.isEmpty, currency.count == 3 else {
+            throw UsageError("--amount-off must be an amount and a currency, such as \"4.99 EUR\"")
+        }
         return Money(amount: String(amount), currency: currency)
     }
 

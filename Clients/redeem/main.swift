@@ -13,7 +13,7 @@ sk_test_…), or --url and --api-key. --json prints JSON for scripts instead of 
   coupons create --code CODE --kind freePeriod|percentOff|amountOff --duration "1 month"
                  [--percent-off N] [--amount-off "4.99 EUR"] [--period-count N] [--entitlement ID]
                  [--products a,b] [--platforms ios,android,web] [--starts-at TIME] [--expires-at TIME]
-                 [--max-redemptions N] [--new-customers-only] [--inactive] [--dry-run]
+                 [--max-redemptions N] [--new-customers-only] [--allow-in-app] [--inactive] [--dry-run]
   coupons list [--active true|false] [--limit N] [--cursor C] [--all]
   coupons get CODE
   coupons update CODE [--active true|false] [--max-redemptions N|none] [--expires-at TIME|none]

@@ -3,12 +3,13 @@ import Core
 import Cryptography
 import Database
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import RedeemKit
 import TestSupport
 import XCTest
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// RedeemKit against the real stack: an app signs up, validates, redeems, awaits the
 /// completion after a relaunch and reads its entitlements; every refusal reason comes back as a
@@ -32,7 +33,8 @@ final class RedeemKitStackTests: StackTestCase {
         appleKey = try TestAppleAPIKey()
         let nowhere = "http://127.0.0.1:\(try Project.freePort())"
         appleIdentity = AppleIdentityProvider()
-        let jwks = ca.rootCertificatesFile.deletingLastPathComponent().appendingPathComponent("apple-jwks-\(UUID().uuidString).json")
+        let jwks = ca.rootCertificatesFile.deletingLastPathComponent().appendingPathComponent(
+            "apple-jwks-\(UUID().uuidString).json")
         try appleIdentity.jwks().write(to: jwks)
         stack = try Stack(environment: [
             "REDEEM_APPLE_ROOT_CERTS": ca.rootCertificatesFile.path, "REDEEM_APPLE_BUNDLE_ID": bundleId,
@@ -42,7 +44,7 @@ final class RedeemKitStackTests: StackTestCase {
             "REDEEM_APPSTORE_KEY_ID": appleKey.keyId, "REDEEM_APPSTORE_ISSUER_ID": appleKey.issuerId,
             "REDEEM_APPSTORE_PRIVATE_KEY": appleKey.privateKeyFile.path, "REDEEM_APPSTORE_URL": nowhere,
             "REDEEM_APPSTORE_SANDBOX_URL": nowhere, "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1",
-            "REDEEM_APPLE_CLIENT_ID": appleClientId, "REDEEM_APPLE_JWKS": jwks.path,
+            "REDEEM_APPLE_CLIENT_ID": appleClientId, "REDEEM_APPLE_JWKS": jwks.path
         ])
         let bus = try XCTUnwrap(stack.wiring()["REDEEM_COUPONS_BUS"]).split(separator: ",").map(String.init)
         // What grants reports on the bus, as grants (the stack's bus is CURVE-secured).
@@ -64,19 +66,25 @@ final class RedeemKitStackTests: StackTestCase {
 
     /// A client of the stack's gateway over `store`, as an app on `platform` makes it.
     func app(_ store: any TokenStore = MemoryTokenStore(), platform: RedeemKit.Platform = .web) -> RedeemClient {
-        RedeemClient(configuration: .init(baseURL: Self.stack.gateway, tokenStore: store, platform: platform, timeout: 30,
-                                          urlSession: URLSession(configuration: .ephemeral)))
+        RedeemClient(
+            configuration: .init(
+                baseURL: Self.stack.gateway, tokenStore: store, platform: platform, timeout: 30,
+                urlSession: URLSession(configuration: .ephemeral)))
     }
 
     /// A new account signed in on a new client.
-    func signedUp(_ store: any TokenStore = MemoryTokenStore(), platform: RedeemKit.Platform = .web) async throws -> (RedeemClient, Account) {
+    func signedUp(
+        _ store: any TokenStore = MemoryTokenStore(), platform: RedeemKit.Platform = .web
+    ) async throws -> (RedeemClient, Account) {
         let client = app(store, platform: platform)
-        let account = try await client.signUp(email: "pilot-\(UUID().uuidString.prefix(8))@example.com", password: "correct horse battery staple")
+        let account = try await client.signUp(
+            email: "pilot-\(UUID().uuidString.prefix(8))@example.com", password: "correct horse battery staple")
         return (client, account)
     }
 
     func freePeriod(_ configure: (inout RedeemKit.CouponInput) -> Void = { _ in }) async throws -> String {
-        var input = RedeemKit.CouponInput(code: Self.code("KIT"), kind: .freePeriod, duration: .init(unit: "month", count: 1))
+        var input = RedeemKit.CouponInput(
+            code: Self.code("KIT"), kind: .freePeriod, duration: .init(unit: "month", count: 1))
         input.entitlementId = "pro"
         configure(&input)
         return try await operatorClient.createCoupon(input).code
@@ -86,8 +94,10 @@ final class RedeemKitStackTests: StackTestCase {
     /// reported made (so `ready`, the settle time being 0) when `ready`.
     func appStoreDiscount(ready: Bool) async throws -> (code: String, plan: String, offerName: String) {
         let plan = "pro.monthly." + UUID().uuidString.prefix(6).lowercased()
-        _ = try await operatorClient.createPlan(productId: plan, name: "Pro", appStoreSubscriptionId: "6444" + String(Int.random(in: 100_000...999_999)))
-        var input = RedeemKit.CouponInput(code: Self.code("APP"), kind: .percentOff, duration: .init(unit: "month", count: 1))
+        _ = try await operatorClient.createPlan(
+            productId: plan, name: "Pro", appStoreSubscriptionId: "6444" + String(Int.random(in: 100_000...999_999)))
+        var input = RedeemKit.CouponInput(
+            code: Self.code("APP"), kind: .percentOff, duration: .init(unit: "month", count: 1))
         input.percentOff = 50
         input.periodCount = 1
         input.productIds = [plan]
@@ -96,15 +106,20 @@ final class RedeemKitStackTests: StackTestCase {
         input.expiresAt = Date().addingTimeInterval(30 * 86_400)
         let code = try await operatorClient.createCoupon(input).code
         let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
-        let row = try XCTUnwrap(try db.query("""
-            SELECT c.id, o.offer_name FROM coupons.coupons c JOIN coupons.store_offers o ON o.coupon_id = c.id WHERE c.code = $1
-            """, [code]).rows.first)
+        let row = try XCTUnwrap(
+            try db.query(
+                """
+                SELECT c.id, o.offer_name FROM coupons.coupons c JOIN coupons.store_offers o ON o.coupon_id = c.id WHERE c.code = $1
+                """, [code]
+            ).rows.first)
         let couponId: UUID = try row.decode("id")
         if ready {
-            _ = try await Self.coupons.request(Coupons.StoreOfferReport(couponId: couponId, store: .appStore, productId: plan, state: .waitingForApple,
-                                                                        offerId: "offer-" + UUID().uuidString.prefix(8),
-                                                                        customCodeId: "code-" + UUID().uuidString.prefix(8),
-                                                                        codeCreatedAt: Date().addingTimeInterval(-60)))
+            _ = try await Self.coupons.request(
+                Coupons.StoreOfferReport(
+                    couponId: couponId, store: .appStore, productId: plan, state: .waitingForApple,
+                    offerId: "offer-" + UUID().uuidString.prefix(8),
+                    customCodeId: "code-" + UUID().uuidString.prefix(8),
+                    codeCreatedAt: Date().addingTimeInterval(-60)))
         }
         return (code, plan, try row.decode("offer_name"))
     }
@@ -145,7 +160,9 @@ final class RedeemKitStackTests: StackTestCase {
         }
         var updates = relaunched.entitlementUpdates.makeAsyncIterator()
         let completion = try await relaunched.awaitCouponCompletion(redemptionId: redemption.redemptionId, timeout: 30)
-        guard case .completed(let entitlements, let done) = completion else { return XCTFail("not completed: \(completion)") }
+        guard case .completed(let entitlements, let done) = completion else {
+            return XCTFail("not completed: \(completion)")
+        }
         XCTAssertEqual(done.status, .completed)
         XCTAssertEqual(done.entitlement?.entitlementId, "pro")
         XCTAssertEqual(entitlements.map(\.entitlementId), ["pro"])
@@ -174,7 +191,9 @@ final class RedeemKitStackTests: StackTestCase {
         let (client, _) = try await signedUp()
         let op = operatorClient
 
-        func expect(_ code: String, _ reason: CouponError.Reason, platform: RedeemKit.Platform? = nil, line: UInt = #line) async throws {
+        func expect(
+            _ code: String, _ reason: CouponError.Reason, platform: RedeemKit.Platform? = nil, line: UInt = #line
+        ) async throws {
             let check = try await client.validateCoupon(code, platform: platform)
             XCTAssertFalse(check.valid, "validate \(code)", line: line)
             XCTAssertEqual(check.reason, reason, "validate \(code)", line: line)
@@ -231,8 +250,9 @@ final class RedeemKitStackTests: StackTestCase {
         XCTAssertTrue(check.valid, "\(check)")
         XCTAssertEqual(check.offer?.percentOff, 50)
         XCTAssertEqual(check.eligibleProductIds, [discount.plan])
-        XCTAssertEqual(check.appStore?.redemptionUrl.absoluteString,
-                       "https://apps.apple.com/redeem?ctx=offercodes&id=\(Self.appId)&code=\(discount.code)")
+        XCTAssertEqual(
+            check.appStore?.redemptionUrl.absoluteString,
+            "https://apps.apple.com/redeem?ctx=offercodes&id=\(Self.appId)&code=\(discount.code)")
 
         let redemption = try await client.redeemCoupon(discount.code).get()
         XCTAssertEqual(redemption.status, .reserved)
@@ -246,8 +266,9 @@ final class RedeemKitStackTests: StackTestCase {
         // nothing outside the client tells when its request has gone out.
         try await Task.sleep(nanoseconds: 500_000_000)
         let id = String(Int.random(in: 100_000_000_000...999_999_999_999))
-        var t = JWSTransactionDecodedPayload(transactionId: id, originalTransactionId: id, bundleId: Self.bundleId, productId: discount.plan,
-                                             purchaseDate: Date(), environment: .production)
+        var t = JWSTransactionDecodedPayload(
+            transactionId: id, originalTransactionId: id, bundleId: Self.bundleId, productId: discount.plan,
+            purchaseDate: Date(), environment: .production)
         t.offerType = .offerCode
         t.offerIdentifier = discount.offerName
         t.appAccountToken = token
@@ -255,7 +276,8 @@ final class RedeemKitStackTests: StackTestCase {
         t.currency = "USD"
         t.type = .autoRenewable
         t.signedDate = Date()
-        let completed = try await client.completeAppStorePurchase(redemptionId: redemption.redemptionId, signedTransaction: Self.ca.sign(t))
+        let completed = try await client.completeAppStorePurchase(
+            redemptionId: redemption.redemptionId, signedTransaction: Self.ca.sign(t))
         XCTAssertEqual(completed.status, .completed)
         XCTAssertEqual(completed.pricePaid, RedeemKit.Money(amount: "4.99", currency: "USD"))
         let awaited = try await waiter.value
@@ -266,7 +288,8 @@ final class RedeemKitStackTests: StackTestCase {
 
         // A document that is not Apple's is refused with the server's code.
         do {
-            _ = try await client.completeAppStorePurchase(redemptionId: redemption.redemptionId, signedTransaction: "not.a.jws")
+            _ = try await client.completeAppStorePurchase(
+                redemptionId: redemption.redemptionId, signedTransaction: "not.a.jws")
             XCTFail("a forged transaction was accepted")
         } catch let e as RedeemError {
             XCTAssertEqual(e.status, 401)
@@ -353,6 +376,55 @@ final class RedeemKitStackTests: StackTestCase {
         await relaunched.stop()
     }
 
+    /// The other order: the app was killed while its user bought with the code on Apple's page,
+    /// which carries no `appAccountToken`, and Apple's notification reached Redeem first (a
+    /// redemption of its own, unattributed). At the next launch the listener posts the same
+    /// transaction, and the account's reservation completes: it, not the notification's stand-in,
+    /// is what `awaitCouponCompletion` sees.
+    func testThePurchaseListenerCompletesTheReservationAfterApplesNotificationCameFirst() async throws {
+        let discount = try await appStoreDiscount(ready: true)
+        let store = MemoryTokenStore()
+        let (first, _) = try await signedUp(store, platform: .ios)
+        let redemption = try await first.redeemCoupon(discount.code).get()
+
+        let id = String(Int.random(in: 100_000_000_000...999_999_999_999))
+        var t = JWSTransactionDecodedPayload(
+            transactionId: id, originalTransactionId: id, bundleId: Self.bundleId, productId: discount.plan,
+            purchaseDate: Date(), environment: .production)
+        t.offerType = .offerCode
+        t.offerIdentifier = discount.offerName
+        t.price = 4990
+        t.currency = "USD"
+        t.type = .autoRenewable
+        t.signedDate = Date()
+        let sender = AppleNotificationSender(ca: Self.ca, bundleId: Self.bundleId, appAppleId: Self.appId)
+        let notified = try await sender.send(
+            sender.signedPayload(sender.notification(.offerRedeemed, transaction: t)),
+            to: Self.stack.gateway.appendingPathComponent("v1/stores/apple/notifications"))
+        XCTAssertEqual(notified.status, 200, notified.text)
+        let standIn = try XCTUnwrap(try notified.decode(StoreNotificationAnswer.self).redemptionId, notified.text)
+        XCTAssertNotEqual(standIn, redemption.redemptionId.uuidString)
+
+        let transactions = Transactions()
+        transactions.deliver(id, product: discount.plan, signed: try Self.ca.sign(t), token: nil)
+        let relaunched = RedeemClient(
+            configuration: .init(
+                baseURL: Self.stack.gateway, tokenStore: store, platform: .ios, timeout: 30,
+                urlSession: URLSession(configuration: .ephemeral), storeTransactions: transactions))
+        var outcomes = relaunched.purchaseUpdates.makeAsyncIterator()
+        await relaunched.start()
+        let outcome = await outcomes.next()
+        guard case .posted(id, let posted) = outcome else {
+            return XCTFail("not posted: \(String(describing: outcome))")
+        }
+        XCTAssertEqual(posted.redemptionId, redemption.redemptionId)
+        XCTAssertEqual(posted.status, .completed)
+        XCTAssertEqual(transactions.finished, [id])
+        let completion = try await relaunched.awaitCouponCompletion(redemptionId: redemption.redemptionId, timeout: 10)
+        guard case .completed = completion else { return XCTFail("not completed: \(completion)") }
+        await relaunched.stop()
+    }
+
     /// The store account already owns the plan: the app gives the reserved use back.
     func testAReservedUseIsGivenBackWhenTheStoreAccountOwnsThePlan() async throws {
         let discount = try await appStoreDiscount(ready: true)
@@ -425,8 +497,10 @@ final class RedeemKitStackTests: StackTestCase {
         XCTAssertEqual(account.email, email)
 
         // Ten calls at once on a client that finds its token about to expire: all answered.
-        let eager = RedeemClient(configuration: .init(baseURL: Self.stack.gateway, tokenStore: store, refreshMargin: 3600,
-                                                      urlSession: URLSession(configuration: .ephemeral)))
+        let eager = RedeemClient(
+            configuration: .init(
+                baseURL: Self.stack.gateway, tokenStore: store, refreshMargin: 3600,
+                urlSession: URLSession(configuration: .ephemeral)))
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<10 { group.addTask { _ = try await eager.entitlements() } }
             try await group.waitForAll()
@@ -444,7 +518,8 @@ final class RedeemKitStackTests: StackTestCase {
         XCTAssertEqual(v10, link.appUserId)
         let v11 = try await client.me()
         XCTAssertEqual(v11.appUserId, link.appUserId)
-        XCTAssertTrue(v11.identities.contains { $0.type == "cloudkit" && $0.recordName == recordName }, "\(v11.identities)")
+        XCTAssertTrue(
+            v11.identities.contains { $0.type == "cloudkit" && $0.recordName == recordName }, "\(v11.identities)")
         let taken = try await signedUp()
         do {
             _ = try await taken.0.linkCloudKit(recordName: recordName)
@@ -473,7 +548,9 @@ final class RedeemKitStackTests: StackTestCase {
         await client.signOut()
         let v13 = try await client.isSignedIn
         XCTAssertFalse(v13)
-        let revoked = try await Self.stack.eventually(5) { try await Self.stack.client.get("/v1/me", token: accessToken).status == 401 }
+        let revoked = try await Self.stack.eventually(5) {
+            try await Self.stack.client.get("/v1/me", token: accessToken).status == 401
+        }
         XCTAssertTrue(revoked, "the signed-out token still works")
         let v14 = try await client.validateCoupon("ANY-CODE").reason
         XCTAssertEqual(v14, .notIdentified)
@@ -484,12 +561,15 @@ final class RedeemKitStackTests: StackTestCase {
         let identityToken = Self.appleIdentity.token(.init(aud: Self.appleClientId, sub: sub))
         let iphone = app(platform: .ios)
         let appleRecord = "_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        let appleAccount = try await iphone.signInWithApple(identityToken: identityToken, cloudkitRecordName: appleRecord)
+        let appleAccount = try await iphone.signInWithApple(
+            identityToken: identityToken, cloudkitRecordName: appleRecord)
         XCTAssertEqual(appleAccount.appUserId, appleRecord)
-        let again = try await app().signInWithApple(identityToken: Self.appleIdentity.token(.init(aud: Self.appleClientId, sub: sub)))
+        let again = try await app().signInWithApple(
+            identityToken: Self.appleIdentity.token(.init(aud: Self.appleClientId, sub: sub)))
         XCTAssertEqual(again.id, appleAccount.id)
         do {
-            _ = try await app().signInWithApple(identityToken: Self.appleIdentity.unsignedToken(.init(aud: Self.appleClientId, sub: sub)))
+            _ = try await app().signInWithApple(
+                identityToken: Self.appleIdentity.unsignedToken(.init(aud: Self.appleClientId, sub: sub)))
             XCTFail("an unsigned identity token signed in")
         } catch let e as RedeemError {
             XCTAssertEqual(e.code, .invalidIdentityToken)

@@ -1,11 +1,13 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// Checks on the repository's own deployment files.
 @Suite struct RepositoryTests {
     @Test func composeFileIsValid() async throws {
-        let compose = ["/usr/bin/docker-compose", "/usr/local/bin/docker-compose"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        let compose = ["/usr/bin/docker-compose", "/usr/local/bin/docker-compose"].first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
         let path = try #require(compose, "docker-compose is installed by scripts/setup")
         let file = Project.root.appendingPathComponent("docker-compose.yml").path
         let config = try await offThePool { try Subprocess.run(path, ["-f", file, "config"]) }
@@ -20,7 +22,9 @@ import TestSupport
     /// scripts/setup), and keeps the pod rules docs/kubernetes.md promises. The validator is shown to
     /// refuse a broken copy of the same render, so a pass means something.
     @Test func kubernetesManifestsAreValid() async throws {
-        let found = ["/usr/bin/kubectl", "/usr/local/bin/kubectl"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        let found = ["/usr/bin/kubectl", "/usr/local/bin/kubectl"].first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
         let kubectl = try #require(found, "kubectl is installed by scripts/setup")
         let dir = try Project.temporaryDirectory("k8s")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -38,19 +42,26 @@ import TestSupport
             return try await python(["-m", "kubernetes_validate", "-k", "1.30", "--strict", file.path])
         }
 
-        let rendered = try await offThePool { try Subprocess.run(kubectl, ["kustomize", Project.root.appendingPathComponent("deploy/kubernetes").path]) }
+        let rendered = try await offThePool {
+            try Subprocess.run(kubectl, ["kustomize", Project.root.appendingPathComponent("deploy/kubernetes").path])
+        }
         let base = try await validate(rendered, "base.yaml")
         #expect(base.status == 0, "deploy/kubernetes validates: \(base.output)")
         #expect(!base.output.contains("ERROR") && !base.output.contains("WARN"), "\(base.output)")
-        for resource in ["deployment/accounts", "deployment/coupons", "deployment/grants", "deployment/gateway",
-                         "service/accounts", "service/coupons", "service/grants", "service/gateway", "job/redeem-migrate",
-                         "horizontalpodautoscaler/gateway", "horizontalpodautoscaler/coupons", "poddisruptionbudget/coupons",
-                         "networkpolicy/redeem-default-deny", "secret/redeem-database", "secret/redeem-database-admin"] {
+        for resource in [
+            "deployment/accounts", "deployment/coupons", "deployment/grants", "deployment/gateway",
+            "service/accounts", "service/coupons", "service/grants", "service/gateway", "job/redeem-migrate",
+            "horizontalpodautoscaler/gateway", "horizontalpodautoscaler/coupons", "poddisruptionbudget/coupons",
+            "networkpolicy/redeem-default-deny", "secret/redeem-database", "secret/redeem-database-admin"
+        ] {
             #expect(base.output.contains("passed for resource \(resource) "), "\(resource) is rendered and valid")
         }
 
         // A wrong type and an unknown field, each in an otherwise valid render: both refused.
-        for (broken, change) in [("containerPort: 7102", "containerPort: seven"), ("readOnlyRootFilesystem: true", "readOnlyRootFileSystem: true")] {
+        for (broken, change) in [
+            ("containerPort: 7102", "containerPort: seven"),
+            ("readOnlyRootFilesystem: true", "readOnlyRootFileSystem: true")
+        ] {
             #expect(rendered.contains(broken))
             let bad = try await validate(rendered.replacingOccurrences(of: broken, with: change), "broken.yaml")
             #expect(bad.status != 0 && bad.output.contains("ERROR"), "\(change) is refused: \(bad.output)")
@@ -66,12 +77,20 @@ import TestSupport
         // The example overlay needs a kustomize with `patches` (v4 and later: kubectl 1.21 and later).
         let version = (try? await offThePool { try Subprocess.run(kubectl, ["version", "--client"]) }) ?? ""
         if let major = version.firstMatch(of: /Kustomize Version: v(\d+)/).flatMap({ Int($0.1) }), major >= 4 {
-            let example = try await offThePool { try Subprocess.run(kubectl, ["kustomize", Project.root.appendingPathComponent("deploy/kubernetes-example").path]) }
+            let example = try await offThePool {
+                try Subprocess.run(
+                    kubectl, ["kustomize", Project.root.appendingPathComponent("deploy/kubernetes-example").path])
+            }
             let overlay = try await validate(example, "example.yaml")
-            #expect(overlay.status == 0 && !overlay.output.contains("ERROR"), "deploy/kubernetes-example validates: \(overlay.output)")
+            #expect(
+                overlay.status == 0 && !overlay.output.contains("ERROR"),
+                "deploy/kubernetes-example validates: \(overlay.output)")
             #expect(example.contains("namespace: redeem") && !example.contains("image: redeem:local"))
             // The example's gateway trusts its ingress controller to name the client.
-            let gateway = try #require(example.components(separatedBy: "\n---\n").first { $0.contains("kind: Deployment") && $0.contains("name: gateway\n") })
+            let gateway = try #require(
+                example.components(separatedBy: "\n---\n").first {
+                    $0.contains("kind: Deployment") && $0.contains("name: gateway\n")
+                })
             #expect(gateway.contains("name: REDEEM_TRUSTED_PROXIES"), "the example sets the ingress as trusted proxy")
         }
     }
@@ -142,24 +161,33 @@ import TestSupport
     /// (`REDEEM_\(service)_EVENTS`) is documented by at least one service's form or by `<NAME>`.
     @Test func theConfigurationDocumentListsExactlyTheVariablesTheCodeReads() throws {
         let root = Project.root
-        func text(_ path: String) throws -> String { try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8) }
+        func text(_ path: String) throws -> String {
+            try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+        }
         func names(_ pattern: String, in text: String) throws -> Set<String> {
             let regex = try NSRegularExpression(pattern: pattern)
-            return Set(regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap {
-                Range($0.range(at: 1), in: text).map { String(text[$0]) }
-            })
+            return Set(
+                regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap {
+                    Range($0.range(at: 1), in: text).map { String(text[$0]) }
+                })
         }
         let services = ["ACCOUNTS", "COUPONS", "GRANTS"]
         var read: Set<String> = [], perService: Set<String> = []
         for folder in ["Sources", "Services", "Clients"] {
-            let files = FileManager.default.enumerator(atPath: root.appendingPathComponent(folder).path)?.compactMap { $0 as? String } ?? []
+            let files =
+                FileManager.default.enumerator(atPath: root.appendingPathComponent(folder).path)?.compactMap {
+                    $0 as? String
+                } ?? []
             for file in files where file.hasSuffix(".swift") {
                 let swift = try text("\(folder)/\(file)")
                 read.formUnion(try names(#""(REDEEM_[A-Z0-9_]+)""#, in: swift))
                 perService.formUnion(try names(#""REDEEM_\\\([a-z.()]+\)(_[A-Z0-9_]+)""#, in: swift))
             }
         }
-        for script in ["deploy/run-stack", "deploy/postgres", "deploy/database-roles", "scripts/setup", "scripts/test", "scripts/env.sh", "scripts/free-port", "scripts/link-order"] {
+        for script in [
+            "deploy/run-stack", "deploy/postgres", "deploy/database-roles", "scripts/setup", "scripts/test",
+            "scripts/env.sh", "scripts/free-port", "scripts/link-order"
+        ] {
             let shell = try text(script)
             read.formUnion(try names(#"\$\{?(REDEEM_[A-Z0-9_]+)"#, in: shell))
             read.formUnion(try names(#"(?:port_or_free|bus) (REDEEM_[A-Z0-9_]+)"#, in: shell))
@@ -171,9 +199,13 @@ import TestSupport
             documented.formUnion(services.map { "REDEEM_\($0)\(suffix)" })
         }
         let forms = { (suffix: String) in Set(services.map { "REDEEM_\($0)\(suffix)" }) }
-        #expect(read.count > 40 && perService.count >= 3, "the scan finds the variables (\(read.count), \(perService.count) per service)")
+        #expect(
+            read.count > 40 && perService.count >= 3,
+            "the scan finds the variables (\(read.count), \(perService.count) per service)")
         #expect(read.subtracting(documented).sorted() == [], "read by the code but not in docs/configuration.md")
-        #expect(perService.filter { forms($0).isDisjoint(with: documented) }.sorted() == [], "built per service but documented for none")
+        #expect(
+            perService.filter { forms($0).isDisjoint(with: documented) }.sorted() == [],
+            "built per service but documented for none")
         let explained = read.union(perService.flatMap(forms))
         #expect(documented.subtracting(explained).sorted() == [], "in docs/configuration.md but read by no code")
     }
@@ -184,14 +216,20 @@ import TestSupport
     /// package whose manifest declares `.iOS(.v16)` and depends on that package's RedeemKit product
     /// resolves and dumps. (Building for iOS needs Apple's SDK, which Linux has not.)
     @Test func redeemKitResolvesAsADependencyOfAnIOSPackage() async throws {
-        let swift = try #require(["/opt/swift/usr/bin/swift", "/usr/bin/swift", "/usr/local/bin/swift"]
-            .first { FileManager.default.isExecutableFile(atPath: $0) } ?? Self.onPath("swift"), "swift is on PATH")
+        let swift = try #require(
+            ["/opt/swift/usr/bin/swift", "/usr/bin/swift", "/usr/local/bin/swift"]
+                .first { FileManager.default.isExecutableFile(atPath: $0) } ?? Self.onPath("swift"), "swift is on PATH")
         let dir = try Project.temporaryDirectory("consumer")
         defer { try? FileManager.default.removeItem(at: dir) }
         // A scratch path of its own: the running `swift test` holds the package's .build.
         let dumped = try await offThePool {
-            try Subprocess.run(swift, ["package", "--package-path", Project.root.path, "--scratch-path", dir.appendingPathComponent("root-build").path,
-                                       "dump-package"])
+            try Subprocess.run(
+                swift,
+                [
+                    "package", "--package-path", Project.root.path, "--scratch-path",
+                    dir.appendingPathComponent("root-build").path,
+                    "dump-package"
+                ])
         }
         /// `swift package dump-package`, as far as this test reads it.
         struct Manifest: Decodable {
@@ -227,7 +265,7 @@ import TestSupport
             let text = try String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8)
             let imports = text.split(separator: "\n").filter { $0.hasPrefix("import ") }.map { String($0.dropFirst(7)) }
             let allowed: Set = [
-                "Foundation", "FoundationNetworking", "Security", "StoreKit", "UIKit", "AppKit", "CloudKit",
+                "Foundation", "FoundationNetworking", "Security", "StoreKit", "UIKit", "AppKit", "CloudKit"
             ]
             #expect(Set(imports).isSubset(of: allowed), "\(file): \(imports)")
         }
@@ -238,7 +276,7 @@ import TestSupport
                 swift,
                 [
                     "package", "--package-path", Project.root.appendingPathComponent("Clients/RedeemKit").path,
-                    "--scratch-path", dir.appendingPathComponent("kit-build").path, "dump-package",
+                    "--scratch-path", dir.appendingPathComponent("kit-build").path, "dump-package"
                 ])
         }
         let ownManifest = try JSONDecoder().decode(Manifest.self, from: Data(own.utf8))
@@ -248,30 +286,41 @@ import TestSupport
         #expect(ownKit.dependencies.isEmpty && [nil, "Sources/RedeemKit"].contains(ownKit.path))
 
         let consumer = dir.appendingPathComponent("Consumer")
-        try FileManager.default.createDirectory(at: consumer.appendingPathComponent("Sources/ConsumerApp"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: consumer.appendingPathComponent("Sources/ConsumerApp"), withIntermediateDirectories: true)
         try """
-            // swift-tools-version:6.0
-            import PackageDescription
+        // swift-tools-version:6.0
+        import PackageDescription
 
-            let package = Package(
-                name: "Consumer",
-                platforms: [.iOS(.v16)],
-                dependencies: [.package(path: "\(Project.root.path)/Clients/RedeemKit")],
-                targets: [.target(name: "ConsumerApp", dependencies: [.product(name: "RedeemKit", package: "RedeemKit")])]
-            )
-            """.write(to: consumer.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
+        let package = Package(
+            name: "Consumer",
+            platforms: [.iOS(.v16)],
+            dependencies: [.package(path: "\(Project.root.path)/Clients/RedeemKit")],
+            targets: [.target(name: "ConsumerApp", dependencies: [.product(name: "RedeemKit", package: "RedeemKit")])]
+        )
+        """.write(to: consumer.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
         try """
-            import RedeemKit
-            public let client = RedeemClient(baseURL: URL(string: "https://redeem.example.com")!)
-            """.write(to: consumer.appendingPathComponent("Sources/ConsumerApp/App.swift"), atomically: true, encoding: .utf8)
+        import RedeemKit
+        public let client = RedeemClient(baseURL: URL(string: "https://redeem.example.com")!)
+        """.write(
+            to: consumer.appendingPathComponent("Sources/ConsumerApp/App.swift"), atomically: true, encoding: .utf8)
         let scratch = dir.appendingPathComponent("consumer-build").path
-        _ = try await offThePool { try Subprocess.run(swift, ["package", "--package-path", consumer.path, "--scratch-path", scratch, "resolve"]) }
+        _ = try await offThePool {
+            try Subprocess.run(
+                swift, ["package", "--package-path", consumer.path, "--scratch-path", scratch, "resolve"])
+        }
         let consumerManifest = try await offThePool {
-            try Subprocess.run(swift, ["package", "--package-path", consumer.path, "--scratch-path", scratch, "dump-package"])
+            try Subprocess.run(
+                swift, ["package", "--package-path", consumer.path, "--scratch-path", scratch, "dump-package"])
         }
         #expect(consumerManifest.contains("\"RedeemKit\""))
         let graph = try await offThePool {
-            try Subprocess.run(swift, ["package", "--package-path", consumer.path, "--scratch-path", scratch, "show-dependencies", "--format", "json"])
+            try Subprocess.run(
+                swift,
+                [
+                    "package", "--package-path", consumer.path, "--scratch-path", scratch, "show-dependencies",
+                    "--format", "json"
+                ])
         }
         #expect(graph.contains(Project.root.path + "/Clients/RedeemKit"), "\(graph)")
     }
@@ -304,7 +353,9 @@ import TestSupport
                 try Subprocess.run(path, ["-C", root, "check-attr", "linguist-generated", "--"] + large)
             }
             for file in large {
-                #expect(attributes.contains("\(file): linguist-generated: set"), "\(file) is over 1 MB and not marked generated")
+                #expect(
+                    attributes.contains("\(file): linguist-generated: set"),
+                    "\(file) is over 1 MB and not marked generated")
             }
         }
         #expect(files.count < 700, "\(files.count) tracked files")
@@ -315,18 +366,28 @@ import TestSupport
     @Test func eachServiceImportsOnlyItsListedLayers() throws {
         let root = Project.root
         let manifest = try String(contentsOf: root.appendingPathComponent("Package.swift"), encoding: .utf8)
-        let table = try #require(manifest.firstMatch(of: /let serviceLayers: \[String: \[String\]\] = \[(?<body>[^;]*?)\n\]/)).output.body
+        let table = try #require(
+            manifest.firstMatch(of: /let serviceLayers: \[String: \[String\]\] = \[(?<body>[^;]*?)\n\]/)
+        ).output.body
         var allowed: [String: Set<String>] = [:]
         for line in table.split(separator: "\n") {
             guard let m = line.firstMatch(of: /"(?<service>\w+)": \[(?<layers>[^\]]*)\]/) else { continue }
-            allowed[String(m.output.service)] = Set(m.output.layers.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) })
+            allowed[String(m.output.service)] = Set(
+                m.output.layers.split(separator: ",").map {
+                    $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                })
         }
         #expect(Set(allowed.keys) == ["accounts", "coupons", "grants", "gateway"], "\(allowed.keys)")
-        let toolchain: Set<String> = ["Foundation", "FoundationNetworking", "FoundationEssentials", "Synchronization", "Glibc", "Dispatch"]
+        let toolchain: Set<String> = [
+            "Foundation", "FoundationNetworking", "FoundationEssentials", "Synchronization", "Glibc", "Dispatch"
+        ]
         let importLine = /^(?:@testable |internal |public |@_implementationOnly )?import (?<module>\w+)/
         for (service, layers) in allowed {
             let dir = root.appendingPathComponent("Services/\(service)")
-            let files = FileManager.default.enumerator(atPath: dir.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+            let files =
+                FileManager.default.enumerator(atPath: dir.path)?.compactMap { $0 as? String }.filter {
+                    $0.hasSuffix(".swift")
+                } ?? []
             #expect(!files.isEmpty, "\(service) has sources")
             let library = service.prefix(1).uppercased() + service.dropFirst() + "Service"
             for file in files {
@@ -334,8 +395,10 @@ import TestSupport
                 for line in text.split(separator: "\n") {
                     guard let m = line.firstMatch(of: importLine) else { continue }
                     let module = String(m.output.module)
-                    #expect(toolchain.contains(module) || layers.contains(module) || module == library,
-                            "Services/\(service)/\(file) imports \(module), which Package.swift does not list for \(service)")
+                    #expect(
+                        toolchain.contains(module) || layers.contains(module) || module == library,
+                        "Services/\(service)/\(file) imports \(module), which Package.swift does not list for \(service)"
+                    )
                 }
             }
         }
@@ -358,7 +421,10 @@ import TestSupport
                 if text.contains(/(?m)^(?:internal |public |@_implementationOnly )?import CCurl$/) {
                     importers.append("\(folder)/\(file)")
                 }
-                if text.contains("URLSession(configuration:") { sessionMakers.append("\(folder)/\(file)") }
+                // The clients are apps' libraries: their sessions are the app's, not the server's.
+                if folder != "Clients", text.contains("URLSession(configuration:") {
+                    sessionMakers.append("\(folder)/\(file)")
+                }
             }
         }
         #expect(
@@ -376,17 +442,25 @@ import TestSupport
     @Test func swiftFormatHoldsOnNewAndTouchedLines() async throws {
         let root = Project.root
         let check = root.appendingPathComponent("scripts/format-check").path
-        let clean = try await offThePool { try Subprocess("/bin/bash", [check], stdout: "/dev/null", stderr: "/dev/null").wait() }
+        let clean = try await offThePool {
+            try Subprocess("/bin/bash", [check], stdout: "/dev/null", stderr: "/dev/null").wait()
+        }
         #expect(clean == 0, "scripts/format-check finds lines to fix: run it to see them")
 
         let format = root.appendingPathComponent(".swift-format").path
         let dir = try Project.temporaryDirectory("format")
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("Planted.swift")
-        try ("let planted = \"" + String(repeating: "x", count: 105) + "\"\n").write(to: file, atomically: true, encoding: .utf8)
-        let tool = try #require(["/opt/swift/usr/bin/swift-format", "/usr/bin/swift-format"].first { FileManager.default.isExecutableFile(atPath: $0) })
+        try ("let planted = \"" + String(repeating: "x", count: 105) + "\"\n").write(
+            to: file, atomically: true, encoding: .utf8)
+        let tool = try #require(
+            ["/opt/swift/usr/bin/swift-format", "/usr/bin/swift-format"].first {
+                FileManager.default.isExecutableFile(atPath: $0)
+            })
         let out = dir.appendingPathComponent("out").path
-        _ = try await offThePool { try Subprocess(tool, ["lint", "--configuration", format, file.path], stdout: out, stderr: out).wait() }
+        _ = try await offThePool {
+            try Subprocess(tool, ["lint", "--configuration", format, file.path], stdout: out, stderr: out).wait()
+        }
         let findings = try String(contentsOfFile: out, encoding: .utf8)
         #expect(findings.contains("[LineLength]"), "a line of 121 characters is refused: \(findings)")
     }

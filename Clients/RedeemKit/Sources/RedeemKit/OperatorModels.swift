@@ -44,6 +44,8 @@ public struct StoreOffer: Codable, Sendable, Equatable {
     public var message: String?
     /// When Redeem asked for the offer to be switched off.
     public var switchedOffAt: Date?
+    /// App Store only: this plan's custom code (the first plan the coupon's code, others `-2`, `-3`, …).
+    public var customCode: String?
 }
 
 /// A coupon as operators see it, with its counts.
@@ -74,6 +76,9 @@ public struct Coupon: Codable, Sendable, Equatable {
     public var maxRedemptions: Int?
     /// Only accounts that never held the entitlement nor redeemed a coupon.
     public var newCustomersOnly: Bool
+    /// A free period Redeem grants may be redeemed inside an iOS app (else iOS is `webOnly`); nil
+    /// from a server that predates it.
+    public var allowInApp: Bool?
     /// Whether it can still be redeemed.
     public var active: Bool
     /// The mode of the key that made it.
@@ -123,6 +128,8 @@ public struct CouponInput: Codable, Sendable, Equatable {
     public var maxRedemptions: Int?
     /// Only new customers.
     public var newCustomersOnly: Bool?
+    /// Free periods only: redeemable inside an iOS app (App Review 3.1.1 needs Apple's approval).
+    public var allowInApp: Bool?
     /// `false` makes it deactivated.
     public var active: Bool?
 
