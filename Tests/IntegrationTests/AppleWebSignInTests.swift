@@ -5,8 +5,9 @@ import Foundation
 import Runtime
 import TestSupport
 import XCTest
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Sign in with Apple on the web and Android, and deleting its account, over HTTP, against a fake Apple (`FakeAppleID`, a real HTTP server that
@@ -41,7 +42,7 @@ final class AppleWebSignInTests: StackTestCase {
             "REDEEM_APPLE_AUTHORIZE_URL": apple.authorizeURL.absoluteString,
             "REDEEM_APPLE_TOKEN_URL": apple.tokenURL.absoluteString,
             "REDEEM_APPLE_REVOKE_URL": apple.revokeURL.absoluteString,
-            "REDEEM_APPLE_RETURN_URLS": "\(deepLink), https://app.example.com/apple/*",
+            "REDEEM_APPLE_RETURN_URLS": "\(deepLink), https://app.example.com/apple/*"
         ])
     }
 
@@ -50,7 +51,10 @@ final class AppleWebSignInTests: StackTestCase {
         let leaked = secrets.all.filter { logs.contains($0) }
         stack?.stop()
         let done = DispatchSemaphore(value: 0)
-        Task { await apple?.stop(); done.signal() }
+        Task {
+            await apple?.stop()
+            done.signal()
+        }
         done.wait()
         precondition(leaked.isEmpty, "secrets found in the service logs: \(leaked.map { String($0.prefix(12)) + "…" })")
     }
@@ -66,11 +70,15 @@ final class AppleWebSignInTests: StackTestCase {
     // MARK: - Helpers
 
     static func user() -> FakeAppleID.User {
-        FakeAppleID.User(sub: "001122." + UUID().uuidString.prefix(12).lowercased(), email: "apple-\(UUID().uuidString.prefix(8).lowercased())@privaterelay.example.com")
+        FakeAppleID.User(
+            sub: "001122." + UUID().uuidString.prefix(12).lowercased(),
+            email: "apple-\(UUID().uuidString.prefix(8).lowercased())@privaterelay.example.com")
     }
 
     static func query(_ url: String) -> [String: String] {
-        Dictionary((URLComponents(string: url)?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { a, _ in a })
+        Dictionary(
+            (URLComponents(string: url)?.queryItems ?? []).map { ($0.name, $0.value ?? "") },
+            uniquingKeysWith: { a, _ in a })
     }
 
     static func encoded(_ s: String) -> String {
@@ -102,7 +110,8 @@ final class AppleWebSignInTests: StackTestCase {
         let page = try await HTTPClient(base: Self.apple.url).get(location)
         XCTAssertEqual(page.status, 200, page.text)
         let form = try XCTUnwrap(FakeAppleID.formOf(page.text), page.text)
-        return Begun(cookie: cookie, setCookie: setCookie, authorize: location, fields: form.fields, action: form.action)
+        return Begun(
+            cookie: cookie, setCookie: setCookie, authorize: location, fields: form.fields, action: form.action)
     }
 
     func callback(_ fields: [String: String], cookie: String?) async throws -> HTTPClient.Response {
@@ -114,7 +123,9 @@ final class AppleWebSignInTests: StackTestCase {
 
     /// The whole web flow: answers the one-time code from the redirect back, and the cookie of
     /// the browser that started it (which its exchange needs).
-    func signInCode(return back: String = AppleWebSignInTests.deepLink, as user: FakeAppleID.User) async throws -> (code: String, cookie: String) {
+    func signInCode(
+        return back: String = AppleWebSignInTests.deepLink, as user: FakeAppleID.User
+    ) async throws -> (code: String, cookie: String) {
         let begun = try await begin(return: back, as: user)
         let answer = try await callback(begun.fields, cookie: begun.cookie)
         XCTAssertEqual(answer.status, 303, answer.text)
@@ -132,7 +143,8 @@ final class AppleWebSignInTests: StackTestCase {
         var headers = ["Content-Type": "application/json"]
         if let cookie { headers["Cookie"] = "__Host-redeem-apple=\(cookie); other=1" }
         // `browser` keeps no cookie jar, so the cookie sent is exactly this one.
-        return try await browser.send("POST", "/v1/sessions/exchange", body: try JSONSerialization.data(withJSONObject: body), headers: headers)
+        return try await browser.send(
+            "POST", "/v1/sessions/exchange", body: try JSONSerialization.data(withJSONObject: body), headers: headers)
     }
 
     func exchange(_ signIn: (code: String, cookie: String)) async throws -> HTTPClient.Response {
@@ -145,7 +157,10 @@ final class AppleWebSignInTests: StackTestCase {
         return (verifier, Base64URL.encode(Crypto.sha256(Array(verifier.utf8))))
     }
 
-    struct Session { var accountId: String; var access: String }
+    struct Session {
+        var accountId: String
+        var access: String
+    }
 
     /// `GET /v1/me`'s identities.
     struct Identities: Decodable {
@@ -176,7 +191,9 @@ final class AppleWebSignInTests: StackTestCase {
         XCTAssertEqual(q["response_type"], "code id_token")
         XCTAssertEqual(q["response_mode"], "form_post")
         XCTAssertEqual(q["scope"], "name email")
-        XCTAssertTrue(begun.authorize.contains("scope=name%20email"), "the scope's space is %20, as Apple wants: \(begun.authorize)")
+        XCTAssertTrue(
+            begun.authorize.contains("scope=name%20email"),
+            "the scope's space is %20, as Apple wants: \(begun.authorize)")
         let state = try XCTUnwrap(q["state"]), nonce = try XCTUnwrap(q["nonce"])
         XCTAssertGreaterThanOrEqual(state.count, 40)
         XCTAssertGreaterThanOrEqual(nonce.count, 40)
@@ -193,8 +210,10 @@ final class AppleWebSignInTests: StackTestCase {
     }
 
     func testAReturnURLNotOnTheListIs400() async throws {
-        for back in ["https://evil.example.com/cb", "//evil.example.com/redeem", "/redeemer", "https://app.example.com/apple",
-                     "https://app.example.com/apple/../steal", "\(Self.deepLink)x", "\(Self.deepLink)#x", "/dashboard", ""] {
+        for back in [
+            "https://evil.example.com/cb", "//evil.example.com/redeem", "/redeemer", "https://app.example.com/apple",
+            "https://app.example.com/apple/../steal", "\(Self.deepLink)x", "\(Self.deepLink)#x", "/dashboard", ""
+        ] {
             let r = try await browser.get("/v1/sessions/apple/start?return=" + Self.encoded(back))
             XCTAssertEqual(r.status, 400, "\(back): \(r.text)")
             XCTAssertEqual(r.errorCode, "returnNotAllowed", back)
@@ -223,11 +242,14 @@ final class AppleWebSignInTests: StackTestCase {
         let code = try XCTUnwrap(Self.query(location)["code"])
         XCTAssertEqual(location, Self.deepLink + "?code=" + code, "only the one-time code travels in the URL, no token")
         XCTAssertEqual(code.count, 43)
-        XCTAssertTrue(answer.header("Set-Cookie")?.contains("Max-Age=120") == true, "the binding cookie lives on for the exchange")
+        XCTAssertTrue(
+            answer.header("Set-Cookie")?.contains("Max-Age=120") == true, "the binding cookie lives on for the exchange"
+        )
         Self.secrets.add(code)
 
         let first = try await exchange(code, verifier: app.verifier)
-        XCTAssertTrue(first.header("Set-Cookie")?.contains("Max-Age=0") == true, "the binding cookie is cleared once used")
+        XCTAssertTrue(
+            first.header("Set-Cookie")?.contains("Max-Age=0") == true, "the binding cookie is cleared once used")
         XCTAssertEqual(first.status, 200, first.text)
         let s = try session(first)
         XCTAssertEqual(try first.decode(AccountSessionBody.self).account.email, user.email, "Apple verified the email")
@@ -261,7 +283,9 @@ final class AppleWebSignInTests: StackTestCase {
     func testASignInCodeIsBoundToWhoStartedItsFlow() async throws {
         let web = try await signInCode(return: "/redeem?apple=1", as: Self.user())
         let other = try await begin(return: "/redeem?apple=1", as: Self.user())
-        for (name, cookie) in [("no cookie", nil), ("another browser's cookie", other.cookie), ("not a cookie", "garbage")] as [(String, String?)] {
+        for (name, cookie) in [
+            ("no cookie", nil), ("another browser's cookie", other.cookie), ("not a cookie", "garbage")
+        ] as [(String, String?)] {
             let r = try await exchange(web.code, cookie: cookie)
             XCTAssertEqual(r.status, 400, "\(name): \(r.text)")
             XCTAssertEqual(r.errorCode, "stateMismatch", name)
@@ -276,7 +300,9 @@ final class AppleWebSignInTests: StackTestCase {
         let answer = try await callback(begun.fields, cookie: begun.cookie)
         let code = try XCTUnwrap(Self.query(try XCTUnwrap(answer.header("Location")))["code"])
         Self.secrets.add(code)
-        for (name, verifier) in [("no verifier", nil), ("another verifier", Self.pkce().verifier)] as [(String, String?)] {
+        for (name, verifier) in [("no verifier", nil), ("another verifier", Self.pkce().verifier)]
+            as [(String, String?)]
+        {
             let r = try await exchange(code, verifier: verifier)
             XCTAssertEqual(r.status, 400, "\(name): \(r.text)")
             XCTAssertEqual(r.errorCode, "stateMismatch", name)
@@ -287,7 +313,10 @@ final class AppleWebSignInTests: StackTestCase {
         XCTAssertEqual(right.status, 200, right.text)
 
         // The start takes S256 challenges only.
-        for query in ["&code_challenge=\(app.challenge)&code_challenge_method=plain", "&code_challenge=tooshort", "&code_challenge_method=S256"] {
+        for query in [
+            "&code_challenge=\(app.challenge)&code_challenge_method=plain", "&code_challenge=tooshort",
+            "&code_challenge_method=S256"
+        ] {
             let r = try await browser.get("/v1/sessions/apple/start?return=" + Self.encoded(Self.deepLink) + query)
             XCTAssertEqual(r.status, 422, "\(query): \(r.text)")
         }
@@ -295,8 +324,9 @@ final class AppleWebSignInTests: StackTestCase {
 
     func testAnExpiredSignInCodeIsRefused() async throws {
         let code = try await signInCode(as: Self.user())
-        try await sql("UPDATE accounts.sign_in_codes SET expires_at = now() - interval '1 second' WHERE code_hash = $1",
-                      [PGBytes(Data(Crypto.sha256(Array(code.code.utf8))))])
+        try await sql(
+            "UPDATE accounts.sign_in_codes SET expires_at = now() - interval '1 second' WHERE code_hash = $1",
+            [PGBytes(Data(Crypto.sha256(Array(code.code.utf8))))])
         let r = try await exchange(code)
         XCTAssertEqual(r.status, 401, r.text)
         XCTAssertEqual(r.errorCode, "signInCodeExpired")
@@ -304,7 +334,8 @@ final class AppleWebSignInTests: StackTestCase {
 
     func testAUserWhoCancelsAtAppleIsSentBackWithTheError() async throws {
         let begun = try await begin(return: Self.deepLink, as: Self.user())
-        let r = try await callback(["state": begun.fields["state"]!, "error": "user_cancelled_authorize"], cookie: begun.cookie)
+        let r = try await callback(
+            ["state": begun.fields["state"]!, "error": "user_cancelled_authorize"], cookie: begun.cookie)
         XCTAssertEqual(r.status, 303, r.text)
         XCTAssertEqual(r.header("Location"), Self.deepLink + "?error=user_cancelled_authorize")
     }
@@ -320,7 +351,7 @@ final class AppleWebSignInTests: StackTestCase {
             ("forged state", forged, begun.cookie),
             ("no cookie", begun.fields, nil),
             ("another browser's cookie", begun.fields, other.cookie),
-            ("a cookie that is not one", begun.fields, "garbage"),
+            ("a cookie that is not one", begun.fields, "garbage")
         ]
         for (name, fields, cookie) in cases {
             let r = try await callback(fields, cookie: cookie)
@@ -330,7 +361,8 @@ final class AppleWebSignInTests: StackTestCase {
         // The genuine post still works: nothing above spent the code.
         let good = try await callback(begun.fields, cookie: begun.cookie)
         XCTAssertEqual(good.status, 303, good.text)
-        let json = try await browser.send("POST", "/v1/sessions/apple/callback", body: Data("{}".utf8), headers: ["Content-Type": "application/json"])
+        let json = try await browser.send(
+            "POST", "/v1/sessions/apple/callback", body: Data("{}".utf8), headers: ["Content-Type": "application/json"])
         XCTAssertEqual(json.status, 415)
     }
 
@@ -341,7 +373,7 @@ final class AppleWebSignInTests: StackTestCase {
             ("another audience", { $0.aud = "com.other.app" }),
             ("the native app's audience", { $0.aud = AppleWebSignInTests.bundleId }),
             ("expired", { $0.exp = Int(Date().timeIntervalSince1970) - 10 }),
-            ("another issuer", { $0.iss = "https://evil.example.com" }),
+            ("another issuer", { $0.iss = "https://evil.example.com" })
         ]
         for (name, change) in changes {
             let begun = try await begin(return: Self.deepLink, as: Self.user())
@@ -357,25 +389,34 @@ final class AppleWebSignInTests: StackTestCase {
 
     func testBothListedAudiencesSignInNatively() async throws {
         let sub = "native." + UUID().uuidString.prefix(8)
-        let ios = try await client.json("POST", "/v1/sessions/apple", ["identityToken": Self.apple.identity.token(.init(aud: Self.bundleId, sub: sub))])
+        let ios = try await client.json(
+            "POST", "/v1/sessions/apple",
+            ["identityToken": Self.apple.identity.token(.init(aud: Self.bundleId, sub: sub))])
         XCTAssertEqual(ios.status, 201, ios.text)
-        let web = try await client.json("POST", "/v1/sessions/apple", ["identityToken": Self.apple.identity.token(.init(aud: Self.servicesId, sub: sub))])
+        let web = try await client.json(
+            "POST", "/v1/sessions/apple",
+            ["identityToken": Self.apple.identity.token(.init(aud: Self.servicesId, sub: sub))])
         XCTAssertEqual(web.status, 200, web.text)
         XCTAssertEqual(try session(web).accountId, try session(ios).accountId)
-        let other = try await client.json("POST", "/v1/sessions/apple", ["identityToken": Self.apple.identity.token(.init(aud: "com.other.app", sub: sub))])
+        let other = try await client.json(
+            "POST", "/v1/sessions/apple",
+            ["identityToken": Self.apple.identity.token(.init(aud: "com.other.app", sub: sub))])
         XCTAssertEqual(other.status, 401)
         XCTAssertEqual(other.errorCode, "invalidIdentityToken")
     }
 
     func testLinkingAppleToAnAccount() async throws {
         func signUp() async throws -> Session {
-            let r = try await client.json("POST", "/v1/accounts", ["email": "link-\(UUID().uuidString.prefix(8))@example.com", "password": "correct horse battery"])
+            let r = try await client.json(
+                "POST", "/v1/accounts",
+                ["email": "link-\(UUID().uuidString.prefix(8))@example.com", "password": "correct horse battery"])
             XCTAssertEqual(r.status, 201, r.text)
             return try session(r)
         }
         let owner = try await signUp(), other = try await signUp()
         let sub = "link." + UUID().uuidString.prefix(8)
-        let token = Self.apple.identity.token(.init(aud: Self.bundleId, sub: sub, email: "linked@privaterelay.example.com", emailVerified: true))
+        let token = Self.apple.identity.token(
+            .init(aud: Self.bundleId, sub: sub, email: "linked@privaterelay.example.com", emailVerified: true))
         let linked = try await client.json("POST", "/v1/me/apple", ["identityToken": token], token: owner.access)
         XCTAssertEqual(linked.status, 200, linked.text)
         XCTAssertTrue(try linked.decode(Identities.self).identities.contains { $0.type == "apple" }, linked.text)
@@ -388,8 +429,10 @@ final class AppleWebSignInTests: StackTestCase {
         let signIn = try await client.json("POST", "/v1/sessions/apple", ["identityToken": token])
         XCTAssertEqual(signIn.status, 200, signIn.text)
         XCTAssertEqual(try session(signIn).accountId, owner.accountId)
-        let forged = try await client.json("POST", "/v1/me/apple", ["identityToken": Self.apple.identity.unsignedToken(.init(aud: Self.bundleId, sub: "x"))],
-                                           token: owner.access)
+        let forged = try await client.json(
+            "POST", "/v1/me/apple",
+            ["identityToken": Self.apple.identity.unsignedToken(.init(aud: Self.bundleId, sub: "x"))],
+            token: owner.access)
         XCTAssertEqual(forged.status, 401)
         XCTAssertEqual(forged.errorCode, "invalidIdentityToken")
         let anonymous = try await client.json("POST", "/v1/me/apple", ["identityToken": token])
@@ -405,7 +448,8 @@ final class AppleWebSignInTests: StackTestCase {
         XCTAssertEqual(deleted.status, 204, deleted.text)
         let revoked = try await Self.stack.eventually(20) { Self.apple.revokedSubjects.contains(user.sub) }
         XCTAssertTrue(revoked, "Apple's refresh token was revoked")
-        let left = try await sql("SELECT count(*) AS n FROM accounts.apple_revocations WHERE subject = $1", [user.sub]).first?.decode("n", as: Int.self)
+        let left = try await sql("SELECT count(*) AS n FROM accounts.apple_revocations WHERE subject = $1", [user.sub])
+            .first?.decode("n", as: Int.self)
         XCTAssertEqual(left, 0, "the outbox forgets a revoked token")
     }
 
@@ -423,6 +467,15 @@ final class AppleWebSignInTests: StackTestCase {
         let tried = try await Self.stack.eventually(20) { Self.apple.revokeAttemptsWhileDown > before }
         XCTAssertTrue(tried, "the revocation was tried while Apple was down")
         XCTAssertFalse(Self.apple.revokedSubjects.contains(user.sub))
+        // Killed while an attempt is out, a revocation waits out its 60 s claim; this test kills
+        // accounts once Apple's 503 is recorded (the next try set by the backoff, seconds away).
+        let recorded = try await Self.stack.eventually(20) {
+            try await self.sql(
+                "SELECT count(*) AS n FROM accounts.apple_revocations WHERE subject = $1 AND next_attempt_at < now() + interval '30 seconds'",
+                [user.sub]
+            ).first?.decode("n", as: Int.self) == 1
+        }
+        XCTAssertTrue(recorded, "the failed attempt's backoff was recorded")
 
         let killed = try Self.stack.pid("accounts")
         kill(killed, SIGKILL)
@@ -440,16 +493,21 @@ final class AppleWebSignInTests: StackTestCase {
 
     func testTheRedeemPageSignsInWithAppleAndRedeemsInChromium() async throws {
         let code = "APPLE-" + UUID().uuidString.prefix(6)
-        let made = try await client.json("POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "month", "count": 1]],
-                                         token: Self.stack.adminKey)
+        let made = try await client.json(
+            "POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "month", "count": 1]],
+            token: Self.stack.adminKey)
         XCTAssertEqual(made.status, 201, made.text)
         let user = Self.user()
         Self.apple.signInNext(user)
         let dir = Project.root.appendingPathComponent("test-output")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let shot = dir.appendingPathComponent("redeem-apple-signed-in.png")
-        let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/apple_flow.py").path,
-                                                          Self.stack.gateway.absoluteString, code, shot.path])
+        let out = try Subprocess.run(
+            "/usr/bin/python3",
+            [
+                Project.root.appendingPathComponent("Tests/Browser/apple_flow.py").path,
+                Self.stack.gateway.absoluteString, code, shot.path
+            ])
         struct Flow: Decodable {
             let ok: Bool
             let button: Bool?
@@ -470,7 +528,9 @@ final class AppleWebSignInTests: StackTestCase {
         XCTAssertEqual(result.search, "?code=\(code)", "the one-time code left the address bar; the coupon stayed")
         XCTAssertTrue((result.result ?? "").hasPrefix("Pro until "), "\(result)")
         XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path))
-        XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path.replacingOccurrences(of: ".png", with: "-button.png")))
-        XCTAssertTrue(Self.apple.authorizations.contains { $0.query["nonce"] != nil && $0.query["response_mode"] == "form_post" })
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: shot.path.replacingOccurrences(of: ".png", with: "-button.png")))
+        XCTAssertTrue(
+            Self.apple.authorizations.contains { $0.query["nonce"] != nil && $0.query["response_mode"] == "form_post" })
     }
 }
