@@ -41,8 +41,13 @@ let layers: [Target] = [
             resources: [.embedInCode("SQL")], swiftSettings: optimized),
     .target(name: "Bus", dependencies: ["Core", "Telemetry", "CZeroMQ"], path: "Sources/Shared/Bus", swiftSettings: optimized),
     .target(name: "HTTP", dependencies: ["Core", "Telemetry", "CMicroHTTPD"], path: "Sources/Shared/HTTP", swiftSettings: optimized),
-    .target(name: "Outbound", dependencies: ["Core", "CCurl"], path: "Sources/Shared/Outbound", swiftSettings: optimized),
-    .target(name: "Runtime", dependencies: ["Core", "Telemetry", "Cryptography", "Bus"], path: "Sources/Shared/Runtime", swiftSettings: optimized),
+    .target(
+        name: "Outbound", dependencies: ["Core", "Telemetry", "CCurl"], path: "Sources/Shared/Outbound",
+        swiftSettings: optimized),
+    .target(
+        name: "Runtime", dependencies: ["Core", "Telemetry", "Cryptography", "Bus", "Outbound"],
+        path: "Sources/Shared/Runtime",
+        swiftSettings: optimized),
     .target(name: "Backend", dependencies: ["Core", "Telemetry", "Database", "Bus", "HTTP", "Runtime"], path: "Sources/Shared/Backend",
             swiftSettings: optimized),
 ]
@@ -50,8 +55,9 @@ let layers: [Target] = [
 let allLayers: [Target.Dependency] = ["Core", "Telemetry", "Cryptography", "Database", "Bus", "HTTP", "Outbound", "Runtime", "Backend"]
 
 /// What each service may import: RepositoryTests reads every service's imports and fails on one
-/// not listed here. The gateway holds no database (it does not link libpq); only the services
-/// that call out to the world link libcurl.
+/// not listed here. The gateway holds no database (it does not link libpq). Only accounts and grants
+/// call out to the world themselves; every service links libcurl through Runtime, whose span
+/// exporter (OTLP/HTTP) uses Outbound's client.
 let serviceLayers: [String: [String]] = [
     "accounts": ["Core", "Telemetry", "Cryptography", "Database", "Bus", "Outbound", "Runtime", "Backend"],
     "coupons": ["Core", "Telemetry", "Cryptography", "Database", "Bus", "Runtime", "Backend"],

@@ -28,11 +28,20 @@ import Testing
         let message = try JSONEncoder.bus.encode(Envelope(id: "m1", type: GrantCommand.type, body: command))
         let received = ReceivedCommand(command, message: message)
         #expect(Data(received.text.utf8) == message)
-        #expect(try ReceivedCommand.decodeStored(received.text) == command)
+        #expect(try ReceivedCommand.decodeStored(received.text).command == command)
         let bare = try ReceivedCommand(command)
         #expect(!bare.text.contains("\"body\""))
-        #expect(try ReceivedCommand.decodeStored(bare.text) == command)
-        #expect(throws: DecodingError.self) { try ReceivedCommand.decodeStored(#"{"body":{"redemptionId":"x"}}"#) }
+        #expect(try ReceivedCommand.decodeStored(bare.text).command == command)
+        #expect(throws: DecodingError.self) {
+            try ReceivedCommand.decodeStored(#"{"body":{"redemptionId":"x"}}"#).command
+        }
+        // The span a command was sent from is read back with it, for the provider's call.
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        let traced = try JSONEncoder.bus.encode(
+            Envelope(id: "m2", type: GrantCommand.type, traceparent: parent, body: command))
+        let stored = try ReceivedCommand.decodeStored(String(decoding: traced, as: UTF8.self))
+        #expect(stored.command == command && stored.traceparent == parent)
+        #expect(try ReceivedCommand.decodeStored(bare.text).traceparent == nil)
     }
 
     @Test func theRateLimiterSpacesCallsSoNoSecondHoldsMoreThanTheRate() {

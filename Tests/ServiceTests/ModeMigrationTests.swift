@@ -28,7 +28,7 @@ import Testing
         body["mode"] = nil
         envelope["body"] = body
         let oldPayload = String(decoding: try JSONSerialization.data(withJSONObject: envelope), as: UTF8.self)
-        #expect(try ReceivedCommand.decodeStored(oldPayload).couponMode == .test)
+        #expect(try ReceivedCommand.decodeStored(oldPayload).command.couponMode == .test)
 
         @Sendable func insertCoupon(_ c: PGConnection, id: UUID, mode: String) throws {
             try c.query("""
@@ -61,7 +61,7 @@ import Testing
         #expect(test == nil, "the same code in the other mode")
         #expect(again?.isUniqueViolation == true)
         #expect(again?.constraint == "coupons_code_mode_key")
-        let migrated = try ReceivedCommand.decodeStored(payload)
+        let migrated = try ReceivedCommand.decodeStored(payload).command
         #expect(migrated.mode == .live)
         #expect(migrated.couponMode == .live)
         #expect(migrated.redemptionId == redemption)

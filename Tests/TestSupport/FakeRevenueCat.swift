@@ -19,6 +19,8 @@ public final class FakeRevenueCat: Sendable {
         public let path: String
         public let at: Date
         public let status: Int
+        /// The W3C `traceparent` the caller sent, if any.
+        public let traceparent: String?
     }
 
     /// What to answer next: scripted answers are used first, then `fallback`.
@@ -206,7 +208,7 @@ public final class FakeRevenueCat: Sendable {
             response = .json(504, ["message": "hung"])
         }
         calls.withLock { $0.append(Call(appUserId: app, entitlementId: ent, endTimeMs: end, authorization: req.header("authorization"),
-                                        path: req.path, at: Date(), status: status)) }
+                                        path: req.path, at: Date(), status: status, traceparent: req.header("traceparent"))) }
         return response
     }
 

@@ -62,7 +62,7 @@ struct AppleAuthClient: Sendable {
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         request.httpBody = Data(body.utf8)
         do {
-            let (data, response) = try await session.outboundData(for: request)
+            let (data, response) = try await session.outboundData(for: request, dependency: "sign_in_with_apple")
             let status = (response as? HTTPURLResponse)?.statusCode ?? 0
             switch status {
             case 200..<300: return .ok(data)

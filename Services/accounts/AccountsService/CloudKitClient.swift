@@ -47,7 +47,7 @@ struct CloudKitClient: Sendable {
         var request = URLRequest(url: url)
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         do {
-            let (data, response) = try await session.outboundData(for: request)
+            let (data, response) = try await session.outboundData(for: request, dependency: "cloudkit")
             let status = (response as? HTTPURLResponse)?.statusCode ?? 0
             let body = try? JSONDecoder().decode(Body.self, from: data)
             switch status {

@@ -67,12 +67,16 @@ final class MailSender: Sendable {
     func send(_ mail: MailOutbox.Claimed) async {
         let fields: [String: any Sendable] = ["mail.id": mail.id.lowercasedString, "mail.kind": mail.kind.rawValue, "mail.attempts": mail.attempts]
         do {
-            try await client.send(to: mail.recipient, message: mail.message)
+            try await Tracer.shared.dependency("smtp", "send") {
+                try await client.send(to: mail.recipient, message: mail.message)
+            }
         } catch {
             let pause = MailOutbox.retryDelay(afterAttempts: mail.attempts, random: Double.random(in: 0..<1))
             count("failed")
-            logger.warning("mail not sent; it is tried again", fields.merging(["error": error.description, "retry.seconds": Int(pause.rounded(.up))]) { $1 })
-            do { try await pool.withConnection { try MailOutbox.failed($0, mail, error: error.description, after: pause) } } catch {
+            let why = String(describing: error)
+            let retry: [String: any Sendable] = ["error": why, "retry.seconds": Int(pause.rounded(.up))]
+            logger.warning("mail not sent; it is tried again", fields.merging(retry) { $1 })
+            do { try await pool.withConnection { try MailOutbox.failed($0, mail, error: why, after: pause) } } catch {
                 logger.warning("mail failure not recorded; it is tried again after its lease", fields)
             }
             return

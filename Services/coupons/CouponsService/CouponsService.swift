@@ -21,6 +21,9 @@ public final class CouponsService: BackendService {
     private let validations: Coalescer<Coupons.Validate, Coupons.Validate.Response>
     /// Outbox messages not yet acknowledged, as last sampled (`redeem_outbox_depth`).
     private let outboxDepth = Mutex<Double>(0)
+    /// Store offers by store and state, and redemptions by status and platform, as last sampled.
+    private let figures = Mutex<Figures>(([], []))
+    typealias Figures = (offers: [(MetricsRegistry.Labels, Double)], redemptions: [(MetricsRegistry.Labels, Double)])
 
     var pool: PGPool { runtime.pool }
     var logger: Logger { runtime.logger }
@@ -47,6 +50,14 @@ public final class CouponsService: BackendService {
         runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") { [self] in
             [([:], outboxDepth.withLock { $0 })]
         }
+        runtime.metrics.gauge("redeem_store_offers", help: "Store offers (App Store, Google Play) by store and state.") { [self] in
+            figures.withLock { $0.offers }
+        }
+        runtime.metrics.gauge(
+            "redeem_redemptions", help: "Redemptions in the database by status and platform (each instance counts all)."
+        ) {
+            [self] in figures.withLock { $0.redemptions }
+        }
     }
 
     public func workers() -> [any Service] {
@@ -55,6 +66,12 @@ public final class CouponsService: BackendService {
         let sampler = Worker("outbox depth") { [self] in
             await Periodic(every: .seconds(2)).run {
                 if let n = try? await pool.withConnection({ try Outbox.depth($0) }) { outboxDepth.withLock { $0 = Double(n) } }
+            }
+        }
+        let figures = Worker("business figures") { [self] in
+            await Periodic(every: .seconds(15)).run {
+                guard let sampled = try? await pool.withConnection({ try Self.figures($0) }) else { return }
+                self.figures.withLock { $0 = sampled }
             }
         }
         let sweeper = Worker("reservation sweeper") { [self] in
@@ -73,7 +90,25 @@ public final class CouponsService: BackendService {
                 }
             }
         }
-        return [sampler, sweeper, Worker("outbox relay") { await relay.run() }]
+        return [sampler, figures, sweeper, Worker("outbox relay") { await relay.run() }]
+    }
+
+    /// What `redeem_store_offers` and `redeem_redemptions` show: two grouped counts.
+    static func figures(_ c: PGConnection) throws -> Figures {
+        let offers = try c.query("SELECT store, state, count(*) AS n FROM coupons.store_offers GROUP BY store, state").rows.map { row in
+            (
+                ["store": try row.decode("store", as: String.self),
+                 "state": try row.decode("state", as: String.self)],
+             Double(try row.decode("n", as: Int.self)))
+        }
+        let byStatus = "SELECT status, platform, count(*) AS n FROM coupons.redemptions GROUP BY status, platform"
+        let redemptions = try c.query(byStatus).rows.map { row in
+            (
+                ["status": try row.decode("status", as: String.self),
+                 "platform": try row.decode("platform", as: String.self)],
+             Double(try row.decode("n", as: Int.self)))
+        }
+        return (offers, redemptions)
     }
 
     public func stop() async {
@@ -198,12 +233,32 @@ public final class CouponsService: BackendService {
         let results = await Self.perKey(items, key: Self.batchKey) { key, items -> [Result<Coupons.Redeem.Response, any Error>] in
             await batcher.redeemAll(items, key: key).map { outcome in outcome.flatMap { outcome in Result { try outcome.response() } } }
         }
+        for (item, result) in zip(items, results) { count(result, platform: item.platform) }
         return results.map { result in
             result.mapError { error in
                 if !(error is ServiceError) { logger.error("reservation failed", ["bus.type": type, "error": String(describing: error)]) }
                 return ServiceError.carrying(error)
             }
         }
+    }
+
+    /// `redeem_redemptions_total{outcome,platform}`: a reservation `created`, the `existing` one
+    /// answered again, `refused` (and `redeem_redemption_refusals_total` by reason), or `error`.
+    private func count(_ result: Result<Coupons.Redeem.Response, any Error>, platform: Platform) {
+        let outcome: String
+        switch result {
+        case .success(let r) where r.refusal != nil:
+            outcome = "refused"
+            runtime.metrics.increment(
+                "redeem_redemption_refusals_total", help: "Redemption requests refused, by reason.",
+                labels: ["reason": r.refusal!.rawValue, "platform": platform.rawValue])
+        case .success(let r) where r.asksPlayOwnership == true: return
+        case .success(let r): outcome = r.created ? "created" : "existing"
+        case .failure: outcome = "error"
+        }
+        runtime.metrics.increment(
+            "redeem_redemptions_total", help: "Redemption requests by outcome and platform.",
+            labels: ["outcome": outcome, "platform": platform.rawValue])
     }
 
     /// The batch a validation or reservation joins: its code and environment, which pick one coupon.

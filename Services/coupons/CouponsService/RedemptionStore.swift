@@ -521,7 +521,9 @@ extension RedemptionStore {
                     entitlementId: entitlement,
                     duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.request.platform,
                     productId: n.productId, reservedAt: reservedAt, mode: mode)
-                let envelope = Envelope(id: UUID.random().lowercasedString, type: GrantCommand.type, body: command)
+                let envelope = Envelope(
+                    id: UUID.random().lowercasedString, type: GrantCommand.type,
+                    traceparent: n.request.traceparent ?? LogContext.trace?.traceparent, body: command)
                 ids.append(n.id.lowercasedString)
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
             }

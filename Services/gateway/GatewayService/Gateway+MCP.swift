@@ -158,7 +158,9 @@ extension Gateway {
         return .json(200, JSONValue.object(["jsonrpc": .string("2.0"), "id": id, "result": answer]), headers: headers)
     }
 
-    static let serverInfo: JSONValue = .object(["name": .string("redeem"), "title": .string("Redeem"), "version": .string("1.0.0")])
+    static let serverInfo: JSONValue = .object([
+        "name": .string("redeem"), "title": .string("Redeem"), "version": .string(Build.version),
+    ])
 
     static func rpcError(_ status: Int, id: JSONValue?, code: Int, _ message: String, data: JSONValue? = nil) -> HTTPResponse {
         var error: [String: JSONValue] = ["code": .number(Double(code)), "message": .string(message)]

@@ -37,6 +37,8 @@ public final class Gateway: Sendable {
     public init(config: GatewayConfig) throws {
         self.config = config
         logger = Logger(service: "gateway", minimum: config.logLevel)
+        ProcessMetrics.register(on: metrics, service: "gateway")
+        Tracer.shared.attach(metrics: metrics)
         bus = BusNode(config.bus, logger: logger)
         accounts = try BusClient(bus: bus, service: "accounts", connect: config.accountsBus, metrics: metrics, defaultTimeout: config.busTimeout)
         coupons = try BusClient(bus: bus, service: "coupons", connect: config.couponsBus, metrics: metrics, defaultTimeout: config.busTimeout)

@@ -13,6 +13,9 @@ struct Grant: Sendable {
     let attempts: Int
     let failureReason: String?
     let command: GrantCommand
+    /// The span the command was received in (or, for a grant claimed from the table, sent from):
+    /// the provider's call joins that trace.
+    var traceparent: String? = nil
 
     var endTimeMs: Int64 { Timestamp.milliseconds(endTime) }
 }
@@ -29,24 +32,30 @@ enum GrantStatus: String, Sendable, CaseIterable, PGTextEnum {
 struct ReceivedCommand: Sendable {
     let command: GrantCommand
     let text: String
+    /// The span it is handled in.
+    let traceparent: String?
 
-    init(_ command: GrantCommand, message: Data) {
+    init(_ command: GrantCommand, message: Data, traceparent: String? = LogContext.trace?.traceparent) {
         self.command = command
+        self.traceparent = traceparent
         text = String(decoding: message, as: UTF8.self)
     }
 
-    /// A command as the ledger keeps it: the envelope it arrived in, or the command alone (rows
-    /// stored by earlier versions).
-    static func decodeStored(_ text: String) throws -> GrantCommand {
-        try JSONDecoder.bus.decode(Stored.self, from: Data(text.utf8)).command
+    /// A command as the ledger keeps it: the envelope it arrived in (with the span it was sent
+    /// from), or the command alone (rows stored by earlier versions).
+    static func decodeStored(_ text: String) throws -> (command: GrantCommand, traceparent: String?) {
+        let stored = try JSONDecoder.bus.decode(Stored.self, from: Data(text.utf8))
+        return (stored.command, stored.traceparent)
     }
 
     private struct Stored: Decodable {
         let command: GrantCommand
-        private enum Keys: String, CodingKey { case body }
+        let traceparent: String?
+        private enum Keys: String, CodingKey { case body, traceparent }
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: Keys.self)
             command = c.contains(.body) ? try c.decode(GrantCommand.self, forKey: .body) : try GrantCommand(from: decoder)
+            traceparent = c.contains(.body) ? try c.decodeIfPresent(String.self, forKey: .traceparent) : nil
         }
     }
 }
@@ -103,13 +112,16 @@ enum GrantLedger {
         }
         let results = try tx.preparedThenCommit(statements)
         var leased: [Grant] = []
+        let traces = Dictionary(
+            received.map { ($0.command.redemptionId, $0.traceparent) }, uniquingKeysWith: { a, _ in a })
         for (i, round) in rounds.enumerated() {
             let byId = Dictionary(zip(round.map(\.redemptionId), zip(round, providers[i])), uniquingKeysWith: { a, _ in a })
             for row in results[i + 2].rows where try row.decode("attempts", as: Int.self) == 1 {
                 let id: UUID = try row.decode("redemption_id")
                 guard let (c, p) = byId[id] else { continue }
                 leased.append(Grant(redemptionId: id, appUserId: try row.decode("app_user_id"), entitlementId: c.entitlementId, provider: p,
-                                    endTime: try row.decode("end_time"), status: .pending, attempts: 1, failureReason: nil, command: c))
+                                    endTime: try row.decode("end_time"), status: .pending, attempts: 1, failureReason: nil, command: c,
+                                    traceparent: traces[id] ?? nil))
             }
         }
         return leased
@@ -176,10 +188,13 @@ enum GrantLedger {
     }
 
     static func grant(_ row: PGRow) throws -> Grant {
-        Grant(redemptionId: try row.decode("redemption_id"), appUserId: try row.decode("app_user_id"), entitlementId: try row.decode("entitlement_id"),
-              provider: try row.decode("provider"), endTime: try row.decode("end_time"), status: try row.decode("status"),
-              attempts: try row.decode("attempts"), failureReason: try row.decodeIfPresent("failure_reason"),
-              command: try ReceivedCommand.decodeStored(try row.decode("command", as: String.self)))
+        let stored = try ReceivedCommand.decodeStored(try row.decode("command", as: String.self))
+        return Grant(
+            redemptionId: try row.decode("redemption_id"), appUserId: try row.decode("app_user_id"),
+            entitlementId: try row.decode("entitlement_id"), provider: try row.decode("provider"),
+            endTime: try row.decode("end_time"), status: try row.decode("status"), attempts: try row.decode("attempts"),
+            failureReason: try row.decodeIfPresent("failure_reason"), command: stored.command,
+            traceparent: stored.traceparent)
     }
 
     /// Records the final outcome; answers false if the grant was settled already.

@@ -153,7 +153,9 @@ final class GrantWorker: Sendable {
     func call(_ g: Grant) async -> ProviderAnswer {
         guard let provider = providers[g.provider] else { return .unknownProvider }
         await limiters[g.provider]?.acquire()
-        return await provider.grant(appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs)
+        return await LogContext.$trace.withValue(g.traceparent.flatMap(TraceContext.init(traceparent:))) {
+            await provider.grant(appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs)
+        }
     }
 
     /// Records decisions in one transaction: successes and permanent failures settle (failures with

@@ -68,7 +68,7 @@ struct RevenueCat: EntitlementProvider {
         req.setValue("application/json", forHTTPHeaderField: "Content-Type")
         req.httpBody = Data(#"{"end_time_ms":\#(endTimeMs)}"#.utf8)
         do {
-            let (data, resp) = try await session.outboundData(for: req)
+            let (data, resp) = try await session.outboundData(for: req, dependency: "revenuecat")
             guard let http = resp as? HTTPURLResponse else { return .notHTTP }
             return .http(status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"), body: data)
         } catch {

@@ -118,7 +118,7 @@ extension RevenueCat {
         var req = URLRequest(url: url, timeoutInterval: timeout)
         req.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
         do {
-            let (data, resp) = try await session.outboundData(for: req)
+            let (data, resp) = try await session.outboundData(for: req, dependency: "revenuecat")
             guard let http = resp as? HTTPURLResponse else { return .unavailable("no HTTP answer") }
             guard (200..<300).contains(http.statusCode) else { return .unavailable("status \(http.statusCode)") }
             return .found(try RevenueCatSubscriber.decode(data))

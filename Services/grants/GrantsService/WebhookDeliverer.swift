@@ -126,7 +126,11 @@ final class WebhookDeliverer: Sendable {
                       "webhook-signature: \(Webhooks.signature(secret: secret, id: d.webhookId, timestamp: ts, body: Data(body)))"],
             body: body)
         do {
-            let answer = try await client().post(request)
+            let answer = try await Tracer.shared.dependency(
+                "webhook", "POST", outcome: { Tracer.httpOutcome($0.status) }
+            ) {
+                try await client().post(request)
+            }
             // Standard Webhooks: a redirect is a failed delivery; it is never followed.
             let redirect = (300..<400).contains(answer.status) ? "redirects are not followed" : nil
             return Attempt(status: answer.status, error: redirect, response: Self.logExcerpt(answer.bodyPrefix, limit: limits.keepBytes))

@@ -32,6 +32,8 @@ public final class ServiceRuntime: Sendable {
         self.instance = "\(config.name)-\(ProcessInfo.processInfo.processIdentifier)"
         // Every instance exposes at least this, so a scrape shows a restart even before any work.
         metrics.setGauge("redeem_process_start_time_seconds", help: "When this instance started, in Unix seconds.", Date().timeIntervalSince1970)
+        ProcessMetrics.register(on: metrics, service: config.name)
+        Tracer.shared.attach(metrics: metrics)
     }
 
     /// Whether the schema is migrated.

@@ -134,12 +134,17 @@ public final class BusClient: Sendable {
             metrics?.observe("redeem_bus_request_duration_seconds", help: "Bus request latency seen by the caller.",
                              labels: ["service": service, "type": R.type], (ContinuousClock.now - started).seconds)
         }
-        let envelope = Envelope(id: id, type: R.type, deadlineMs: deadlineMs, frames: true, body: request)
-        let payload: Data
-        do { payload = try JSONEncoder.bus.encode(envelope) } catch { throw ServiceError.malformed("cannot encode \(R.type)") }
-        let frames = try await withCheckedThrowingContinuation { cont in
-            pending.add(id, Pending(continuation: cont, deadline: started + limit))
-            worker.enqueue([Data(), Data(id.utf8), payload])
+        // A client span, whose id the envelope carries: the handler's span is its child.
+        let frames = try await Tracer.shared.span(R.type, kind: .client, attributes: ["peer.service": service]) {
+            let envelope = Envelope(id: id, type: R.type, deadlineMs: deadlineMs, frames: true, body: request)
+            let payload: Data
+            do { payload = try JSONEncoder.bus.encode(envelope) } catch {
+                throw ServiceError.malformed("cannot encode \(R.type)")
+            }
+            return try await withCheckedThrowingContinuation { cont in
+                pending.add(id, Pending(continuation: cont, deadline: started + limit))
+                worker.enqueue([Data(), Data(id.utf8), payload])
+            }
         }
         let reply: ReplyEnvelope<R.Response>
         do { reply = try JSONDecoder.busFrames(ReplyEnvelope<R.Response>.self, from: frames) } catch {

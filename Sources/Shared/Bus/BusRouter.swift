@@ -65,7 +65,7 @@ public struct BusRouter: Sendable {
 
     /// An envelope decoded in one pass: the header, then the body as its route's type, or why not.
     private struct Incoming: Decodable {
-        enum Keys: String, CodingKey { case v, id, type, requestId, deadlineMs, frames, body }
+        enum Keys: String, CodingKey { case v, id, type, requestId, traceparent, deadlineMs, frames, body }
         static let routesKey = CodingUserInfoKey(rawValue: "redeem.bus.routes")!
 
         let header: EnvelopeHeader
@@ -76,6 +76,8 @@ public struct BusRouter: Sendable {
             header = EnvelopeHeader(v: try c.decode(Int.self, forKey: .v), id: try c.decode(String.self, forKey: .id),
                                     type: try c.decode(String.self, forKey: .type),
                                     requestId: try c.decodeIfPresent(String.self, forKey: .requestId),
+                                    traceparent: try c.decodeIfPresent(
+                                        String.self, forKey: .traceparent),
                                     deadlineMs: try c.decodeIfPresent(Int64.self, forKey: .deadlineMs),
                                     frames: try c.decodeIfPresent(Bool.self, forKey: .frames))
             guard header.v == Envelope<Empty>.currentVersion,
@@ -128,8 +130,12 @@ public struct BusRouter: Sendable {
             return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .timeout), id: header.id)
         }
         let context = BusContext(type: header.type, requestId: header.requestId, deadline: deadline, message: data)
+        // The handler's span joins the sender's trace (a message without one starts a trace).
+        let parent = header.traceparent.flatMap(TraceContext.init(traceparent:))
         return await LogContext.$requestId.withValue(header.requestId) {
-            await route.handle(body, header, context, replying)
+            await Tracer.shared.span(header.type, kind: replying ? .server : .consumer, parent: parent) {
+                await route.handle(body, header, context, replying)
+            }
         }
     }
 

@@ -57,11 +57,13 @@ final class ZAPHandler: Sendable {
 }
 
 /// Refusals are logged once a minute per client key: a refused client connects again every
-/// 100 ms, and each attempt must not be a line.
-final class RefusalLog: Sendable {
+/// 100 ms, and each attempt must not be a line. (Any repeated warning, by key: failed span exports too.)
+public final class RefusalLog: Sendable {
     private let lastLogged = Mutex<[String: ContinuousClock.Instant]>([:])
 
-    func shouldLog(_ key: String, now: ContinuousClock.Instant) -> Bool {
+    public init() {}
+
+    public func shouldLog(_ key: String, now: ContinuousClock.Instant) -> Bool {
         lastLogged.withLock { seen in
             if let last = seen[key], now - last < .seconds(60) { return false }
             if seen.count > 1000 { seen.removeAll() }

@@ -525,10 +525,14 @@ public enum Coupons {
         public var sandbox: Bool
         /// The Google Play subscription products the account holds (see `Validate.playOwned`).
         public var playOwned: [String]?
+        /// The span of the request that asked (W3C `traceparent`): requests share a batch message,
+        /// and the grant command of each carries its own request's trace.
+        public var traceparent: String?
         public init(
             accountId: UUID, appUserId: String, code: String, productId: String?, platform: Platform, sandbox: Bool,
-            playOwned: [String]? = nil
+            playOwned: [String]? = nil, traceparent: String? = LogContext.trace?.traceparent
         ) {
+            self.traceparent = traceparent
             self.accountId = accountId
             self.appUserId = appUserId
             self.code = code

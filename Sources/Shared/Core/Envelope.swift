@@ -3,9 +3,11 @@ import Foundation
 /// The one envelope every bus message travels in: versioned, typed, JSON.
 ///
 /// ```json
-/// {"v":1,"id":"…","type":"coupons.redeem","requestId":"…","deadlineMs":1764483573123,"body":{…}}
+/// {"v":1,"id":"…","type":"coupons.redeem","requestId":"…","traceparent":"00-…-…-01","deadlineMs":1764483573123,"body":{…}}
 /// ```
 /// `id` correlates a reply with its request; `requestId` is the HTTP request id carried for logs;
+/// `traceparent` (W3C Trace Context) is the span the message was sent from, so the handler's spans
+/// join the sender's trace;
 /// `deadlineMs` (Unix ms) lets a server skip work nobody waits for any more; `frames` says the
 /// caller reads `WireJSON` values as frames after the reply's envelope (a caller without it, an
 /// earlier version, gets them inline).
@@ -16,15 +18,20 @@ public struct Envelope<Body: Codable & Sendable>: Codable, Sendable {
     public var id: String
     public var type: String
     public var requestId: String?
+    public var traceparent: String?
     public var deadlineMs: Int64?
     public var frames: Bool?
     public var body: Body
 
-    public init(id: String, type: String, requestId: String? = LogContext.requestId, deadlineMs: Int64? = nil, frames: Bool? = nil, body: Body) {
+    public init(
+        id: String, type: String, requestId: String? = LogContext.requestId,
+        traceparent: String? = LogContext.trace?.traceparent, deadlineMs: Int64? = nil, frames: Bool? = nil, body: Body
+    ) {
         self.v = Self.currentVersion
         self.id = id
         self.type = type
         self.requestId = requestId
+        self.traceparent = traceparent
         self.deadlineMs = deadlineMs
         self.frames = frames
         self.body = body
@@ -37,14 +44,19 @@ public struct EnvelopeHeader: Codable, Sendable {
     public var id: String
     public var type: String
     public var requestId: String?
+    public var traceparent: String?
     public var deadlineMs: Int64?
     public var frames: Bool?
 
-    public init(v: Int, id: String, type: String, requestId: String?, deadlineMs: Int64?, frames: Bool?) {
+    public init(
+        v: Int, id: String, type: String, requestId: String?, traceparent: String? = nil, deadlineMs: Int64?,
+        frames: Bool?
+    ) {
         self.v = v
         self.id = id
         self.type = type
         self.requestId = requestId
+        self.traceparent = traceparent
         self.deadlineMs = deadlineMs
         self.frames = frames
     }

@@ -4,4 +4,70 @@ import Foundation
 public enum LogContext {
     /// The request id of the HTTP request (or bus message) being handled, if any.
     @TaskLocal public static var requestId: String?
+    /// Where the work under way sits in its trace (W3C Trace Context): logged as `trace.id`, and
+    /// the parent of every span started under it (`Tracer`).
+    @TaskLocal public static var trace: TraceContext?
+}
+
+/// A position in a W3C trace: the trace's id, and the span that is the parent of whatever starts
+/// now. It travels as a `traceparent` (HTTP header, bus envelope field):
+/// `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`.
+public struct TraceContext: Sendable, Equatable {
+    public let traceId: String
+    public let spanId: String
+    /// The caller's sampling decision (flag 01): spans of an unsampled trace are not recorded.
+    public let sampled: Bool
+
+    public init(traceId: String, spanId: String, sampled: Bool = true) {
+        self.traceId = traceId
+        self.spanId = spanId
+        self.sampled = sampled
+    }
+
+    /// A `traceparent` as W3C Trace Context level 1 reads it, or nil: a version other than 00 is read
+    /// by its first four fields (a later version may add fields after them), version ff and all-zero
+    /// ids are invalid, and hex must be lowercase.
+    public init?(traceparent: String) {
+        let parts = traceparent.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count >= 4, parts[0].count == 2, parts[1].count == 32, parts[2].count == 16, parts[3].count == 2,
+            parts[0...3].allSatisfy({ $0.utf8.allSatisfy(Self.isLowerHex) }), parts[0] != "ff",
+            parts[0] != "00" || parts.count == 4,
+            parts[1].utf8.contains(where: { $0 != UInt8(ascii: "0") }),
+            parts[2].utf8.contains(where: { $0 != UInt8(ascii: "0") }),
+            let flags = UInt8(parts[3], radix: 16)
+        else { return nil }
+        self.init(traceId: String(parts[1]), spanId: String(parts[2]), sampled: flags & 1 == 1)
+    }
+
+    public var traceparent: String { "00-\(traceId)-\(spanId)-\(sampled ? "01" : "00")" }
+
+    /// The first span of a new trace.
+    public static func root() -> TraceContext {
+        TraceContext(traceId: randomHex(UInt64.random(in: 1...UInt64.max), UInt64.random(in: 0...UInt64.max)),
+                     spanId: randomHex(UInt64.random(in: 1...UInt64.max)))
+    }
+
+    /// A new span of the same trace, under this one.
+    public func child() -> TraceContext {
+        TraceContext(traceId: traceId, spanId: Self.randomHex(UInt64.random(in: 1...UInt64.max)), sampled: sampled)
+    }
+
+    private static func isLowerHex(_ c: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(c) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(c)
+    }
+
+    /// The numbers as fixed-width lowercase hex, 16 digits each.
+    static func randomHex(_ words: UInt64...) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: 16 * words.count) { buffer in
+            var i = 0
+            for word in words {
+                for shift in stride(from: 60, through: 0, by: -4) {
+                    buffer[i] = digits[Int((word >> UInt64(shift)) & 0xF)]
+                    i += 1
+                }
+            }
+            return i
+        }
+    }
 }

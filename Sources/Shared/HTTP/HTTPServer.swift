@@ -247,8 +247,15 @@ private func httpAccessHandler(
     guard suspending else { return queue(server.finish(state, .error(.stopping)), on: connection) }
     MHD_suspend_connection(connection)
     Task {
-        let response = await LogContext.$requestId.withValue(request.requestId) { await server.handler(request) }
-        if state.answer(server.finish(state, response)) { server.resume(handle) }
+        // The request's span continues the caller's trace (its `traceparent`), or starts one.
+        let parent = request.header("traceparent").flatMap(TraceContext.init(traceparent:))
+        let (response, trace) = await LogContext.$requestId.withValue(request.requestId) {
+            await Tracer.shared.span(
+                "HTTP \(request.method)", kind: .server, parent: parent,
+                named: { "\(request.method) \($0.0.route ?? "unmatched")" }
+            ) { (await server.handler(request), LogContext.trace) }
+        }
+        if state.answer(server.finish(state, response, trace: trace)) { server.resume(handle) }
     }
     return .YES
 }
@@ -269,7 +276,7 @@ extension HTTPServer {
     static let knownMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
     /// Adds the request id header and writes the access log and request metrics.
-    func finish(_ state: RequestState, _ response: HTTPResponse) -> HTTPResponse {
+    func finish(_ state: RequestState, _ response: HTTPResponse, trace: TraceContext? = nil) -> HTTPResponse {
         var response = response
         let request = state.request
         if let rid = request?.requestId { response.headers.append(("X-Request-Id", rid)) }
@@ -286,8 +293,12 @@ extension HTTPServer {
         if accessLog {
             // The raw path is logged without its query string: queries may carry codes or tokens.
             LogContext.$requestId.withValue(request?.requestId) {
-                logger.log(.info, "http request", typed: AccessFields(method: method, route: route, path: request?.path ?? "",
-                                                                      status: response.status, durationMs: (elapsed * 1000 * 100).rounded() / 100))
+                LogContext.$trace.withValue(trace) {
+                    let fields = AccessFields(
+                        method: method, route: route, path: request?.path ?? "", status: response.status,
+                        durationMs: (elapsed * 1000 * 100).rounded() / 100)
+                    logger.log(.info, "http request", typed: fields)
+                }
             }
         }
         return response

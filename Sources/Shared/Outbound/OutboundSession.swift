@@ -1,4 +1,6 @@
+import Core
 import Foundation
+import Telemetry
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -24,9 +26,20 @@ extension URLSession {
     /// its own, so cancelling the caller (a worker stopped, a task group ended) never cancels a
     /// URLSession task, which deadlocks FoundationNetworking (`outbound`); a cancelled caller waits
     /// for the request to end, within the session's timeout.
-    public func outboundData(for request: URLRequest) async throws -> (Data, URLResponse) {
+    ///
+    /// `dependency` names the API called (`revenuecat`, `app_store`, …): the call is a client span,
+    /// whose `traceparent` the request carries, and is counted and timed by outcome (`Tracer.dependency`).
+    public func outboundData(for request: URLRequest, dependency: String) async throws -> (Data, URLResponse) {
         let session = UncheckedSession(session: self)
-        return try await Task.detached { try await session.session.data(for: request) }.value
+        return try await Tracer.shared.dependency(
+            dependency, request.httpMethod ?? "GET",
+            outcome: { Tracer.httpOutcome(($0.1 as? HTTPURLResponse)?.statusCode ?? 0) }
+        ) {
+            var request = request
+            if let trace = LogContext.trace { request.setValue(trace.traceparent, forHTTPHeaderField: "traceparent") }
+            let traced = request
+            return try await Task.detached { try await session.session.data(for: traced) }.value
+        }
     }
 }
 

@@ -149,7 +149,10 @@ public enum ServiceMain {
         Lifecycle.blockTerminationSignals()  // before any thread exists
         let group: ServiceGroup
         do {
-            group = try build(Environment())
+            let env = Environment()
+            let exporter = try OTLPExporter.fromEnvironment(env, logger: Logger(service: name))
+            Tracer.shared.configure(service: name, exporter: exporter)
+            group = try build(env)
         } catch {
             Logger(service: name).error("bad configuration", ["error": String(describing: error)])
             exit(2)
@@ -172,6 +175,13 @@ public enum ServiceMain {
             stopped.signal()
         }
         let clean = stopped.wait(timeout: .now() + group.stopDeadline) == .success
+        // The last spans, within a second.
+        let flushed = DispatchSemaphore(value: 0)
+        Task.detached {
+            await Tracer.shared.flush()
+            flushed.signal()
+        }
+        _ = flushed.wait(timeout: .now() + 1)
         logger.info(clean ? "stopped" : "stopped with work still in progress")
         exit(0)
     }

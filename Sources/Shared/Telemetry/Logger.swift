@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// JSON-lines logger on stderr: `time`, `level`, `service`, `msg`, `request.id` and
+/// JSON-lines logger on stderr: `time`, `level`, `service`, `msg`, `request.id`, `trace.id` and
 /// dot-named fields. Never pass secrets, tokens, passwords or full keys as fields.
 public struct Logger: Sendable {
     public enum Level: Int, Sendable, Comparable, CaseIterable {
@@ -42,8 +42,9 @@ public struct Logger: Sendable {
     /// half the encoding time of a dictionary, and no casting of each value.
     public func log<Fields: Encodable>(_ level: Level, _ msg: String, typed fields: @autoclosure () -> Fields) {
         guard level >= minimum else { return }
-        let line = TypedLine(time: Timestamp.iso8601(Date()), level: level.name, service: service, msg: msg,
-                             requestId: LogContext.requestId, fields: fields())
+        let line = TypedLine(
+            time: Timestamp.iso8601(Date()), level: level.name, service: service, msg: msg,
+            requestId: LogContext.requestId, traceId: LogContext.trace?.traceId, fields: fields())
         guard var data = try? Logger.encoder.encode(line) else { return }
         data.append(0x0A)
         sink.write(data)
@@ -53,9 +54,13 @@ public struct Logger: Sendable {
     private struct TypedLine<Fields: Encodable>: Encodable {
         let time: String, level: String, service: String, msg: String
         let requestId: String?
+        let traceId: String?
         let fields: Fields
 
-        enum CodingKeys: String, CodingKey { case time, level, service, msg, requestId = "request.id" }
+        enum CodingKeys: String, CodingKey {
+            case time, level, service, msg
+            case requestId = "request.id", traceId = "trace.id"
+        }
 
         func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
@@ -64,6 +69,7 @@ public struct Logger: Sendable {
             try c.encode(service, forKey: .service)
             try c.encode(msg, forKey: .msg)
             try c.encodeIfPresent(requestId, forKey: .requestId)
+            try c.encodeIfPresent(traceId, forKey: .traceId)
             try fields.encode(to: encoder)
         }
     }

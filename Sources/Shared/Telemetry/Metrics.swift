@@ -34,7 +34,7 @@ public final class MetricsRegistry: Sendable {
 
     private let families = Mutex<[String: Family]>([:])
     /// Gauges read at render time (e.g. outbox depth), by metric name.
-    private let gaugeReaders = Mutex<[String: (help: String, read: @Sendable () -> [(Labels, Double)])]>([:])
+    private let gaugeReaders = Mutex<[String: (help: String, kind: String, read: @Sendable () -> [(Labels, Double)])]>([:])
 
     public static let defaultBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
@@ -54,7 +54,13 @@ public final class MetricsRegistry: Sendable {
 
     /// Registers a gauge whose values are read when metrics are rendered.
     public func gauge(_ name: String, help: String, read: @escaping @Sendable () -> [(Labels, Double)]) {
-        gaugeReaders.withLock { $0[name] = (help, read) }
+        gaugeReaders.withLock { $0[name] = (help, "gauge", read) }
+    }
+
+    /// Registers a counter whose values are read when metrics are rendered (a total kept elsewhere,
+    /// such as the CPU time the kernel counts).
+    public func counter(_ name: String, help: String, read: @escaping @Sendable () -> [(Labels, Double)]) {
+        gaugeReaders.withLock { $0[name] = (help, "counter", read) }
     }
 
     public func observe(_ name: String, help: String, labels: Labels = [:], _ value: Double, buckets: [Double] = MetricsRegistry.defaultBuckets) {
@@ -90,7 +96,7 @@ public final class MetricsRegistry: Sendable {
         let readers = gaugeReaders.withLock { $0 }
         for name in readers.keys.sorted() {
             let r = readers[name]!
-            out += "# HELP \(name) \(r.help)\n# TYPE \(name) gauge\n"
+            out += "# HELP \(name) \(r.help)\n# TYPE \(name) \(r.kind)\n"
             for (labels, v) in r.read() { out += "\(name)\(Self.format(labels)) \(Self.number(v))\n" }
         }
         return out

@@ -84,7 +84,7 @@ final class AppStoreConnectClient: Sendable {
     private let tokens: Mutex<AppleAPITokenCache>
 
     init(base: URL, token: AppleAPIToken, timeout: TimeInterval, retry: AppleRetry, now: @escaping @Sendable () -> Date = { Date() }) {
-        http = AppleHTTP(base: base, timeout: timeout)
+        http = AppleHTTP(base: base, timeout: timeout, dependency: "app_store_connect")
         self.retry = retry
         self.now = now
         tokens = Mutex(AppleAPITokenCache(issuer: token))

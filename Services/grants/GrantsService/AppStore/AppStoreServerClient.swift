@@ -21,8 +21,8 @@ struct AppStoreServerClient: Sendable {
     static let invalidTransactionId = 4_000_006
 
     init(production: URL, sandbox: URL, token: AppleAPIToken, timeout: TimeInterval, retry: AppleRetry, now: @escaping @Sendable () -> Date = { Date() }) {
-        self.production = AppleHTTP(base: production, timeout: timeout)
-        self.sandbox = AppleHTTP(base: sandbox, timeout: timeout)
+        self.production = AppleHTTP(base: production, timeout: timeout, dependency: "app_store_server")
+        self.sandbox = AppleHTTP(base: sandbox, timeout: timeout, dependency: "app_store_server")
         self.token = token
         self.retry = retry
         self.now = now

@@ -110,7 +110,11 @@ struct AppleHTTP: Sendable {
     let timeout: TimeInterval
     let session: URLSession
 
-    init(base: URL, timeout: TimeInterval) {
+    /// `dependency`: the API's name in metrics and spans (`Tracer.dependency`).
+    let dependency: String
+
+    init(base: URL, timeout: TimeInterval, dependency: String) {
+        self.dependency = dependency
         self.base = base
         self.timeout = timeout
         session = .outbound(timeout: timeout, connectionsPerHost: 8)
@@ -134,7 +138,7 @@ struct AppleHTTP: Sendable {
             req.httpBody = body
         }
         do {
-            let (data, response) = try await session.outboundData(for: req)
+            let (data, response) = try await session.outboundData(for: req, dependency: dependency)
             guard let http = response as? HTTPURLResponse else { return .unreachable }
             return .http(status: http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"), body: data)
         } catch {

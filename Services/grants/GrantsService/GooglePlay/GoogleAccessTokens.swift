@@ -27,7 +27,7 @@ actor GoogleAccessTokens {
          retry: AppleRetry, renewBefore: TimeInterval = 60, now: @escaping @Sendable () -> Date = { Date() }) {
         self.account = account
         self.scope = scope
-        endpoint = AppleHTTP(base: tokenURL, timeout: timeout)
+        endpoint = AppleHTTP(base: tokenURL, timeout: timeout, dependency: "google_oauth")
         var retry = retry
         retry.api = "Google"
         self.retry = retry

@@ -21,7 +21,7 @@ final class PlayDeveloperClient: Sendable {
 
     init(base: URL, packageName: String, tokens: GoogleAccessTokens, timeout: TimeInterval, retry: AppleRetry,
          now: @escaping @Sendable () -> Date = { Date() }) {
-        http = AppleHTTP(base: base, timeout: timeout)
+        http = AppleHTTP(base: base, timeout: timeout, dependency: "google_play")
         self.tokens = tokens
         var retry = retry
         retry.api = "Google Play"
