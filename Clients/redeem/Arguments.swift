@@ -5,7 +5,7 @@ import Foundation
 struct Arguments {
     /// Options that take no value.
     static let flags: Set<String> = [
-        "json", "csv", "dry-run", "new-customers-only", "allow-in-app", "inactive", "all", "help"
+        "json", "csv", "dry-run", "new-customers-only", "allow-in-app", "inactive", "all", "help", "version",
     ]
 
     var words: [String] = []

@@ -6,6 +6,7 @@ import RedeemKit
 
 let usage = """
 usage: redeem [--url URL] [--api-key KEY] [--json] <command>
+       redeem --version
 
 Settings: REDEEM_URL (the gateway, e.g. http://127.0.0.1:8080) and REDEEM_API_KEY (sk_live_… or
 sk_test_…), or --url and --api-key. --json prints JSON for scripts instead of tables.
@@ -42,6 +43,10 @@ func fail(_ message: String, code: Int32) -> Never {
 
 do {
     var args = try Arguments(Array(CommandLine.arguments.dropFirst()))
+    if args.flag("version") {
+        print("redeem \(RedeemKitVersion.version)")
+        exit(0)
+    }
     if args.flag("help") || args.words.isEmpty {
         print(usage, terminator: "")
         exit(args.words.isEmpty && !args.flag("help") ? 2 : 0)

@@ -86,6 +86,7 @@ final class GatewayEdgeTests: StackTestCase {
         XCTAssertEqual(page.header("X-Content-Type-Options"), "nosniff")
         XCTAssertEqual(page.header("Referrer-Policy"), "no-referrer")
         XCTAssertEqual(page.header("X-Frame-Options"), "DENY")
+        XCTAssertEqual(page.header("Redeem-Version"), Build.version, "every answer names the release")
         XCTAssertFalse(page.text.contains("alert(1)"), "the URL is never reflected into the document")
         XCTAssertFalse(page.text.contains("http://") || page.text.contains("https://"), "no external assets")
         // Every script tag loads a file; none is inline.

@@ -127,6 +127,7 @@ extension Gateway {
         let server = HTTPServer(options: options, logger: logger, metrics: metrics) { request in
             var response = await router.handle(request)
             response.headers += Gateway.securityHeaders
+            response.headers.append(("Redeem-Version", Build.version))
             return response
         }
         var internalOptions = HTTPServer.Options()

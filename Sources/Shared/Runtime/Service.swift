@@ -141,8 +141,11 @@ public enum ServiceMain {
         switch Array(CommandLine.arguments.dropFirst()) {
         case []: break
         case ["migrate"] where migrate != nil: runOnce(name, migrate!)
+        case ["--version"]:
+            print("\(name) \(Build.version)")
+            exit(0)
         default:
-            let usage = migrate == nil ? "usage: \(name)" : "usage: \(name) [migrate]"
+            let usage = migrate == nil ? "usage: \(name) [--version]" : "usage: \(name) [migrate | --version]"
             Logger(service: name).error("bad arguments", ["arguments": CommandLine.arguments.dropFirst().joined(separator: " "), "usage": usage])
             exit(2)
         }
