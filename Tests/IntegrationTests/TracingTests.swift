@@ -16,7 +16,7 @@ final class TracingTests: StackTestCase {
         stack = try Stack(environment: [
             "REDEEM_OTLP_ENDPOINT": collector.url.absoluteString,
             "REDEEM_ENTITLEMENT_PROVIDER": "revenuecat", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
-            "REDEEM_REVENUECAT_KEY": "sk_rc_tracing",
+            "REDEEM_REVENUECAT_KEY": "sk_rc_tracing"
         ])
     }
 
@@ -33,7 +33,9 @@ final class TracingTests: StackTestCase {
 
     var client: HTTPClient { Self.stack.client }
 
-    static func hex(_ bytes: Int) -> String { (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() }
+    static func hex(_ bytes: Int) -> String {
+        (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
 
     /// A client's action (sign up, then redeem a free period) under one trace of the client's own:
     /// each request carries a `traceparent` naming a client span. The spans of all four services
@@ -73,7 +75,8 @@ final class TracingTests: StackTestCase {
                 && spans.contains { $0.service == "grants" && $0.attributes["peer.service"] == "revenuecat" }
         }
         let spans = collector.spans(ofTrace: trace)
-        XCTAssertTrue(arrived, "services with spans: \(Set(spans.map(\.service))); \(spans.map { "\($0.service) \($0.name)" })")
+        XCTAssertTrue(
+            arrived, "services with spans: \(Set(spans.map(\.service))); \(spans.map { "\($0.service) \($0.name)" })")
 
         let byId = Dictionary(spans.map { ($0.spanId, $0) }, uniquingKeysWith: { a, _ in a })
         // The gateway's request spans are the children of the client's spans.
@@ -101,9 +104,11 @@ final class TracingTests: StackTestCase {
         // coupons reserved, and grants granted through RevenueCat, under the redemption's request.
         let coupons = try XCTUnwrap(spans.first { $0.service == "coupons" && $0.kind == 2 })
         XCTAssertEqual(root(coupons), redeemSpan)
-        let grant = try XCTUnwrap(spans.first { $0.service == "grants" && $0.kind == 5 }, "grants consumed the pushed command")
+        let grant = try XCTUnwrap(
+            spans.first { $0.service == "grants" && $0.kind == 5 }, "grants consumed the pushed command")
         XCTAssertEqual(root(grant), redeemSpan)
-        let call = try XCTUnwrap(spans.first { $0.service == "grants" && $0.attributes["peer.service"] == "revenuecat" })
+        let call = try XCTUnwrap(
+            spans.first { $0.service == "grants" && $0.attributes["peer.service"] == "revenuecat" })
         XCTAssertEqual(call.kind, 3)
         XCTAssertEqual(root(call), redeemSpan)
         // RevenueCat was told the call's span.
@@ -112,7 +117,9 @@ final class TracingTests: StackTestCase {
 
         // Each service's log lines of that work name the trace.
         let logs = Self.stack.logs().split(separator: "\n").filter { $0.contains("\"trace.id\":\"\(trace)\"") }
-        XCTAssertTrue(logs.contains { $0.contains("\"service\":\"gateway\"") && $0.contains("/v1/redemptions") }, "the access log names the trace")
+        XCTAssertTrue(
+            logs.contains { $0.contains("\"service\":\"gateway\"") && $0.contains("/v1/redemptions") },
+            "the access log names the trace")
     }
 
     /// A request without a `traceparent` (or with a malformed one) starts a trace of its own.
@@ -122,7 +129,9 @@ final class TracingTests: StackTestCase {
             let r = try await client.send("GET", "/v1/coupons", headers: header.map { ["traceparent": $0] } ?? [:])
             XCTAssertEqual(r.status, 401)
             let started = try await Self.stack.eventually(10) {
-                Self.collector.received.contains { !before.contains($0.traceId) && $0.name == "GET /v1/coupons" && $0.parentSpanId == nil }
+                Self.collector.received.contains {
+                    !before.contains($0.traceId) && $0.name == "GET /v1/coupons" && $0.parentSpanId == nil
+                }
             }
             XCTAssertTrue(started, "a new root span for traceparent \(header ?? "none")")
         }
@@ -135,7 +144,9 @@ final class TracingTests: StackTestCase {
             let port = try XCTUnwrap(wiring["REDEEM_\(service.uppercased())_HTTP_PORT"], service)
             let text = try await HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!).get("/metrics").text
             func value(_ name: String) -> Double? {
-                text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last!) }
+                text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap {
+                    Double($0.split(separator: " ").last!)
+                }
             }
             XCTAssertTrue(text.contains("# TYPE process_cpu_seconds_total counter"), service)
             XCTAssertGreaterThan(value("process_resident_memory_bytes") ?? 0, 1_000_000, service)

@@ -10,10 +10,12 @@ import XCTest
 final class VersionTests: XCTestCase {
     func testEveryExecutableAndTheCLIPrintTheRelease() throws {
         for name in ["accounts", "coupons", "grants", "gateway"] {
-            let out = try Subprocess.run(Project.binDirectory.appendingPathComponent(name).path, ["--version"], environment: [:])
+            let out = try Subprocess.run(
+                Project.binDirectory.appendingPathComponent(name).path, ["--version"], environment: [:])
             XCTAssertEqual(out, "\(name) \(Build.version)")
         }
-        let cli = try Subprocess.run(Project.binDirectory.appendingPathComponent("redeem").path, ["--version"], environment: [:])
+        let cli = try Subprocess.run(
+            Project.binDirectory.appendingPathComponent("redeem").path, ["--version"], environment: [:])
         XCTAssertEqual(cli, "redeem \(Build.version)")
         XCTAssertEqual(RedeemKitVersion.version, Build.version, "RedeemKit ships with the services")
     }

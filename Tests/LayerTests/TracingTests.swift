@@ -2,6 +2,7 @@ import Core
 import Foundation
 import Synchronization
 import Testing
+
 @testable import Telemetry
 
 @Suite struct TraceContextTests {
@@ -18,7 +19,7 @@ import Testing
         ("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", false, false),
         ("00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", false, false),
         ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g", false, false),
-        ("", false, false),
+        ("", false, false)
     ])
     func readsATraceparent(_ text: String, valid: Bool, sampled: Bool) {
         let context = TraceContext(traceparent: text)
@@ -70,10 +71,18 @@ import Testing
     /// proc(5)'s stat line, whose command name may hold spaces and parentheses.
     @Test func readsProcStat() throws {
         var fields = Array(repeating: "0", count: 50)
-        fields[14] = "250"; fields[15] = "150"; fields[22] = "1000"; fields[23] = "123456789"; fields[24] = "2048"
+        fields[14] = "250"
+        fields[15] = "150"
+        fields[22] = "1000"
+        fields[23] = "123456789"
+        fields[24] = "2048"
         let line = "4242 (a (weird) name) " + fields[3...].joined(separator: " ")
-        let r = try #require(ProcessMetrics.parse(stat: line, bootTime: 1_700_000_000, ticksPerSecond: 100, pageSize: 4096))
-        #expect(r == ProcessMetrics.Reading(cpuSeconds: 4, residentBytes: 2048 * 4096, virtualBytes: 123_456_789, startTime: 1_700_000_010))
+        let r = try #require(
+            ProcessMetrics.parse(stat: line, bootTime: 1_700_000_000, ticksPerSecond: 100, pageSize: 4096))
+        #expect(
+            r
+                == ProcessMetrics.Reading(
+                    cpuSeconds: 4, residentBytes: 2048 * 4096, virtualBytes: 123_456_789, startTime: 1_700_000_010))
         #expect(ProcessMetrics.parse(stat: "garbage", bootTime: 0, ticksPerSecond: 100, pageSize: 4096) == nil)
     }
 

@@ -56,17 +56,23 @@ public final class FakeOTLPCollector: Sendable {
         var out: [Span] = []
         for r in resources {
             let resource = attributes((r["resource"] as? [String: Any])?["attributes"])
-            guard let service = resource["service.name"], let scopes = r["scopeSpans"] as? [[String: Any]] else { throw Bad() }
+            guard let service = resource["service.name"], let scopes = r["scopeSpans"] as? [[String: Any]] else {
+                throw Bad()
+            }
             for scope in scopes {
                 for s in scope["spans"] as? [[String: Any]] ?? [] {
-                    guard let trace = s["traceId"] as? String, trace.count == 32, let span = s["spanId"] as? String, span.count == 16,
+                    guard let trace = s["traceId"] as? String, trace.count == 32, let span = s["spanId"] as? String,
+                        span.count == 16,
                         let name = s["name"] as? String, let kind = s["kind"] as? Int,
                         let start = (s["startTimeUnixNano"] as? String).flatMap(UInt64.init),
                         let end = (s["endTimeUnixNano"] as? String).flatMap(UInt64.init)
                     else { throw Bad() }
                     let parent = (s["parentSpanId"] as? String).flatMap { $0.isEmpty ? nil : $0 }
-                    out.append(Span(service: service, traceId: trace, spanId: span, parentSpanId: parent, name: name, kind: kind,
-                                    start: start, end: end, attributes: attributes(s["attributes"])))
+                    out.append(
+                        Span(
+                            service: service, traceId: trace, spanId: span, parentSpanId: parent, name: name,
+                            kind: kind,
+                            start: start, end: end, attributes: attributes(s["attributes"])))
                 }
             }
         }
@@ -76,7 +82,9 @@ public final class FakeOTLPCollector: Sendable {
     private static func attributes(_ value: Any?) -> [String: String] {
         var out: [String: String] = [:]
         for kv in value as? [[String: Any]] ?? [] {
-            if let key = kv["key"] as? String, let text = (kv["value"] as? [String: Any])?["stringValue"] as? String { out[key] = text }
+            if let key = kv["key"] as? String, let text = (kv["value"] as? [String: Any])?["stringValue"] as? String {
+                out[key] = text
+            }
         }
         return out
     }

@@ -43,8 +43,9 @@ public struct TraceContext: Sendable, Equatable {
 
     /// The first span of a new trace.
     public static func root() -> TraceContext {
-        TraceContext(traceId: randomHex(UInt64.random(in: 1...UInt64.max), UInt64.random(in: 0...UInt64.max)),
-                     spanId: randomHex(UInt64.random(in: 1...UInt64.max)))
+        TraceContext(
+            traceId: randomHex(UInt64.random(in: 1...UInt64.max), UInt64.random(in: 0...UInt64.max)),
+            spanId: randomHex(UInt64.random(in: 1...UInt64.max)))
     }
 
     /// A new span of the same trace, under this one.

@@ -18,8 +18,11 @@ public struct OTLPExporter: SpanExporter {
     /// `REDEEM_OTLP_ENDPOINT` (an http or https URL), or nil when it is not set.
     public static func fromEnvironment(_ env: Environment, logger: Logger) throws -> OTLPExporter? {
         guard let text = env.raw("REDEEM_OTLP_ENDPOINT") else { return nil }
-        guard let base = URL(string: text), let scheme = base.scheme, ["http", "https"].contains(scheme), base.host != nil else {
-            throw ConfigError(variable: "REDEEM_OTLP_ENDPOINT", problem: "expected an http(s) URL such as http://collector:4318")
+        guard let base = URL(string: text), let scheme = base.scheme, ["http", "https"].contains(scheme),
+            base.host != nil
+        else {
+            throw ConfigError(
+                variable: "REDEEM_OTLP_ENDPOINT", problem: "expected an http(s) URL such as http://collector:4318")
         }
         let url = base.path.hasSuffix("/v1/traces") ? base : base.appendingPathComponent("v1/traces")
         return try OTLPExporter(url: url, logger: logger)
@@ -35,12 +38,18 @@ public struct OTLPExporter: SpanExporter {
     public func export(service: String, _ spans: [SpanRecord]) async {
         guard let host = url.host, let scheme = url.scheme else { return }
         do {
-            guard let address = try resolver.addresses(of: host).first else { throw LookupError(host: host, code: 0, reason: "no address") }
+            guard let address = try resolver.addresses(of: host).first else {
+                throw LookupError(host: host, code: 0, reason: "no address")
+            }
             let body = try JSONEncoder().encode(Self.request(service: service, spans))
-            let answer = try await client.post(PinnedHTTPClient.Request(
-                url: url.absoluteString, scheme: scheme, address: address, port: url.port ?? (scheme == "https" ? 443 : 80),
-                headers: ["Content-Type: application/json"], body: Array(body)))
-            guard (200..<300).contains(answer.status) else { throw PinnedHTTPClient.Failure(code: answer.status, message: "HTTP \(answer.status)") }
+            let answer = try await client.post(
+                PinnedHTTPClient.Request(
+                    url: url.absoluteString, scheme: scheme, address: address,
+                    port: url.port ?? (scheme == "https" ? 443 : 80),
+                    headers: ["Content-Type: application/json"], body: Array(body)))
+            guard (200..<300).contains(answer.status) else {
+                throw PinnedHTTPClient.Failure(code: answer.status, message: "HTTP \(answer.status)")
+            }
         } catch {
             if failures.shouldLog("export", now: .now) {
                 logger.warning("spans not exported", ["spans": spans.count, "error": String(describing: error)])
@@ -52,15 +61,20 @@ public struct OTLPExporter: SpanExporter {
     static func request(service: String, _ spans: [SpanRecord]) -> OTLP.Request {
         let resource = OTLP.Resource(attributes: [
             .init("service.name", service), .init("service.version", Build.version),
-            .init("service.instance.id", "\(service)-\(ProcessInfo.processInfo.processIdentifier)"),
+            .init("service.instance.id", "\(service)-\(ProcessInfo.processInfo.processIdentifier)")
         ])
         let converted = spans.map { s in
-            OTLP.Span(traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId, name: s.name, kind: s.kind.rawValue,
-                      startTimeUnixNano: String(s.start), endTimeUnixNano: String(s.end),
-                      attributes: s.attributes.sorted { $0.key < $1.key }.map { .init($0.key, $0.value) },
-                      status: .init(code: s.failed ? 2 : 0))
+            OTLP.Span(
+                traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId, name: s.name, kind: s.kind.rawValue,
+                startTimeUnixNano: String(s.start), endTimeUnixNano: String(s.end),
+                attributes: s.attributes.sorted { $0.key < $1.key }.map { .init($0.key, $0.value) },
+                status: .init(code: s.failed ? 2 : 0))
         }
-        return OTLP.Request(resourceSpans: [.init(resource: resource, scopeSpans: [.init(scope: .init(name: "redeem", version: Build.version), spans: converted)])])
+        return OTLP.Request(resourceSpans: [
+            .init(
+                resource: resource,
+                scopeSpans: [.init(scope: .init(name: "redeem", version: Build.version), spans: converted)])
+        ])
     }
 }
 

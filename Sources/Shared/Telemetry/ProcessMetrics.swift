@@ -6,8 +6,9 @@ import Glibc
 /// /proc at each scrape), and `redeem_build_info`.
 public enum ProcessMetrics {
     public static func register(on registry: MetricsRegistry, service: String) {
-        registry.setGauge("redeem_build_info", help: "The build running: 1, labelled by service and version.",
-                          labels: ["service": service, "version": Build.version], 1)
+        registry.setGauge(
+            "redeem_build_info", help: "The build running: 1, labelled by service and version.",
+            labels: ["service": service, "version": Build.version], 1)
         registry.counter("process_cpu_seconds_total", help: "Total user and system CPU time spent in seconds.") {
             read().map { [([:], $0.cpuSeconds)] } ?? []
         }
@@ -40,8 +41,9 @@ public enum ProcessMetrics {
         guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
             let boot = bootTime()
         else { return nil }
-        return parse(stat: stat, bootTime: boot, ticksPerSecond: Double(sysconf(Int32(_SC_CLK_TCK))),
-                     pageSize: Double(sysconf(Int32(_SC_PAGESIZE))))
+        return parse(
+            stat: stat, bootTime: boot, ticksPerSecond: Double(sysconf(Int32(_SC_CLK_TCK))),
+            pageSize: Double(sysconf(Int32(_SC_PAGESIZE))))
     }
 
     /// The fields after the command name, which is in parentheses and may hold spaces or parentheses.
@@ -50,11 +52,13 @@ public enum ProcessMetrics {
         // Field 3 (state) is the first after the name.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         func field(_ n: Int) -> Double? { fields.count > n - 3 ? Double(fields[n - 3]) : nil }
-        guard let utime = field(14), let stime = field(15), let start = field(22), let vsize = field(23), let rss = field(24),
+        guard let utime = field(14), let stime = field(15), let start = field(22), let vsize = field(23),
+            let rss = field(24),
             ticksPerSecond > 0
         else { return nil }
-        return Reading(cpuSeconds: (utime + stime) / ticksPerSecond, residentBytes: rss * pageSize, virtualBytes: vsize,
-                       startTime: bootTime + start / ticksPerSecond)
+        return Reading(
+            cpuSeconds: (utime + stime) / ticksPerSecond, residentBytes: rss * pageSize, virtualBytes: vsize,
+            startTime: bootTime + start / ticksPerSecond)
     }
 
     private static func bootTime() -> Double? {

@@ -87,7 +87,9 @@ public final class Tracer: Sendable {
         let start = isRecording ? Self.now() : 0
         do {
             let value = try await LogContext.$trace.withValue(context) { try await body() }
-            if start != 0 { record(context, parent: above, named?(value) ?? name, kind, start, attributes, failed: false) }
+            if start != 0 {
+                record(context, parent: above, named?(value) ?? name, kind, start, attributes, failed: false)
+            }
             return value
         } catch {
             if start != 0 { record(context, parent: above, name, kind, start, attributes, failed: true) }
@@ -106,10 +108,12 @@ public final class Tracer: Sendable {
         var result = "error"
         defer {
             if let metrics = state.withLock({ $0.metrics }) {
-                metrics.increment("redeem_dependency_requests_total", help: "Calls to outside dependencies by outcome.",
-                                  labels: ["dependency": dependency, "outcome": result])
-                metrics.observe("redeem_dependency_request_duration_seconds", help: "Latency of calls to outside dependencies.",
-                                labels: ["dependency": dependency], (ContinuousClock.now - started).seconds)
+                metrics.increment(
+                    "redeem_dependency_requests_total", help: "Calls to outside dependencies by outcome.",
+                    labels: ["dependency": dependency, "outcome": result])
+                metrics.observe(
+                    "redeem_dependency_request_duration_seconds", help: "Latency of calls to outside dependencies.",
+                    labels: ["dependency": dependency], (ContinuousClock.now - started).seconds)
             }
         }
         return try await span("\(dependency) \(operation)", kind: .client, attributes: ["peer.service": dependency]) {
@@ -129,8 +133,9 @@ public final class Tracer: Sendable {
         _ attributes: [String: String], failed: Bool
     ) {
         guard context.sampled else { return }
-        let span = SpanRecord(traceId: context.traceId, spanId: context.spanId, parentSpanId: parent?.spanId, name: name,
-                              kind: kind, start: start, end: Self.now(), attributes: attributes, failed: failed)
+        let span = SpanRecord(
+            traceId: context.traceId, spanId: context.spanId, parentSpanId: parent?.spanId, name: name,
+            kind: kind, start: start, end: Self.now(), attributes: attributes, failed: failed)
         state.withLock { s in
             if s.pending.count < bufferLimit { s.pending.append(span) } else { s.dropped += 1 }
         }
