@@ -309,7 +309,7 @@ final class AccountsTests: StackTestCase {
         try Self.stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(port), "REDEEM_GATEWAY_HTTP_PORT": String(ops)])
         let second = HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!)
         let secondOps = HTTPClient(base: URL(string: "http://127.0.0.1:\(ops)")!)
-        let up = try await Self.stack.eventually(15) { try await secondOps.get("/readyz").status == 200 }
+        let up = try await Self.stack.eventually(15) { try await secondOps.get("/backends").status == 200 }
         XCTAssertTrue(up, "second gateway did not become ready")
         let s = try await signUp()
         let v2 = try await second.get("/v1/me", token: s.access).status

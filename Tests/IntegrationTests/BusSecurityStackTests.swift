@@ -137,7 +137,7 @@ final class BusSecurityStackTests: StackTestCase {
         XCTAssertEqual(sameSender, "coupons", "the sender itself, connected again")
         XCTAssertEqual(try stack.pid("coupons"), before)
         XCTAssertEqual(kill(before, 0), 0, "the same coupons process is alive")
-        let readiness = try await stack.ops.get("/readyz").status
+        let readiness = try await stack.ops.get("/backends").status
         XCTAssertEqual(readiness, 200)
     }
 

@@ -769,7 +769,7 @@ final class CouponsTests: StackTestCase {
             ])
         let gateway = HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!, maxConnections: 128)
         let gatewayOps = HTTPClient(base: URL(string: "http://127.0.0.1:\(ops)")!)
-        let ready = try await Self.stack.eventually(20) { try await gatewayOps.get("/readyz").status == 200 }
+        let ready = try await Self.stack.eventually(20) { try await gatewayOps.get("/backends").status == 200 }
         XCTAssertTrue(ready)
         let code = try await freePeriod(["maxRedemptions": 100])
         let results = try await race(code, users: try (0..<300).map { _ in try user() }, via: gateway)

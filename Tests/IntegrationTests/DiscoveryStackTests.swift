@@ -154,7 +154,7 @@ final class DiscoveryStackTests: StackTestCase {
         let ents = try await client.get("/v1/me/entitlements", token: users[0].token)
         XCTAssertEqual(ents.status, 200, ents.text)
         XCTAssertEqual(try ents.decode(EntitlementsBody.self).data.count, 1)
-        let readiness = try await Self.stack.ops.get("/readyz").status
+        let readiness = try await Self.stack.ops.get("/backends").status
         XCTAssertEqual(readiness, 200)
     }
 }

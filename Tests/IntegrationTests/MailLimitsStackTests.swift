@@ -29,7 +29,7 @@ final class MailLimitsStackTests: StackTestCase {
     override func setUp() async throws {
         try await super.setUp()
         let ops = HTTPClient(base: URL(string: Self.secondOps)!)
-        let ready = try await Self.stack.eventually(60) { try await ops.get("/readyz").status == 200 }
+        let ready = try await Self.stack.eventually(60) { try await ops.get("/backends").status == 200 }
         XCTAssertTrue(ready, "the second gateway is ready")
     }
 

@@ -55,16 +55,23 @@ final class MultiInstanceStackTests: StackTestCase {
         let gatewayOps = try Project.freePort()
         try stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(gatewayPort), "REDEEM_GATEWAY_HTTP_PORT": String(gatewayOps)])
         gateways = [stack.client, HTTPClient(base: URL(string: "http://127.0.0.1:\(gatewayPort)")!, maxConnections: 128)]
-        addedInstances = ["http://127.0.0.1:\(couponsPorts[1])", "http://127.0.0.1:\(grantsPorts[1])", "http://127.0.0.1:\(gatewayOps)"]
+        addedInstances = [
+            "http://127.0.0.1:\(couponsPorts[1])/readyz", "http://127.0.0.1:\(grantsPorts[1])/readyz",
+            "http://127.0.0.1:\(gatewayOps)/backends"
+        ]
     }
 
-    /// Where the added coupons, grants and gateway answer `/readyz`.
+    /// Where the added coupons and grants answer `/readyz`, and the added gateway `/backends` (it is
+    /// ready before it reaches them).
     nonisolated(unsafe) static var addedInstances: [String] = []
 
     /// Waits until every added instance is ready (each test starts with it; at once after the first).
     func added() async throws {
         for url in Self.addedInstances {
-            let ready = try await Self.stack.eventually(60) { try await HTTPClient(base: URL(string: url)!).get("/readyz").status == 200 }
+            let address = try XCTUnwrap(URL(string: url))
+            let ready = try await Self.stack.eventually(60) {
+                try await HTTPClient(base: address).get(address.path).status == 200
+            }
             XCTAssertTrue(ready, "\(url) is ready")
         }
     }

@@ -56,12 +56,32 @@ import Testing
         #expect(
             plain.public.contains("/healthz") && !plain.public.contains("/readyz") && !plain.public.contains("/metrics")
         )
-        #expect(plain.operations == ["/healthz", "/readyz", "/metrics"])
+        #expect(plain.operations == ["/healthz", "/readyz", "/backends", "/metrics"])
+        #expect(!plain.public.contains("/backends"))
         let asked = try answered(["REDEEM_OPS_ON_PUBLIC_PORT": "1"])
-        #expect(asked.public.isSuperset(of: ["/healthz", "/readyz", "/metrics"]))
+        #expect(asked.public.isSuperset(of: ["/healthz", "/readyz", "/backends", "/metrics"]))
         #expect(
-            !(try described().contains { $0.path == "/readyz" || $0.path == "/metrics" }),
+            !(try described().contains { ["/readyz", "/backends", "/metrics"].contains($0.path) }),
             "never in the public description")
+    }
+
+    /// The gateway's `/readyz` is its own state: not ready while it starts, ready once it serves, not
+    /// ready again once it drains. It asks no back-end (none is running here, and none is needed).
+    @Test func gatewayReadinessIsItsOwnState() async throws {
+        let gateway = try Gateway(config: GatewayConfig(env: Environment(["REDEEM_BUS_SECURITY": "plain"])))
+        let router = gateway.internalRouter()
+        func ready() async -> (Int, String) {
+            let r = await router.handle(HTTPRequest(method: "GET", path: "/readyz"))
+            return (r.status, String(decoding: r.body, as: UTF8.self))
+        }
+        let starting = await ready()
+        #expect(starting.0 == 503 && starting.1.contains(#""starting""#), "\(starting)")
+        gateway.lifecycle.withLock { $0 = .serving }
+        let serving = await ready()
+        #expect(serving.0 == 200 && serving.1.contains(#""ready""#) && !serving.1.contains("coupons"), "\(serving)")
+        gateway.stop()  // the stop the service group makes, once
+        let draining = await ready()
+        #expect(draining.0 == 503 && draining.1.contains(#""draining""#), "\(draining)")
     }
 
     @Test func everyOperationHasASummaryItsParametersAndAnAnswer() throws {

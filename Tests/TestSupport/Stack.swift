@@ -15,7 +15,7 @@ public final class Stack: @unchecked Sendable {
     public let directory: URL
     public let gateway: URL
     public let client: HTTPClient
-    /// The gateway's operations port (`/healthz`, `/readyz`, `/metrics`; not public).
+    /// The gateway's operations port (`/healthz`, `/readyz`, `/backends`, `/metrics`; not public).
     public let ops: HTTPClient
     public let adminKey: String
     private let runner: Subprocess
@@ -27,7 +27,7 @@ public final class Stack: @unchecked Sendable {
     public var stateDirectory: URL { directory.appendingPathComponent("run") }
     public var logDirectory: URL { directory.appendingPathComponent("logs") }
 
-    /// Starts the stack and waits until `/readyz` is 200 (the runner's own readiness wait).
+    /// Starts the stack and waits until the gateway's `/backends` is 200 (the runner's own readiness wait).
     public init(environment extra: [String: String] = [:], timeoutSeconds: Double = 120) throws {
         directory = try Project.temporaryDirectory("stack")
         adminKey = "sk_live_" + (0..<24).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
@@ -138,7 +138,7 @@ public final class Stack: @unchecked Sendable {
     }
 
     /// Starts services that a test killed again, as `startService` does, and waits until the
-    /// stack is ready again (the gateway's `/readyz` is 200 and, with `readyAt`, that instance's
+    /// stack is ready again (the gateway's `/backends` is 200 and, with `readyAt`, that instance's
     /// own). From then on `pid(service)` is the new instance's. A test that kills a service of a
     /// suite's shared stack calls this, so that the next test finds the stack as it was.
     public func restart(
@@ -146,7 +146,7 @@ public final class Stack: @unchecked Sendable {
     ) async throws {
         for service in services { replacements[service] = try startService(service, overrides: overrides) }
         let ready = try await eventually(seconds) {
-            guard try await self.ops.get("/readyz").status == 200 else { return false }
+            guard try await self.ops.get("/backends").status == 200 else { return false }
             guard let readyAt else { return true }
             return try await HTTPClient(base: readyAt).get("/readyz").status == 200
         }

@@ -32,8 +32,10 @@ extension Gateway {
     /// looks like from inside is for the operator, not for anyone on the internet. Also on the
     /// public port when `REDEEM_OPS_ON_PUBLIC_PORT` is on (then outside the OpenAPI description).
     static let internalRoutes: [APIRoute] = operationsRoutes + [
-        .route(.get, "/readyz", "Every service reachable over the bus with its database up",
+        .route(.get, "/readyz", "This gateway can serve: started and not stopping",
                answers: [200: .json(Readiness.self), 503: .json(Readiness.self)], handle: Gateway.ready),
+        .route(.get, "/backends", "Every back-end reachable over the bus with its database up",
+               answers: [200: .json(Readiness.self), 503: .json(Readiness.self)], handle: Gateway.backendsPage),
         .route(.get, "/metrics", "Prometheus metrics", answers: [200: .text("text/plain")], handle: Gateway.metricsPage),
     ]
 
@@ -46,7 +48,21 @@ extension Gateway {
 
     func health(_ req: HTTPRequest) -> HTTPResponse { .json(200, Health(status: "up")) }
 
+    /// Readiness is this process's own state, never a back-end's: one back-end down must not take
+    /// every gateway out of its Service (each request to it is answered `unavailable` instead, and
+    /// `/backends` and the back-ends' own probes say which one). Not ready before the public port
+    /// listens and once it drains.
     func ready(_ req: HTTPRequest) async -> HTTPResponse {
+        let state = lifecycle.withLock { $0 }
+        let ready = state == .serving
+        return .json(
+            ready ? 200 : 503,
+            Readiness(status: ready ? "ready" : "notReady", services: ["gateway": .init(status: state.rawValue)]))
+    }
+
+    /// What this gateway sees of the back-ends: 200 when each answers its ping and is ready, 503
+    /// otherwise. For operators and tests waiting for the whole stack, not for a readiness probe.
+    func backendsPage(_ req: HTTPRequest) async -> HTTPResponse {
         let report = await readiness()
         return .json(report.status == "ready" ? 200 : 503, report)
     }
@@ -55,10 +71,10 @@ extension Gateway {
         .text(200, metrics.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
     }
 
-    /// Pings every service over the bus (in parallel, one second each).
+    /// Pings every back-end over the bus (in parallel, one second each).
     func readiness() async -> Readiness {
         let clients = [accounts, coupons, grants]
-        var parts: [String: Readiness.Part] = ["gateway": .init(status: "up")]
+        var parts: [String: Readiness.Part] = ["gateway": .init(status: lifecycle.withLock { $0 }.rawValue)]
         await withTaskGroup(of: (String, Readiness.Part).self) { group in
             for client in clients {
                 group.addTask {
@@ -74,7 +90,7 @@ extension Gateway {
             }
             for await (name, part) in group { parts[name] = part }
         }
-        let ready = parts.values.allSatisfy { $0.status == "up" }
+        let ready = parts.allSatisfy { $0.key == "gateway" || $0.value.status == "up" }
         return Readiness(status: ready ? "ready" : "notReady", services: parts)
     }
 }

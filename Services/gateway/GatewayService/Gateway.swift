@@ -33,6 +33,16 @@ public final class Gateway: Sendable {
     let validations: Coalescer<Queued<Coupons.Validate>, Coupons.Validate.Response>
     let reservations: Coalescer<Queued<Coupons.Redeem>, Coupons.Redeem.Response>
     private let background = Mutex<[Task<Void, Never>]>([])
+    /// Where this process is in its life, which alone decides `/readyz`: its bus sockets are made
+    /// with it (`init` throws otherwise), it serves once the public port listens, and drains from
+    /// the first stop.
+    let lifecycle = Mutex<Lifecycle>(.starting)
+
+    enum Lifecycle: String, Sendable {
+        case starting
+        case serving = "up"
+        case draining
+    }
 
     public init(config: GatewayConfig) throws {
         self.config = config
@@ -100,6 +110,7 @@ public final class Gateway: Sendable {
     }
 
     public func stop() {
+        lifecycle.withLock { $0 = .draining }
         background.withLock { $0.forEach { $0.cancel() } }
         events.stop()
         grantEvents.stop()
@@ -148,8 +159,10 @@ extension Gateway {
             }),
             StartStopService("public http", start: { [self] in
                 try server.start()
+                lifecycle.withLock { if $0 == .starting { $0 = .serving } }
                 logger.info("gateway listening", ["http.port": server.port])
-            }, stop: {
+            }, stop: { [self] in
+                lifecycle.withLock { $0 = .draining }
                 await server.stop(drainSeconds: 3)
             }),
         ], logger: logger)
