@@ -20,7 +20,7 @@ public final class CouponsService: BackendService {
     /// Read coalescing: concurrent validations of one code share one query.
     private let validations: Coalescer<Coupons.Validate, Coupons.Validate.Response>
     /// Outbox messages not yet acknowledged, as last sampled (`redeem_outbox_depth`).
-    private let outboxDepth = Mutex<Double>(0)
+    private let outboxDepth = Mutex<Outbox.Backlog>(.init(depth: 0, oldestSeconds: 0))
     /// Store offers by store and state, and redemptions by status and platform, as last sampled.
     private let figures = Mutex<Figures>(([], []))
     typealias Figures = (offers: [(MetricsRegistry.Labels, Double)], redemptions: [(MetricsRegistry.Labels, Double)])
@@ -48,7 +48,13 @@ public final class CouponsService: BackendService {
         batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, stores: stores, logger: runtime.logger,
                                      metrics: runtime.metrics, resendAfter: relay.resendAfter, granted: { [relay] in relay.send($0) })
         runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") { [self] in
-            [([:], outboxDepth.withLock { $0 })]
+            [([:], Double(outboxDepth.withLock { $0.depth }))]
+        }
+        runtime.metrics.gauge(
+            "redeem_outbox_oldest_age_seconds",
+            help: "Age of the oldest outbox message grants has not acknowledged (0: none)."
+        ) { [self] in
+            [([:], outboxDepth.withLock { $0.oldestSeconds })]
         }
         runtime.metrics.gauge("redeem_store_offers", help: "Store offers (App Store, Google Play) by store and state.") { [self] in
             figures.withLock { $0.offers }
@@ -65,7 +71,9 @@ public final class CouponsService: BackendService {
         // Read by a worker of its own, so a metrics scrape never waits on the database.
         let sampler = Worker("outbox depth") { [self] in
             await Periodic(every: .seconds(2)).run {
-                if let n = try? await pool.withConnection({ try Outbox.depth($0) }) { outboxDepth.withLock { $0 = Double(n) } }
+                if let backlog = try? await pool.withConnection({ try Outbox.backlog($0) }) {
+                    outboxDepth.withLock { $0 = backlog }
+                }
             }
         }
         let figures = Worker("business figures") { [self] in

@@ -40,8 +40,17 @@ enum Outbox {
         try c.prepared("ack_outbox", "SELECT coupons.ack_outbox($1, $2)", [PGArray(redemptions.map { $0.lowercasedString }), type])
     }
 
-    static func depth(_ c: PGConnection) throws -> Int {
-        try c.query("SELECT count(*) AS n FROM coupons.outbox").first!.decode("n")
+    /// How many messages wait for grants' acknowledgement, and how long the oldest has waited.
+    struct Backlog: Sendable, Equatable {
+        var depth: Int
+        var oldestSeconds: Double
+    }
+
+    static func backlog(_ c: PGConnection) throws -> Backlog {
+        let row = try c.query("""
+            SELECT count(*) AS n, coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS age FROM coupons.outbox
+            """).first!
+        return Backlog(depth: try row.decode("n"), oldestSeconds: try row.decode("age"))
     }
 }
 
