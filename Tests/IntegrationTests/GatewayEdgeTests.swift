@@ -17,7 +17,8 @@ final class GatewayEdgeTests: StackTestCase {
             "REDEEM_LIMIT_CODES_PER_MINUTE": "20", "REDEEM_LOCKOUT_INVALID_CODES": "5", "REDEEM_LOCKOUT_SECONDS": "60",
             // The tests' client stands for a proxy: each test's requests name a client address of
             // their own, so that no test's limits or lock-out reach another.
-            "REDEEM_TRUSTED_PROXIES": "127.0.0.1/32"
+            "REDEEM_TRUSTED_PROXIES": "127.0.0.1/32",
+            "REDEEM_CORS_ORIGINS": "https://app.example.com, http://localhost:5173",
         ])
         minter = try stack.minter()
     }
@@ -73,6 +74,38 @@ final class GatewayEdgeTests: StackTestCase {
         // Another account still has its own budget.
         let other = try await client.json("POST", "/v1/coupons/validate", ["code": code], token: try Self.minter.user().token)
         XCTAssertEqual(other.status, 200)
+    }
+
+    /// A listed web app may call the API from a browser (CORS); another origin gets no CORS header.
+    func testCORSAnswersListedOriginsOnly() async throws {
+        let preflight = try await client.send(
+            "OPTIONS", "/v1/redemptions",
+            headers: ["Origin": "https://app.example.com", "Access-Control-Request-Method": "POST",
+                      "Access-Control-Request-Headers": "authorization, content-type"])
+        XCTAssertEqual(preflight.status, 204)
+        XCTAssertEqual(preflight.header("Access-Control-Allow-Origin"), "https://app.example.com")
+        let methods = try XCTUnwrap(preflight.header("Access-Control-Allow-Methods"))
+        XCTAssertTrue(methods.contains("POST") && methods.contains("PATCH"))
+        let headers = try XCTUnwrap(preflight.header("Access-Control-Allow-Headers")).lowercased()
+        XCTAssertTrue(
+            headers.contains("authorization") && headers.contains("content-type") && headers.contains("idempotency-key"))
+        XCTAssertNil(preflight.header("Access-Control-Allow-Credentials"))
+
+        let get = try await client.send("GET", "/v1/me", headers: ["Origin": "http://localhost:5173"])
+        XCTAssertEqual(get.status, 401)
+        XCTAssertEqual(get.header("Access-Control-Allow-Origin"), "http://localhost:5173")
+        XCTAssertTrue(get.header("Access-Control-Expose-Headers")?.contains("X-Request-Id") == true)
+
+        for origin in ["https://evil.example.com", "https://app.example.com.evil.example", "null"] {
+            let other = try await client.send(
+                "OPTIONS", "/v1/redemptions", headers: ["Origin": origin, "Access-Control-Request-Method": "POST"])
+            XCTAssertNil(other.header("Access-Control-Allow-Origin"), origin)
+            let plain = try await client.send("GET", "/v1/me", headers: ["Origin": origin])
+            XCTAssertNil(plain.header("Access-Control-Allow-Origin"), origin)
+        }
+        // An OPTIONS that is no preflight is routed as before.
+        let notPreflight = try await client.send("OPTIONS", "/v1/redemptions")
+        XCTAssertEqual(notPreflight.status, 405)
     }
 
     func testPageHeadersAndNoReflection() async throws {

@@ -135,8 +135,15 @@ extension Gateway {
         options.headerTimeoutSeconds = Double(config.headerTimeoutSeconds)
         options.requestTimeoutSeconds = Double(config.requestTimeoutSeconds)
         options.trustedProxyHeader = config.trustedProxyHeader
+        let cors = config.cors
         let server = HTTPServer(options: options, logger: logger, metrics: metrics) { request in
-            var response = await router.handle(request)
+            var response: HTTPResponse
+            if let preflight = cors.preflight(request) {
+                response = preflight
+            } else {
+                response = await router.handle(request)
+                response.headers += cors.headers(for: request)
+            }
             response.headers += Gateway.securityHeaders
             response.headers.append(("Redeem-Version", Build.version))
             return response

@@ -16,6 +16,8 @@ public struct GatewayConfig: Sendable {
     /// to send a request's headers, and the whole request.
     public var trustedProxies: [IPNetwork]
     public var trustedProxyHeader: String
+    /// The web apps that may call the API from a browser (`REDEEM_CORS_ORIGINS`).
+    var cors: CORSPolicy
     public var connectionsPerAddress: Int
     public var headerTimeoutSeconds: Int
     public var requestTimeoutSeconds: Int
@@ -53,6 +55,7 @@ public struct GatewayConfig: Sendable {
         // (one thread preempted stalls every connection), as many validations (bench/HISTORY.md).
         httpThreads = try env.int("REDEEM_HTTP_THREADS", default: min(8, max(1, ProcessInfo.processInfo.activeProcessorCount)), range: 1...64)
         trustedProxies = try IPNetwork.list(env.string("REDEEM_TRUSTED_PROXIES", default: ""), variable: "REDEEM_TRUSTED_PROXIES")
+        cors = try CORSPolicy(setting: env.string("REDEEM_CORS_ORIGINS", default: ""))
         trustedProxyHeader = try ClientAddress.headerName(env.string("REDEEM_TRUSTED_PROXY_HEADER", default: ClientAddress.defaultHeader),
                                                           variable: "REDEEM_TRUSTED_PROXY_HEADER")
         // Each connection may hold a body of up to 1 MiB while it arrives: 64 of them from one
