@@ -16,7 +16,7 @@ final class TracingTests: StackTestCase {
         stack = try Stack(environment: [
             "REDEEM_OTLP_ENDPOINT": collector.url.absoluteString,
             "REDEEM_ENTITLEMENT_PROVIDER": "revenuecat", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
-            "REDEEM_REVENUECAT_KEY": "sk_rc_tracing"
+            "REDEEM_REVENUECAT_KEY": "sk_rc_tracing", "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"
         ])
     }
 
@@ -120,6 +120,48 @@ final class TracingTests: StackTestCase {
         XCTAssertTrue(
             logs.contains { $0.contains("\"service\":\"gateway\"") && $0.contains("/v1/redemptions") },
             "the access log names the trace")
+    }
+
+    /// A webhook delivery is a client span of grants, and the endpoint receives its `traceparent`.
+    func testAWebhookDeliveryCarriesItsSpan() async throws {
+        let receiver = try WebhookReceiver()
+        addTeardownBlock { await receiver.stop() }
+        let admin = Self.stack.adminKey
+        let endpoint = try await client.json(
+            "POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["coupon.redeemed"]], token: admin)
+        XCTAssertEqual(endpoint.status, 201, endpoint.text)
+        let id = try XCTUnwrap(try endpoint.json()["id"] as? String)
+        let client = self.client
+        addTeardownBlock {
+            _ = try await client.send(
+                "DELETE", "/v1/webhooks/\(id)", headers: ["Authorization": "Bearer \(admin)"])
+        }
+
+        let signUp = try await client.json(
+            "POST", "/v1/accounts",
+            ["email": "hook-\(UUID().uuidString.prefix(8))@example.com", "password": "correct horse battery"])
+        let token = try signUp.decode(AccountSessionBody.self).session.accessToken
+        let code = "W-" + UUID().uuidString.prefix(8).uppercased()
+        let made = try await client.json(
+            "POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "day", "count": 7]],
+            token: admin)
+        XCTAssertEqual(made.status, 201, made.text)
+        let redeemed = try await client.json("POST", "/v1/redemptions", ["code": code, "platform": "web"], token: token)
+        XCTAssertEqual(redeemed.status, 201, redeemed.text)
+
+        let delivered = try await Self.stack.eventually(20) { receiver.received.contains { $0.body.count > 0 } }
+        XCTAssertTrue(delivered)
+        let header = try XCTUnwrap(receiver.received.first?.traceparent, "the delivery names its span")
+        let parts = header.split(separator: "-")
+        XCTAssertEqual(parts.count, 4, header)
+        let arrived = try await Self.stack.eventually(10) {
+            Self.collector.received.contains { $0.spanId == String(parts[2]) && $0.traceId == String(parts[1]) }
+        }
+        XCTAssertTrue(arrived, "the collector has the delivery's span")
+        let span = try XCTUnwrap(Self.collector.received.first { $0.spanId == String(parts[2]) })
+        XCTAssertEqual(span.service, "grants")
+        XCTAssertEqual(span.name, "webhook POST")
+        XCTAssertEqual(span.kind, 3)
     }
 
     /// A request without a `traceparent` (or with a malformed one) starts a trace of its own.

@@ -226,6 +226,8 @@ public final class WebhookReceiver: Sendable {
         public let body: Data
         public let method: String
         public let path: String
+        /// The W3C `traceparent` the sender gave, if any.
+        public var traceparent: String? = nil
     }
 
     private let deliveries = Mutex<[Delivery]>([])
@@ -262,7 +264,8 @@ public final class WebhookReceiver: Sendable {
     func record(_ req: HTTPRequest) -> HTTPResponse {
         deliveries.withLock {
             $0.append(Delivery(id: req.header("webhook-id") ?? "", timestamp: req.header("webhook-timestamp") ?? "",
-                               signature: req.header("webhook-signature") ?? "", body: req.body, method: req.method, path: req.path))
+                               signature: req.header("webhook-signature") ?? "", body: req.body, method: req.method, path: req.path,
+                               traceparent: req.header("traceparent")))
         }
         return answer.withLock { $0 }
     }

@@ -129,7 +129,10 @@ final class WebhookDeliverer: Sendable {
             let answer = try await Tracer.shared.dependency(
                 "webhook", "POST", outcome: { Tracer.httpOutcome($0.status) }
             ) {
-                try await client().post(request)
+                // The delivery's span, for an endpoint that traces what it receives (W3C Trace Context).
+                var traced = request
+                if let trace = LogContext.trace { traced.headers.append("traceparent: \(trace.traceparent)") }
+                return try await client().post(traced)
             }
             // Standard Webhooks: a redirect is a failed delivery; it is never followed.
             let redirect = (300..<400).contains(answer.status) ? "redirects are not followed" : nil
