@@ -93,6 +93,9 @@ final class GatewayEdgeTests: StackTestCase {
 
         let get = try await client.send("GET", "/v1/me", headers: ["Origin": "http://localhost:5173"])
         XCTAssertEqual(get.status, 401)
+        let problem = try XCTUnwrap(try get.json()["error"] as? [String: Any])
+        XCTAssertEqual(problem["type"] as? String, "authentication")
+        XCTAssertEqual((problem["docUrl"] as? String).map { $0.hasSuffix("docs/errors.md#notidentified") }, true)
         XCTAssertEqual(get.header("Access-Control-Allow-Origin"), "http://localhost:5173")
         XCTAssertTrue(get.header("Access-Control-Expose-Headers")?.contains("X-Request-Id") == true)
 

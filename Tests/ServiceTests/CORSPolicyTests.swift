@@ -34,3 +34,25 @@ import Testing
             stranger?.status == 204 && stranger?.headers.contains { $0.0 == "Access-Control-Allow-Origin" } == false)
     }
 }
+
+/// An error's `type`, by status and code, as docs/errors.md's table sorts them.
+@Suite struct ErrorTypeTests {
+    @Test(arguments: [
+        (401, "invalidToken", ErrorType.authentication), (403, "forbidden", .permission),
+        (429, "rateLimited", .rateLimit),
+        (500, "internal", .api), (503, "unavailable", .api), (504, "timeout", .api), (422, "exhausted", .refused),
+        (422, "notFound", .refused), (404, "notFound", .invalidRequest), (422, "invalid", .invalidRequest),
+        (409, "codeInUse", .invalidRequest), (400, "malformedJson", .invalidRequest)
+    ])
+    func typeFollowsStatusAndCode(status: Int, code: String, type: ErrorType) {
+        #expect(ErrorType(status: status, code: code) == type)
+    }
+
+    @Test func everyErrorAnswerCarriesItsTypeAndDocument() throws {
+        let response = HTTPResponse.error(HTTPError(409, "codeInUse", "taken", field: "code"))
+        let body = try JSONDecoder().decode(ErrorBody.self, from: response.body)
+        #expect(body.error.type == .invalidRequest)
+        #expect(body.error.docUrl == ErrorBody.errorsDocument + "#codeinuse")
+        #expect(String(decoding: response.body, as: UTF8.self).contains(#""type":"invalid_request""#))
+    }
+}

@@ -1,4 +1,5 @@
 import Core
+import HTTP
 import Foundation
 import TestSupport
 import Testing
@@ -191,6 +192,21 @@ import Testing
         #expect(named.count > 20, "the documents name error codes (\(named.count))")
         let unknown = named.filter { !codes.contains($0.key) }
         #expect(unknown.isEmpty, "error codes in the documents that the code never answers: \(unknown)")
+    }
+
+    /// docs/errors.md has an entry (a heading, which each answer's `docUrl` points at) for exactly
+    /// the codes an answer can carry.
+    @Test func theErrorsDocumentListsEveryCode() throws {
+        let text = try Self.read("docs/errors.md")
+        let headings = Set(try Self.matches(#"(?m)^### `([A-Za-z]+)`$"#, in: text).map { $0[1] })
+        let codes = try Self.codesTheCodeAnswers()
+        let missing = codes.subtracting(headings).sorted(), stray = headings.subtracting(codes).sorted()
+        #expect(missing.isEmpty, "codes docs/errors.md lacks: \(missing)")
+        #expect(stray.isEmpty, "docs/errors.md lists codes nothing answers: \(stray)")
+        for type in ErrorType.allCases {
+            #expect(text.contains("| `\(type.rawValue)` |"), "\(type.rawValue) is described")
+        }
+        #expect(ErrorBody.docUrl(code: "codeInUse").hasSuffix("docs/errors.md#codeinuse"))
     }
 
     @Test func theAPIDocumentNamesEveryWebhookEvent() throws {

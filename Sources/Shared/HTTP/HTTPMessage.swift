@@ -78,7 +78,9 @@ public struct HTTPResponse: Sendable {
         var r = json(
             e.status,
             ErrorBody(
-                error: ErrorBody.Detail(code: e.code, message: e.message, field: e.field, redeemUrl: e.redeemUrl)),
+                error: ErrorBody.Detail(
+                    code: e.code, message: e.message, field: e.field, redeemUrl: e.redeemUrl,
+                    type: ErrorType(status: e.status, code: e.code), docUrl: ErrorBody.docUrl(code: e.code))),
             headers: e.headers)
         r.status = e.status
         return r
@@ -105,8 +107,38 @@ public struct ErrorBody: Codable, Sendable {
         public var field: String?
         /// With `webOnly`: the redeem page for the code, where the user redeems it instead.
         public var redeemUrl: String?
+        /// The kind of error (`ErrorType`), for a client that handles errors by kind.
+        public var type: ErrorType
+        /// The code's entry in docs/errors.md.
+        public var docUrl: String
     }
     public var error: Detail
+}
+
+/// What kind of error an answer is, as Stripe's API sorts them: a client retries `rate_limit` and
+/// `api` errors, signs in again on `authentication`, shows a `refused` coupon's sentence, and fixes
+/// the request on `invalid_request` and `permission`.
+public enum ErrorType: String, Codable, Sendable, CaseIterable, WireEnum {
+    case invalidRequest = "invalid_request", authentication, permission, rateLimit = "rate_limit", refused, api
+
+    /// By the status, and for a 422 whose code is a refusal reason, `refused`.
+    public init(status: Int, code: String) {
+        switch status {
+        case 401: self = .authentication
+        case 403: self = .permission
+        case 429: self = .rateLimit
+        case 500...: self = .api
+        case 422 where RefusalReason(rawValue: code) != nil: self = .refused
+        default: self = .invalidRequest
+        }
+    }
+}
+
+extension ErrorBody {
+    /// Where docs/errors.md is read: each code is a heading there, so `#<code in lowercase>` finds it.
+    public static let errorsDocument = "https://github.com/redeem/redeem/blob/main/docs/errors.md"
+
+    public static func docUrl(code: String) -> String { errorsDocument + "#" + code.lowercased() }
 }
 
 extension ErrorBody: APIBody {
