@@ -1,4 +1,5 @@
 import Core
+import Database
 import Foundation
 import TestSupport
 import XCTest
@@ -18,7 +19,8 @@ final class StripeTests: StackTestCase {
         Self.stripe = stripe
         stack = try Stack(environment: [
             "REDEEM_STRIPE_SECRET_KEY": "\(stripe.keys[.test]!),\(stripe.keys[.live]!)",
-            "REDEEM_STRIPE_API_URL": stripe.url.absoluteString
+            "REDEEM_STRIPE_API_URL": stripe.url.absoluteString,
+            "REDEEM_GRANT_MAX_RETRY_SECONDS": "2", "REDEEM_PROVIDER_TIMEOUT_SECONDS": "2"
         ])
         minter = try stack.minter()
     }
@@ -66,8 +68,8 @@ final class StripeTests: StackTestCase {
     }
 
     /// Waits until the coupon's Stripe offer is `ready`, and answers it.
-    func ready(_ code: String, token: String) async throws -> StoreOfferBody {
-        let ok = try await Self.stack.eventually(20) {
+    func ready(_ code: String, token: String, seconds: Double = 20) async throws -> StoreOfferBody {
+        let ok = try await Self.stack.eventually(seconds) {
             try await self.coupon(code, token: token).storeOffers?.first?.state == "ready"
         }
         XCTAssertTrue(ok, Self.stack.logs())
@@ -83,7 +85,58 @@ final class StripeTests: StackTestCase {
         prefix + UUID().uuidString.prefix(8).uppercased().replacingOccurrences(of: "-", with: "")
     }
 
+    func sql(_ text: String, _ params: [any PGBindable] = []) async throws -> PGResult {
+        let database = try Self.stack.adminDatabaseURL()
+        return try await offThePool { try PGConnection(url: database).query(text, params) }
+    }
+
     // MARK: - Tests
+
+    /// Stripe makes the promotion code but its answer is lost, and grants is killed with SIGKILL
+    /// before it hears again: after the restart it finds the code by its coupon and code, so
+    /// neither the Stripe coupon nor the promotion code is made twice.
+    func testKillingGrantsAfterStripeMadeTheCodeMakesNothingTwice() async throws {
+        let (plan, _, _) = try await self.plan(token: admin)
+        Self.stripe.losePromotionCodeAnswers(1_000)
+        addTeardownBlock { Self.stripe.losePromotionCodeAnswers(0) }
+        let code = newCode("WEBKILL")
+        let c = try await client.json(
+            "POST", "/v1/coupons",
+            [
+                "code": code, "kind": "percentOff", "percentOff": 20, "duration": ["unit": "month", "count": 1],
+                "periodCount": 1, "productIds": [plan], "platforms": ["web"]
+            ], token: admin)
+        XCTAssertEqual(c.status, 201, c.text)
+        let made = try await Self.stack.eventually(20) {
+            Self.stripe.promotionCodes.contains { $0.field("code") == code }
+        }
+        XCTAssertTrue(made, Self.stack.logs())
+        func recorded() async throws -> Int {
+            try await sql(
+                """
+                SELECT count(*)::int AS n FROM grants.store_tasks
+                WHERE store = 'stripe' AND code = upper($1) AND offer_id IS NOT NULL AND custom_code_id IS NULL
+                """, [code]
+            ).first!.decode("n")
+        }
+        let couponRecorded = try await Self.stack.eventually(10) { try await recorded() == 1 }
+        XCTAssertTrue(couponRecorded, "grants recorded the Stripe coupon, not the promotion code")
+        kill(try Self.stack.pid("grants"), SIGKILL)
+        let creating = try await coupon(code, token: admin).storeOffers?.first?.state
+        XCTAssertEqual(creating, "creating")
+
+        Self.stripe.losePromotionCodeAnswers(0)
+        try await Self.stack.restart("grants")
+        // A run cut off mid-call waits out its lease (8 × 2 s + 30 s) before another takes it.
+        let offer = try await ready(code, token: admin, seconds: 60)
+        XCTAssertEqual(Self.stripe.promotionCodes.filter { $0.field("code") == code }.count, 1)
+        let couponPosts = Self.stripe.received.filter {
+            $0.method == "POST" && $0.path == "/v1/coupons" && $0.field("id") == offer.offerId
+        }
+        XCTAssertEqual(couponPosts.count, 1, "the Stripe coupon was made once")
+        let promotion = try XCTUnwrap(promotionCode(of: offer))
+        XCTAssertTrue(promotion.active)
+    }
 
     func testALiveCouponBecomesOneStripeCouponAndPromotionCode() async throws {
         let (plan, _, product) = try await self.plan(token: admin)

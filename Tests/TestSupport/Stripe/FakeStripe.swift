@@ -56,6 +56,10 @@ public final class FakeStripe: Sendable {
         var calls: [Call] = []
         var failing = 0
         var failStatus = 500
+        /// Promotion codes made whose answer is lost (a 500 after the code exists).
+        var losingPromotionCodes = 0
+        /// Whether one was lost since: listing answers 503 until losing is switched off.
+        var lostPromotionCode = false
         var next = 0
     }
 
@@ -106,6 +110,16 @@ public final class FakeStripe: Sendable {
     public func promotionCode(_ id: String) -> Object? { state.withLock { $0.promotionCodes[id] } }
     public var sessions: [Object] { state.withLock { Array($0.sessions.values) } }
     public var customers: [Object] { state.withLock { Array($0.customers.values) } }
+
+    /// The next `count` promotion codes are made but answered 500, as when Stripe's answer is lost
+    /// on the way, and until then listing them answers 503: the caller must find the code once
+    /// Stripe answers again, rather than make a second.
+    public func losePromotionCodeAnswers(_ count: Int) {
+        state.withLock {
+            $0.losingPromotionCodes = count
+            $0.lostPromotionCode = false
+        }
+    }
 
     public func failNext(_ count: Int, status: Int = 500) {
         state.withLock {
@@ -233,6 +247,9 @@ public final class FakeStripe: Sendable {
     }
 
     func listPromotionCodes(_ req: HTTPRequest) -> HTTPResponse {
+        if state.withLock({ $0.losingPromotionCodes > 0 && $0.lostPromotionCode }) {
+            return Self.error(503, "api_error", nil, "Stripe is unreachable (injected by the test).")
+        }
         let code = req.query["code"], coupon = req.query["coupon"], live = livemode(req)
         let found = state.withLock { s in
             s.promotionCodes.values.filter { p in
@@ -281,6 +298,13 @@ public final class FakeStripe: Sendable {
                 "An active promotion code with `code: \(code)` already exists.",
                 param: "code")
         }
+        let lost = state.withLock { s -> Bool in
+            guard s.losingPromotionCodes > 0 else { return false }
+            s.losingPromotionCodes -= 1
+            s.lostPromotionCode = true
+            return true
+        }
+        if lost { return Self.error(500, "api_error", nil, "The answer was lost (injected by the test).") }
         return Self.json(200, promotionDocument(made))
     }
 
