@@ -20,7 +20,8 @@ final class StripeTests: StackTestCase {
         stack = try Stack(environment: [
             "REDEEM_STRIPE_SECRET_KEY": "\(stripe.keys[.test]!),\(stripe.keys[.live]!)",
             "REDEEM_STRIPE_API_URL": stripe.url.absoluteString,
-            "REDEEM_GRANT_MAX_RETRY_SECONDS": "2", "REDEEM_PROVIDER_TIMEOUT_SECONDS": "2"
+            "REDEEM_GRANT_MAX_RETRY_SECONDS": "2", "REDEEM_PROVIDER_TIMEOUT_SECONDS": "2",
+            "REDEEM_RESERVATION_SWEEP_MS": "500"
         ])
         minter = try stack.minter()
     }
@@ -254,6 +255,24 @@ final class StripeTests: StackTestCase {
         XCTAssertEqual(paid.status, 200, paid.text)
         let wentOff = try await Self.stack.eventually(20) { self.promotionCode(of: offer)?.active == false }
         XCTAssertTrue(wentOff, Self.stack.logs())
+    }
+
+    func testExpiringSwitchesThePromotionCodeOff() async throws {
+        let (plan, _, _) = try await self.plan(token: admin)
+        let code = newCode("WEBEXP")
+        let expires = Date().addingTimeInterval(8)
+        let c = try await client.json(
+            "POST", "/v1/coupons",
+            [
+                "code": code, "kind": "percentOff", "percentOff": 15, "duration": ["unit": "month", "count": 1],
+                "periodCount": 1, "productIds": [plan], "platforms": ["web"], "expiresAt": Timestamp.iso8601(expires)
+            ], token: admin)
+        XCTAssertEqual(c.status, 201, c.text)
+        let offer = try await ready(code, token: admin)
+        XCTAssertEqual(promotionCode(of: offer)?.active, true)
+        let wentOff = try await Self.stack.eventually(20) { self.promotionCode(of: offer)?.active == false }
+        XCTAssertTrue(wentOff, Self.stack.logs())
+        XCTAssertGreaterThanOrEqual(Date(), expires, "switched off once expired, not before")
     }
 
     func testACouponWithoutStripePlansIsRefused() async throws {
