@@ -76,7 +76,11 @@ import Testing
         #expect(bad?.field == "name")
         // The JSON shape: every field, a store the plan is not in as null.
         let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder.wire().encode(changed)) as? [String: Any])
-        #expect(json.keys.sorted() == ["appStore", "createdAt", "mode", "name", "playStore", "productId", "updatedAt"])
+        #expect(
+            json.keys.sorted() == [
+                "appStore", "createdAt", "mode", "name", "playStore", "productId", "stripe", "updatedAt",
+            ])
         #expect(json["playStore"] is NSNull)
+        #expect(json["stripe"] is NSNull)
     }
 }

@@ -24,9 +24,12 @@ struct CouponDefinition: Sendable {
     var hasStoreOffers = false
     /// Whether the coupon has Google Play offers, one per base plan of each plan (`has_play_offers`).
     var hasPlayOffers = false
+    /// Whether the coupon is a Stripe coupon with a promotion code, for the web
+    /// (`has_stripe_offers`, docs/stripe.md).
+    var hasStripeOffers = false
     /// Whether any store has offers of the coupon: a full cap, a deactivation or the expiry
     /// switches them off.
-    var hasAnyStoreOffers: Bool { hasStoreOffers || hasPlayOffers }
+    var hasAnyStoreOffers: Bool { hasStoreOffers || hasPlayOffers || hasStripeOffers }
 
     var isDiscount: Bool { kind.isDiscount }
     /// Discounts that cover iOS go through App Store offer codes, which have limits; so does a
@@ -212,12 +215,15 @@ enum CouponRules {
 
     /// A new coupon's definition as it will be stored: its fields checked, whether it becomes App
     /// Store or Google Play offers (`needsOffers`), and the store limits that then apply.
+    /// A Stripe coupon is made only in a mode whose Stripe key is set (`sk_test_…` for test mode,
+    /// `sk_live_…` for live).
     static func checked(
-        _ input: CouponInput, defaultEntitlement: String, stores: StoreSettings, now: Date
+        _ input: CouponInput, defaultEntitlement: String, stores: StoreSettings, now: Date, mode: Mode = .live
     ) throws -> CouponDefinition {
         var d = try definition(input, defaultEntitlement: defaultEntitlement, now: now)
         d.hasStoreOffers = d.needsOffers(in: .appStore, connected: stores.appStoreConnected)
         d.hasPlayOffers = d.needsOffers(in: .playStore, connected: stores.playConnected)
+        d.hasStripeOffers = d.needsOffers(in: .stripe, connected: stores.stripeModes.contains(mode))
         try checkStoreLimits(d, now: now)
         return d
     }

@@ -9,7 +9,7 @@ enum CouponStore {
     static let columns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
         c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only, c.allow_in_app,
-        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
+        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status = 'completed') AS redeemed_count,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status IN ('reserved', 'granting')) AS reserved_count,
         (SELECT count(*) FROM coupons.store_purchases p WHERE p.coupon_id = c.id AND p.over_cap) AS over_cap_count
@@ -20,7 +20,7 @@ enum CouponStore {
     static let definitionColumns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
         c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only, c.allow_in_app,
-        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers
+        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers
         """
 
     /// The coupon of `code` in `mode`.
@@ -52,9 +52,11 @@ enum CouponStore {
         let subscriptions =
             d.hasStoreOffers ? try PlanStore.appStoreSubscriptions(tx, productIds: d.productIds, mode: mode) : [:]
         let basePlans = d.hasPlayOffers ? try PlanStore.playBasePlans(tx, productIds: d.productIds, mode: mode) : [:]
+        let prices = d.hasStripeOffers ? try PlanStore.stripePrices(tx, productIds: d.productIds, mode: mode) : [:]
         let id = try insert(tx, d, mode: mode, active: active, now: now)
         if d.hasStoreOffers { try StoreOffers.provision(tx, couponId: id, d, mode: mode, subscriptions: subscriptions) }
         if d.hasPlayOffers { try StoreOffers.provisionPlay(tx, couponId: id, d, mode: mode, basePlans: basePlans) }
+        if d.hasStripeOffers { try StoreOffers.provisionStripe(tx, couponId: id, d, mode: mode, prices: prices) }
         return id
     }
 
@@ -67,15 +69,17 @@ enum CouponStore {
                 """
                 INSERT INTO coupons.coupons (id, code, kind, percent_off, amount_off, currency, duration_unit, duration_count, period_count,
                     entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode, active,
-                    has_store_offers, has_play_offers, allow_in_app)
-                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18, $19, $20, $21)
+                    has_store_offers, has_play_offers, allow_in_app, has_stripe_offers)
+                VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18, $19, $20, $21,
+                    $22)
                 """,
                 [
                     id, d.code, d.kind, d.percentOff, d.amountOff, d.currency, d.duration.unit, d.duration.count,
                     d.periodCount,
                     d.entitlementId, PGArray(d.productIds), PGArray(d.platforms.map(\.rawValue)), d.startsAt,
                     d.expiresAt, d.maxRedemptions,
-                    d.newCustomersOnly, mode.rawValue, active, d.hasStoreOffers, d.hasPlayOffers, d.allowInApp
+                    d.newCustomersOnly, mode.rawValue, active, d.hasStoreOffers, d.hasPlayOffers, d.allowInApp,
+                    d.hasStripeOffers
                 ])
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError(.codeInUse, "a coupon with this code exists in \(mode.rawValue) mode", field: "code")
@@ -149,6 +153,7 @@ enum CouponStore {
         var views = try rows.map(view)
         let withOffers = try rows.filter {
             try $0.decode("has_store_offers", as: Bool.self) || $0.decode("has_play_offers", as: Bool.self)
+                || $0.decode("has_stripe_offers", as: Bool.self)
         }
         .map { try $0.decode("id", as: UUID.self) }
         guard !withOffers.isEmpty else { return views }
@@ -253,7 +258,7 @@ enum CouponStore {
             maxRedemptions: try row.decodeIfPresent("max_redemptions"),
             newCustomersOnly: try row.decode("new_customers_only"),
             allowInApp: try row.decode("allow_in_app"), hasStoreOffers: try row.decode("has_store_offers"),
-            hasPlayOffers: try row.decode("has_play_offers"))
+            hasPlayOffers: try row.decode("has_play_offers"), hasStripeOffers: try row.decode("has_stripe_offers"))
     }
 
     static func view(_ row: PGRow) throws -> CouponView {
@@ -295,6 +300,11 @@ enum CouponStore {
                         message: nil, switchedOffAt: nil)
                 }
             }
+        }
+        if d.hasStripeOffers {
+            offers.append(
+                StoreOfferView(
+                    store: .stripe, productId: "", state: .creating, offerId: nil, message: nil, switchedOffAt: nil))
         }
         return CouponView(
             code: d.code, kind: d.kind, percentOff: d.percentOff,

@@ -40,6 +40,10 @@ struct StoreSettings: Sendable {
     /// Seconds after Google activated an offer before it counts as `ready` (a first verified
     /// purchase makes it ready sooner).
     var playOfferSettle: TimeInterval = 900
+    /// The modes Stripe is connected in (`REDEEM_STRIPE_SECRET_KEY`: a `sk_test_…` key connects
+    /// test mode, a `sk_live_…` key live mode): coupons of such a mode that cover the web become
+    /// Stripe coupons. Coupons reads only the keys' prefixes; grants makes the calls.
+    var stripeModes: Set<Mode> = []
 
     /// No store connected: coupons behave as before stores (no offers, never `notReady`).
     static let none = StoreSettings(appStoreConnected: false, appleAppId: nil, offerSettle: 3600)
@@ -60,6 +64,7 @@ struct StoreSettings: Sendable {
         switch store {
         case .appStore: offerSettle
         case .playStore: playOfferSettle
+        case .stripe: 0  // a promotion code is usable once Stripe answers with it
         }
     }
 
@@ -78,6 +83,7 @@ struct StoreSettings: Sendable {
         offerSettle = TimeInterval(try env.int("REDEEM_APPLE_OFFER_SETTLE", default: 3600, range: 0...(7 * 86_400)))
         playConnected = env.raw("REDEEM_PLAY_SERVICE_ACCOUNT") != nil
         playOfferSettle = TimeInterval(try env.int("REDEEM_PLAY_OFFER_SETTLE", default: 900, range: 0...(7 * 86_400)))
+        stripeModes = Set(try StripeKeys(env: env)?.modes ?? [])
     }
 
     /// Apple's offer-code page with `code` filled in, when the app's id is known.

@@ -199,7 +199,8 @@ public final class CouponsService: BackendService {
 
     func create(_ req: Coupons.Create, _ context: BusContext) async throws -> CouponView {
         let now = Date()
-        let d = try CouponRules.checked(req.input, defaultEntitlement: config.defaultEntitlement, stores: config.stores, now: now)
+        let d = try CouponRules.checked(
+            req.input, defaultEntitlement: config.defaultEntitlement, stores: config.stores, now: now, mode: req.mode)
         let active = req.input.active ?? true
         if req.dryRun {
             // Everything a real creation checks, then rolled back; the Play offers it would make

@@ -7,6 +7,7 @@ struct PlanDefinition: Sendable, Equatable {
     var name: String
     var appStore: AppStorePlan?
     var playStore: PlayStorePlan?
+    var stripe: StripePlan? = nil
 }
 
 /// The rules for a plan's fields (docs/stores.md), each violation a 422 naming its field.
@@ -58,9 +59,21 @@ enum PlanRules {
         return PlayStorePlan(productId: id, basePlanIds: bases)
     }
 
+    /// A Stripe price id: `price_` and letters, digits and `_` (the migration's CHECK too).
+    static func checkStripe(_ input: PlanInput.Stripe) throws -> StripePlan {
+        guard let id = input.priceId else { throw invalid("stripe.priceId", "stripe.priceId is required") }
+        guard id.hasPrefix("price_"), (7...206).contains(id.utf8.count),
+            id.unicodeScalars.dropFirst(6).allSatisfy({ isLowerAlnum($0) || ("A"..."Z").contains($0) || $0 == "_" })
+        else {
+            throw invalid("stripe.priceId", "stripe.priceId must be a Stripe recurring price's id, such as price_1PqR…")
+        }
+        return StripePlan(priceId: id)
+    }
+
     static func definition(_ input: PlanInput) throws -> PlanDefinition {
         PlanDefinition(productId: try checkProductId(input.productId), name: try checkName(input.name),
-                       appStore: try input.appStore.map(checkAppStore), playStore: try input.playStore.map(checkPlayStore))
+                       appStore: try input.appStore.map(checkAppStore), playStore: try input.playStore.map(checkPlayStore),
+                       stripe: try input.stripe.map(checkStripe))
     }
 
     /// The plan after a patch: fields sent replace, fields named in `removing` go (a store side
@@ -68,12 +81,13 @@ enum PlanRules {
     static func patched(_ d: PlanDefinition, _ p: Plans.Patch) throws -> PlanDefinition {
         var d = d
         let removing = Set(p.removing ?? [])
-        for field in removing where field != "appStore" && field != "playStore" {
+        for field in removing where field != "appStore" && field != "playStore" && field != "stripe" {
             throw invalid(field, "\(field.prefix(40)) can't be removed")
         }
         if let name = p.name { d.name = try checkName(name) }
         if removing.contains("appStore") { d.appStore = nil } else if let a = p.appStore { d.appStore = try checkAppStore(a) }
         if removing.contains("playStore") { d.playStore = nil } else if let g = p.playStore { d.playStore = try checkPlayStore(g) }
+        if removing.contains("stripe") { d.stripe = nil } else if let s = p.stripe { d.stripe = try checkStripe(s) }
         return d
     }
 

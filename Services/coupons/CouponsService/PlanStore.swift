@@ -6,7 +6,7 @@ import Foundation
 /// by operators of that mode.
 enum PlanStore {
     static let columns = """
-        p.id, p.mode, p.product_id, p.name, p.app_store_subscription_id, p.play_product_id, p.play_base_plan_ids, p.created_at,
+        p.id, p.mode, p.product_id, p.name, p.app_store_subscription_id, p.play_product_id, p.play_base_plan_ids, p.stripe_price_id, p.created_at,
         p.updated_at, (extract(epoch FROM p.created_at) * 1000000)::bigint AS created_us
         """
 
@@ -16,10 +16,11 @@ enum PlanStore {
         let d = try PlanRules.definition(input)
         do {
             let row = try tx.query("""
-                INSERT INTO coupons.plans AS p (id, mode, product_id, name, app_store_subscription_id, play_product_id, play_base_plan_ids)
-                VALUES ($1, $2, $3, $4, $5, $6, $7::text[]) RETURNING \(columns)
+                INSERT INTO coupons.plans AS p (id, mode, product_id, name, app_store_subscription_id, play_product_id, play_base_plan_ids,
+                    stripe_price_id)
+                VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8) RETURNING \(columns)
                 """, [UUID.random(), mode.rawValue, d.productId, d.name, d.appStore?.subscriptionId, d.playStore?.productId,
-                      d.playStore.map { PGArray($0.basePlanIds) }]).first!
+                      d.playStore.map { PGArray($0.basePlanIds) }, d.stripe?.priceId]).first!
             return try view(row)
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError(.productInUse, "a plan with this productId exists in \(mode.rawValue) mode", field: "productId")
@@ -50,7 +51,9 @@ enum PlanStore {
     /// it have no offer there).
     static func patch(_ tx: PGConnection, _ p: Plans.Patch) throws -> PlanView {
         let current = try get(tx, productId: p.productId, mode: p.mode, lock: true)
-        let before = PlanDefinition(productId: current.productId, name: current.name, appStore: current.appStore, playStore: current.playStore)
+        let before = PlanDefinition(
+            productId: current.productId, name: current.name, appStore: current.appStore, playStore: current.playStore,
+            stripe: current.stripe)
         let after = try PlanRules.patched(before, p)
         if after.appStore != before.appStore, before.appStore != nil {
             let inUse = try tx.query("""
@@ -78,10 +81,10 @@ enum PlanStore {
         }
         let row = try tx.query("""
             UPDATE coupons.plans p SET name = $3, app_store_subscription_id = $4, play_product_id = $5, play_base_plan_ids = $6::text[],
-                updated_at = now()
+                stripe_price_id = $7, updated_at = now()
             WHERE p.mode = $1 AND p.product_id = $2 RETURNING \(columns)
             """, [p.mode.rawValue, p.productId, after.name, after.appStore?.subscriptionId, after.playStore?.productId,
-                  after.playStore.map { PGArray($0.basePlanIds) }]).first!
+                  after.playStore.map { PGArray($0.basePlanIds) }, after.stripe?.priceId]).first!
         return try view(row)
     }
 
@@ -135,6 +138,39 @@ enum PlanStore {
         return plans
     }
 
+    /// The Stripe recurring price of each of `productIds` (plans of `mode`), for a coupon that
+    /// becomes a Stripe coupon, locked against a change while the coupon is made; 422 on
+    /// `productIds` when none is named, or one is not a plan or has no Stripe price.
+    static func stripePrices(_ tx: PGConnection, productIds: [String], mode: Mode) throws -> [String: String] {
+        guard !productIds.isEmpty else {
+            throw ServiceError(
+                .invalid, "a coupon sold through Stripe names the plans it covers (plans with stripe.priceId)",
+                field: "productIds")
+        }
+        let rows = try tx.query("""
+            SELECT p.product_id, p.stripe_price_id FROM coupons.plans p
+            WHERE p.mode = $1 AND p.product_id = ANY($2::text[]) FOR SHARE
+            """, [mode.rawValue, PGArray(productIds)]).rows
+        var found: [String: String?] = [:]
+        for row in rows {
+            found[try row.decode("product_id")] = try row.decodeIfPresent("stripe_price_id", as: String.self)
+        }
+        var prices: [String: String] = [:]
+        for product in productIds {
+            guard let plan = found[product] else {
+                throw ServiceError(
+                    .invalid, "productIds must name plans (POST /v1/plans): \(product.prefix(60)) is not one",
+                    field: "productIds")
+            }
+            guard let price = plan else {
+                throw ServiceError(
+                    .invalid, "the plan \(product.prefix(60)) has no Stripe price (stripe.priceId)", field: "productIds")
+            }
+            prices[product] = price
+        }
+        return prices
+    }
+
     /// The Google Play product of each of `productIds` that has one (plans of `mode`).
     static func playProducts(_ c: PGConnection, productIds: [String], mode: Mode) throws -> [String: String] {
         let rows = try c.query("""
@@ -150,10 +186,13 @@ enum PlanStore {
         let subscription = try row.decodeIfPresent("app_store_subscription_id", as: String.self)
         let play = try row.decodeIfPresent("play_product_id", as: String.self)
         let bases = try row.decodeIfPresent("play_base_plan_ids", as: String.self).map(PGArray.parse) ?? []
-        return PlanView(productId: try row.decode("product_id"), name: try row.decode("name"),
-                        appStore: subscription.map(AppStorePlan.init(subscriptionId:)),
-                        playStore: play.map { PlayStorePlan(productId: $0, basePlanIds: bases) },
-                        mode: Mode(rawValue: try row.decode("mode")) ?? .live, createdAt: try row.decode("created_at"),
-                        updatedAt: try row.decode("updated_at"))
+        var plan = PlanView(
+            productId: try row.decode("product_id"), name: try row.decode("name"),
+            appStore: subscription.map(AppStorePlan.init(subscriptionId:)),
+            playStore: play.map { PlayStorePlan(productId: $0, basePlanIds: bases) },
+            mode: Mode(rawValue: try row.decode("mode")) ?? .live, createdAt: try row.decode("created_at"),
+            updatedAt: try row.decode("updated_at"))
+        plan.stripe = try row.decodeIfPresent("stripe_price_id", as: String.self).map(StripePlan.init(priceId:))
+        return plan
     }
 }

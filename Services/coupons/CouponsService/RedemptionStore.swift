@@ -176,6 +176,7 @@ enum RedemptionStore {
                     a.playStore = PlayStoreHandoff(
                         offerId: StoreIds.playOfferId(coupon: couponId, code: d.code),
                         offerTags: [PlayStoreHandoff.couponTag])
+                case .stripe: break  // the web's checkout is not a validate answer
                 }
             }
             let new = try Coupons.Validate.Response(a, asksPlayOwnership: key.asks)
@@ -392,7 +393,9 @@ enum RedemptionStore {
         try Outbox.add(
             tx, key: req.id,
             RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.publicView(coupon), mode: mode))
-        if try coupon.decode("has_store_offers", as: Bool.self) || coupon.decode("has_play_offers", as: Bool.self) {
+        if try coupon.decode("has_store_offers", as: Bool.self) || coupon.decode("has_play_offers", as: Bool.self)
+            || coupon.decode("has_stripe_offers", as: Bool.self)
+        {
             try StoreOffers.switchOffIfCapFull(tx, coupon: try row.decode("coupon_id"))
         }
         return done
@@ -483,7 +486,7 @@ extension RedemptionStore {
                     offerId: StoreIds.playOfferId(coupon: couponId, code: d.code),
                     offerTags: [PlayStoreHandoff.couponTag],
                     obfuscatedAccountId: StoreIds.obfuscatedAccountId(account: account))
-            case nil: break
+            case .stripe?, nil: break
             }
             return v
         }

@@ -120,6 +120,27 @@ enum StoreOffers {
         }
     }
 
+    /// The Stripe coupon of a new coupon that covers the web (docs/stripe.md): one row for every
+    /// plan (`product_id` ''), its offer name the Stripe coupon's id, and one provision command
+    /// carrying the plans' Stripe prices (`prices`: plan → `price_…`), in the coupon's own
+    /// transaction. Grants makes the Stripe coupon, then the promotion code with Redeem's code.
+    static func provisionStripe(
+        _ tx: PGConnection, couponId: UUID, _ d: CouponDefinition, mode: Mode, prices: [String: String]
+    ) throws {
+        let name = StoreIds.offerName(coupon: couponId, store: .stripe, productId: "")
+        try tx.query(
+            "INSERT INTO coupons.store_offers (coupon_id, store, product_id, offer_name) VALUES ($1, 'stripe', '', $2)",
+            [couponId, name])
+        let priceIds = d.productIds.compactMap { prices[$0] }
+        guard priceIds.count == d.productIds.count else { throw ServiceError.internal }
+        let command = StoreProvisionCommand(
+            commandId: StoreIds.command(StoreProvisionCommand.type, coupon: couponId, store: .stripe, productId: ""),
+            couponId: couponId, code: d.code, mode: mode, store: .stripe, productId: "",
+            subscriptionId: priceIds.joined(separator: ","), offerName: name, offer: d.offerTerms,
+            newCustomersOnly: d.newCustomersOnly, maxRedemptions: d.maxRedemptions, expiresAt: d.expiresAt)
+        try Outbox.add(tx, key: command.commandId, command)
+    }
+
     // MARK: - Read
 
     /// The offers of `coupons`, by coupon, each list in the order of its plans' product ids.

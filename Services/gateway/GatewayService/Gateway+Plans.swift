@@ -11,8 +11,9 @@ extension Gateway {
         var name: String?
         var appStore: PlanInput.AppStore?
         var playStore: PlanInput.PlayStore?
+        var stripe: PlanInput.Stripe?
         var removing: [String] = []
-        private enum Keys: String, CodingKey { case name, appStore, playStore }
+        private enum Keys: String, CodingKey { case name, appStore, playStore, stripe }
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: Keys.self)
@@ -20,13 +21,15 @@ extension Gateway {
             name = try c.decodeIfPresent(String.self, forKey: .name)
             appStore = try c.decodeIfPresent(PlanInput.AppStore.self, forKey: .appStore)
             playStore = try c.decodeIfPresent(PlanInput.PlayStore.self, forKey: .playStore)
-            removing = try c.sentNull([.appStore, .playStore])
+            stripe = try c.decodeIfPresent(PlanInput.Stripe.self, forKey: .stripe)
+            removing = try c.sentNull([.appStore, .playStore, .stripe])
         }
 
         static let schemaName: String? = "PlanPatch"
         static let fieldRules: [String: [JSONSchema.Rule]] = [
             "appStore": [.note("null removes the plan from the App Store (409 invalidState while a coupon has a live offer on it)")],
             "playStore": [.note("null removes the plan from Google Play")],
+            "stripe": [.note("null removes the plan from Stripe")],
         ]
     }
 
@@ -55,8 +58,9 @@ extension Gateway {
 
     func changePlan(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PlanPatchBody>) async throws -> HTTPResponse {
         let b = try body.read()
-        return .json(200, try await coupons.request(Plans.Patch(productId: req.pathParameters["productId"] ?? "", mode: key.mode, name: b.name,
-                                                                appStore: b.appStore, playStore: b.playStore,
-                                                                removing: b.removing.isEmpty ? nil : b.removing).by(key.actor)))
+        let patch = Plans.Patch(
+            productId: req.pathParameters["productId"] ?? "", mode: key.mode, name: b.name, appStore: b.appStore,
+            playStore: b.playStore, removing: b.removing.isEmpty ? nil : b.removing, stripe: b.stripe)
+        return .json(200, try await coupons.request(patch.by(key.actor)))
     }
 }

@@ -24,6 +24,9 @@ struct GrantsConfig: Sendable {
     /// Set when Google Play is connected (`REDEEM_PLAY_SERVICE_ACCOUNT`): offers on base plans,
     /// purchases read and acknowledged.
     var play: PlaySettings?
+    /// Set when Stripe is connected (`REDEEM_STRIPE_SECRET_KEY`): Stripe coupons and promotion
+    /// codes for the web, with the key of each coupon's mode.
+    var stripe: StripeSettings?
 
     init(env: Environment) throws {
         provider = try env.choice("REDEEM_ENTITLEMENT_PROVIDER", default: "local", allowed: ["local", "revenuecat"])
@@ -50,5 +53,6 @@ struct GrantsConfig: Sendable {
         appStoreConnect = try AppStoreConnectSettings(env: env)
         appStoreServer = try AppStoreServerSettings(env: env)
         play = try PlaySettings(env: env)
+        stripe = try StripeSettings(env: env)
     }
 }

@@ -26,5 +26,6 @@ enum GrantsMigrations {
         // The audit log is a record: the services' runtime roles may add to it, never change or
         // erase it (docs/security.md, "The database").
         AuditTable.insertOnly(15),
+        Migration(file: "016_store_tasks_for_stripe.sql", PackageResources._16_store_tasks_for_stripe_sql),
     ]
 }

@@ -85,10 +85,17 @@ public final class GrantsService: BackendService {
         let once = AppleRetry(policy: appleRetry.policy, maxAttempts: 1)
         let storeClient = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: once) }
         let playClient = config.play.map { PlayDeveloperClient(settings: $0, timeout: timeout, retry: once) }
+        var stripeClients: [Mode: StripeClient] = [:]
+        if let stripe = config.stripe {
+            for mode in stripe.keys.modes {
+                guard let key = stripe.keys.key(for: mode) else { continue }
+                stripeClients[mode] = StripeClient(base: stripe.apiURL, key: key, timeout: timeout, retry: once)
+            }
+        }
         // Always there: test mode's tasks are simulated, with or without a store connected.
         storeWorker = StoreTaskWorker(
             pool: runtime.pool, logger: runtime.logger, report: { report in _ = try await couponsBus.request(report) },
-            client: storeClient, play: playClient, retry: storeRetry, lease: timeout * 8 + 30)
+            client: storeClient, play: playClient, stripe: stripeClients, retry: storeRetry, lease: timeout * 8 + 30)
     }
 
     /// Commands are taken only once the schema exists; until then they stay in the coupons

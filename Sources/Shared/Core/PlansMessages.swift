@@ -21,6 +21,12 @@ public struct PlayStorePlan: Codable, Sendable, Equatable {
     }
 }
 
+/// A plan's Stripe side, for the web: the recurring price a Checkout Session sells (`price_…`).
+public struct StripePlan: Codable, Sendable, Equatable {
+    public var priceId: String
+    public init(priceId: String) { self.priceId = priceId }
+}
+
 /// The fields an operator sends for a plan; each is checked with a 422 naming it (`PlanRules`).
 public struct PlanInput: Codable, Sendable {
     public struct AppStore: Codable, Sendable {
@@ -35,15 +41,23 @@ public struct PlanInput: Codable, Sendable {
             self.basePlanIds = basePlanIds
         }
     }
+    public struct Stripe: Codable, Sendable {
+        public var priceId: String?
+        public init(priceId: String?) { self.priceId = priceId }
+    }
     public var productId: String?
     public var name: String?
     public var appStore: AppStore?
     public var playStore: PlayStore?
-    public init(productId: String?, name: String?, appStore: AppStore? = nil, playStore: PlayStore? = nil) {
+    public var stripe: Stripe?
+    public init(
+        productId: String?, name: String?, appStore: AppStore? = nil, playStore: PlayStore? = nil, stripe: Stripe? = nil
+    ) {
         self.productId = productId
         self.name = name
         self.appStore = appStore
         self.playStore = playStore
+        self.stripe = stripe
     }
 }
 
@@ -53,6 +67,7 @@ public struct PlanView: Codable, Sendable, Equatable {
     public var name: String
     public var appStore: AppStorePlan?
     public var playStore: PlayStorePlan?
+    public var stripe: StripePlan?
     public var mode: Mode
     public var createdAt: Date
     public var updatedAt: Date
@@ -67,7 +82,9 @@ public struct PlanView: Codable, Sendable, Equatable {
         self.updatedAt = updatedAt
     }
 
-    private enum CodingKeys: String, CodingKey { case productId, name, appStore, playStore, mode, createdAt, updatedAt }
+    private enum CodingKeys: String, CodingKey {
+        case productId, name, appStore, playStore, stripe, mode, createdAt, updatedAt
+    }
 
     /// Every field is present, a store the plan is not in as null (as a coupon's fields are).
     public func encode(to encoder: any Encoder) throws {
@@ -76,6 +93,7 @@ public struct PlanView: Codable, Sendable, Equatable {
         try c.encode(name, forKey: .name)
         try c.encode(appStore, forKey: .appStore)
         try c.encode(playStore, forKey: .playStore)
+        try c.encode(stripe, forKey: .stripe)
         try c.encode(mode, forKey: .mode)
         try c.encode(createdAt, forKey: .createdAt)
         try c.encode(updatedAt, forKey: .updatedAt)
@@ -136,11 +154,13 @@ public enum Plans {
         public var name: String?
         public var appStore: PlanInput.AppStore?
         public var playStore: PlanInput.PlayStore?
-        /// `appStore`, `playStore`: sent as null, to remove.
+        public var stripe: PlanInput.Stripe?
+        /// `appStore`, `playStore`, `stripe`: sent as null, to remove.
         public var removing: [String]?
         public var mode: Mode
         public init(productId: String, mode: Mode, name: String? = nil, appStore: PlanInput.AppStore? = nil,
-                    playStore: PlanInput.PlayStore? = nil, removing: [String]? = nil) {
+                    playStore: PlanInput.PlayStore? = nil, removing: [String]? = nil, stripe: PlanInput.Stripe? = nil) {
+            self.stripe = stripe
             self.productId = productId
             self.mode = mode
             self.name = name

@@ -189,7 +189,8 @@ public struct StoreProvisionCommand: BusRequest, Equatable {
     public var store: Store
     public var productId: String
     /// The plan's id in the store: its App Store Connect subscription id, or its Google Play
-    /// subscription product id.
+    /// subscription product id; for Stripe, the recurring prices of every plan of the coupon
+    /// (`price_…`), comma-separated, since one Stripe coupon covers them all.
     public var subscriptionId: String
     /// Google Play: the base plan the offer is made on (one command per base plan).
     public var basePlanId: String?

@@ -6,13 +6,17 @@ import Foundation
 /// A store that applies discounts itself.
 public enum Store: String, Codable, Sendable, CaseIterable {
     case appStore, playStore
+    /// Stripe, for the web (docs/stripe.md): one Stripe coupon and promotion code per coupon.
+    case stripe
 
     /// The stored state of an offer the store has made and that is settling
-    /// (`StoreOfferReadiness`): Apple's custom code exists, or Google's offer is active.
+    /// (`StoreOfferReadiness`): Apple's custom code exists, Google's offer is active, or Stripe's
+    /// promotion code exists.
     public var waiting: StoreOfferState {
         switch self {
         case .appStore: .waitingForApple
         case .playStore: .waitingForGoogle
+        case .stripe: .waitingForStripe
         }
     }
 }
@@ -25,7 +29,7 @@ extension Platform {
         switch self {
         case .ios: .appStore
         case .android: .playStore
-        case .web: nil
+        case .web: .stripe
         }
     }
 }
@@ -36,13 +40,15 @@ extension Platform {
 /// code exists and is active and either the settle time has passed since the store made it or the
 /// first verified purchase of the offer has arrived.
 public enum StoreOfferState: String, Codable, Sendable, CaseIterable {
-    case creating, waitingForApple, waitingForGoogle, ready, failed
+    case creating, waitingForApple, waitingForGoogle, waitingForStripe, ready, failed
 
     /// The states a row holds (its CHECK constraint allows exactly these).
-    public static let stored: [StoreOfferState] = [.creating, .waitingForApple, .waitingForGoogle, .failed]
+    public static let stored: [StoreOfferState] = [
+        .creating, .waitingForApple, .waitingForGoogle, .waitingForStripe, .failed,
+    ]
 
     /// The store has made the offer, and it settles before it is `ready`.
-    public var isWaiting: Bool { self == .waitingForApple || self == .waitingForGoogle }
+    public var isWaiting: Bool { self == .waitingForApple || self == .waitingForGoogle || self == .waitingForStripe }
 
     /// How far a stored state is along: a report never moves an offer back. `failed` comes
     /// before `waitingForApple`, so a provisioning that failed and was later retried to the end
@@ -51,7 +57,7 @@ public enum StoreOfferState: String, Codable, Sendable, CaseIterable {
         switch self {
         case .creating: 0
         case .failed: 1
-        case .waitingForApple, .waitingForGoogle: 2
+        case .waitingForApple, .waitingForGoogle, .waitingForStripe: 2
         case .ready: 3
         }
     }

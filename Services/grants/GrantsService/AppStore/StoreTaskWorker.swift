@@ -27,6 +27,8 @@ final class StoreTaskWorker: Sendable {
     typealias Report = @Sendable (Coupons.StoreOfferReport) async throws -> Void
     let provisioner: OfferProvisioner?
     let play: PlayOfferProvisioner?
+    /// Stripe, per Redeem mode: a test coupon's Stripe objects are made with the test key only.
+    let stripe: [Mode: StripeOfferProvisioner]
     let retry: RetryPolicy
     /// Seconds a claimed task is held; a run makes at most six calls of at most `timeout` each.
     let lease: TimeInterval
@@ -36,8 +38,9 @@ final class StoreTaskWorker: Sendable {
     static let maxInFlight = 8
 
     init(pool: PGPool, logger: Logger, report: @escaping Report, client: AppStoreConnectClient?, play: PlayDeveloperClient? = nil,
-         retry: RetryPolicy, lease: TimeInterval,
+         stripe: [Mode: StripeClient] = [:], retry: RetryPolicy, lease: TimeInterval,
          interval: Duration = .seconds(1)) {
+        self.stripe = stripe.mapValues(StripeOfferProvisioner.init(client:))
         self.pool = pool
         self.logger = logger
         self.report = report
@@ -70,7 +73,9 @@ final class StoreTaskWorker: Sendable {
     }
 
     /// The stores this worker can call; tasks of the others wait for an instance that can.
-    var stores: [Store] { (provisioner == nil ? [] : [.appStore]) + (play == nil ? [] : [.playStore]) }
+    var stores: [Store] {
+        (provisioner == nil ? [] : [.appStore]) + (play == nil ? [] : [.playStore]) + (stripe.isEmpty ? [] : [.stripe])
+    }
 
     private func claim(limit: Int) async -> [StoreTasks.Claimed] {
         let lease = self.lease, stores = self.stores
@@ -115,6 +120,10 @@ final class StoreTaskWorker: Sendable {
             var note: String?
             let outcome: AppStoreTaskOutcome
             switch command.store {
+            case .stripe:
+                // Stripe's own test mode, with the test key: never simulated.
+                guard let maker = self.stripe[task.mode] else { throw StoreTasks.LeaseLost() }  // no key of this mode here
+                outcome = await maker.provision(command, from: task.progress, record: record(task))
             case _ where task.mode == .test:
                 outcome = SimulatedStore.provision(command, from: task.progress, now: Date())
             case .appStore: outcome = try await appStoreOutcome(claimed, command)
@@ -190,6 +199,9 @@ final class StoreTaskWorker: Sendable {
             if start.customCodeId == nil { start.customCodeId = command.customCodeId }
             let outcome: AppStoreTaskOutcome
             switch (command.store, provisioner, play) {
+            case (.stripe, _, _):
+                guard let maker = self.stripe[task.mode] else { throw StoreTasks.LeaseLost() }  // no key of this mode here
+                outcome = await maker.switchTo(active: command.active, from: start, record: record(task))
             case _ where task.mode == .test:
                 outcome = SimulatedStore.switchTo(from: start)
             case (.appStore, let provisioner?, _):

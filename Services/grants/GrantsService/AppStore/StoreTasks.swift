@@ -78,14 +78,15 @@ enum StoreTasks {
     /// for a minute; and while a switch of an earlier generation is unfinished, so the last one
     /// coupons asked for is the one Apple is left with. A switch starts from the ids its
     /// provisioning recorded. Only tasks of `stores` (those this instance is connected to) are
-    /// claimed; the others wait. Test-mode tasks are simulated, so any instance claims them. An
+    /// claimed; the others wait. Test-mode tasks are simulated, so any instance claims them, except
+    /// Stripe's, which go to Stripe's own test mode with the test key (docs/stripe.md). An
     /// offer is (coupon, store, plan, base plan).
     static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval, stores: [Store] = Store.allCases) throws -> [Claimed] {
         try c.query("""
             UPDATE grants.store_tasks t SET attempts = t.attempts + 1, next_attempt_at = now() + make_interval(secs => $2), lease_token = gen_random_uuid()
             WHERE t.id IN (
                 SELECT s.id FROM grants.store_tasks s
-                WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now() AND (s.store = ANY($3::text[]) OR s.mode = 'test')
+                WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now() AND (s.store = ANY($3::text[]) OR (s.mode = 'test' AND s.store <> 'stripe'))
                   AND (s.action = 'provision' OR (COALESCE(
                         (SELECT p.status <> 'pending' FROM grants.store_tasks p
                          WHERE p.coupon_id = s.coupon_id AND p.store = s.store AND p.product_id = s.product_id
