@@ -69,8 +69,8 @@ final class ComposeStackTests: StackTestCase {
         gateway = HTTPClient(base: URL(string: try XCTUnwrap(values["GATEWAY_URL"]))!, maxConnections: 128)
         fakes = HTTPClient(base: URL(string: try XCTUnwrap(values["FAKES_URL"]))!)
         print(
-            "compose stack up in \(String(format: "%.1f", Date().timeIntervalSince(started))) s "
-                + "(images and stack; the stack alone \(values["UP_SECONDS"] ?? "?") s from the script's start)")
+            "compose stack ready in \(String(format: "%.1f", Date().timeIntervalSince(started))) s "
+                + "(images and stack; deploy/compose-test said ready after \(values["UP_SECONDS"] ?? "?") s)")
     }
 
     static func tail(_ path: String) -> String {
@@ -235,12 +235,13 @@ final class ComposeStackTests: StackTestCase {
             for _ in 0..<30 { group.addTask { try await Self.signUp(gateway) } }
             return try await group.reduce(into: [User]()) { $0.append($1) }
         }
-        let killedAt = Date().addingTimeInterval(1.5)
+        let killedAt = Date().addingTimeInterval(1)
         struct Outcome: Sendable {
             let user: String
             let token: String
             let code: String
             let ids: Set<String>
+            let startedAt: Date
             let answeredAt: Date
             let failures: Int
         }
@@ -249,8 +250,9 @@ final class ComposeStackTests: StackTestCase {
                 for (i, user) in users.enumerated() {
                     for code in codes {
                         group.addTask {
-                            // Spread over four seconds, so requests are in flight on both sides of the kill.
-                            try await Task.sleep(for: .milliseconds(130 * i))
+                            // Spread over two seconds, so requests are in flight on both sides of the kill.
+                            try await Task.sleep(for: .milliseconds(66 * i))
+                            let startedAt = Date()
                             var ids = Set<String>(), failures = 0
                             func redeem() async -> String? {
                                 guard
@@ -271,8 +273,8 @@ final class ComposeStackTests: StackTestCase {
                             // Asked again after the answer: the same redemption.
                             if i % 5 == 0, !ids.isEmpty, let again = await redeem() { ids.insert(again) }
                             return Outcome(
-                                user: user.appUserId, token: user.token, code: code, ids: ids, answeredAt: Date(),
-                                failures: failures)
+                                user: user.appUserId, token: user.token, code: code, ids: ids, startedAt: startedAt,
+                                answeredAt: Date(), failures: failures)
                         }
                     }
                 }
@@ -289,7 +291,10 @@ final class ComposeStackTests: StackTestCase {
         XCTAssertEqual(outcomes.filter { $0.ids.count > 1 }.count, 0, "a retry answers the same redemption")
         XCTAssertGreaterThan(
             outcomes.filter { $0.answeredAt > killedAt }.count, 0, "redemptions went on after the kill")
-        print("compose kill: \(outcomes.map(\.failures).reduce(0, +)) failed tries retried by the clients")
+        let across = outcomes.filter { $0.startedAt < killedAt && $0.answeredAt > killedAt }.count
+        print(
+            "compose kill: \(across) redemptions in flight across the kill, "
+                + "\(outcomes.map(\.failures).reduce(0, +)) failed tries retried by the clients")
 
         for o in outcomes {
             let id = try XCTUnwrap(o.ids.first)
