@@ -126,6 +126,10 @@ let package = Package(
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.
         // CCrypto: the test Apple CA issues its certificates with libcrypto (Apple/TestAppleCA.swift).
         .target(name: "TestSupport", dependencies: allLayers + ["CCrypto"], path: "Tests/TestSupport"),
+        // The compose suite's fakes (RevenueCat, a webhook receiver), run in a container on the
+        // stack's network (ComposeStackTests, deploy/compose/test.yml).
+        .executableTarget(
+            name: "compose-fakes", dependencies: ["TestSupport", "HTTP", "Telemetry"], path: "Tests/ComposeFakes"),
         .testTarget(name: "LayerTests", dependencies: allLayers + ["TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: allLayers + ["TestSupport", "RedeemKit", "AccountsService"]),
         // The services' logic without sockets: rules, policies, documents (and RedeemKit's contract

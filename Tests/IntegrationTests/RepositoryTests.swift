@@ -15,6 +15,115 @@ import Testing
             #expect(config.contains("  \(service):"), "compose defines \(service)")
         }
         #expect(config.contains("healthcheck"))
+        // The stores' override (key files) and the compose suite's (images built here, the fakes).
+        for override in ["docker-compose.stores.yml", "deploy/compose/test.yml"] {
+            let other = Project.root.appendingPathComponent(override).path
+            let merged = try await offThePool { try Subprocess.run(path, ["-f", file, "-f", other, "config"]) }
+            #expect(merged.contains("  gateway:"), "\(override) merges")
+        }
+    }
+
+    /// Every setting docs/configuration.md says a service reads reaches that service's container in
+    /// docker-compose.yml (itself, or its `_FILE` form). Who reads a setting comes from the
+    /// document: a table's "read by" column ("all four", service names, "that service" for a name
+    /// that carries the service's), else the section it is in ("Accounts", "Grants: the App Store",
+    /// …), plus "the same setting X reads" and "X reads it too" in its meaning.
+    @Test func composeHandsEverySettingToTheServicesThatReadIt() async throws {
+        let compose = ["/usr/bin/docker-compose", "/usr/local/bin/docker-compose"].first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
+        let path = try #require(compose, "docker-compose is installed by scripts/setup")
+        let doc = try String(
+            contentsOf: Project.root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        let readers = Self.readers(configuration: doc)
+        #expect(readers.count > 100, "the document's settings are found (\(readers.count))")
+        #expect(readers["REDEEM_ASC_PRIVATE_KEY"] == ["grants"])
+        #expect(readers["REDEEM_APPLE_APP_ID"] == ["coupons", "grants", "gateway"])
+        #expect(readers["REDEEM_LOG_LEVEL"]?.count == 4)
+
+        // The configuration as compose reads it, as JSON (PyYAML comes with docker-compose).
+        let file = Project.root.appendingPathComponent("docker-compose.yml").path
+        let json = try await offThePool {
+            try Subprocess.run(
+                "/bin/sh",
+                [
+                    "-c",
+                    "\"$0\" -f \"$1\" config | python3 -c 'import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)'",
+                    path, file
+                ])
+        }
+        struct Config: Decodable {
+            struct Service: Decodable { let environment: [String: String?]? }
+            let services: [String: Service]
+        }
+        let config = try JSONDecoder().decode(Config.self, from: Data(json.utf8))
+        // Compose's DNS finds every instance; a hosts file would be a mount of its own.
+        let notForCompose: Set<String> = ["REDEEM_BUS_HOSTS_FILE"]
+        var missing: [String] = []
+        for (setting, services) in readers.sorted(by: { $0.key < $1.key }) where !notForCompose.contains(setting) {
+            let forms: Set<String> =
+                setting.hasSuffix("_FILE") ? [setting, String(setting.dropLast(5))] : [setting, setting + "_FILE"]
+            for service in services.sorted() {
+                let environment = config.services[service]?.environment ?? [:]
+                if forms.isDisjoint(with: environment.keys) { missing.append("\(service): \(setting)") }
+            }
+        }
+        #expect(missing == [], "settings docs/configuration.md lists that never reach the container")
+    }
+
+    /// Which services read each setting of docs/configuration.md (see the test above).
+    static func readers(configuration doc: String) -> [String: Set<String>] {
+        let services = ["accounts", "coupons", "grants", "gateway"]
+        func matches(_ pattern: String, _ text: String) -> [[String]] {
+            let regex = try! NSRegularExpression(pattern: pattern)
+            return regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).map { m in
+                (0..<m.numberOfRanges).map { Range(m.range(at: $0), in: text).map { String(text[$0]) } ?? "" }
+            }
+        }
+        func named(_ text: String) -> Set<String> {
+            Set(services.filter { !matches("\\b\($0)\\b", text).isEmpty })
+        }
+        var result: [String: Set<String>] = [:]
+        var section = "", readByColumn: Int?
+        for line in doc.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
+            if line.hasPrefix("#") {
+                section = line.drop { $0 == "#" }.trimmingCharacters(in: .whitespaces)
+                readByColumn = nil
+                continue
+            }
+            let cells = line.trimmingCharacters(in: .whitespaces)
+                .split(separator: "|", omittingEmptySubsequences: false)
+                .dropFirst().dropLast().map { $0.trimmingCharacters(in: .whitespaces) }
+            if line.hasPrefix("| variable") {
+                readByColumn = cells.firstIndex(of: "read by")
+                continue
+            }
+            guard line.hasPrefix("| `REDEEM_"), let first = cells.first else { continue }
+            var owners = Set<String>(), perService = false
+            if let column = readByColumn, column < cells.count {
+                let readBy = cells[column]
+                owners = readBy.contains("all four") ? Set(services) : named(readBy)
+                perService = readBy.contains("that service")
+            } else {
+                let heading = section.split(separator: ":").first.map { $0.lowercased() } ?? ""
+                guard services.contains(heading) else { continue }
+                owners = [heading]
+            }
+            let meaning = cells.dropFirst().joined(separator: " ")
+            for m in matches("the same setting ([a-z, ]+?) reads?\\b", meaning) { owners.formUnion(named(m[1])) }
+            for m in matches("\\b([A-Za-z]+) reads it too", meaning) { owners.formUnion(named(m[1].lowercased())) }
+            for m in matches("`(REDEEM_[A-Z0-9_<>]+)`", first) {
+                let names =
+                    m[1].contains("<NAME>")
+                    ? services.prefix(3).map { m[1].replacingOccurrences(of: "<NAME>", with: $0.uppercased()) } : [m[1]]
+                for name in names {
+                    var who = owners
+                    if perService { who.formUnion(services.filter { name.contains("_\($0.uppercased())_") }) }
+                    result[name, default: []].formUnion(who)
+                }
+            }
+        }
+        return result
     }
 
     /// The Kubernetes tree (deploy/kubernetes) renders with kubectl's kustomize and validates offline
@@ -450,7 +559,8 @@ import Testing
         }
         for script in [
             "deploy/run-stack", "deploy/postgres", "deploy/database-roles", "scripts/setup", "scripts/test",
-            "scripts/env.sh", "scripts/free-port", "scripts/link-order"
+            "scripts/env.sh", "scripts/free-port", "scripts/link-order", "deploy/images", "docker-compose.yml",
+            "docker-compose.stores.yml"
         ] {
             let shell = try text(script)
             read.formUnion(try names(#"\$\{?(REDEEM_[A-Z0-9_]+)"#, in: shell))

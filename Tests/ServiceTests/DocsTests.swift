@@ -84,7 +84,8 @@ import Testing
         }
         let scripts = [
             "deploy/run-stack", "deploy/postgres", "deploy/database-roles", "scripts/setup",
-            "scripts/test", "scripts/env.sh", "scripts/free-port", "scripts/link-order",
+            "scripts/test", "scripts/env.sh", "scripts/free-port", "scripts/link-order", "deploy/images",
+            "docker-compose.yml", "docker-compose.stores.yml",
         ]
         for script in scripts {
             let shell = try Self.read(script)

@@ -67,7 +67,9 @@ public final class FakeRevenueCat: Sendable {
     private let server: HTTPServer
     public var url: URL { URL(string: "http://127.0.0.1:\(server.port)")! }
 
-    public init() throws {
+    /// Listens on `host` and `port` (0: any free one); the compose suite's fakes container listens on
+    /// every interface of its network (`0.0.0.0`) on a port of its own.
+    public init(host: String = "127.0.0.1", port: Int = 0) throws {
         var router = Router()
         let box = Box()
         router.post("/v1/subscribers/{appUserId}/entitlements/{entitlementId}/promotional") { req in
@@ -78,7 +80,8 @@ public final class FakeRevenueCat: Sendable {
         }
         let routes = router
         var options = HTTPServer.Options()
-        options.port = 0
+        options.host = host
+        options.port = port
         options.threads = 2
         server = HTTPServer(options: options, logger: Logger(service: "fake-revenuecat", sink: LogSink(capturing: ())), accessLog: false) {
             await routes.handle($0)
