@@ -24,6 +24,9 @@ struct CouponDefinition: Sendable {
     var hasStoreOffers = false
     /// Whether the coupon has Google Play offers, one per base plan of each plan (`has_play_offers`).
     var hasPlayOffers = false
+    /// Whether unique codes were made for the coupon (`has_unique_codes`): then end users redeem
+    /// it only with one of them, and its own code is `notFound` to them.
+    var hasUniqueCodes = false
     /// Whether any store has offers of the coupon: a full cap, a deactivation or the expiry
     /// switches them off.
     var hasAnyStoreOffers: Bool { hasStoreOffers || hasPlayOffers }
@@ -106,6 +109,10 @@ enum CouponRules {
             })
         else {
             throw invalid("code", "code must be 3 to 64 of A-Z, 0-9, - and _")
+        }
+        // The shape of unique codes is theirs, so that a typing error in one is caught unlooked-up.
+        guard !UniqueCode.looksUnique(upper) else {
+            throw invalid("code", "code must not look like a unique code ([PREFIX-]XXXX-XXXX-XXXX-XXXX)")
         }
         return upper
     }

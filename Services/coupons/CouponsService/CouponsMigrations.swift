@@ -47,6 +47,8 @@ enum CouponsMigrations {
         Migration(
             file: "018_free_periods_in_app_by_choice.sql", PackageResources._18_free_periods_in_app_by_choice_sql),
         Migration(
-            file: "019_a_custom_code_per_app_store_plan.sql", PackageResources._19_a_custom_code_per_app_store_plan_sql)
+            file: "019_a_custom_code_per_app_store_plan.sql", PackageResources._19_a_custom_code_per_app_store_plan_sql),
+        Migration(
+            file: "020_unique_codes_by_the_thousand.sql", PackageResources._20_unique_codes_by_the_thousand_sql)
     ]
 }
