@@ -1,4 +1,5 @@
 import Cryptography
+import Database
 import Foundation
 import Testing
 
@@ -119,6 +120,32 @@ import Testing
     @Test func theLargestCSVFitsInABusMessage() throws {
         let line = String(repeating: "A", count: UniqueCode.maxPrefixLength + 1 + 19) + "\\n"
         #expect(UniqueCode.maxCount * line.utf8.count + 1024 < 4 << 20)
+    }
+
+    /// A creation's batch: each hash is its code's SHA-256, each last four its code's, the CSV one
+    /// code a line. Also prints how long the Swift side of 100,000 codes takes (not asserted).
+    @Test func aBatchHoldsEachCodesHashAndLastFour() throws {
+        let batch = UniqueCodeStore.Batch(count: 1000, prefix: "GIFT")
+        let codes = batch.codes
+        #expect(codes.count == 1000)
+        #expect(Set(codes).count == 1000)
+        for (i, code) in codes.enumerated() {
+            #expect(UniqueCode.read(code) == .unique(code))
+            #expect(batch.hashes[i] == UniqueCodeStore.hex(Crypto.sha256(Array(code.utf8))))
+            #expect(batch.last4[i] == String(code.suffix(4)))
+        }
+        let clock = ContinuousClock()
+        var big: UniqueCodeStore.Batch?
+        let making = clock.measure { big = UniqueCodeStore.Batch(count: 100_000, prefix: "BIG") }
+        var text: String?
+        let array = clock.measure { text = PGArray(big!.hashes).pgText }
+        let keyring = SecretKeyring.random()
+        var sealed: [UInt8] = []
+        let sealing = clock.measure { sealed = keyring.seal(big!.csv, context: "bench").sealed }
+        let base64 = clock.measure { _ = Data(sealed).base64EncodedString() }
+        print(
+            "unique codes, 100,000 in Swift: batch \(making), hash array text \(array) (\(text!.utf8.count) B),"
+                + " seal \(sealing), base64 \(base64)")
     }
 
     // MARK: - A batch of one unique code

@@ -19,7 +19,7 @@ extension CouponsService {
         // Two codes alike, here or with an earlier creation, is a unique violation: the whole
         // creation is made again with new codes (it never happens in practice: 75 random bits).
         for attempt in 1...3 {
-            let codes = UniqueCodeStore.make(count: count, prefix: prefix)
+            let batch = UniqueCodeStore.Batch(count: count, prefix: prefix)
             do {
                 return try await pool.transaction { tx in
                     let mode = Mode.of(req.mode)
@@ -28,7 +28,7 @@ extension CouponsService {
                     }
                     let id = try coupon.decode("id", as: UUID.self)
                     let code = try coupon.decode("code", as: String.self)
-                    let made = try UniqueCodeStore.insert(tx, coupon: id, codes: codes, keyring: keyring, now: Date())
+                    let made = try UniqueCodeStore.insert(tx, coupon: id, batch: batch, keyring: keyring, now: Date())
                     struct Made: Encodable {
                         let count: Int
                         let prefix: String?

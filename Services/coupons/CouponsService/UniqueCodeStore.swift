@@ -72,6 +72,40 @@ enum UniqueCodeStore {
         return (0..<count).map { i in UniqueCode.make(prefix: prefix, random: random[(i * n)..<((i + 1) * n)]) }
     }
 
+    /// A creation's codes as written: the CSV's lines, and per code its SHA-256 in hex and its
+    /// last four characters. Made on bytes in one pass: 100,000 codes are a few megabytes.
+    struct Batch {
+        var count = 0
+        var csv: [UInt8] = []
+        var hashes: [String] = []
+        var last4: [String] = []
+
+        init(count: Int, prefix: String?) {
+            let n = UniqueCode.randomLength
+            let random = Crypto.randomBytes(count * n)
+            let prefixBytes = prefix.map { Array($0.utf8) } ?? []
+            let length =
+                (prefixBytes.isEmpty ? 0 : prefixBytes.count + 1) + UniqueCode.bodyLength + UniqueCode.groups - 1
+            csv.reserveCapacity(count * (length + 1))
+            hashes.reserveCapacity(count)
+            last4.reserveCapacity(count)
+            var code: [UInt8] = []
+            code.reserveCapacity(length)
+            for i in 0..<count {
+                code.removeAll(keepingCapacity: true)
+                UniqueCode.append(prefix: prefixBytes, random: random[(i * n)..<((i + 1) * n)], to: &code)
+                csv.append(contentsOf: code)
+                csv.append(UInt8(ascii: "\n"))
+                hashes.append(UniqueCodeStore.hex(Crypto.sha256(code)))
+                last4.append(String(decoding: code[(code.count - 4)...], as: UTF8.self))
+            }
+            self.count = count
+        }
+
+        /// The codes, as the CSV holds them (tests).
+        var codes: [String] { csv.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) } }
+    }
+
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// Lower-case hex, by table: `String(format:)` per byte would cost seconds for 100,000 hashes.
@@ -88,34 +122,23 @@ enum UniqueCodeStore {
     /// What a sealed CSV is bound to: its row.
     static func context(_ export: UUID) -> String { "coupons.code_exports/" + export.lowercasedString }
 
-    /// Writes `codes` of `coupon` (hashes and last four characters, one statement) and their CSV,
-    /// sealed, with the hash of a new one-time token; the coupon then takes only unique codes.
+    /// Writes the codes of `batch` for `coupon` (hashes and last four characters, one statement)
+    /// and their CSV, sealed, with the hash of a new one-time token; the coupon then takes only unique codes.
     /// The caller's transaction. A hash that exists already (two codes alike: about one chance in
     /// 10^13 for 100,000) is a unique violation, and the caller makes new codes.
     static func insert(
-        _ tx: PGConnection, coupon: UUID, codes: [String], keyring: SecretKeyring, now: Date
+        _ tx: PGConnection, coupon: UUID, batch: Batch, keyring: SecretKeyring, now: Date
     ) throws -> (token: String, expiresAt: Date) {
         let export = UUID.random()
-        var hashes: [String] = [], last4: [String] = []
-        hashes.reserveCapacity(codes.count)
-        last4.reserveCapacity(codes.count)
-        var csv = ""
-        csv.reserveCapacity(codes.count * ((codes.first?.utf8.count ?? 24) + 1))
-        for code in codes {
-            hashes.append(hex(Crypto.sha256(Array(code.utf8))))
-            last4.append(UniqueCode.last4(code))
-            csv += code
-            csv += "\n"
-        }
         try tx.query(
             """
             INSERT INTO coupons.unique_codes (coupon_id, code_hash, last4, export_id)
             SELECT $1, decode(u.h, 'hex'), u.l, $4 FROM unnest($2::text[], $3::text[]) AS u(h, l)
-            """, [coupon, PGArray(hashes), PGArray(last4), export])
+            """, [coupon, PGArray(batch.hashes), PGArray(batch.last4), export])
         try tx.query(
             "UPDATE coupons.coupons SET has_unique_codes = true WHERE id = $1 AND NOT has_unique_codes", [coupon])
         let token = Crypto.randomToken()
-        let sealed = keyring.seal(Array(csv.utf8), context: context(export))
+        let sealed = keyring.seal(batch.csv, context: context(export))
         let expiresAt = now.addingTimeInterval(exportLifetime)
         try tx.query(
             """
@@ -123,7 +146,7 @@ enum UniqueCodeStore {
             VALUES ($1, $2, $3, $4, $5, $6, $7)
             """,
             [
-                export, coupon, codes.count, Data(sealed.sealed).base64EncodedString(), sealed.keyId,
+                export, coupon, batch.count, Data(sealed.sealed).base64EncodedString(), sealed.keyId,
                 PGBytes(Data(Crypto.sha256(Array(token.utf8)))), expiresAt
             ])
         return (token, expiresAt)

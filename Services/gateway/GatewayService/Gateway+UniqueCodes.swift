@@ -56,15 +56,14 @@ extension Gateway {
 
     private static let tokenBytes = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
-    /// The codes as a file to save, which no cache keeps.
+    /// The codes as a file to save (the gateway's answers all carry `Cache-Control: no-store`).
     static func csvAttachment(_ taken: Coupons.TakeCodes.Response) -> HTTPResponse {
         let filename = taken.code.filter { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
         return HTTPResponse(
             status: 200,
             headers: [
                 ("Content-Type", "text/csv; charset=utf-8"),
-                ("Content-Disposition", "attachment; filename=\"codes-\(filename).csv\""),
-                ("Cache-Control", "no-store")
+                ("Content-Disposition", "attachment; filename=\"codes-\(filename).csv\"")
             ], body: Data(taken.csv.utf8))
     }
 
