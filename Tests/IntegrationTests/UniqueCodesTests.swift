@@ -433,6 +433,12 @@ final class UniqueCodesTests: StackTestCase {
         for code in codes { XCTAssertFalse(r.text.contains(code), "a code reached the model's context") }
         let secondDownload = try await client.get(URL(string: url)!.path)
         XCTAssertEqual(secondDownload.status, 410)
+        // Neither the codes nor the address's token reach a log.
+        let logs = Self.stack.logs()
+        XCTAssertTrue(
+            logs.contains("code-downloads") && logs.contains("{token}"), "the download is logged by its route")
+        XCTAssertFalse(logs.contains(URL(string: url)!.lastPathComponent), "the one-time token is not logged")
+        for code in codes { XCTAssertFalse(logs.contains(code), "a code reached the logs") }
         let keyedAfterIt = try await client.get("/v1/coupons/\(coupon)/codes.csv", token: admin)
         XCTAssertEqual(keyedAfterIt.status, 410)
         let list = try await client.send(
