@@ -43,6 +43,19 @@ struct Command {
             } else {
                 FileHandle.standardOutput.write(csv)
             }
+        case ("codes", "create"):
+            let code = try args.word(2, "the coupon's code")
+            guard let count = try args.int("count") else { throw UsageError("codes create needs --count N") }
+            let prefix = args.option("prefix")
+            let file = args.option("output")
+            try args.checkNoneLeft()
+            let made = try await client.createCodes(of: code, count: count, prefix: prefix, timeout: 120)
+            try await saveCodes(of: made.code, to: file, note: "made \(made.count) codes of \(made.code)")
+        case ("codes", "download"):
+            let code = try args.word(2, "the coupon's code")
+            let file = args.option("output")
+            try args.checkNoneLeft()
+            try await saveCodes(of: code.uppercased(), to: file, note: "downloaded the codes of \(code.uppercased())")
         case ("keys", "create"):
             let name = try args.required("name")
             let role = try enumValue(Role.self, try args.required("role"), "role")
@@ -104,6 +117,25 @@ struct Command {
         default:
             throw UsageError("unknown command: \(group) \(verb)")
         }
+    }
+
+    // MARK: - Unique codes
+
+    /// Takes the coupon's codes CSV (once: the server deletes it) into `file`, readable by its
+    /// owner only, or onto standard output.
+    func saveCodes(of code: String, to file: String?, note: String) async throws {
+        let csv = try await client.takeCodesCSV(of: code, timeout: 120)
+        guard let file else {
+            FileHandle.standardOutput.write(csv)
+            return
+        }
+        let url = URL(fileURLWithPath: file)
+        guard FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+            throw UsageError("can't write \(file)")
+        }
+        try csv.write(to: url)
+        let count = max(0, csv.split(separator: UInt8(ascii: "\n")).count - 1)
+        try output.done("\(note): \(file)", ["code": code, "count": String(count), "output": file])
     }
 
     // MARK: - Coupons

@@ -22,6 +22,8 @@ sk_test_…), or --url and --api-key. --json prints JSON for scripts instead of 
   redemptions list CODE [--limit N] [--cursor C] [--all]
   redemptions get ID
   redemptions export CODE --csv [--output FILE]
+  codes create CODE --count N [--prefix P] [--output FILE]   unique single-use codes; the CSV once
+  codes download CODE [--output FILE]   the CSV of codes made but not yet downloaded (once)
   keys create --name NAME --role readonly|support|admin [--mode live|test]
   keys list [--limit N] [--cursor C] [--all]
   keys revoke ID

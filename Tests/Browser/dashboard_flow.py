@@ -114,7 +114,7 @@ try:
         must("!document.getElementById('view-coupons').hidden", "back to the list")
         must(f"Array.from(document.querySelectorAll('#coupons-table a')).some(function (a) {{ return a.textContent === '{code}'; }})", "the coupon is not in the list")
         click(f"#coupons-table a[href='#coupon/{code}']")
-        must("document.querySelectorAll('#redemptions-table tbody tr').length === 1 && document.querySelector('#redemptions-table tbody tr').cells.length === 7 && document.querySelector('#redemptions-table tbody tr').cells[4].textContent === 'completed'", "the redemption is not on the coupon page")
+        must("document.querySelectorAll('#redemptions-table tbody tr').length === 1 && document.querySelector('#redemptions-table tbody tr').cells.length === 8 && document.querySelector('#redemptions-table tbody tr').cells[4].textContent === 'completed'", "the redemption is not on the coupon page")
         seen["redemptionRow"] = js("Array.from(document.querySelector('#redemptions-table tbody tr').cells).map(function (c) { return c.textContent; })")
         seen["figures"] = text("coupon-figures")
         select("#redemptions-filter", "failed")
@@ -136,6 +136,25 @@ try:
             finish(False, error="the CSV was not downloaded", files=os.listdir(downloads))
         with open(csv_path) as f:
             seen["csv"] = f.read()
+
+        # Unique codes: "Create codes" makes them and saves their CSV at once (the server gives it once).
+        type_into("#c-count", "5")
+        type_into("#c-prefix", "dash")
+        click("#codes-create")
+        codes_path = os.path.join(downloads, f"codes-{code}.csv")
+        deadline = time.time() + 15
+        while time.time() < deadline and not os.path.exists(codes_path):
+            time.sleep(0.2)
+        if not os.path.exists(codes_path):
+            finish(False, error="the codes' CSV was not downloaded", files=os.listdir(downloads))
+        must("document.getElementById('codes-note').textContent.indexOf('Codes downloaded') === 0", "the codes were not downloaded")
+        time.sleep(0.5)
+        with open(codes_path) as f:
+            lines = f.read().split()
+        if lines[0] != "code" or len(lines) != 6 or not all(line.startswith("DASH-") and len(line) == 24 for line in lines[1:]):
+            finish(False, error="the codes' CSV is not five codes", lines=lines)
+        seen["uniqueCodes"] = len(lines) - 1
+        shot("dashboard-coupon-codes.png")
 
         for page in ["webhooks", "keys", "members", "audit"]:
             js(f"location.hash = '#{page}'")

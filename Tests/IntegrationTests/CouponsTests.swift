@@ -888,7 +888,7 @@ final class CouponsTests: StackTestCase {
             parsed.columns,
             [
                 "redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",
-                "currency", "status", "sandbox", "reservedAt", "completedAt"
+                "currency", "status", "sandbox", "reservedAt", "completedAt", "uniqueCodeLast4"
             ])
         let apps = parsed.apps, products = parsed.products
         for (app, product) in tricky {

@@ -53,10 +53,12 @@ final class DashboardTests: StackTestCase {
         XCTAssertTrue((r.storeLimitState ?? "").hasPrefix("Over a store limit"))
         XCTAssertEqual(r.errorsCleared, true)
         let row = r.redemptionRow ?? []
-        XCTAssertEqual(row.count, 7)
+        XCTAssertEqual(row.count, 8)
         XCTAssertEqual(row[safe: 1], "web")
         XCTAssertEqual(row[safe: 4], "completed")
         XCTAssertEqual(row[safe: 6], "no")
+        XCTAssertEqual(row[safe: 7], "—", "redeemed with the coupon's own code, not a unique one")
+        XCTAssertEqual(r.uniqueCodes, 5, "Create codes saved a CSV of five codes")
         XCTAssertEqual(r.narrowOverflow, false, "the page fits 390 px (wide tables scroll inside it)")
         let csv = r.csv ?? ""
         let lines = csv.split(whereSeparator: \.isNewline)
@@ -66,7 +68,7 @@ final class DashboardTests: StackTestCase {
         XCTAssertEqual(r.testModeHasCoupon, false, "test mode does not show live coupons")
         XCTAssertEqual(r.testEvent, "Test event queued.")
         let audit = r.auditFirst ?? []
-        XCTAssertEqual(audit[safe: 1], "coupon.create")
+        XCTAssertEqual(audit[safe: 1], "coupon.createCodes", "the last change: the codes made on the coupon page")
         XCTAssertEqual(audit[safe: 0], "member " + memberId, "the dashboard's change is audited with the member as actor")
         for page in ["signin", "coupons", "new-store-limit", "new-valid", "coupon-new", "coupon-redeemed", "coupon-390", "webhooks", "keys",
                      "members", "audit", "test-mode"] {
@@ -133,6 +135,8 @@ private struct Flow: Decodable {
     let storeLimitState: String?
     let errorsCleared: Bool?
     let redemptionRow: [String]?
+    /// How many codes the CSV that "Create codes" saved holds.
+    let uniqueCodes: Int?
     let narrowOverflow: Bool?
     let csv: String?
     let testModeHasCoupon: Bool?

@@ -112,7 +112,7 @@ final class MCPTests: StackTestCase {
         XCTAssertEqual(
             a.tools,
             [
-                "create_coupon", "deactivate_coupon", "export_redemptions_csv", "get_coupon", "get_redemption",
+                "create_codes", "create_coupon", "deactivate_coupon", "export_redemptions_csv", "get_coupon", "get_redemption",
                 "list_coupons", "list_redemptions", "list_store_offers", "update_coupon"
             ])
         // The input schema is the API's: CouponInput's fields, its rules, and dry_run.

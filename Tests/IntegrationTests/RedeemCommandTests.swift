@@ -200,6 +200,40 @@ final class RedeemCommandTests: StackTestCase {
         XCTAssertEqual(testGone.status, 1, "no test event for a removed endpoint")
     }
 
+    /// `codes create` makes unique codes and writes their CSV, readable by its owner only; the
+    /// CSV is the server's once, so `codes download` after it exits 1 with `downloadGone`.
+    func testCodesCreateWritesTheCSVOnce() async throws {
+        let code = Self.code()
+        let made = try await redeem(
+            "coupons", "create", "--code", code, "--kind", "freePeriod", "--duration", "1 month")
+        XCTAssertEqual(made.status, 0, made.err)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("codes-\(UUID().uuidString).csv")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let run = try await redeem(
+            "codes", "create", code.lowercased(), "--count", "40", "--prefix", "cli", "--output", file.path, "--json")
+        XCTAssertEqual(run.status, 0, run.err)
+        struct Done: Decodable {
+            let ok: Bool
+            let count: String
+            let code: String
+        }
+        XCTAssertEqual(try run.decode(Done.self).count, "40")
+        let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(lines.first, "code")
+        XCTAssertEqual(Set(lines.dropFirst()).count, 40)
+        XCTAssertTrue(lines.dropFirst().allSatisfy { $0.hasPrefix("CLI-") && $0.count == 23 }, "\(lines.prefix(3))")
+        let permissions = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int
+        XCTAssertEqual(permissions, 0o600)
+        let again = try await redeem("codes", "download", code)
+        XCTAssertEqual(again.status, 1)
+        XCTAssertTrue(again.err.contains("downloadGone"), again.err)
+        let tooMany = try await redeem("codes", "create", code, "--count", "100001")
+        XCTAssertEqual(tooMany.status, 1)
+        XCTAssertTrue(tooMany.err.contains("field count"), tooMany.err)
+        let noCount = try await redeem("codes", "create", code)
+        XCTAssertEqual(noCount.status, 2)
+    }
+
     func testMistakesExitTwoAndAnUnreachableServerOne() async throws {
         let unknown = try await redeem("coupons", "explode")
         XCTAssertEqual(unknown.status, 2)

@@ -46,6 +46,7 @@ import Testing
         ("get", "/v1/coupons/{code}", .of(RedeemKit.Coupon.self)),
         ("patch", "/v1/coupons/{code}", .of(RedeemKit.Coupon.self)),
         ("get", "/v1/coupons/{code}/redemptions", .of(RedeemKit.Page<RedeemKit.Redemption>.self)),
+        ("post", "/v1/coupons/{code}/codes", .of(RedeemKit.CreatedCodes.self)),
         ("post", "/v1/api-keys", .of(RedeemKit.CreatedAPIKey.self)),
         ("get", "/v1/api-keys", .of(RedeemKit.Page<RedeemKit.APIKey>.self)),
         ("post", "/v1/webhooks", .of(RedeemKit.CreatedWebhook.self)),

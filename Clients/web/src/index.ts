@@ -15,11 +15,12 @@ export type Environment = "production" | "sandbox";
  */
 export type RefusalReason =
   | "notFound" | "inactive" | "notStarted" | "expired" | "exhausted"
-  | "alreadyRedeemed" | "notEligible" | "notReady" | "alreadyOwned" | "webOnly";
+  | "alreadyRedeemed" | "notEligible" | "notReady" | "alreadyOwned" | "webOnly"
+  | "mistyped" | "codeUsed";
 
 export const refusalReasons: readonly RefusalReason[] = [
   "notFound", "inactive", "notStarted", "expired", "exhausted", "alreadyRedeemed", "notEligible", "notReady", "alreadyOwned",
-  "webOnly",
+  "webOnly", "mistyped", "codeUsed",
 ];
 
 /** The server's machine codes a client may meet, and the client's own (`network`, `decoding`). */

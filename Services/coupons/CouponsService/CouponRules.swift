@@ -27,6 +27,9 @@ struct CouponDefinition: Sendable {
     /// Whether the coupon is a Stripe coupon with a promotion code, for the web
     /// (`has_stripe_offers`, docs/stripe.md).
     var hasStripeOffers = false
+    /// Whether unique codes were made for the coupon (`has_unique_codes`): then end users redeem
+    /// it only with one of them, and its own code is `notFound` to them.
+    var hasUniqueCodes = false
     /// Whether any store has offers of the coupon: a full cap, a deactivation or the expiry
     /// switches them off.
     var hasAnyStoreOffers: Bool { hasStoreOffers || hasPlayOffers || hasStripeOffers }
@@ -109,6 +112,10 @@ enum CouponRules {
             })
         else {
             throw invalid("code", "code must be 3 to 64 of A-Z, 0-9, - and _")
+        }
+        // The shape of unique codes is theirs, so that a typing error in one is caught unlooked-up.
+        guard !UniqueCode.looksUnique(upper) else {
+            throw invalid("code", "code must not look like a unique code ([PREFIX-]XXXX-XXXX-XXXX-XXXX)")
         }
         return upper
     }

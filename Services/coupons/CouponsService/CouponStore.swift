@@ -9,7 +9,7 @@ enum CouponStore {
     static let columns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
         c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only, c.allow_in_app,
-        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
+        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers, c.has_unique_codes, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status = 'completed') AS redeemed_count,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status IN ('reserved', 'granting')) AS reserved_count,
         (SELECT count(*) FROM coupons.store_purchases p WHERE p.coupon_id = c.id AND p.over_cap) AS over_cap_count
@@ -20,7 +20,7 @@ enum CouponStore {
     static let definitionColumns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
         c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only, c.allow_in_app,
-        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers
+        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers, c.has_unique_codes
         """
 
     /// The coupon of `code` in `mode`.
@@ -258,7 +258,9 @@ enum CouponStore {
             maxRedemptions: try row.decodeIfPresent("max_redemptions"),
             newCustomersOnly: try row.decode("new_customers_only"),
             allowInApp: try row.decode("allow_in_app"), hasStoreOffers: try row.decode("has_store_offers"),
-            hasPlayOffers: try row.decode("has_play_offers"), hasStripeOffers: try row.decode("has_stripe_offers"))
+            hasPlayOffers: try row.decode("has_play_offers"), hasStripeOffers: try row.decode("has_stripe_offers"),
+            // Not every row that holds a definition selects it (store offers' own queries).
+            hasUniqueCodes: (try? row.decode("has_unique_codes", as: Bool.self)) ?? false)
     }
 
     static func view(_ row: PGRow) throws -> CouponView {

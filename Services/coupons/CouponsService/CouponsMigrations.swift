@@ -49,6 +49,8 @@ enum CouponsMigrations {
         Migration(
             file: "019_a_custom_code_per_app_store_plan.sql", PackageResources._19_a_custom_code_per_app_store_plan_sql),
         Migration(
-            file: "020_stripe_coupons_and_plan_prices.sql", PackageResources._20_stripe_coupons_and_plan_prices_sql)
+            file: "020_stripe_coupons_and_plan_prices.sql", PackageResources._20_stripe_coupons_and_plan_prices_sql),
+        Migration(
+            file: "021_unique_codes_by_the_thousand.sql", PackageResources._21_unique_codes_by_the_thousand_sql)
     ]
 }

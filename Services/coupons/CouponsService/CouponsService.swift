@@ -1,6 +1,7 @@
 import Backend
 import Bus
 import Core
+import Cryptography
 import Database
 import Foundation
 import Runtime
@@ -15,6 +16,8 @@ public final class CouponsService: BackendService {
     let runtime: ServiceRuntime
     let config: CouponsConfig
     let relay: OutboxRelay
+    /// Seals the CSV of new unique codes until its download, under `REDEEM_SECRET_KEY`.
+    let keyring: SecretKeyring
     private let batcher: ReservationBatcher
     private let pusher: Pusher
     /// Read coalescing: concurrent validations of one code share one query.
@@ -31,6 +34,7 @@ public final class CouponsService: BackendService {
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
         config = try CouponsConfig(env: env)
+        keyring = try SecretKeyring(env: env)
         pusher = try Pusher(bus: runtime.bus, service: "grants", connect: config.grantCommands, logger: runtime.logger)
         relay = OutboxRelay(pool: runtime.pool, pusher: pusher, logger: runtime.logger)
         let pool = runtime.pool
@@ -93,6 +97,7 @@ public final class CouponsService: BackendService {
                     if on > 0 { logger.info("switching back on the store offers of coupons that take uses again", ["coupons.offers": on]) }
                     if off + on > 0 { relay.nudge() }
                     _ = try await pool.withConnection { try StorePurchases.forgetOldNotifications($0) }
+                    _ = try await pool.withConnection { try UniqueCodeStore.forgetExpired($0) }
                 } catch {
                     logger.warning("reservation sweep failed", ["error": String(describing: error)])
                 }
@@ -152,6 +157,7 @@ public final class CouponsService: BackendService {
             return view
         }
         addStoreRoutes(to: &r)
+        addUniqueCodeRoutes(to: &r)
         r.on(Audit.ReadCoupons.self) { [self] req, _ in try await pool.withConnection { try AuditTable.read($0, schema: "coupons", req.query) } }
         r.on(Coupons.Redemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.page($0, req) } }
         // One way in for each: a single request is a batch of one.

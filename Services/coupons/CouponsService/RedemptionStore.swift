@@ -9,7 +9,7 @@ enum RedemptionStore {
     static let columns = """
         r.id, r.code, r.status, r.platform, r.product_id, r.price_amount, r.price_currency, r.sandbox, r.reserved_at,
         r.completed_at, r.failure_reason, r.entitlement_id, r.entitlement_expires_at, r.account_id, r.app_user_id,
-        (extract(epoch FROM r.reserved_at) * 1000000)::bigint AS reserved_us
+        r.unique_code_last4, (extract(epoch FROM r.reserved_at) * 1000000)::bigint AS reserved_us
         """
 
     /// Lookups for a batch of accounts (a `uuid[]`), through the functions of migration 7: each
@@ -28,17 +28,22 @@ enum RedemptionStore {
             SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c WHERE c.code = $1
             ORDER BY c.mode = $2 DESC LIMIT 1 FOR UPDATE
             """
-        /// A batch's new redemptions (`$1`, `$4`–`$9` and `$16` by position: a reservation waits
+        /// The coupon `$1` (by id: a unique code's), locked as `lockCoupon` locks it.
+        static let lockCouponById = """
+            SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c WHERE c.id = $1 FOR UPDATE
+            """
+        /// A batch's new redemptions (`$1`, `$4`–`$9`, `$16`–`$18` by position: a reservation waits
         /// `$10` seconds for its purchase), `$11` uses taken from the coupon's counter, and the grant
         /// commands `$14` of redemptions `$13` in the outbox.
         static let reserve = """
             WITH inserted AS (
                 INSERT INTO coupons.redemptions AS r (id, coupon_id, code, account_id, app_user_id, platform, product_id, sandbox, status,
-                    reservation_expires_at, app_account_token)
+                    reservation_expires_at, app_account_token, unique_code_id, unique_code_last4)
                 SELECT u.id, $2, $3, u.account, u.app, u.platform, u.product, u.sandbox, u.status,
-                       CASE WHEN u.status = 'reserved' THEN now() + make_interval(secs => $10) END, u.token
-                FROM unnest($1::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::boolean[], $9::text[], $16::uuid[])
-                    AS u(id, account, app, platform, product, sandbox, status, token)
+                       CASE WHEN u.status = 'reserved' THEN now() + make_interval(secs => $10) END, u.token, u.unique_code, u.last4
+                FROM unnest($1::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::boolean[], $9::text[], $16::uuid[],
+                            $17::bigint[], $18::text[])
+                    AS u(id, account, app, platform, product, sandbox, status, token, unique_code, last4)
                 RETURNING \(columns)
             ), taken AS (
                 UPDATE coupons.coupons SET used_count = used_count + $11 WHERE id = $2 AND $11 > 0
@@ -67,7 +72,7 @@ enum RedemptionStore {
         {
             entitlement = .init(entitlementId: e, expiresAt: at)
         }
-        return RedemptionView(
+        var v = RedemptionView(
             redemptionId: try row.decode("id"), code: try row.decode("code"), status: try row.decode("status"),
             platform: try row.decode("platform"), productId: try row.decodeIfPresent("product_id"), pricePaid: price,
             sandbox: try row.decode("sandbox"), reservedAt: try row.decode("reserved_at"),
@@ -75,6 +80,9 @@ enum RedemptionStore {
             failureReason: try row.decodeIfPresent("failure_reason"),
             entitlement: entitlement, accountId: try row.decodeIfPresent("account_id"),
             appUserId: try row.decodeIfPresent("app_user_id"))
+        // Rows of the store paths' own queries may not select it.
+        v.uniqueCodeLast4 = (try? row.decodeIfPresent("unique_code_last4", as: String.self)) ?? nil
+        return v
     }
 
     /// What a reservation request came to: its redemption (`created` tells a new one from the
@@ -113,20 +121,38 @@ enum RedemptionStore {
     {
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
         let requestedSandbox = reqs[0].sandbox ?? false
-        let all = try c.prepared(
-            "validate_standing", BatchSQL.validate, [CouponRules.normalizeCode(reqs[0].code), accounts]
-        ).rows
-        let preferred = Coupons.preferredMode(sandbox: requestedSandbox).rawValue
-        let mode =
-            try all.contains { try $0.decode("mode", as: String.self) == preferred }
-            ? preferred : all.first?.decode("mode", as: String.self)
-        let rows = try all.filter { try $0.decode("mode", as: String.self) == mode }
-        guard let coupon = rows.first else {
-            let notFound = try Coupons.Validate.Response(
-                .init(valid: false, reason: .notFound, coupon: nil, eligibleProductIds: []))
-            return reqs.map { _ in notFound }
+        let refusedAll = { (reason: RefusalReason) throws -> [Coupons.Validate.Response] in
+            let refused = try Coupons.Validate.Response(
+                .init(valid: false, reason: reason, coupon: nil, eligibleProductIds: []))
+            return reqs.map { _ in refused }
         }
+        // A unique code reaches its own coupon, whatever the environment; a coupon's own code, the
+        // one of the preferred mode, unless it takes only unique codes.
+        var unique: UniqueCodeStore.Found?
+        var code = CouponRules.normalizeCode(reqs[0].code)
+        switch UniqueCode.read(code) {
+        case .mistyped: return try refusedAll(.mistyped)
+        case .unique(let typed):
+            guard let found = try UniqueCodeStore.find(c, code: typed) else { return try refusedAll(.notFound) }
+            unique = found
+            code = found.couponCode
+        case .shared: break
+        }
+        let all = try c.prepared("validate_standing", BatchSQL.validate, [code, accounts]).rows
+        let rows: [PGRow]
+        if let unique {
+            rows = try all.filter { try $0.decode("id", as: UUID.self) == unique.couponId }
+        } else {
+            let preferred = Coupons.preferredMode(sandbox: requestedSandbox).rawValue
+            let mode =
+                try all.contains { try $0.decode("mode", as: String.self) == preferred }
+                ? preferred : all.first?.decode("mode", as: String.self)
+            rows = try all.filter { try $0.decode("mode", as: String.self) == mode }
+        }
+        guard let coupon = rows.first else { return try refusedAll(.notFound) }
+        let mode = try coupon.decode("mode", as: String.self) as String?
         let d = try CouponStore.definition(coupon)
+        if unique == nil && d.hasUniqueCodes { return try refusedAll(.notFound) }
         let active = try coupon.decode("active", as: Bool.self)
         let used = try coupon.decode("used_count", as: Int.self)
         let sandbox = requestedSandbox || mode == Mode.test.rawValue
@@ -184,6 +210,11 @@ enum RedemptionStore {
             return new
         }
         return try reqs.map { req in
+            // Held by another redemption: used, unless it is this account's own (then the rules
+            // answer `alreadyRedeemed`, as for the coupon's own code).
+            if let unique, unique.held, unique.holder != req.accountId {
+                return try answer(.codeUsed, store: nil)
+            }
             let store = d.store(through: req.platform)
             let owned = owning.plans(through: store, req.playOwned)
             switch try RedemptionRules.decide(
@@ -440,13 +471,28 @@ extension RedemptionStore {
         // lookup runs after the lock is granted, so it sees every use the batch before took.
         // Every request of a batch has the same code and environment (`Coupons.batchKey`), so they
         // reach the same coupon.
-        let lookups = try tx.prepared([
+        // A unique code reaches its own coupon (by id), and whether a redemption holds the code is
+        // read after the lock, with the rest.
+        var unique: UniqueCodeStore.Found?
+        var statements: [PGConnection.PreparedStatement] = [
             (
                 "coupon_lock_preferred", BatchSQL.lockCoupon,
                 [CouponRules.normalizeCode(reqs[0].code), Coupons.preferredMode(sandbox: reqs[0].sandbox).rawValue]
             ),
             ("held_by_account", BatchSQL.heldByAccount, [accounts])
-        ])
+        ]
+        switch UniqueCode.read(reqs[0].code) {
+        case .mistyped: return (reqs.map { _ in refused(.mistyped) }, [])
+        case .unique(let typed):
+            guard let found = try UniqueCodeStore.find(tx, code: typed) else {
+                return (reqs.map { _ in refused(.notFound) }, [])
+            }
+            unique = found
+            statements[0] = ("coupon_lock_by_id", BatchSQL.lockCouponById, [found.couponId])
+            statements.append(("unique_code_holder", UniqueCodeStore.holderSQL, [found.id]))
+        case .shared: break
+        }
+        let lookups = try tx.prepared(statements)
         guard let coupon = lookups[0].first else {
             return (reqs.map { _ in refused(.notFound) }, [])
         }
@@ -455,8 +501,13 @@ extension RedemptionStore {
         let couponId = try coupon.decode("id", as: UUID.self)
         let mode = Mode(rawValue: try coupon.decode("mode", as: String.self)) ?? .live
         let active = try coupon.decode("active", as: Bool.self)
+        // A coupon with unique codes is redeemed only with one of them.
+        if unique == nil && d.hasUniqueCodes { return (reqs.map { _ in refused(.notFound) }, []) }
         var inputs = ReservationPlan.Inputs(
             coupon: d, active: active, testCoupon: mode == .test, used: try coupon.decode("used_count"), now: now)
+        if let unique {
+            inputs.uniqueCode = .init(id: unique.id, last4: unique.last4, held: !lookups[2].rows.isEmpty)
+        }
         for row in lookups[1].rows where try row.decode("coupon_id", as: UUID.self) == couponId {
             let v = try view(row)
             guard let account = v.accountId else { continue }
@@ -547,7 +598,8 @@ extension RedemptionStore {
                 PGArray(fresh.map { $0.request.platform.rawValue }), PGArray(optionals: fresh.map { $0.productId }),
                 PGArray(fresh.map { $0.sandbox ? "t" : "f" }), PGArray(fresh.map(\.status.rawValue)), reservationTTL,
                 live.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter,
-                PGArray(optionals: tokens)
+                PGArray(optionals: tokens), PGArray(optionals: fresh.map { $0.uniqueCode.map { String($0.id) } }),
+                PGArray(optionals: fresh.map { $0.uniqueCode?.last4 })
             ]
         )
         // The cap fills with this batch, and none of its uses waits for the App Store (those keep

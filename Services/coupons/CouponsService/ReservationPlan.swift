@@ -29,6 +29,15 @@ struct ReservationPlan {
         var ready: [Store: [String: [String]]] = [:]
         var owning = PlayOwnership(playProducts: [:])
         var now: Date
+        /// The unique code the batch's requests name, if they name one.
+        var uniqueCode: UniqueCodeUse? = nil
+    }
+
+    /// A unique code as the batch found it: `held` when a redemption holds it already.
+    struct UniqueCodeUse: Equatable {
+        let id: Int64
+        let last4: String
+        var held: Bool
     }
 
     /// A new use to write.
@@ -41,6 +50,8 @@ struct ReservationPlan {
         /// `reserved` for a discount or a use through a store (it waits for its purchase);
         /// `granting` for a free period Redeem grants.
         let status: RedemptionStatus
+        /// The unique code it uses.
+        var uniqueCode: UniqueCodeUse? = nil
     }
 
     /// What became of one request.
@@ -65,11 +76,17 @@ struct ReservationPlan {
         let d = inputs.coupon
         used = inputs.used
         var freshByKey: [Key: Int] = [:]
+        var uniqueCode = inputs.uniqueCode
         for (i, req) in requests.enumerated() {
             let sandbox = req.sandbox || inputs.testCoupon
             let key = Key(account: req.accountId, sandbox: sandbox)
             if let e = inputs.existing[key] { steps.append(.existing(e)); continue }
             if let j = freshByKey[key] { steps.append(.twin(of: j)); continue }
+            // A unique code is used once: by a redemption before the batch, or the first new one in it.
+            if uniqueCode?.held == true {
+                steps.append(.refused(.codeUsed))
+                continue
+            }
             do {
                 let store = d.store(through: req.platform)
                 let request = RedemptionRules.Request(
@@ -87,7 +104,11 @@ struct ReservationPlan {
                     freshByKey[key] = fresh.count
                     steps.append(.new(fresh.count))
                     let status: RedemptionStatus = d.isDiscount || store != nil ? .reserved : .granting
-                    fresh.append(New(index: i, id: newId(), request: req, sandbox: sandbox, productId: productId, status: status))
+                    fresh.append(
+                        New(
+                            index: i, id: newId(), request: req, sandbox: sandbox, productId: productId, status: status,
+                            uniqueCode: uniqueCode))
+                    uniqueCode?.held = true
                 }
             } catch {
                 steps.append(.failed(error))

@@ -187,6 +187,12 @@ extension Gateway {
         let b = try body.read()
         let platform = try b.platform.map(Self.platform)
         let sandbox = try Self.sandbox(environment: b.environment)
+        // A unique code with a typing error is refused here, looked up nowhere.
+        if UniqueCode.read(b.code) == .mistyped {
+            abuse.invalidCode(ip: req.clientAddress, account: user.account)
+            return .json(
+                200, Coupons.Validate.Answer(valid: false, reason: .mistyped, coupon: nil, eligibleProductIds: []))
+        }
         var request = Coupons.Validate(
             accountId: user.account, code: b.code, platform: platform, sandbox: sandbox, productId: b.productId)
         var a = try await validations.submit(Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
@@ -214,6 +220,10 @@ extension Gateway {
         let b = try body.read()
         let platform = try Self.platform(b.platform)
         let sandbox = try Self.sandbox(environment: b.environment)
+        if UniqueCode.read(b.code) == .mistyped {
+            abuse.invalidCode(ip: req.clientAddress, account: user.account)
+            throw HTTPError(422, RefusalReason.mistyped.rawValue, RefusalReason.mistyped.sentence)
+        }
         var request = Coupons.Redeem(
             accountId: user.account, appUserId: user.appUserId, code: b.code, productId: b.productId,
             platform: platform, sandbox: sandbox)

@@ -59,7 +59,10 @@ extension Gateway {
 
     static let mcpModernVersions = ["2026-07-28"]
     static let mcpHandshakeVersions = ["2025-11-25", "2025-06-18", "2025-03-26"]
-    static let mcpInstructions = "Redeem's coupon tools: list, read, create (dry_run checks store limits), change and deactivate coupons; read and export their redemptions. Each tool answers what the HTTP API answers, with the same error codes."
+    static let mcpInstructions =
+        "Redeem's coupon tools: list, read, create (dry_run checks store limits), change and deactivate coupons; "
+        + "read and export their redemptions; make unique codes (create_codes answers a one-time download address "
+        + "for a person, never the codes). Each tool answers what the HTTP API answers, with the same error codes."
 
     /// The address of this gateway as the caller reached it (for the metadata and `WWW-Authenticate`).
     static func origin(_ req: HTTPRequest) -> String {

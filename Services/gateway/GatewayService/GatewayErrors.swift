@@ -15,6 +15,7 @@ enum GatewayErrors {
         case .returnNotAllowed, .stateMismatch: 400
         case .invalid, .weakPassword, .storeLimit, .recordNameUnproven: 422
         case .rateLimited: 429
+        case .downloadGone: 410
         case .unavailable: 503
         case .timeout: 504
         case .malformedMessage, .unknownMessageType, .unsupportedVersion, .internal: 500

@@ -6,8 +6,10 @@ import Foundation
 /// spreadsheet never runs it as a formula. Ids are written as the JSON API and the
 /// webhooks write them, so rows can be joined with either.
 enum RedemptionCSV {
-    static let columns = ["redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",
-                          "currency", "status", "sandbox", "reservedAt", "completedAt"]
+    static let columns = [
+        "redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid", "currency", "status",
+        "sandbox", "reservedAt", "completedAt", "uniqueCodeLast4"
+    ]
 
     static var header: String { line(columns) }
 
@@ -15,7 +17,7 @@ enum RedemptionCSV {
         line([
             r.redemptionId.uppercasedString, r.code, r.accountId?.uppercasedString ?? "", r.appUserId ?? "", r.platform.rawValue,
             r.productId ?? "", r.pricePaid?.amount ?? "", r.pricePaid?.currency ?? "", r.status.rawValue, r.sandbox ? "true" : "false",
-            Timestamp.iso8601(r.reservedAt), r.completedAt.map(Timestamp.iso8601) ?? "",
+            Timestamp.iso8601(r.reservedAt), r.completedAt.map(Timestamp.iso8601) ?? "", r.uniqueCodeLast4 ?? "",
         ])
     }
 

@@ -190,3 +190,20 @@ extension MemberView: APIBody {
 extension MemberInviteView: APIBody {
     public static let schemaName: String? = "MemberInvite"
 }
+
+/// `count` and `prefix` of `POST /v1/coupons/{code}/codes`; coupons checks each and answers 422
+/// naming it.
+extension CodesInput: APIBody {
+    public static let schemaName: String? = "CodesInput"
+    public static let fieldRules: [String: [JSONSchema.Rule]] = [
+        "count": [.required] + JSONSchema.Rule.range(1...UniqueCode.maxCount),
+        "prefix": [.pattern("^[A-Za-z0-9]{1,12}$"), .note("printed before each code, with a hyphen")],
+    ]
+}
+
+extension CodesCreated: APIBody {
+    public static let schemaName: String? = "CodesCreated"
+    public static let fieldRules: [String: [JSONSchema.Rule]] = [
+        "csvUrl": [.format("uri")], "downloadUrl": [.format("uri")],
+    ]
+}

@@ -67,6 +67,7 @@ public struct AuditEntry: Codable, Sendable, Equatable {
 /// Every operator change the audit log records, `<objectType>.<verb>` on the wire.
 public enum AuditAction: String, Codable, Sendable, CaseIterable {
     case couponCreate = "coupon.create", couponUpdate = "coupon.update", couponDeactivate = "coupon.deactivate"
+    case couponCreateCodes = "coupon.createCodes"
     case redemptionConfirm = "redemption.confirm", redemptionSimulatePurchase = "redemption.simulatePurchase"
     case storeOfferSimulateReady = "storeOffer.simulateReady"
     case planCreate = "plan.create", planUpdate = "plan.update"
@@ -193,6 +194,7 @@ extension AuditedRequest {
 
 extension Coupons.Create: AuditedRequest {}
 extension Coupons.Patch: AuditedRequest {}
+extension Coupons.CreateCodes: AuditedRequest {}
 extension Coupons.Purchase: AuditedRequest {}
 extension Coupons.SimulatedPurchase: AuditedRequest {}
 extension Coupons.SimulatedOfferReady: AuditedRequest {}

@@ -217,6 +217,9 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     /// Redeem's answer on Android for a coupon with Google Play offers: the offer and the account's
     /// obfuscated id for the billing flow.
     public var playStore: PlayStoreHandoff?
+    /// The last four characters of the unique code it was redeemed with (`UniqueCode`); nil
+    /// (left out) when it was redeemed with the coupon's own code.
+    public var uniqueCodeLast4: String?
 
     public init(
         redemptionId: UUID, code: String, status: RedemptionStatus, platform: Platform, productId: String?,
@@ -243,13 +246,14 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     private enum CodingKeys: String, CodingKey {
         case redemptionId, code, status, platform, productId, pricePaid, sandbox, reservedAt, completedAt,
             failureReason, entitlement
-        case accountId, appUserId, appStore, playStore
+        case accountId, appUserId, appStore, playStore, uniqueCodeLast4
     }
 
     /// The API's shape (docs/api.md): `productId` and `pricePaid` are always there (null when there is
     /// none, as for a free period); `completedAt`, `failureReason` and `entitlement` only once set;
     /// `accountId` and `appUserId` unless the redemption is an unattributed store purchase;
-    /// `appStore` only in redeem's answer on iOS for a coupon with App Store offers.
+    /// `appStore` only in redeem's answer on iOS for a coupon with App Store offers;
+    /// `uniqueCodeLast4` only when it was redeemed with a unique code.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(redemptionId, forKey: .redemptionId)
@@ -267,6 +271,7 @@ public struct RedemptionView: Codable, Sendable, Equatable {
         try c.encodeIfPresent(appUserId, forKey: .appUserId)
         try c.encodeIfPresent(appStore, forKey: .appStore)
         try c.encodeIfPresent(playStore, forKey: .playStore)
+        try c.encodeIfPresent(uniqueCodeLast4, forKey: .uniqueCodeLast4)
     }
 }
 

@@ -32,6 +32,8 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     /// the browser's cookie (forged, or the cookie is gone).
     case returnNotAllowed, stateMismatch
     case rateLimited
+    /// A one-time download (the CSV of new unique codes) that was taken already, or expired.
+    case downloadGone
     /// Mail is not set up on this server (no `REDEEM_SMTP_URL`): email verification and password
     /// reset are not offered.
     case mailNotConfigured

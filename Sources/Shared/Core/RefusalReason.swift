@@ -5,9 +5,11 @@
 /// `webOnly`: a free period Redeem grants (no App Store offer) asked for inside an iOS app, where
 /// App Review (guideline 3.1.1) lets an app unlock features only through in-app purchase; the
 /// gateway adds the redeem page's URL for the code (`redeemUrl`).
+/// `mistyped`: a code of the unique shape whose check character does not match (`UniqueCode`),
+/// answered before any lookup. `codeUsed`: a unique code another redemption holds.
 public enum RefusalReason: String, Codable, Sendable, CaseIterable {
     case notFound, inactive, notStarted, expired, exhausted, alreadyRedeemed, notEligible, notReady, alreadyOwned,
-        webOnly
+        webOnly, mistyped, codeUsed
 
     /// What the redeem page and an error's `message` say.
     public var sentence: String {
@@ -22,6 +24,8 @@ public enum RefusalReason: String, Codable, Sendable, CaseIterable {
         case .notReady: "This offer isn't available in the store yet; try again later."
         case .alreadyOwned: "Your store account already has this plan, so this coupon can't be used for it."
         case .webOnly: "This coupon is redeemed on the web: open its page to redeem it."
+        case .mistyped: "This code has a typing error: check each character and try again."
+        case .codeUsed: "This code has already been used."
         }
     }
 }

@@ -292,10 +292,13 @@ extension HTTPServer {
         }
         if accessLog {
             // The raw path is logged without its query string: queries may carry codes or tokens.
+            // A path that is itself a secret (a one-time address: `{token}` in its route) is logged
+            // as its route.
+            let path = route.contains("{token}") ? route : request?.path ?? ""
             LogContext.$requestId.withValue(request?.requestId) {
                 LogContext.$trace.withValue(trace) {
                     let fields = AccessFields(
-                        method: method, route: route, path: request?.path ?? "", status: response.status,
+                        method: method, route: route, path: path, status: response.status,
                         durationMs: (elapsed * 1000 * 100).rounded() / 100)
                     logger.log(.info, "http request", typed: fields)
                 }

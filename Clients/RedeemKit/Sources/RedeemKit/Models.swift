@@ -332,6 +332,8 @@ public struct Redemption: Codable, Sendable, Equatable, Identifiable {
     public var appStore: AppStoreHandoff?
     /// On Android, for a discount: what to hand to Google Play.
     public var playStore: PlayStoreHandoff?
+    /// The last four characters of the unique code it was redeemed with, if it was.
+    public var uniqueCodeLast4: String?
 
     /// The redemption's id (`Identifiable`).
     public var id: UUID { redemptionId }

@@ -75,6 +75,31 @@ public struct OperatorClient: Sendable {
         return try await send(request).data
     }
 
+    /// Makes `count` unique single-use codes of a coupon (`POST /v1/coupons/{code}/codes`, an admin
+    /// key), each `prefix-XXXX-XXXX-XXXX-XXXX` when a prefix is given. The answer holds no code:
+    /// fetch them once with `takeCodesCSV(of:)`.
+    public func createCodes(of code: String, count: Int, prefix: String? = nil, timeout: TimeInterval? = nil)
+        async throws -> CreatedCodes
+    {
+        struct Body: Encodable {
+            var count: Int
+            var prefix: String?
+        }
+        return try await send(
+            try APIRequest(
+                "POST", "/v1/coupons/\(Self.segment(code))/codes", json: Body(count: count, prefix: prefix),
+                timeout: timeout)
+        ).decode(CreatedCodes.self)
+    }
+
+    /// The CSV of the coupon's new unique codes (`GET /v1/coupons/{code}/codes.csv`): once; a
+    /// second take is `downloadGone`.
+    public func takeCodesCSV(of code: String, timeout: TimeInterval? = nil) async throws -> Data {
+        var request = APIRequest("GET", "/v1/coupons/\(Self.segment(code))/codes.csv", timeout: timeout)
+        request.accept = "text/csv"
+        return try await send(request).data
+    }
+
     /// One redemption (`GET /v1/redemptions/{id}`), of this key's mode.
     public func redemption(_ id: UUID) async throws -> Redemption {
         try await send(APIRequest("GET", "/v1/redemptions/\(Self.id(id))")).decode(Redemption.self)

@@ -312,3 +312,18 @@ public struct Plan: Codable, Sendable, Equatable {
     /// When it last changed.
     public var updatedAt: Date
 }
+
+/// What making unique codes answers (`POST /v1/coupons/{code}/codes`): how many, and where their
+/// CSV is downloaded, once. The codes are only in that CSV.
+public struct CreatedCodes: Codable, Sendable, Equatable {
+    /// The coupon's own code.
+    public var code: String
+    public var count: Int
+    public var prefix: String?
+    /// The CSV for an operator key: once, then 410 `downloadGone`.
+    public var csvUrl: String
+    /// The same CSV at a one-time address that needs no key (for a person).
+    public var downloadUrl: String
+    /// After this the CSV is deleted undownloaded.
+    public var expiresAt: Date
+}

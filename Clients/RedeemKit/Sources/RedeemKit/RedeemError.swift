@@ -115,6 +115,11 @@ public struct CouponError: Error, Sendable, Equatable, LocalizedError {
         /// 3.1.1): the user redeems it on the web, at `redeemUrl`. The operator may allow a coupon
         /// in apps (`allowInApp`).
         case webOnly
+        /// A unique code with a typing error (its check character does not match), caught
+        /// before any lookup.
+        case mistyped
+        /// A unique code already used by another redemption.
+        case codeUsed
         /// No one is signed in (answered by RedeemKit without a request).
         case notIdentified
         /// A reason this version of RedeemKit does not know.
@@ -156,6 +161,8 @@ public struct CouponError: Error, Sendable, Equatable, LocalizedError {
         case .notReady: "This offer isn't available in the store yet; try again later."
         case .alreadyOwned: "Your store account already has this plan, so this coupon can't be used for it."
         case .webOnly: "This coupon is redeemed on the web: open its page to redeem it."
+        case .mistyped: "This code has a typing error: check each character and try again."
+        case .codeUsed: "This code has already been used."
         case .notIdentified: "Sign in to redeem a coupon."
         case .unknown: serverMessage ?? "This coupon can't be redeemed."
         }

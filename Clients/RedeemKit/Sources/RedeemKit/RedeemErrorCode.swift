@@ -64,6 +64,8 @@ public enum RedeemErrorCode: Sendable, Hashable, RawRepresentable, CustomStringC
     case stateMismatch
     /// Too many requests: wait and try again.
     case rateLimited
+    /// A one-time download (new unique codes' CSV) was taken already, or expired (410).
+    case downloadGone
     /// The server has no mail set up: no email verification or password reset.
     case mailNotConfigured
     /// The server has no CloudKit set up: record names are refused.
@@ -97,8 +99,9 @@ public enum RedeemErrorCode: Sendable, Hashable, RawRepresentable, CustomStringC
         .signInCodeUsed, .signInCodeExpired, .totpRequired, .invalidSignedData, .recordNameUnproven,
         .reauthenticationRequired, .emailUnverified, .notFound, .routeNotFound, .emailInUse, .recordNameInUse,
         .codeInUse, .productInUse, .transactionInUse, .invalidState, .appleIdInUse, .invalid, .weakPassword,
-        .storeLimit, .returnNotAllowed, .stateMismatch, .rateLimited, .mailNotConfigured, .cloudKitNotConfigured,
-        .timeout, .unavailable, .internal, .transport, .decoding, .cancelled, .cloudKitUnavailable
+        .storeLimit, .returnNotAllowed, .stateMismatch, .rateLimited, .downloadGone, .mailNotConfigured,
+        .cloudKitNotConfigured, .timeout, .unavailable, .internal, .transport, .decoding, .cancelled,
+        .cloudKitUnavailable
     ]
 
     private static let byName: [String: RedeemErrorCode] = {
@@ -156,6 +159,7 @@ public enum RedeemErrorCode: Sendable, Hashable, RawRepresentable, CustomStringC
         case .returnNotAllowed: "returnNotAllowed"
         case .stateMismatch: "stateMismatch"
         case .rateLimited: "rateLimited"
+        case .downloadGone: "downloadGone"
         case .mailNotConfigured: "mailNotConfigured"
         case .cloudKitNotConfigured: "cloudKitNotConfigured"
         case .timeout: "timeout"

@@ -40,6 +40,11 @@ struct MCPTool: Sendable {
                 method: .get, path: "/v1/coupons/{code}/redemptions", csv: true),
         MCPTool(name: "get_redemption", title: "Get a redemption", description: "One redemption by its id.",
                 method: .get, path: "/v1/redemptions/{id}"),
+        MCPTool(name: "create_codes", title: "Make unique codes of a coupon",
+                description: "Make up to 100,000 unique single-use codes of a coupon, with its terms, cap and window "
+                    + "(admin). Answers how many were made and downloadUrl, a one-time address where a person "
+                    + "downloads their CSV: give it to the person; the codes themselves are never answered here.",
+                method: .post, path: "/v1/coupons/{code}/codes"),
         MCPTool(name: "list_store_offers", title: "List a coupon's store offers",
                 description: "The App Store offers of a coupon and the state of each (creating, waitingForApple, ready, failed).",
                 method: .get, path: "/v1/coupons/{code}", field: "storeOffers"),

@@ -101,7 +101,10 @@ extension RedemptionView: APIExampled {
         reserved.appStore = AppStoreHandoff(
             redemptionUrl: "https://apps.apple.com/redeem?ctx=offercodes&id=1234567890&code=SAVE-30-2",
             appAccountToken: UUID(uuidString: "8C4B2A10-5D6E-8F70-8123-456789ABCDEF")!)
-        return [("completed", completed), ("reservedForTheAppStore", reserved)]
+        var gift = completed
+        gift.code = "GIFTS-2026"
+        gift.uniqueCodeLast4 = "W9PA"
+        return [("completed", completed), ("reservedForTheAppStore", reserved), ("completedWithAUniqueCode", gift)]
     }
 }
 
@@ -148,5 +151,21 @@ extension APIExampled {
     /// The samples as the gateway would send them.
     static func encodedExamples() throws -> [(name: String, value: JSONValue)] {
         try examples.map { ($0.name, try JSONValue.of($0.value)) }
+    }
+}
+
+extension CodesCreated: APIExampled {
+    static var examples: [(name: String, value: Self)] {
+        [
+            (
+                "codes",
+                Self(
+                    code: "GIFTS-2026", count: 1000, prefix: "GIFT",
+                    csvUrl: "https://redeem.example.com/v1/coupons/GIFTS-2026/codes.csv",
+                    downloadUrl: "https://redeem.example.com/v1/code-downloads/"
+                        + "3q2-7wEXAMPLEnZ8xK1vYbQ3q2-7wEXAMPLEnZ8xK1v",
+                    expiresAt: ExampleValues.expiresAt)
+            )
+        ]
     }
 }

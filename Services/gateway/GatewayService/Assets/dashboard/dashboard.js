@@ -399,6 +399,9 @@
       $("p-maxRedemptions").value = c.maxRedemptions === null || c.maxRedemptions === undefined ? "" : c.maxRedemptions;
       $("p-expiresAt").value = localFromIso(c.expiresAt);
       $("deactivate").disabled = !c.active;
+      $("codes-note").textContent = "";
+      $("codes-download").hidden = true;
+      clearErrors($("codes-form"));
       clearErrors($("patch-form"));
       redemptionRows = [];
       redemptionsCursor = null;
@@ -423,9 +426,10 @@
     const shown = redemptionRows.filter((r) => !status || r.status === status);
     shown.forEach((r) => {
       const who = el("span", r.appUserId || r.accountId || "not claimed yet", "mono");
-      tbody.appendChild(row([who, r.platform, r.productId, money(r.pricePaid), r.status, time(r.completedAt || r.reservedAt), r.sandbox ? "yes" : "no"]));
+      tbody.appendChild(row([who, r.platform, r.productId, money(r.pricePaid), r.status, time(r.completedAt || r.reservedAt), r.sandbox ? "yes" : "no",
+                             r.uniqueCodeLast4 ? "…" + r.uniqueCodeLast4 : "—"]));
     });
-    if (!shown.length) tbody.appendChild(row(["No redemptions" + (status ? " with this status." : " yet."), "", "", "", "", "", ""]));
+    if (!shown.length) tbody.appendChild(row(["No redemptions" + (status ? " with this status." : " yet."), "", "", "", "", "", "", ""]));
   }
 
   $("redemptions-filter").addEventListener("change", renderRedemptions);
@@ -445,6 +449,44 @@
       say("CSV downloaded.");
     } catch (e) { fail(e); }
   });
+
+  // The codes exist in plain text only in their CSV, which the server gives once: it is saved
+  // as a file at once, never put into the page.
+  function saveFile(text, name) {
+    const url = URL.createObjectURL(new Blob([text], {type: "text/csv"}));
+    const a = el("a");
+    a.href = url;
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+
+  async function downloadCodes() {
+    const code = currentCoupon.code;
+    const text = await api("GET", "/v1/coupons/" + encodeURIComponent(code) + "/codes.csv", undefined, {accept: "text/csv"});
+    saveFile(text, "codes-" + code + ".csv");
+    $("codes-download").hidden = true;
+    $("codes-note").textContent = "Codes downloaded. Keep the file safe: it can't be downloaded again.";
+  }
+
+  $("codes-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors($("codes-form"));
+    const prefix = $("c-prefix").value.trim();
+    try {
+      const made = await api("POST", "/v1/coupons/" + encodeURIComponent(currentCoupon.code) + "/codes",
+                             {count: Number($("c-count").value), prefix: prefix || undefined});
+      $("codes-note").textContent = "Made " + made.count + " codes. Downloading their CSV…";
+      $("codes-download").hidden = false;
+      try { await downloadCodes(); } catch (e) { $("codes-note").textContent = "Made " + made.count + " codes: download their CSV now (once)."; fail(e); }
+    } catch (e) {
+      if (e instanceof APIError && e.status === 422) { showFieldError("err-c-", e); say(sentence(e.message), true); } else fail(e);
+    }
+  });
+
+  $("codes-download").addEventListener("click", () => downloadCodes().catch(fail));
 
   $("patch-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();

@@ -2,7 +2,7 @@
 // it as it is to the /redeem page (which imports it) and an app can bundle it.
 export const refusalReasons = [
     "notFound", "inactive", "notStarted", "expired", "exhausted", "alreadyRedeemed", "notEligible", "notReady", "alreadyOwned",
-    "webOnly",
+    "webOnly", "mistyped", "codeUsed",
 ];
 // MARK: - Errors
 /** Every failure: the server's `error.code` (or `network`, `decoding`), its message and field. */

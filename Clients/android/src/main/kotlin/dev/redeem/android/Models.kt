@@ -84,7 +84,9 @@ data class CouponCheck(
             "notEligible" to "This coupon doesn't apply to your account, platform or product.",
             "notReady" to "This offer isn't available in the store yet; try again later.",
             "alreadyOwned" to "Your store account already has this plan, so this coupon can't be used for it.",
-            "webOnly" to "This coupon can be redeemed on the web only."
+            "webOnly" to "This coupon can be redeemed on the web only.",
+            "mistyped" to "This code has a typing error: check each character and try again.",
+            "codeUsed" to "This code has already been used."
         )
     }
 }
