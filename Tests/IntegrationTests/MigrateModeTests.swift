@@ -54,7 +54,10 @@ import Glibc
         // The control: served normally, the held ports stop the service at start (exit 1). Served,
         // it needs bus keys too (exit 2 without them); plain mode gets it as far as binding.
         // `migrate` below is given none: it needs none.
-        let plain = occupiedWiring("coupons", database: database, held: ports).merging(["REDEEM_BUS_SECURITY": "plain"]) { $1 }
+        // Coupons seals unique codes' CSVs, so it needs the secret key to start (32 bytes, base64).
+        let secretKey = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        let plain = occupiedWiring("coupons", database: database, held: ports).merging(
+            ["REDEEM_BUS_SECURITY": "plain", "REDEEM_SECRET_KEY": secretKey]) { $1 }
         let served = try await run("coupons", [], plain)
         #expect(served.status == 1, "a service that binds a held port cannot start: \(served.log)")
 
