@@ -97,6 +97,39 @@ final class EmailTests: StackTestCase {
         return try await client.json("POST", "/v1/sessions/password/reset/confirm", ["token": token, "password": password])
     }
 
+    // MARK: - Member invitations
+
+    /// With mail, an invitation is mailed to the invited email; its link is the one the admin was
+    /// shown, and its token makes the member once.
+    func testAMemberInvitationIsMailedAndItsLinkMakesTheMember() async throws {
+        let email = Self.email()
+        let invited = try await client.json(
+            "POST", "/v1/members", ["email": email, "role": "support"], token: Self.stack.adminKey)
+        XCTAssertEqual(invited.status, 201, invited.text)
+        let body = try invited.json()
+        XCTAssertEqual(body["mailed"] as? Bool, true)
+        let url = try XCTUnwrap(body["inviteUrl"] as? String)
+        let token = try XCTUnwrap(url.components(separatedBy: "#invite=").last)
+        Self.secrets.add(token)
+        let arrived = try await Self.stack.eventually(20) { self.sink.messages(to: email).count >= 1 }
+        XCTAssertTrue(arrived, "no invitation mailed to \(email)")
+        let mail = try XCTUnwrap(sink.messages(to: email).last)
+        XCTAssertEqual(mail.from, "no-reply@redeem.test")
+        XCTAssertTrue(mail.data.contains("Subject: You are invited to the Redeem dashboard"), mail.data)
+        XCTAssertTrue(mail.data.contains("with the role support."), mail.data)
+        XCTAssertTrue(mail.data.contains(url), "the mail carries the link the admin was shown:\n\(mail.data)")
+
+        let accepted = try await client.json(
+            "POST", "/v1/members/accept", ["token": token, "password": "correct horse battery staple"])
+        XCTAssertEqual(accepted.status, 201, accepted.text)
+        let members = try await client.get("/v1/members", token: Self.stack.adminKey)
+        let listed = try XCTUnwrap(try members.json()["data"] as? [[String: Any]])
+        let member = listed.first { ($0["email"] as? String)?.lowercased() == email.lowercased() }
+        XCTAssertEqual(member?["role"] as? String, "support", members.text)
+        // Sent once, by the outbox: no second mail for it.
+        XCTAssertEqual(sink.messages(to: email).count, 1)
+    }
+
     // MARK: - Email verification
 
     func testAVerificationCodeVerifiesTheEmailOnceAndMeShowsIt() async throws {

@@ -44,6 +44,7 @@ final class MembersTests: StackTestCase {
         let inviteUrl: String?
         let role: String?
         let email: String?
+        let mailed: Bool?
     }
 
     /// A member in `GET /v1/members`, or the answer to a change of role.
@@ -106,6 +107,7 @@ final class MembersTests: StackTestCase {
             o.inviteUrl, "http://\(Self.stack.gateway.host!):\(Self.stack.gateway.port!)/dashboard#invite=\(token)")
         XCTAssertEqual(o.role, "readonly")
         XCTAssertEqual(o.email, email)
+        XCTAssertEqual(o.mailed, false, "this stack sends no mail: the URL is the only way")
 
         let weak = try await call("POST", "/v1/members/accept", ["token": token, "password": "short"], token: nil)
         expect(422, weak)

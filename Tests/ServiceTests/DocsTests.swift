@@ -195,6 +195,29 @@ import Testing
         #expect(unknown.isEmpty, "error codes in the documents that the code never answers: \(unknown)")
     }
 
+    /// docs/troubleshooting.md quotes what the software prints: each entry's `text` block holds a
+    /// stretch of at least 16 characters (between quotes, digits, `: ` or line ends, so a port, a
+    /// time or a prefix may vary around it) that some source, script or runner says word for word.
+    @Test func theTroubleshootingDocumentQuotesMessagesTheCodePrints() throws {
+        let text = try Self.read("docs/troubleshooting.md")
+        let blocks = text.components(separatedBy: "```text\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+        let entries = text.split(separator: "\n").filter { $0.hasPrefix("## ") }
+        #expect(entries.count >= 10, "ten problems at least")
+        #expect(blocks.count == entries.count, "one quoted message per problem")
+        var corpus = try ["Sources", "Services"].flatMap { try Self.sources($0, suffix: ".swift") }
+        for script in ["deploy/run-stack", "deploy/postgres", "deploy/images", "scripts/setup"] {
+            corpus.append(try Self.read(script))
+        }
+        for block in blocks {
+            let stretches = String(block.map { $0.isNumber || $0 == "\"" ? "\n" : $0 })
+                .components(separatedBy: ": ").flatMap { $0.split(separator: "\n") }
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0.count >= 16 }
+            #expect(
+                stretches.contains { stretch in corpus.contains { $0.contains(stretch) } },
+                "nothing the code prints is quoted in: \(block)")
+        }
+    }
+
     /// docs/errors.md has an entry (a heading, which each answer's `docUrl` points at) for exactly
     /// the codes an answer can carry.
     @Test func theErrorsDocumentListsEveryCode() throws {

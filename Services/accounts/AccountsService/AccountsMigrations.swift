@@ -25,5 +25,6 @@ enum AccountsMigrations {
         // erase it (docs/security.md, "The database").
         AuditTable.insertOnly(13),
         Migration(file: "014_mail_limits.sql", PackageResources._14_mail_limits_sql),
+        Migration(file: "015_member_invite_mail.sql", PackageResources._15_member_invite_mail_sql),
     ]
 }

@@ -11,9 +11,23 @@ extension AccountsService {
     func addMemberRoutes(to r: inout BusRouter) {
         r.on(Members.Invite.self) { [self] req, context in
             let email = try AccountRules.checkEmail(req.email)
-            return try await pool.transaction { tx in
-                let made = try MemberStore.invite(tx, email: email, role: req.role)
-                try Self.audit(tx, req.actor, .memberInvite, made.invite.id.uppercasedString, before: nil, after: made.invite, context, req.mode)
+            return try await pool.transaction { [config, keyring] tx in
+                var made = try MemberStore.invite(tx, email: email, role: req.role)
+                try Self.audit(
+                    tx, req.actor, .memberInvite, made.invite.id.uppercasedString, before: nil, after: made.invite,
+                    context, req.mode)
+                // With mail, the invitation goes out from the outbox, in this transaction: it is
+                // mailed exactly when it exists. The answer still carries the URL, shown once.
+                if let mail = config.mail, let dashboard = req.dashboardUrl {
+                    let message = MailMessage.invitation(
+                        url: dashboard + "#invite=" + made.token, role: req.role, to: email, from: mail.from)
+                    try MailOutbox.enqueue(
+                        tx, account: nil, kind: .memberInvite, recipient: email, message: message,
+                        expiresAt: made.invite.expiresAt, keyring: keyring)
+                    made.mailed = true
+                } else {
+                    made.mailed = false
+                }
                 return made
             }
         }

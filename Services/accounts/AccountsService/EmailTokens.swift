@@ -44,7 +44,9 @@ enum EmailTokens {
             VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5)) RETURNING expires_at
             """, [hash(token), account, purpose, email, purpose.lifetime]).first!
         let message = MailMessage.carrying(token, purpose: purpose, to: email, from: from)
-        try MailOutbox.enqueue(tx, account: account, kind: purpose, recipient: email, message: message, expiresAt: try row.decode("expires_at"), keyring: keyring)
+        try MailOutbox.enqueue(
+            tx, account: account, kind: .init(purpose), recipient: email, message: message,
+            expiresAt: try row.decode("expires_at"), keyring: keyring)
     }
 
     /// Spends a token of `purpose`: the account and email it was made for, when it is unused,

@@ -23,6 +23,26 @@ enum MailMessage {
                      "and signs out every device signed in to the account.",
                      "If you did not ask for this, you can ignore this mail: your password stays as it is."]
         }
+        return message(subject: subject, lines: lines, to: recipient, from: from, now: now)
+    }
+
+    /// A member's invitation. Unlike the codes it carries a link: only an admin asks for one, and
+    /// the link is the dashboard's address as that admin reached it.
+    static func invitation(url: String, role: Role, to recipient: String, from: String, now: Date = Date()) -> [UInt8] {
+        message(
+            subject: "You are invited to the Redeem dashboard",
+            lines: [
+                "You are invited to the Redeem dashboard, with the role \(role.rawValue).", "",
+                "Open this link to choose your password and sign in:", "", "    \(url)", "",
+                "It works once, within \(Int(MemberStore.inviteTTL / 3_600)) hours.",
+                "If you did not expect this invitation, you can ignore this mail.",
+            ],
+            to: recipient, from: from, now: now)
+    }
+
+    private static func message(
+        subject: String, lines: [String], to recipient: String, from: String, now: Date
+    ) -> [UInt8] {
         let domain = from.split(separator: "@").last.map(String.init) ?? "localhost"
         let headers = [
             "From: <\(from)>",

@@ -14,10 +14,22 @@ import Runtime
 /// The message is sealed under `REDEEM_SECRET_KEY` (it holds a token in the clear), and cleared
 /// once sent, or once its token has expired unsent (the mail is then given up).
 enum MailOutbox {
+    /// What a mail is for: a code of `EmailTokens`, or a member's invitation.
+    enum Kind: String, PGTextEnum, Sendable {
+        case verifyEmail, resetPassword, memberInvite
+
+        init(_ purpose: EmailTokens.Purpose) {
+            switch purpose {
+            case .verifyEmail: self = .verifyEmail
+            case .resetPassword: self = .resetPassword
+            }
+        }
+    }
+
     /// A mail claimed for one attempt.
     struct Claimed: Sendable {
         var id: UUID
-        var kind: EmailTokens.Purpose
+        var kind: Kind
         var recipient: String
         var message: [UInt8]
         /// Attempts so far, this one included.
@@ -27,8 +39,11 @@ enum MailOutbox {
 
     private static func context(_ id: UUID) -> String { "accounts.mail_outbox/\(id.lowercasedString)" }
 
-    static func enqueue(_ tx: PGConnection, account: UUID, kind: EmailTokens.Purpose, recipient: String, message: [UInt8], expiresAt: Date,
-                        keyring: SecretKeyring) throws {
+    /// Writes a mail to the outbox; `account` is nil for an invitation's recipient, who may have none.
+    static func enqueue(
+        _ tx: PGConnection, account: UUID?, kind: Kind, recipient: String, message: [UInt8], expiresAt: Date,
+        keyring: SecretKeyring
+    ) throws {
         let id = UUID.random()
         let (sealed, keyId) = keyring.seal(message, context: context(id))
         try tx.query("""
@@ -68,7 +83,7 @@ enum MailOutbox {
         var claimed: [Claimed] = []
         for row in rows {
             let id = try row.decode("id", as: UUID.self)
-            let kind = try row.decode("kind", as: EmailTokens.Purpose.self)
+            let kind = try row.decode("kind", as: Kind.self)
             guard let message = try? keyring.open(Array(try row.decode("body", as: PGBytes.self).data), keyId: try row.decodeIfPresent("body_key_id"),
                                                   context: context(id)) else {
                 try c.query("UPDATE accounts.mail_outbox SET body = NULL, last_error = 'the mail does not open under the secret keys held' WHERE id = $1", [id])

@@ -3,7 +3,7 @@ import Foundation
 import HTTP
 
 /// Members: operator accounts with a role. An admin invites by email and gets a one-time
-/// invite URL (there is no mail outbox yet); accepting it sets a password (or joins the email's
+/// invite URL, which accounts also mails when it sends mail; accepting it sets a password (or joins the email's
 /// existing account) and signs the member in. A member's session reaches the operator routes as a
 /// key of its role, in the mode its `Redeem-Mode` header names.
 extension Gateway {
@@ -64,6 +64,8 @@ extension Gateway {
     struct CreatedInvite: APIBody, Encodable {
         static let schemaName: String? = "CreatedMemberInvite"
         var id: UUID, email: String, role: Role, createdAt: Date, expiresAt: Date, token: String, inviteUrl: String
+        /// Whether the invitation was mailed to `email` too (the server sends mail).
+        var mailed: Bool
     }
 
     static let memberRoutes: [APIRoute] = [
@@ -127,19 +129,21 @@ extension Gateway {
         try Self.checkManagesMembers(key)
         let b = try body.read()
         let made = try await accounts.request(
-            Members.Invite(email: b.email, role: b.role, mode: key.mode).by(key.actor))
+            Members.Invite(email: b.email, role: b.role, mode: key.mode, dashboardUrl: Self.dashboardURL(req))
+                .by(key.actor))
         let i = made.invite
         return .json(
             201,
             CreatedInvite(
                 id: i.id, email: i.email, role: i.role, createdAt: i.createdAt, expiresAt: i.expiresAt,
                 token: made.token,
-                inviteUrl: Self.inviteURL(req, token: made.token)))
+                inviteUrl: Self.inviteURL(req, token: made.token), mailed: made.mailed ?? false))
     }
 
     /// The dashboard's address on the host the admin reached, with the token in the fragment (a
     /// fragment never reaches a server's logs): `http` on loopback, `https` anywhere else.
-    static func inviteURL(_ req: HTTPRequest, token: String) -> String { origin(req) + "/dashboard#invite=\(token)" }
+    static func inviteURL(_ req: HTTPRequest, token: String) -> String { dashboardURL(req) + "#invite=\(token)" }
+    static func dashboardURL(_ req: HTTPRequest) -> String { origin(req) + "/dashboard" }
 
     func listMembers(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)

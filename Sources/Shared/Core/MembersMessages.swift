@@ -43,19 +43,26 @@ public enum Members {
         public struct Response: Codable, Sendable {
             public var invite: MemberInviteView
             public var token: String
-            public init(invite: MemberInviteView, token: String) {
+            /// Whether the invitation was written to the mail outbox (accounts sends mail).
+            public var mailed: Bool?
+            public init(invite: MemberInviteView, token: String, mailed: Bool? = nil) {
                 self.invite = invite
                 self.token = token
+                self.mailed = mailed
             }
         }
         public var email: String
         public var role: Role
         public var mode: Mode
+        /// The dashboard's address that the invitation's token is appended to (`…#invite=`), for
+        /// the mail; nil mails nothing.
+        public var dashboardUrl: String?
         public var actor: AuditActor?
-        public init(email: String, role: Role, mode: Mode) {
+        public init(email: String, role: Role, mode: Mode, dashboardUrl: String? = nil) {
             self.email = email
             self.role = role
             self.mode = mode
+            self.dashboardUrl = dashboardUrl
         }
     }
 
