@@ -113,6 +113,81 @@ import Testing
         #expect(refs == Set(schemas.keys))
     }
 
+    /// For generated clients: each operation has a readable `operationId` of its own (written in
+    /// `OperationNaming.ids`, which names no route that is gone) and one tag the document lists.
+    @Test func everyOperationHasItsOwnReadableIdAndATag() throws {
+        let routes = Set(Gateway.routes.map { "\($0.method.rawValue) \($0.path)" })
+        let named = Set(OperationNaming.ids.keys)
+        #expect(
+            routes.subtracting(named).isEmpty, "routes without an operationId: \(routes.subtracting(named).sorted())")
+        #expect(named.subtracting(routes).isEmpty, "ids of no route: \(named.subtracting(routes).sorted())")
+        let ids = try described().compactMap { $0.operation["operationId"] as? String }
+        #expect(ids.count == routes.count)
+        #expect(Set(ids).count == ids.count, "operationIds repeat")
+        #expect(ids.allSatisfy { $0.wholeMatch(of: #/[a-z][A-Za-z0-9]+/#) != nil }, "camelCase ids: \(ids.sorted())")
+        let tags = Set(((try document()["tags"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String })
+        for d in try described() {
+            let given = d.operation["tags"] as? [String] ?? []
+            #expect(given.count == 1 && tags.contains(given[0]), "\(d.method) \(d.path): \(given)")
+        }
+        #expect(OperationNaming.tag("/v1/coupons/{code}/codes.csv") == "Unique codes")
+        #expect(OperationNaming.tag("/v1/coupons/{code}/redemptions") == "Coupons")
+        #expect(OperationNaming.tag("/v1/me/totp/confirm") == "Members")
+        #expect(OperationNaming.tag("/v1/me") == "Accounts")
+    }
+
+    /// Every JSON body, sent or answered, has an example; an error answer lists the codes of
+    /// its status (`x-error-codes`) and its example carries one of them.
+    @Test func everyBodyHasAnExampleAndEveryErrorItsCodes() throws {
+        for d in try described() {
+            let name = "\(d.method) \(d.path)"
+            if let body = (d.operation["requestBody"] as? [String: Any])?["content"] as? [String: [String: Any]],
+                let json = body["application/json"]
+            {
+                #expect(json["example"] != nil || json["examples"] != nil, "\(name): no example body")
+            }
+            for (status, answer) in d.operation["responses"] as? [String: [String: Any]] ?? [:] {
+                // A document served as it is (`/openapi.json` itself) is text, not a body of a type.
+                guard let json = (answer["content"] as? [String: [String: Any]])?["application/json"],
+                    (json["schema"] as? [String: Any])?["type"] as? String != "string"
+                else { continue }
+                #expect(json["example"] != nil || json["examples"] != nil, "\(name) \(status): no example")
+                guard let code = Int(status), code >= 400 else { continue }
+                let codes = answer["x-error-codes"] as? [String] ?? []
+                #expect(!codes.isEmpty, "\(name) \(status): no error codes")
+                let example = ((json["example"] as? [String: Any])?["error"] as? [String: Any])?["code"] as? String
+                #expect(example.map(codes.contains) == true, "\(name) \(status): example \(example ?? "none")")
+            }
+        }
+        #expect(ErrorCodes.answered(status: 401).contains("invalidToken"))
+        #expect(ErrorCodes.answered(status: 422).contains("exhausted"))
+    }
+
+    /// The headers: an API operation takes `X-Request-Id`, one for keys and members also
+    /// `Redeem-Mode`; every answer names `X-Request-Id` and `Redeem-Version`, and a 429 or 503
+    /// `Retry-After`.
+    @Test func theHeadersTakenAndAnsweredAreDescribed() throws {
+        for d in try described() {
+            let name = "\(d.method) \(d.path)"
+            let refs = (d.operation["parameters"] as? [[String: Any]] ?? []).compactMap { $0["$ref"] as? String }
+            if d.path.hasPrefix("/v1/") {
+                #expect(refs.contains("#/components/parameters/RequestId"), "\(name)")
+            }
+            let forKeys = (d.operation["description"] as? String ?? "").contains("API key")
+            #expect(
+                refs.contains("#/components/parameters/RedeemMode") == (forKeys && d.path.hasPrefix("/v1/")), "\(name)")
+            for (status, answer) in d.operation["responses"] as? [String: [String: Any]] ?? [:] {
+                let headers = Set((answer["headers"] as? [String: Any] ?? [:]).keys)
+                #expect(headers.isSuperset(of: ["X-Request-Id", "Redeem-Version"]), "\(name) \(status)")
+                #expect(headers.contains("Retry-After") == (status == "429" || status == "503"), "\(name) \(status)")
+            }
+        }
+        let components = try #require(try document()["components"] as? [String: Any])
+        let parameters = try #require(components["parameters"] as? [String: [String: Any]])
+        #expect(parameters["RedeemMode"]?["name"] as? String == "Redeem-Mode")
+        #expect(parameters["RequestId"]?["in"] as? String == "header")
+    }
+
     /// The body types read are the body types described: each route's request schema is the
     /// one its handler's `Incoming<Body>` reads.
     @Test func aRequestBodyIsDescribedByTheTypeItsHandlerReads() throws {

@@ -7,9 +7,15 @@ enum OpenAPI {
         var openapi = "3.1.0"
         var info: Info
         var servers: [Server]
+        var tags: [Tag]
         /// Path template → lower-case method → operation.
         var paths: [String: [String: Operation]]
         var components: Components
+    }
+
+    struct Tag: Encodable {
+        var name: String
+        var description: String
     }
 
     struct Info: Encodable {
@@ -23,10 +29,11 @@ enum OpenAPI {
     }
 
     struct Operation: Encodable {
+        var tags: [String]
         var summary: String
         var operationId: String
         var description: String?
-        var parameters: [Parameter]?
+        var parameters: [ParameterItem]?
         /// Empty: no credential. Otherwise the bearer scheme.
         var security: [[String: [String]]]
         var requestBody: RequestBody?
@@ -34,8 +41,27 @@ enum OpenAPI {
         var responses: [String: Response]
     }
 
+    /// A parameter written out, or a reference to one of `components.parameters` (the headers
+    /// every operation of a kind takes).
+    enum ParameterItem: Encodable {
+        case parameter(Parameter)
+        case reference(String)
+
+        func encode(to encoder: any Encoder) throws {
+            switch self {
+            case .parameter(let p): try p.encode(to: encoder)
+            case .reference(let name): try Reference(ref: "#/components/parameters/" + name).encode(to: encoder)
+            }
+        }
+    }
+
+    struct Reference: Encodable {
+        var ref: String
+        private enum CodingKeys: String, CodingKey { case ref = "$ref" }
+    }
+
     struct Parameter: Encodable {
-        enum Location: String, Encodable { case path, query }
+        enum Location: String, Encodable { case path, query, header }
         var name: String
         var location: Location
         var required: Bool
@@ -55,7 +81,21 @@ enum OpenAPI {
 
     struct Response: Encodable {
         var description: String
+        /// By header name: references to `components.headers`.
+        var headers: [String: Reference]?
         var content: [String: MediaType]?
+        /// The error codes an error answer of this status may carry (an extension of the document).
+        var errorCodes: [String]?
+
+        private enum CodingKeys: String, CodingKey {
+            case description, headers, content
+            case errorCodes = "x-error-codes"
+        }
+    }
+
+    struct Header: Encodable {
+        var description: String
+        var schema: JSONSchema
     }
 
     struct MediaType: Encodable {
@@ -71,6 +111,8 @@ enum OpenAPI {
 
     struct Components: Encodable {
         var securitySchemes: [String: SecurityScheme]
+        var parameters: [String: Parameter]
+        var headers: [String: Header]
         var schemas: [String: JSONSchema]
     }
 

@@ -25,42 +25,65 @@ enum OpenAPIDocument {
             paths[route.path, default: [:]][route.method.rawValue.lowercased()] = try operation(route, catalog)
         }
         return OpenAPI.Document(
-            info: .init(title: "Redeem", version: "1.0.0",
+            info: .init(title: "Redeem", version: Build.version,
                         description: "One account and one coupon code across iOS, Android and the web. Errors are {error: {code, message, field?}}."),
             servers: [.init(url: "/")],
+            tags: OperationNaming.tags.map { OpenAPI.Tag(name: $0.name, description: $0.description) },
             paths: paths,
-            components: .init(securitySchemes: ["bearer": .init(type: "http", scheme: "bearer",
-                                                                description: "A user's access token, or an API key sk_live_… / sk_test_…")],
-                              schemas: catalog.schemas))
+            components: .init(
+                securitySchemes: [
+                    "bearer": .init(
+                        type: "http", scheme: "bearer",
+                        description: "A user's access token, or an API key sk_live_… / sk_test_…")
+                ],
+                parameters: CommonHeaders.parameters, headers: CommonHeaders.headers, schemas: catalog.schemas))
     }
 
     static func operation(_ route: APIRoute, _ catalog: SchemaCatalog) throws -> OpenAPI.Operation {
-        let id = route.method.rawValue.lowercased() + route.path.map { "/.".contains($0) ? "_" : $0 == "{" || $0 == "}" ? "" : String($0) }.joined()
-        var parameters = pathParameters(route.path).map {
-            OpenAPI.Parameter(name: $0, location: .path, required: true, schema: .string)
+        var parameters: [OpenAPI.ParameterItem] = pathParameters(route.path).map {
+            .parameter(OpenAPI.Parameter(name: $0, location: .path, required: true, schema: .string))
         }
         parameters += route.query.map {
-            OpenAPI.Parameter(name: $0.name, location: .query, required: false, schema: $0.schema, description: $0.description)
+            .parameter(
+                OpenAPI.Parameter(
+                    name: $0.name, location: .query, required: false, schema: $0.schema, description: $0.description))
         }
+        parameters += CommonHeaders.taken(by: route).map { .reference($0) }
         let error = try catalog.schema(of: ErrorBody.self)
         var responses: [String: OpenAPI.Response] = [:]
-        func answer(_ status: Int, _ content: [String: OpenAPI.MediaType]?) {
-            responses[String(status)] = OpenAPI.Response(description: description(status), content: content)
+        func answer(_ status: Int, _ content: [String: OpenAPI.MediaType]?, errorCodes: [String]? = nil) {
+            responses[String(status)] = OpenAPI.Response(
+                description: description(status), headers: CommonHeaders.answered(status: status, by: route),
+                content: content, errorCodes: errorCodes)
         }
-        for status in route.errors + commonErrors(route) { answer(status, ["application/json": .init(schema: error)]) }
+        for status in route.errors + commonErrors(route) {
+            let codes = ErrorCodes.answered(status: status)
+            answer(
+                status, ["application/json": .init(schema: error, example: ErrorCodes.example(status: status, codes))],
+                errorCodes: codes.isEmpty ? nil : codes)
+        }
         for (status, a) in route.answers {
             switch a {
             case .json(let type):
-                answer(status, ["application/json": try .json(type, schema: try catalog.schema(of: type))])
+                let schema = try catalog.schema(of: type)
+                answer(status, ["application/json": try .json(type, schema: schema, catalog: catalog)])
             case .text(let mediaType): answer(status, [mediaType: .init(schema: .string)])
             case .empty: answer(status, nil)
             }
         }
+        let requestBody = try route.body.map { type in
+            let schema = try catalog.schema(of: type)
+            let example = route.bodyMediaType == "application/json"
+                ? SchemaSample.value(schema, schemas: catalog.schemas) : nil
+            return OpenAPI.RequestBody(
+                required: true, content: [route.bodyMediaType: .init(schema: schema, example: example)])
+        }
         return OpenAPI.Operation(
-            summary: route.summary, operationId: id, description: route.access.description,
+            tags: [OperationNaming.tag(route.path)], summary: route.summary, operationId: OperationNaming.id(route),
+            description: route.access.description,
             parameters: parameters.isEmpty ? nil : parameters,
             security: route.access == .anyone ? [] : [["bearer": []]],
-            requestBody: try route.body.map { .init(required: true, content: [route.bodyMediaType: .init(schema: try catalog.schema(of: $0))]) },
+            requestBody: requestBody,
             responses: responses)
     }
 
