@@ -75,6 +75,14 @@ try:
         seen["who"] = text("who")
         shot("dashboard-coupons.png")
 
+        # A reload keeps the member signed in: the session cookie, which the page's script can't read.
+        call("Page.reload")
+        time.sleep(0.3)
+        must("document.readyState === 'complete' && document.getElementById('nav').hidden === false && !document.getElementById('view-coupons').hidden", "a reload signed the member out")
+        seen["reloadSignedIn"] = text("who") == email
+        seen["cookieReadable"] = "redeem_dashboard" in js("document.cookie")
+        seen["tokenStored"] = js("JSON.stringify(Object.assign({}, localStorage, sessionStorage)).indexOf('rt_') >= 0")
+
         # A coupon over a store limit: an iOS discount without a cap. The dry run shows the error next to the cap.
         click("a[href='#new']")
         must("!document.getElementById('view-new').hidden", "the form did not open")
@@ -182,6 +190,12 @@ try:
 
         click("#sign-out")
         must("!document.getElementById('view-signin').hidden", "sign-out did not return to the sign-in form")
+        # Signed out, a reload stays signed out: the cookie is gone.
+        call("Page.reload")
+        time.sleep(0.3)
+        must("document.readyState === 'complete' && !document.getElementById('view-signin').hidden", "the sign-in form did not show after the reload")
+        time.sleep(0.5)
+        seen["reloadAfterSignOut"] = js("document.getElementById('nav').hidden === true && !document.getElementById('view-signin').hidden")
         finish(True)
 except BrowserError as e:
     finish(False, error=str(e))

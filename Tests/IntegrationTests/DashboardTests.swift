@@ -46,6 +46,10 @@ final class DashboardTests: StackTestCase {
         XCTAssertEqual(r.ok, true, "\(r)")
         XCTAssertEqual(r.labelled, true, "every input and select has a label")
         XCTAssertEqual(r.who, email)
+        XCTAssertEqual(r.reloadSignedIn, true, "a reload keeps the member signed in")
+        XCTAssertEqual(r.cookieReadable, false, "the session cookie is HttpOnly")
+        XCTAssertEqual(r.tokenStored, false, "no refresh token in the page's storage")
+        XCTAssertEqual(r.reloadAfterSignOut, true, "signed out, a reload stays signed out")
         XCTAssertEqual(r.exceptions, [], "no script error")
         XCTAssertEqual(r.violations, [], "nothing the CSP refused")
         // The store-limit error is the server's, next to the field it names.
@@ -104,6 +108,60 @@ final class DashboardTests: StackTestCase {
         XCTAssertEqual(r["exceptions"] as? [String], [])
     }
 
+    /// The dashboard's session over HTTP: the refresh token only in a strict cookie, a refresh from
+    /// the cookie rotating it, and a sign-out ending it and clearing the cookie.
+    func testTheDashboardSessionKeepsItsRefreshTokenInAStrictCookie() async throws {
+        // A client that keeps no cookies: each request carries exactly the cookie the test gives it.
+        let client = HTTPClient(base: Self.stack.gateway, followRedirects: false)
+        let email = "cookie-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+        let password = "a long dashboard passphrase"
+        let invited = try await client.json(
+            "POST", "/v1/members", ["email": email, "role": "readonly"], token: Self.stack.adminKey)
+        let token = try XCTUnwrap(try invited.decode(Invitation.self).token)
+        let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
+        XCTAssertEqual(joined.status, 201, joined.text)
+
+        func cookie(_ r: HTTPClient.Response) -> String? {
+            r.header("Set-Cookie").flatMap { $0.split(separator: ";").first.map(String.init) }
+        }
+        let signedIn = try await client.json("POST", "/dashboard/session", ["email": email, "password": password])
+        XCTAssertEqual(signedIn.status, 200, signedIn.text)
+        let setCookie = try XCTUnwrap(signedIn.header("Set-Cookie"))
+        XCTAssertTrue(setCookie.hasPrefix("redeem_dashboard=rt_"), setCookie)
+        for attribute in ["Path=/dashboard", "HttpOnly", "Secure", "SameSite=Strict"] {
+            XCTAssertTrue(setCookie.contains("; \(attribute)"), "\(attribute) in \(setCookie)")
+        }
+        let body = try signedIn.json()
+        XCTAssertNil(body["refreshToken"])
+        XCTAssertFalse(signedIn.text.contains("rt_"), "the answer holds no refresh token")
+        let access = try XCTUnwrap(body["accessToken"] as? String)
+        let coupons = try await client.get("/v1/coupons?limit=1", token: access)
+        XCTAssertEqual(coupons.status, 200, coupons.text)
+
+        // A reload: the cookie alone gets a new access token, and the refresh token rotates.
+        let first = try XCTUnwrap(cookie(signedIn))
+        let renewed = try await client.send("POST", "/dashboard/session/refresh", headers: ["Cookie": first])
+        XCTAssertEqual(renewed.status, 200, renewed.text)
+        let second = try XCTUnwrap(cookie(renewed))
+        XCTAssertNotEqual(second, first)
+        let renewedAccess = try XCTUnwrap(try renewed.json()["accessToken"] as? String)
+        let withRenewed = try await client.get("/v1/coupons?limit=1", token: renewedAccess)
+        XCTAssertEqual(withRenewed.status, 200, withRenewed.text)
+
+        // No cookie: 401, and the answer clears any.
+        let none = try await client.send("POST", "/dashboard/session/refresh")
+        XCTAssertEqual(none.status, 401, none.text)
+        XCTAssertTrue(none.header("Set-Cookie")?.contains("Max-Age=0") == true)
+
+        // Signing out ends the session and clears the cookie: the cookie refreshes nothing more.
+        let out = try await client.send(
+            "DELETE", "/dashboard/session", headers: ["Authorization": "Bearer \(renewedAccess)"])
+        XCTAssertEqual(out.status, 204, out.text)
+        XCTAssertTrue(out.header("Set-Cookie")?.contains("Max-Age=0") == true)
+        let after = try await client.send("POST", "/dashboard/session/refresh", headers: ["Cookie": second])
+        XCTAssertEqual(after.status, 401, after.text)
+    }
+
     func testThePageAndItsAssetsCarryTheStrictPolicy() async throws {
         for path in ["/dashboard", "/dashboard/app.js", "/dashboard/app.css"] {
             let r = try await Self.stack.client.get(path)
@@ -142,6 +200,10 @@ private struct Flow: Decodable {
     let testModeHasCoupon: Bool?
     let testEvent: String?
     let auditFirst: [String]?
+    let reloadSignedIn: Bool?
+    let cookieReadable: Bool?
+    let tokenStored: Bool?
+    let reloadAfterSignOut: Bool?
 }
 
 private extension Array {

@@ -87,7 +87,7 @@ public final class Gateway: Sendable {
         operationsRoutes + pageRoutes + accountRoutes + appleRoutes + emailRoutes + couponRoutes + uniqueCodeRoutes
         + planRoutes
         + storeRoutes + googleRoutes + testHelperRoutes + grantRoutes + auditRoutes + memberRoutes + mcpRoutes
-        + dashboardRoutes
+        + dashboardRoutes + dashboardSessionRoutes
 
     /// The router of `routes`.
     public func router() -> Router {

@@ -118,7 +118,16 @@ enum OpenAPI {
 
     struct SecurityScheme: Encodable {
         var type: String
-        var scheme: String
+        /// `http` schemes: `bearer`.
+        var scheme: String?
+        /// `apiKey` schemes: where the credential is (`cookie`) and its name.
+        var location: String?
+        var name: String?
         var description: String
+
+        private enum CodingKeys: String, CodingKey {
+            case type, scheme, name, description
+            case location = "in"
+        }
     }
 }

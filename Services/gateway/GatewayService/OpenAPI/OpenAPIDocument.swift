@@ -34,7 +34,10 @@ enum OpenAPIDocument {
                 securitySchemes: [
                     "bearer": .init(
                         type: "http", scheme: "bearer",
-                        description: "A user's access token, or an API key sk_live_… / sk_test_…")
+                        description: "A user's access token, or an API key sk_live_… / sk_test_…"),
+                    "dashboardSession": .init(
+                        type: "apiKey", location: "cookie", name: Gateway.dashboardCookieName,
+                        description: "The dashboard's session cookie (HttpOnly), set by POST /dashboard/session"),
                 ],
                 parameters: CommonHeaders.parameters, headers: CommonHeaders.headers, schemas: catalog.schemas))
     }
@@ -82,7 +85,10 @@ enum OpenAPIDocument {
             tags: [OperationNaming.tag(route.path)], summary: route.summary, operationId: OperationNaming.id(route),
             description: route.access.description,
             parameters: parameters.isEmpty ? nil : parameters,
-            security: route.access == .anyone ? [] : [["bearer": []]],
+            security: route.access != .anyone
+                ? [["bearer": []]]
+                : Gateway.cookieAuthenticated.contains("\(route.method.rawValue) \(route.path)")
+                    ? [["dashboardSession": []]] : [],
             requestBody: requestBody,
             responses: responses)
     }

@@ -11,6 +11,9 @@ enum OperationNaming {
         "GET /dashboard": "getDashboard",
         "GET /dashboard/app.css": "getDashboardStyle",
         "GET /dashboard/app.js": "getDashboardScript",
+        "POST /dashboard/session": "signInToDashboard",
+        "POST /dashboard/session/refresh": "refreshDashboardSession",
+        "DELETE /dashboard/session": "signOutOfDashboard",
         "GET /healthz": "getHealth",
         "DELETE /mcp": "endMcpSession",
         "POST /mcp": "callMcp",
@@ -115,7 +118,8 @@ enum OperationNaming {
         ),
         ("Audit log", "Every operator change", ["/v1/audit"]),
         ("MCP", "The Model Context Protocol server", ["/mcp", "/.well-known"]),
-        ("Pages", "The redeem page, the dashboard and this document", ["/redeem", "/dashboard", "/openapi.json"]),
+        ("Pages", "The redeem page, the dashboard and its session, and this document",
+         ["/redeem", "/dashboard", "/openapi.json"]),
         ("Operations", "Health, readiness and metrics", ["/healthz", "/readyz", "/backends", "/metrics"])
     ]
 

@@ -1,7 +1,7 @@
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
-  let session = null;          // {accessToken, refreshToken}
+  let session = null;          // {accessToken}: the refresh token is in an HttpOnly cookie the page never reads
   let mode = "live";
   let couponCursors = [null];  // the cursor of each page seen, for Previous
   let couponPage = 0;
@@ -68,7 +68,7 @@
     } catch (e) {
       throw new APIError(0, {code: "offline", message: "We couldn't reach the server. Check your connection and try again"});
     }
-    if (response.status === 401 && session && !options.retried && session.refreshToken) {
+    if (response.status === 401 && session && !options.retried) {
       if (await refresh()) return api(method, path, body, Object.assign({}, options, {retried: true}));
     }
     if (options.accept === "text/csv" && response.ok) return response.text();
@@ -79,13 +79,17 @@
     return data;
   }
 
+  // A new access token from the session cookie (which rotates with it): the dashboard's session.
+  async function renew() {
+    const r = await fetch("/dashboard/session/refresh", {method: "POST", credentials: "same-origin"});
+    return r.ok ? r.json() : null;
+  }
+
   async function refresh() {
     try {
-      const r = await fetch("/v1/sessions/refresh", {method: "POST", headers: {"Content-Type": "application/json"},
-                                                      body: JSON.stringify({refreshToken: session.refreshToken})});
-      if (!r.ok) { signedOut("Your session ended. Sign in again."); return false; }
-      const data = await r.json();
-      session = data.session;
+      const data = await renew();
+      if (!data) { signedOut("Your session ended. Sign in again."); return false; }
+      session = {accessToken: data.accessToken};
       return true;
     } catch (e) { return false; }
   }
@@ -144,7 +148,7 @@
   // MARK: session
 
   function signedIn(data) {
-    session = data.session;
+    session = {accessToken: data.accessToken || data.session.accessToken};
     $("who").textContent = data.account.email || "";
     $("nav").hidden = false;
     $("session").hidden = false;
@@ -169,7 +173,7 @@
       if (!$("signin-totp-field").hidden) body.totpCode = $("signin-totp").value.trim();
       let data;
       try {
-        data = await api("POST", "/v1/sessions", body);
+        data = await api("POST", "/dashboard/session", body);
       } catch (e) {
         // A member with TOTP: the same form asks for the code, then signs in with all three.
         if (e instanceof APIError && e.error && e.error.code === "totpRequired") {
@@ -184,11 +188,16 @@
       $("signin-totp").value = "";
       $("err-signin-totp").textContent = "";
       $("signin-totp-field").hidden = true;
-      session = data.session;
+      session = {accessToken: data.accessToken};
       try {
         await api("GET", "/v1/coupons?limit=1");
       } catch (e) {
-        if (e instanceof APIError && e.status === 403) { session = null; say("This account is not a member of the team.", true); return; }
+        if (e instanceof APIError && e.status === 403) {
+          try { await api("DELETE", "/dashboard/session"); } catch (e2) { /* its cookie goes either way */ }
+          session = null;
+          say("This account is not a member of the team.", true);
+          return;
+        }
         throw e;
       }
       say("");
@@ -206,11 +215,19 @@
       signedIn(data);
     } catch (e) {
       if (e.error && e.error.field === "password") $("err-invite-password").textContent = sentence(e.message); else fail(e);
+      return;
     }
+    // The invitation's own session lives in this page only; a dashboard session (its cookie) keeps
+    // the member signed in across reloads. A member with TOTP signs in again on the next load.
+    try {
+      const email = ($("who").textContent || "").trim();
+      const data = await api("POST", "/dashboard/session", {email: email, password: $("invite-password").value});
+      session = {accessToken: data.accessToken};
+    } catch (e) { /* signed in for this page */ }
   });
 
   $("sign-out").addEventListener("click", async () => {
-    try { await api("DELETE", "/v1/sessions/current"); } catch (e) { /* signed out either way */ }
+    try { await api("DELETE", "/dashboard/session"); } catch (e) { /* signed out either way */ }
     signedOut("You are signed out.");
     $("status").className = "status";
   });
@@ -654,5 +671,14 @@
   $("audit-apply").addEventListener("click", () => { auditCursor = null; $("audit-table").tBodies[0].textContent = ""; loadAudit(); });
   $("audit-more").addEventListener("click", loadAudit);
 
-  route();
+  // A reload: the session cookie, if there is one, signs the member in again.
+  (async () => {
+    if (!location.hash.startsWith("#invite=")) {
+      try {
+        const data = await renew();
+        if (data) { signedIn(data); return; }
+      } catch (e) { /* not signed in */ }
+    }
+    route();
+  })();
 })();
