@@ -130,6 +130,56 @@ final class EmailTests: StackTestCase {
         XCTAssertEqual(sink.messages(to: email).count, 1)
     }
 
+    /// The dashboard's "Forgot your password?" in Chromium (Tests/Browser/dashboard_reset.py): the
+    /// member asks for a code, a wrong one is refused next to its field, and the mailed one with a
+    /// new password signs them in; the old password no longer works.
+    func testAMemberResetsTheirPasswordOnTheDashboard() async throws {
+        let email = Self.email().lowercased()
+        let invited = try await client.json(
+            "POST", "/v1/members", ["email": email, "role": "readonly"], token: Self.stack.adminKey)
+        let token = try XCTUnwrap(try invited.json()["token"] as? String)
+        Self.secrets.add(token)
+        let joined = try await client.json(
+            "POST", "/v1/members/accept", ["token": token, "password": "the first long passphrase"])
+        XCTAssertEqual(joined.status, 201, joined.text)
+        // The invitation's mail comes first; the reset's is the second.
+        let invitationMailed = try await Self.stack.eventually(20) { self.sink.messages(to: email).count == 1 }
+        XCTAssertTrue(invitationMailed)
+
+        let directory = try Project.temporaryDirectory("reset")
+        let codeFile = directory.appendingPathComponent("code")
+        let out = directory.appendingPathComponent("out").path
+        let screenshots = Project.root.appendingPathComponent("test-output")
+        try? FileManager.default.createDirectory(at: screenshots, withIntermediateDirectories: true)
+        let browser = try Subprocess(
+            "/usr/bin/python3",
+            [Project.root.appendingPathComponent("Tests/Browser/dashboard_reset.py").path,
+             Self.stack.gateway.absoluteString, email, "the second long passphrase", codeFile.path, screenshots.path],
+            stdout: out)
+        let code = try await code(mailedTo: email, count: 2, seconds: 40)
+        try code.write(to: codeFile, atomically: true, encoding: .utf8)
+        guard browser.wait(seconds: 90) != nil else {
+            browser.signal(SIGKILL)
+            return XCTFail("the browser did not finish in 90 s")
+        }
+        let printed = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        let r = try XCTUnwrap(
+            try JSONSerialization.jsonObject(
+                with: Data((printed.split(separator: "\n").last.map(String.init) ?? "").utf8)) as? [String: Any],
+            printed)
+        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
+        XCTAssertEqual(r["who"] as? String, email)
+        XCTAssertEqual(r["codeFocused"] as? Bool, true)
+        XCTAssertEqual(r["wrongCodeError"] as? String, "This code is not right, was used, or has expired.")
+        XCTAssertEqual(r["exceptions"] as? [String], [])
+        let old = try await client.json(
+            "POST", "/v1/sessions", ["email": email, "password": "the first long passphrase"])
+        XCTAssertEqual(old.status, 401, old.text)
+        let new = try await client.json(
+            "POST", "/v1/sessions", ["email": email, "password": "the second long passphrase"])
+        XCTAssertEqual(new.status, 200, new.text)
+    }
+
     // MARK: - Email verification
 
     func testAVerificationCodeVerifiesTheEmailOnceAndMeShowsIt() async throws {

@@ -113,7 +113,7 @@
 
   // MARK: views
 
-  const views = ["signin", "invite", "coupons", "new", "coupon", "webhooks", "keys", "members", "audit"];
+  const views = ["signin", "reset", "invite", "coupons", "new", "coupon", "webhooks", "keys", "members", "audit"];
 
   function show(name) {
     views.forEach((v) => { $("view-" + v).hidden = v !== name; });
@@ -132,10 +132,10 @@
       show("invite");
       return;
     }
-    if (!session) { show(inviteToken ? "invite" : "signin"); return; }
+    if (!session) { show(inviteToken ? "invite" : hash === "reset" ? "reset" : "signin"); return; }
     say("");
     if (hash.indexOf("coupon/") === 0) { openCoupon(hash.slice("coupon/".length)); return; }
-    const name = views.indexOf(hash) >= 0 && hash !== "signin" && hash !== "invite" && hash !== "coupon" ? hash : "coupons";
+    const name = views.indexOf(hash) >= 0 && hash !== "signin" && hash !== "reset" && hash !== "invite" && hash !== "coupon" ? hash : "coupons";
     show(name);
     if (name === "coupons") { couponCursors = [null]; couponPage = 0; loadCoupons(); }
     if (name === "new") resetCouponForm();
@@ -224,6 +224,46 @@
       const data = await api("POST", "/dashboard/session", {email: email, password: $("invite-password").value});
       session = {accessToken: data.accessToken};
     } catch (e) { /* signed in for this page */ }
+  });
+
+  // Forgot password: a code mailed to the account's email, then a new password with it. The
+  // server answers alike whether or not an account has the email.
+  $("reset-request-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors($("reset-request-form"));
+    try {
+      await api("POST", "/v1/sessions/password/reset", {email: $("reset-email").value.trim()});
+      $("reset-request-form").hidden = true;
+      $("reset-confirm-form").hidden = false;
+      say("");
+      $("reset-code").focus();
+    } catch (e) {
+      if (e instanceof APIError && e.error && e.error.code === "mailNotConfigured") {
+        say("This server sends no mail, so passwords can't be reset here. Ask an admin to invite you again.", true);
+      } else if (!showFieldError("err-reset-", e)) fail(e);
+    }
+  });
+
+  $("reset-confirm-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors($("reset-confirm-form"));
+    const email = $("reset-email").value.trim(), password = $("reset-password").value;
+    try {
+      await api("POST", "/v1/sessions/password/reset/confirm", {token: $("reset-code").value.trim(), password: password});
+      const data = await api("POST", "/dashboard/session", {email: email, password: password});
+      $("reset-password").value = "";
+      $("reset-request-form").hidden = false;
+      $("reset-confirm-form").hidden = true;
+      say("Your password is changed.");
+      signedIn(data);
+    } catch (e) {
+      if (e instanceof APIError && e.status === 401 && e.error && e.error.code === "invalidToken") {
+        $("err-reset-token").textContent = "This code is not right, was used, or has expired.";
+      } else if (e instanceof APIError && e.error && e.error.code === "totpRequired") {
+        say("Your password is changed. Sign in with it and your authenticator app's code.");
+        location.hash = "#signin";
+      } else if (!showFieldError("err-reset-", e)) fail(e);
+    }
   });
 
   $("sign-out").addEventListener("click", async () => {
