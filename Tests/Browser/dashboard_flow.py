@@ -188,6 +188,22 @@ try:
         shot("dashboard-test-mode.png")
         select("#mode", "live")
 
+        # Plans: one without a name is refused next to the field; a whole one joins the list.
+        js("location.hash = '#plans'")
+        must("!document.getElementById('view-plans').hidden", "the plans page did not open")
+        type_into("#p-productId", "plan." + code.lower())
+        click("#plan-submit")
+        must("document.getElementById('err-plan-name').textContent.length > 0", "no error next to the plan's name")
+        seen["planNameError"] = text("err-plan-name")
+        type_into("#p-name", "Pro monthly")
+        type_into("#p-appStore", "6450000001")
+        type_into("#p-play", "pro_monthly")
+        type_into("#p-basePlans", "monthly, monthly-intro")
+        click("#plan-submit")
+        must(f"Array.from(document.querySelectorAll('#plans-table tbody tr')).some(function (r) {{ return r.cells[0].textContent === 'plan.{code.lower()}'; }})", "the new plan is not listed")
+        seen["planRow"] = js(f"Array.from(document.querySelectorAll('#plans-table tbody tr')).filter(function (r) {{ return r.cells[0].textContent === 'plan.{code.lower()}'; }}).map(function (r) {{ return Array.from(r.cells).map(function (c) {{ return c.textContent; }}); }})[0]")
+        shot("dashboard-plans.png")
+
         click("#sign-out")
         must("!document.getElementById('view-signin').hidden", "sign-out did not return to the sign-in form")
         # Signed out, a reload stays signed out: the cookie is gone.

@@ -71,11 +71,17 @@ final class DashboardTests: StackTestCase {
         XCTAssertTrue(lines.last?.contains("completed") == true, csv)
         XCTAssertEqual(r.testModeHasCoupon, false, "test mode does not show live coupons")
         XCTAssertEqual(r.testEvent, "Test event queued.")
+        XCTAssertEqual(r.planNameError, "Name must be 1 to 200 characters.", "the server's error, next to the name")
+        let plan = r.planRow ?? []
+        XCTAssertEqual(plan[safe: 0], "plan.\(code.lowercased())")
+        XCTAssertEqual(plan[safe: 1], "Pro monthly")
+        XCTAssertEqual(plan[safe: 2], "6450000001")
+        XCTAssertEqual(plan[safe: 3], "pro_monthly (monthly, monthly-intro)")
         let audit = r.auditFirst ?? []
         XCTAssertEqual(audit[safe: 1], "coupon.createCodes", "the last change: the codes made on the coupon page")
         XCTAssertEqual(audit[safe: 0], "member " + memberId, "the dashboard's change is audited with the member as actor")
         for page in ["signin", "coupons", "new-store-limit", "new-valid", "coupon-new", "coupon-redeemed", "coupon-390", "webhooks", "keys",
-                     "members", "audit", "test-mode"] {
+                     "members", "audit", "test-mode", "plans"] {
             XCTAssertTrue(FileManager.default.fileExists(atPath: output.appendingPathComponent("dashboard-\(page).png").path), page)
         }
     }
@@ -200,6 +206,8 @@ private struct Flow: Decodable {
     let testModeHasCoupon: Bool?
     let testEvent: String?
     let auditFirst: [String]?
+    let planNameError: String?
+    let planRow: [String]?
     let reloadSignedIn: Bool?
     let cookieReadable: Bool?
     let tokenStored: Bool?

@@ -113,7 +113,7 @@
 
   // MARK: views
 
-  const views = ["signin", "reset", "invite", "coupons", "new", "coupon", "webhooks", "keys", "members", "audit"];
+  const views = ["signin", "reset", "invite", "coupons", "new", "coupon", "plans", "webhooks", "keys", "members", "audit"];
 
   function show(name) {
     views.forEach((v) => { $("view-" + v).hidden = v !== name; });
@@ -139,6 +139,7 @@
     show(name);
     if (name === "coupons") { couponCursors = [null]; couponPage = 0; loadCoupons(); }
     if (name === "new") resetCouponForm();
+    if (name === "plans") loadPlans();
     if (name === "webhooks") loadWebhooks();
     if (name === "keys") loadKeys();
     if (name === "members") loadMembers();
@@ -619,6 +620,42 @@
   });
 
   // MARK: API keys
+
+  // MARK: plans
+
+  async function loadPlans() {
+    const tbody = $("plans-table").tBodies[0];
+    try {
+      const page = await api("GET", "/v1/plans?limit=100");
+      tbody.textContent = "";
+      page.data.forEach((p) => {
+        const play = p.playStore ? p.playStore.productId + (p.playStore.basePlanIds && p.playStore.basePlanIds.length ? " (" + p.playStore.basePlanIds.join(", ") + ")" : "") : null;
+        tbody.appendChild(row([el("span", p.productId, "mono"), p.name, p.appStore && p.appStore.subscriptionId, play,
+                               p.stripe && p.stripe.priceId, time(p.createdAt)]));
+      });
+      if (!tbody.rows.length) tbody.appendChild(row(["No plans yet.", "", "", "", "", ""]));
+    } catch (e) { fail(e); }
+  }
+
+  $("plan-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors($("plan-form"));
+    const text = (id) => $(id).value.trim();
+    const body = {productId: text("p-productId"), name: text("p-name")};
+    if (text("p-appStore")) body.appStore = {subscriptionId: text("p-appStore")};
+    if (text("p-play")) {
+      body.playStore = {productId: text("p-play")};
+      const bases = text("p-basePlans").split(",").map((s) => s.trim()).filter((s) => s);
+      if (bases.length) body.playStore.basePlanIds = bases;
+    }
+    if (text("p-stripe")) body.stripe = {priceId: text("p-stripe")};
+    try {
+      await api("POST", "/v1/plans", body);
+      ["p-productId", "p-name", "p-appStore", "p-play", "p-basePlans", "p-stripe"].forEach((id) => { $(id).value = ""; });
+      say("Plan added.");
+      loadPlans();
+    } catch (e) { if (!showFieldError("err-plan-", e)) fail(e); }
+  });
 
   async function loadKeys() {
     const tbody = $("keys-table").tBodies[0];
