@@ -188,6 +188,14 @@ try:
         shot("dashboard-test-mode.png")
         select("#mode", "live")
 
+        # The overview: today's bar (web) and the coupon among those redeemed most.
+        js("location.hash = '#overview'")
+        must(f"!document.getElementById('view-overview').hidden && Array.from(document.querySelectorAll('#overview-coupons tbody a')).some(function (a) {{ return a.textContent === '{code}'; }})", "the overview does not show the coupon")
+        seen["overviewBars"] = js("document.querySelectorAll('#overview-chart rect.bar-web').length")
+        seen["overviewDays"] = js("document.querySelectorAll('#overview-chart g').length")
+        seen["overviewPlatforms"] = text("overview-platforms")
+        shot("dashboard-overview.png")
+
         # Plans: one without a name is refused next to the field; a whole one joins the list.
         js("location.hash = '#plans'")
         must("!document.getElementById('view-plans').hidden", "the plans page did not open")

@@ -14,6 +14,20 @@ final class DashboardTests: StackTestCase {
     override class func startSuite() throws { stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"]) }
     override class func stopSuite() { stack?.stop() }
 
+    /// Runs a script of Tests/Browser and answers what it printed, also when it failed (its last
+    /// line says what it saw, which the test reads).
+    func browser(_ script: String, _ arguments: [String]) throws -> String {
+        let printed = try Project.temporaryDirectory("browser").appendingPathComponent("out").path
+        let run = try Subprocess(
+            "/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/\(script)").path] + arguments,
+            stdout: printed)
+        guard run.wait(seconds: 300) != nil else {
+            run.signal(SIGKILL)
+            throw TestFailure("\(script) did not finish in 300 s")
+        }
+        return (try? String(contentsOfFile: printed, encoding: .utf8)) ?? ""
+    }
+
     var output: URL {
         let dir = Project.root.appendingPathComponent("test-output")
         try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -36,8 +50,7 @@ final class DashboardTests: StackTestCase {
         _ = try await client.json("POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/redeem-hooks", "events": ["coupon.redeemed"]], token: Self.stack.adminKey)
 
         let code = "DASH-" + UUID().uuidString.prefix(6)
-        let out = try Subprocess.run("/usr/bin/python3", [Project.root.appendingPathComponent("Tests/Browser/dashboard_flow.py").path,
-                                                          Self.stack.gateway.absoluteString, email, password, code, output.path])
+        let out = try browser("dashboard_flow.py", [Self.stack.gateway.absoluteString, email, password, code, output.path])
         let r: Flow
         do {
             r = try JSONDecoder().decode(
@@ -71,6 +84,19 @@ final class DashboardTests: StackTestCase {
         XCTAssertTrue(lines.last?.contains("completed") == true, csv)
         XCTAssertEqual(r.testModeHasCoupon, false, "test mode does not show live coupons")
         XCTAssertEqual(r.testEvent, "Test event queued.")
+        // The overview: 30 days, today's bar with the web redemption.
+        XCTAssertEqual(r.overviewDays, 30)
+        XCTAssertGreaterThanOrEqual(r.overviewBars ?? 0, 1)
+        XCTAssertEqual(r.overviewPlatforms, "iOS 0 · Android 0 · web 1")
+        let stats = try await client.get("/v1/stats/redemptions?days=7", token: Self.stack.adminKey)
+        XCTAssertEqual(stats.status, 200, stats.text)
+        let figures = try stats.json()
+        XCTAssertEqual((figures["days"] as? [Any])?.count, 7)
+        let top = (figures["coupons"] as? [[String: Any]]) ?? []
+        XCTAssertEqual(top.first { $0["code"] as? String == code.uppercased() }?["redemptions"] as? Int, 1, stats.text)
+        let badDays = try await client.get("/v1/stats/redemptions?days=0", token: Self.stack.adminKey)
+        XCTAssertEqual(badDays.status, 422, badDays.text)
+        XCTAssertEqual(badDays.errorField, "days")
         XCTAssertEqual(r.planNameError, "Name must be 1 to 200 characters.", "the server's error, next to the name")
         let plan = r.planRow ?? []
         XCTAssertEqual(plan[safe: 0], "plan.\(code.lowercased())")
@@ -81,7 +107,7 @@ final class DashboardTests: StackTestCase {
         XCTAssertEqual(audit[safe: 1], "coupon.createCodes", "the last change: the codes made on the coupon page")
         XCTAssertEqual(audit[safe: 0], "member " + memberId, "the dashboard's change is audited with the member as actor")
         for page in ["signin", "coupons", "new-store-limit", "new-valid", "coupon-new", "coupon-redeemed", "coupon-390", "webhooks", "keys",
-                     "members", "audit", "test-mode", "plans"] {
+                     "members", "audit", "test-mode", "plans", "overview"] {
             XCTAssertTrue(FileManager.default.fileExists(atPath: output.appendingPathComponent("dashboard-\(page).png").path), page)
         }
     }
@@ -191,6 +217,8 @@ private struct Invitation: Decodable { let token: String? }
 /// What `Tests/Browser/dashboard_flow.py` prints.
 private struct Flow: Decodable {
     let ok: Bool
+    /// What the script waited for in vain, when `ok` is false.
+    let error: String?
     let labelled: Bool?
     let who: String?
     let exceptions: [String]?
@@ -206,6 +234,9 @@ private struct Flow: Decodable {
     let testModeHasCoupon: Bool?
     let testEvent: String?
     let auditFirst: [String]?
+    let overviewBars: Int?
+    let overviewDays: Int?
+    let overviewPlatforms: String?
     let planNameError: String?
     let planRow: [String]?
     let reloadSignedIn: Bool?

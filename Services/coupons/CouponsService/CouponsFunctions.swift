@@ -17,5 +17,6 @@ enum CouponsFunctions {
         SQLFunction(file: "ack_outbox.sql", PackageResources.ack_outbox_sql),
         SQLFunction(file: "complete_many_at.sql", PackageResources.complete_many_at_sql),
         SQLFunction(file: "store_offers_of.sql", PackageResources.store_offers_of_sql),
+        SQLFunction(file: "redemption_stats.sql", PackageResources.redemption_stats_sql),
     ]
 }

@@ -140,6 +140,11 @@ public final class CouponsService: BackendService {
                 try CouponStore.list($0, mode: Mode.of(req.mode), active: req.active, limit: req.limit, cursor: req.cursor, stores: stores, now: Date())
             }
         }
+        r.on(Coupons.Stats.self) { [self] req, _ in
+            try await pool.withConnection {
+                try RedemptionStatsReport.query($0, mode: req.mode, days: req.days, now: Date())
+            }
+        }
         r.on(Coupons.Get.self) { [self] req, _ in
             try await pool.withConnection { try CouponStore.get($0, code: req.code, mode: Mode.of(req.mode), stores: stores, now: Date()) }
         }

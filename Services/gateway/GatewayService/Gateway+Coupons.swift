@@ -73,6 +73,33 @@ extension Gateway {
         return p
     }
 
+    static let statsRoutes: [APIRoute] = [
+        .route(
+            .get, "/v1/stats/redemptions",
+            "Completed redemptions per day, platform and coupon (the dashboard's overview)",
+            access: .key(.readonly), query: [statsDays], answers: [200: .json(RedemptionStats.self)], errors: [422],
+            handle: Gateway.redemptionStats)
+    ]
+
+    static let statsDays: QueryParameter = {
+        var s = JSONSchema.integer
+        s.minimum = 1
+        s.maximum = 366
+        s.defaultValue = 30
+        return QueryParameter(name: "days", schema: s, description: "how many days, today (UTC) the last")
+    }()
+
+    func redemptionStats(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        var days = 30
+        if let text = req.query["days"] {
+            guard let n = Int(text), (1...366).contains(n) else {
+                throw HTTPError.invalid("days", "days must be a whole number from 1 to 366")
+            }
+            days = n
+        }
+        return .json(200, try await coupons.request(Coupons.Stats(mode: key.mode, days: days)))
+    }
+
     static let couponRoutes: [APIRoute] = [
         .route(
             .post, "/v1/coupons", "Create a coupon", access: .key(.admin),

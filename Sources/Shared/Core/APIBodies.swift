@@ -207,3 +207,15 @@ extension CodesCreated: APIBody {
         "csvUrl": [.format("uri")], "downloadUrl": [.format("uri")],
     ]
 }
+
+extension RedemptionStats: APIBody {
+    public static let schemaName: String? = "RedemptionStats"
+}
+
+extension RedemptionStats.Day: APIBody {
+    public static let schemaName: String? = "RedemptionStatsDay"
+}
+
+extension RedemptionStats.CouponCount: APIBody {
+    public static let schemaName: String? = "RedemptionStatsCoupon"
+}

@@ -329,6 +329,19 @@ public enum Coupons {
     }
 
     /// The coupon of a code in one mode (`Mode.of`); `notFound` when only the other mode has one.
+    /// Completed redemptions of a mode over the last `days` days (UTC), for the dashboard's
+    /// overview: per day and platform, per platform, and the coupons redeemed most.
+    public struct Stats: BusRequest {
+        public static let type = "coupons.stats"
+        public typealias Response = RedemptionStats
+        public var mode: Mode
+        public var days: Int
+        public init(mode: Mode, days: Int) {
+            self.mode = mode
+            self.days = days
+        }
+    }
+
     public struct Get: BusRequest {
         public static let type = "coupons.get"
         public typealias Response = CouponView
@@ -673,5 +686,45 @@ extension Coupons {
         }
         public var items: [Item]
         public init(items: [Item]) { self.items = items }
+    }
+}
+
+/// Completed redemptions over a window, counted three ways. Sandbox redemptions (of a live
+/// coupon, or any test one) are counted in `sandbox` only, so live figures are sales.
+public struct RedemptionStats: Codable, Sendable, Equatable {
+    public struct Day: Codable, Sendable, Equatable {
+        /// `YYYY-MM-DD`, UTC.
+        public var date: String
+        public var ios: Int
+        public var android: Int
+        public var web: Int
+        public init(date: String, ios: Int = 0, android: Int = 0, web: Int = 0) {
+            self.date = date
+            self.ios = ios
+            self.android = android
+            self.web = web
+        }
+    }
+    public struct CouponCount: Codable, Sendable, Equatable {
+        public var code: String
+        public var redemptions: Int
+        public init(code: String, redemptions: Int) {
+            self.code = code
+            self.redemptions = redemptions
+        }
+    }
+    /// Every day of the window, oldest first, with zeros where nothing was redeemed.
+    public var days: [Day]
+    /// The window's totals per platform.
+    public var platforms: Day
+    /// The ten coupons redeemed most in the window, most first.
+    public var coupons: [CouponCount]
+    /// Sandbox redemptions in the window, counted apart.
+    public var sandbox: Int
+    public init(days: [Day], platforms: Day, coupons: [CouponCount], sandbox: Int) {
+        self.days = days
+        self.platforms = platforms
+        self.coupons = coupons
+        self.sandbox = sandbox
     }
 }

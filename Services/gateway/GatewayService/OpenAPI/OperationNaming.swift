@@ -38,6 +38,7 @@ enum OperationNaming {
         "POST /v1/coupons/{code}/codes": "createUniqueCodes",
         "GET /v1/coupons/{code}/codes.csv": "downloadUniqueCodes",
         "GET /v1/coupons/{code}/redemptions": "listCouponRedemptions",
+        "GET /v1/stats/redemptions": "getRedemptionStats",
         "DELETE /v1/me": "deleteMe",
         "GET /v1/me": "getMe",
         "POST /v1/me/apple": "linkApple",
@@ -102,7 +103,7 @@ enum OperationNaming {
             "Redemptions", "What an app calls: validate a code, redeem it, follow and complete the redemption",
             ["/v1/coupons/validate", "/v1/redemptions", "/v1/me/redemptions", "/v1/me/entitlements"]
         ),
-        ("Coupons", "Coupons and their redemptions, for operators", ["/v1/coupons"]),
+        ("Coupons", "Coupons and their redemptions, for operators", ["/v1/coupons", "/v1/stats"]),
         (
             "Unique codes", "Single-use codes by the thousand under one coupon, and their one-time CSV",
             ["/v1/coupons/{code}/codes", "/v1/code-downloads"]

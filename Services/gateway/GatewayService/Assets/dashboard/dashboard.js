@@ -113,7 +113,7 @@
 
   // MARK: views
 
-  const views = ["signin", "reset", "invite", "coupons", "new", "coupon", "plans", "webhooks", "keys", "members", "audit"];
+  const views = ["signin", "reset", "invite", "overview", "coupons", "new", "coupon", "plans", "webhooks", "keys", "members", "audit"];
 
   function show(name) {
     views.forEach((v) => { $("view-" + v).hidden = v !== name; });
@@ -140,6 +140,7 @@
     if (name === "coupons") { couponCursors = [null]; couponPage = 0; loadCoupons(); }
     if (name === "new") resetCouponForm();
     if (name === "plans") loadPlans();
+    if (name === "overview") loadOverview();
     if (name === "webhooks") loadWebhooks();
     if (name === "keys") loadKeys();
     if (name === "members") loadMembers();
@@ -620,6 +621,58 @@
   });
 
   // MARK: API keys
+
+  // MARK: overview
+
+  const svgNS = "http://www.w3.org/2000/svg";
+
+  // A bar per day, its platforms stacked, scaled to the busiest day; each bar's title says its figures.
+  function drawChart(days) {
+    const svg = $("overview-chart");
+    svg.textContent = "";
+    const width = 720, height = 200, most = Math.max(1, ...days.map((d) => d.ios + d.android + d.web));
+    const step = width / days.length, barWidth = Math.max(1, step * 0.8);
+    days.forEach((d, i) => {
+      let top = height;
+      const group = document.createElementNS(svgNS, "g");
+      const title = document.createElementNS(svgNS, "title");
+      title.textContent = d.date + ": " + d.ios + " iOS, " + d.android + " Android, " + d.web + " web";
+      group.appendChild(title);
+      ["ios", "android", "web"].forEach((p) => {
+        if (!d[p]) return;
+        const h = d[p] / most * (height - 10);
+        top -= h;
+        const r = document.createElementNS(svgNS, "rect");
+        r.setAttribute("x", String(i * step + (step - barWidth) / 2));
+        r.setAttribute("y", String(top));
+        r.setAttribute("width", String(barWidth));
+        r.setAttribute("height", String(h));
+        r.setAttribute("class", "bar-" + p);
+        group.appendChild(r);
+      });
+      svg.appendChild(group);
+    });
+  }
+
+  async function loadOverview() {
+    try {
+      const stats = await api("GET", "/v1/stats/redemptions?days=" + $("overview-days").value);
+      drawChart(stats.days);
+      const p = stats.platforms;
+      $("overview-platforms").textContent = "iOS " + p.ios + " · Android " + p.android + " · web " + p.web +
+        (stats.sandbox ? " · and " + stats.sandbox + " in the sandbox" : "");
+      const tbody = $("overview-coupons").tBodies[0];
+      tbody.textContent = "";
+      stats.coupons.forEach((c) => {
+        const link = el("a", c.code);
+        link.href = "#coupon/" + encodeURIComponent(c.code);
+        tbody.appendChild(row([link, c.redemptions]));
+      });
+      if (!tbody.rows.length) tbody.appendChild(row(["Nothing redeemed yet.", ""]));
+    } catch (e) { fail(e); }
+  }
+
+  $("overview-days").addEventListener("change", loadOverview);
 
   // MARK: plans
 
