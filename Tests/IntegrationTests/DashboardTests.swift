@@ -50,7 +50,8 @@ final class DashboardTests: StackTestCase {
         _ = try await client.json("POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/redeem-hooks", "events": ["coupon.redeemed"]], token: Self.stack.adminKey)
 
         let code = "DASH-" + UUID().uuidString.prefix(6)
-        let out = try browser("dashboard_flow.py", [Self.stack.gateway.absoluteString, email, password, code, output.path])
+        let out = try browser(
+            "dashboard_flow.py", [Self.stack.gateway.absoluteString, email, password, code, output.path])
         let r: Flow
         do {
             r = try JSONDecoder().decode(
