@@ -67,6 +67,7 @@ final class DashboardTests: StackTestCase {
         XCTAssertTrue(lines.last?.contains("completed") == true, csv)
         XCTAssertEqual(r.testModeHasCoupon, false, "test mode does not show live coupons")
         XCTAssertEqual(r.testEvent, "Test event queued.")
+        XCTAssertEqual(r.retried, "Delivery sent again.", "the delivery log's Retry button sends the delivery again")
         let audit = r.auditFirst ?? []
         XCTAssertEqual(audit[safe: 1], "coupon.createCodes", "the last change: the codes made on the coupon page")
         XCTAssertEqual(audit[safe: 0], "member " + memberId, "the dashboard's change is audited with the member as actor")
@@ -141,6 +142,7 @@ private struct Flow: Decodable {
     let csv: String?
     let testModeHasCoupon: Bool?
     let testEvent: String?
+    let retried: String?
     let auditFirst: [String]?
 }
 

@@ -29,6 +29,7 @@ enum OpenAPIDocument {
                         description: "One account and one coupon code across iOS, Android and the web. Errors are {error: {code, message, field?}}."),
             servers: [.init(url: "/")],
             paths: paths,
+            webhooks: try webhooks(catalog),
             components: .init(securitySchemes: ["bearer": .init(type: "http", scheme: "bearer",
                                                                 description: "A user's access token, or an API key sk_live_… / sk_test_…")],
                               schemas: catalog.schemas))
@@ -62,6 +63,45 @@ enum OpenAPIDocument {
             security: route.access == .anyone ? [] : [["bearer": []]],
             requestBody: try route.body.map { .init(required: true, content: [route.bodyMediaType: .init(schema: try catalog.schema(of: $0))]) },
             responses: responses)
+    }
+
+    /// One operation per event type, whose request body is the event as delivered (signed per
+    /// Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature`).
+    static func webhooks(_ catalog: SchemaCatalog) throws -> [String: [String: OpenAPI.Operation]] {
+        var out: [String: [String: OpenAPI.Operation]] = [:]
+        for event in WebhookEventType.allCases {
+            let schema = try eventSchema(event, catalog)
+            let body = OpenAPI.RequestBody(required: true, content: ["application/json": .init(schema: schema)])
+            out[event.rawValue] = [
+                "post": OpenAPI.Operation(
+                    summary: "The \(event.rawValue) event",
+                    operationId: "webhook_" + event.rawValue.replacingOccurrences(of: ".", with: "_"),
+                    description: "Sent to the endpoints that subscribe to it, signed per Standard Webhooks (docs/webhooks.md).",
+                    security: [], requestBody: body,
+                    responses: ["200": .init(description: "Any 2xx: delivered"),
+                                "410": .init(description: "Gone: the endpoint is disabled, and sent nothing more until enabled again")])
+            ]
+        }
+        return out
+    }
+
+    /// `{type, timestamp, data}` of `event`: `type` is the event's own name, `data` its type's schema.
+    static func eventSchema(_ event: WebhookEventType, _ catalog: SchemaCatalog) throws -> JSONSchema {
+        var schema =
+            switch event {
+            case .couponRedeemed, .redemptionFailed, .redemptionReleased:
+                try catalog.schema(of: WebhookEvent<RedemptionEventData>.self)
+            case .couponExhausted: try catalog.schema(of: WebhookEvent<CouponExhaustedData>.self)
+            case .storeOfferReady, .storeOfferFailed: try catalog.schema(of: WebhookEvent<StoreOfferEventData>.self)
+            case .appUserIdChanged: try catalog.schema(of: WebhookEvent<AppUserIdChangedData>.self)
+            case .webhookTest: try catalog.schema(of: WebhookEvent<WebhookTestData>.self)
+            }
+        guard case .object(var fields) = schema.shape, let i = fields.firstIndex(where: { $0.name == "type" }) else {
+            throw ServiceError(.internal, "a webhook event is not an object with a type")
+        }
+        fields[i].schema = .oneOf([event.rawValue])
+        schema.shape = .object(fields)
+        return schema
     }
 
     /// What any route of its kind may answer: 401 and 403 with a credential (none or a bad one;
