@@ -1,3 +1,4 @@
+import Core
 import Database
 import Foundation
 import TestSupport
@@ -107,7 +108,7 @@ extension GrantsTests {
         XCTAssertTrue(reached, "switched back on, the endpoint is sent events again")
 
         // A new URL and events: the next event goes to the new URL.
-        let moved = try receiver()
+        let moved = try self.receiver()
         let changed = try await patch(
             endpoint, ["url": moved.url.absoluteString, "events": ["coupon.exhausted", "redemption.released"]])
         XCTAssertEqual(changed.status, 200, changed.text)

@@ -87,15 +87,15 @@ enum OpenAPIDocument {
 
     /// `{type, timestamp, data}` of `event`: `type` is the event's own name, `data` its type's schema.
     static func eventSchema(_ event: WebhookEventType, _ catalog: SchemaCatalog) throws -> JSONSchema {
-        var schema =
-            switch event {
-            case .couponRedeemed, .redemptionFailed, .redemptionReleased:
-                try catalog.schema(of: WebhookEvent<RedemptionEventData>.self)
-            case .couponExhausted: try catalog.schema(of: WebhookEvent<CouponExhaustedData>.self)
-            case .storeOfferReady, .storeOfferFailed: try catalog.schema(of: WebhookEvent<StoreOfferEventData>.self)
-            case .appUserIdChanged: try catalog.schema(of: WebhookEvent<AppUserIdChangedData>.self)
-            case .webhookTest: try catalog.schema(of: WebhookEvent<WebhookTestData>.self)
-            }
+        var schema: JSONSchema
+        switch event {
+        case .couponRedeemed, .redemptionFailed, .redemptionReleased:
+            schema = try catalog.schema(of: WebhookEvent<RedemptionEventData>.self)
+        case .couponExhausted: schema = try catalog.schema(of: WebhookEvent<CouponExhaustedData>.self)
+        case .storeOfferReady, .storeOfferFailed: schema = try catalog.schema(of: WebhookEvent<StoreOfferEventData>.self)
+        case .appUserIdChanged: schema = try catalog.schema(of: WebhookEvent<AppUserIdChangedData>.self)
+        case .webhookTest: schema = try catalog.schema(of: WebhookEvent<WebhookTestData>.self)
+        }
         guard case .object(var fields) = schema.shape, let i = fields.firstIndex(where: { $0.name == "type" }) else {
             throw ServiceError(.internal, "a webhook event is not an object with a type")
         }
