@@ -32,7 +32,9 @@ extension GrantsTests {
 
     /// The `webhook.test` deliveries `receiver` got for `endpoint`, oldest first.
     static func tests(_ receiver: WebhookReceiver, of endpoint: String) -> [WebhookReceiver.Delivery] {
-        receiver.received.filter { String(decoding: $0.body, as: UTF8.self).lowercased().contains(endpoint.lowercased()) }
+        receiver.received.filter {
+            String(decoding: $0.body, as: UTF8.self).lowercased().contains(endpoint.lowercased())
+        }
     }
 
     /// Whether `secret` verifies the delivery's `webhook-signature` (any of its `v1,` entries),

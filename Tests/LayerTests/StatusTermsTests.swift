@@ -10,8 +10,8 @@ import Database
     @Test func theWireStringsAreTheContracts() {
         #expect(RedemptionStatus.allCases.map(\.rawValue) == ["reserved", "granting", "completed", "failed", "released"])
         let subscribable = [
-            "coupon.redeemed", "redemption.failed", "account.appUserIdChanged", "coupon.exhausted", "redemption.released",
-            "storeOffer.ready", "storeOffer.failed",
+            "coupon.redeemed", "redemption.failed", "account.appUserIdChanged", "coupon.exhausted",
+            "redemption.released", "storeOffer.ready", "storeOffer.failed",
         ]
         #expect(WebhookEventType.allCases.map(\.rawValue) == subscribable + ["webhook.test"])
         #expect(WebhookEventType.subscribable.map(\.rawValue) == subscribable)

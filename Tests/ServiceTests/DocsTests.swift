@@ -216,7 +216,7 @@ import Testing
         let text = try Self.read("docs/webhooks.md")
         let headings = try Self.matches(#"(?m)^### `([A-Za-z.]+)`$"#, in: text).map { $0[1] }
         let events = WebhookEventType.allCases.map(\.rawValue)
-        #expect(Set(headings).subtracting(events).sorted() == [], "docs/webhooks.md lists events the code does not define")
+        #expect(Set(headings).subtracting(events).sorted() == [], "docs/webhooks.md lists events the code lacks")
         #expect(Set(events).subtracting(headings).sorted() == [], "events docs/webhooks.md lacks")
         #expect(headings.count == Set(headings).count, "an event listed twice")
         let sections = text.components(separatedBy: "\n### ").dropFirst()

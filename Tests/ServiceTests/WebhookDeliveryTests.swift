@@ -231,7 +231,8 @@ final class LockedCounter: Sendable {
         let end = now.addingTimeInterval(Webhooks.secretOverlap)
         #expect(Webhooks.secretOverlap == 24 * 3600)
         #expect(Webhooks.signingSecrets(current: new, previous: (old, end), now: now) == [new, old])
-        #expect(Webhooks.signingSecrets(current: new, previous: (old, end), now: end.addingTimeInterval(-1)) == [new, old])
+        let justBefore = end.addingTimeInterval(-1)
+        #expect(Webhooks.signingSecrets(current: new, previous: (old, end), now: justBefore) == [new, old])
         #expect(Webhooks.signingSecrets(current: new, previous: (old, end), now: end) == [new])
         #expect(Webhooks.signingSecrets(current: new, previous: (old, end), now: end.addingTimeInterval(3600)) == [new])
         #expect(Webhooks.signingSecrets(current: new, previous: nil, now: now) == [new])
@@ -248,7 +249,8 @@ final class LockedCounter: Sendable {
     /// One rule for an endpoint's events, at creation and in a change: known, subscribable, not
     /// empty; repeats collapse.
     @Test func anEndpointsEventsAreCheckedByOneRule() throws {
-        #expect(try Webhooks.checkEvents(["coupon.exhausted", "coupon.redeemed", "coupon.exhausted"]) == [.couponExhausted, .couponRedeemed])
+        let events = try Webhooks.checkEvents(["coupon.exhausted", "coupon.redeemed", "coupon.exhausted"])
+        #expect(events == [.couponExhausted, .couponRedeemed])
         for bad in [[], ["coupon.stolen"], ["webhook.test"], ["coupon.redeemed", ""]] {
             #expect(throws: ServiceError.self) { try Webhooks.checkEvents(bad) }
         }

@@ -238,8 +238,9 @@ public final class GrantsService: BackendService {
                 let row = try tx.query("""
                     INSERT INTO grants.webhook_endpoints (id, url, events, secret, secret_key_id, mode) VALUES ($1, $2, $3::text[], $4, $5, $6)
                     RETURNING id, url, events, active, mode, created_at
-                    """, [id, url.absoluteString, PGArray(events.map(\.rawValue)), sealed.text, sealed.keyId,
-                          mode.rawValue]).first!
+                    """,
+                    [id, url.absoluteString, PGArray(events.map(\.rawValue)), sealed.text, sealed.keyId, mode.rawValue]
+                ).first!
                 let endpoint = try Webhooks.endpointView(row)  // never the secret
                 try Self.audit(tx, req.actor, .webhookCreate, endpoint.id.uppercasedString, before: nil, after: endpoint, context, mode)
                 return .init(endpoint: endpoint, secret: secret)

@@ -120,8 +120,8 @@ final class WebhookDeliverer: Sendable {
             let keyring = self.keyring, endpoint = d.endpoint
             let current = try Webhooks.openSecret(d.secret, keyId: d.secretKeyId, endpoint: endpoint, keyring: keyring)
             let previous = try d.previousSecret.map {
-                (secret: try Webhooks.openSecret($0.text, keyId: $0.keyId, endpoint: endpoint, keyring: keyring),
-                 expiresAt: $0.expiresAt)
+                let text = try Webhooks.openSecret($0.text, keyId: $0.keyId, endpoint: endpoint, keyring: keyring)
+                return (secret: text, expiresAt: $0.expiresAt)
             }
             secrets = Webhooks.signingSecrets(current: current, previous: previous, now: now)
         } catch {

@@ -76,10 +76,10 @@ enum OpenAPIDocument {
                 "post": OpenAPI.Operation(
                     summary: "The \(event.rawValue) event",
                     operationId: "webhook_" + event.rawValue.replacingOccurrences(of: ".", with: "_"),
-                    description: "Sent to the endpoints that subscribe to it, signed per Standard Webhooks (docs/webhooks.md).",
+                    description: "Sent to the endpoints that take it, signed per Standard Webhooks (docs/webhooks.md).",
                     security: [], requestBody: body,
                     responses: ["200": .init(description: "Any 2xx: delivered"),
-                                "410": .init(description: "Gone: the endpoint is disabled, and sent nothing more until enabled again")])
+                                "410": .init(description: "Gone: the endpoint is disabled until enabled again")])
             ]
         }
         return out
@@ -92,7 +92,8 @@ enum OpenAPIDocument {
         case .couponRedeemed, .redemptionFailed, .redemptionReleased:
             schema = try catalog.schema(of: WebhookEvent<RedemptionEventData>.self)
         case .couponExhausted: schema = try catalog.schema(of: WebhookEvent<CouponExhaustedData>.self)
-        case .storeOfferReady, .storeOfferFailed: schema = try catalog.schema(of: WebhookEvent<StoreOfferEventData>.self)
+        case .storeOfferReady, .storeOfferFailed:
+            schema = try catalog.schema(of: WebhookEvent<StoreOfferEventData>.self)
         case .appUserIdChanged: schema = try catalog.schema(of: WebhookEvent<AppUserIdChangedData>.self)
         case .webhookTest: schema = try catalog.schema(of: WebhookEvent<WebhookTestData>.self)
         }
