@@ -98,6 +98,12 @@ struct Command {
             try args.checkNoneLeft()
             let d = try await client.testWebhook(id)
             try output.one(d, fields: deliveryColumns.map { ($0.0, $0.1(d)) })
+        case ("webhooks", "retry"):
+            let id = try uuid(args.word(2, "the webhook's id"))
+            let delivery = try uuid(args.word(3, "the delivery's id"))
+            try args.checkNoneLeft()
+            let d = try await client.retryDelivery(delivery, of: id)
+            try output.one(d, fields: deliveryColumns.map { ($0.0, $0.1(d)) })
         case ("webhooks", "deliveries"):
             let id = try uuid(args.word(2, "the webhook's id"))
             try await list(&args, deliveryColumns) { try await client.deliveries(of: id, limit: $0, cursor: $1) }

@@ -32,6 +32,7 @@ sk_test_…), or --url and --api-key. --json prints JSON for scripts instead of 
   webhooks delete ID
   webhooks test ID
   webhooks deliveries ID [--limit N] [--cursor C]
+  webhooks retry ID DELIVERY
   plans create --product-id ID --name NAME [--app-store-subscription ID]
   plans list [--limit N] [--cursor C] [--all]
   plans get PRODUCT_ID

@@ -175,6 +175,10 @@ try:
         must("!document.getElementById('deliveries-table').hidden && document.querySelector('#deliveries-table tbody tr').cells[0].textContent === 'webhook.test'", "the test event is not in the deliveries")
         seen["testEvent"] = text("status")
         shot("dashboard-webhook-test.png")
+        # The delivery's Retry button sends it again.
+        js("Array.from(document.querySelectorAll('#deliveries-table tbody button')).find(function (b) { return b.textContent === 'Retry'; }).click()")
+        must("document.getElementById('status').textContent === 'Delivery sent again.'", "the delivery was not sent again")
+        seen["retried"] = text("status")
         js("location.hash = '#audit'")
         must("!document.getElementById('view-audit').hidden && document.querySelectorAll('#audit-table tbody tr').length > 0", "the audit page did not load again")
         seen["auditFirst"] = js("Array.from(document.querySelector('#audit-table tbody tr').cells).slice(1, 4).map(function (c) { return c.textContent; })")

@@ -85,6 +85,7 @@ final class DashboardTests: StackTestCase {
         XCTAssertTrue(lines.last?.contains("completed") == true, csv)
         XCTAssertEqual(r.testModeHasCoupon, false, "test mode does not show live coupons")
         XCTAssertEqual(r.testEvent, "Test event queued.")
+        XCTAssertEqual(r.retried, "Delivery sent again.", "the delivery log's Retry button sends the delivery again")
         // The overview: 30 days, today's bar with the web redemption.
         XCTAssertEqual(r.overviewDays, 30)
         XCTAssertGreaterThanOrEqual(r.overviewBars ?? 0, 1)
@@ -234,6 +235,7 @@ private struct Flow: Decodable {
     let csv: String?
     let testModeHasCoupon: Bool?
     let testEvent: String?
+    let retried: String?
     let auditFirst: [String]?
     let overviewBars: Int?
     let overviewDays: Int?

@@ -20,7 +20,9 @@ final class GrantsTests: StackTestCase {
         try Stack(environment: [
             "REDEEM_ENTITLEMENT_PROVIDER": "revenuecat", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
             "REDEEM_REVENUECAT_KEY": rcKey, "REDEEM_PROVIDER_RATE": "20", "REDEEM_GRANT_MAX_RETRY_SECONDS": "2",
-            "REDEEM_WEBHOOK_RETRY_SCHEDULE": "1,1,1", "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"
+            "REDEEM_WEBHOOK_RETRY_SCHEDULE": "1,1,1", "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1",
+            // Reservations a test ends by moving their expiry are released within a moment.
+            "REDEEM_RESERVATION_SWEEP_MS": "200"
         ])
     }
 

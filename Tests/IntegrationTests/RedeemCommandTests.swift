@@ -189,6 +189,13 @@ final class RedeemCommandTests: StackTestCase {
         XCTAssertEqual(deliveries.status, 0, deliveries.err)
         let logged = try deliveries.decode(ListBody<DeliveryBody>.self).data
         XCTAssertEqual(logged.compactMap(\.id), [sentId], "the test event is in the endpoint's delivery log")
+        let retried = try await redeem("webhooks", "retry", hookId, sentId, "--json")
+        XCTAssertEqual(retried.status, 0, retried.err)
+        XCTAssertEqual(try retried.decode(DeliveryBody.self).id, sentId, "the same delivery, sent again")
+        XCTAssertEqual(try retried.decode(DeliveryBody.self).status, "pending")
+        let noSuchDelivery = try await redeem("webhooks", "retry", hookId, UUID().uuidString)
+        XCTAssertEqual(noSuchDelivery.status, 1)
+        XCTAssertTrue(noSuchDelivery.err.contains("no such delivery"), noSuchDelivery.err)
         let badEvent = try await redeem("webhooks", "create", "--url", "http://127.0.0.1:9/x", "--events", "coupon.sold")
         XCTAssertEqual(badEvent.status, 1)
         XCTAssertTrue(badEvent.err.contains("invalid"), badEvent.err)

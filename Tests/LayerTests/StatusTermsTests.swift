@@ -9,9 +9,13 @@ import Database
 @Suite struct StatusTermsTests {
     @Test func theWireStringsAreTheContracts() {
         #expect(RedemptionStatus.allCases.map(\.rawValue) == ["reserved", "granting", "completed", "failed", "released"])
-        #expect(WebhookEventType.allCases.map(\.rawValue) == ["coupon.redeemed", "redemption.failed", "account.appUserIdChanged", "webhook.test"])
-        #expect(WebhookEventType.subscribable.map(\.rawValue) == ["coupon.redeemed", "redemption.failed", "account.appUserIdChanged"])
-        #expect(WebhookEventType.listed == "coupon.redeemed, redemption.failed, account.appUserIdChanged")
+        let subscribable = [
+            "coupon.redeemed", "redemption.failed", "account.appUserIdChanged", "coupon.exhausted",
+            "redemption.released", "storeOffer.ready", "storeOffer.failed",
+        ]
+        #expect(WebhookEventType.allCases.map(\.rawValue) == subscribable + ["webhook.test"])
+        #expect(WebhookEventType.subscribable.map(\.rawValue) == subscribable)
+        #expect(WebhookEventType.listed == subscribable.joined(separator: ", "))
         #expect(WebhookDeliveryStatus.allCases.map(\.rawValue) == ["pending", "delivered", "failed"])
     }
 

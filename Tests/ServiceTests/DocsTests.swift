@@ -233,10 +233,18 @@ import Testing
         #expect(ErrorBody.docUrl(code: "codeInUse").hasSuffix("docs/errors.md#codeinuse"))
     }
 
-    @Test func theAPIDocumentNamesEveryWebhookEvent() throws {
-        let api = try Self.read("docs/api.md")
-        for event in WebhookEventType.allCases {
-            #expect(api.contains("`\(event.rawValue)`"), "docs/api.md does not name \(event.rawValue)")
+    /// docs/webhooks.md's catalogue has an entry (a heading) for exactly the events the code
+    /// defines, and each entry says what its `data` is.
+    @Test func theWebhooksDocumentListsExactlyTheEventsTheCodeDefines() throws {
+        let text = try Self.read("docs/webhooks.md")
+        let headings = try Self.matches(#"(?m)^### `([A-Za-z.]+)`$"#, in: text).map { $0[1] }
+        let events = WebhookEventType.allCases.map(\.rawValue)
+        #expect(Set(headings).subtracting(events).sorted() == [], "docs/webhooks.md lists events the code lacks")
+        #expect(Set(events).subtracting(headings).sorted() == [], "events docs/webhooks.md lacks")
+        #expect(headings.count == Set(headings).count, "an event listed twice")
+        let sections = text.components(separatedBy: "\n### ").dropFirst()
+        for section in sections {
+            #expect(section.contains("`data`"), "the entry \(section.prefix(30)) does not say what its data is")
         }
     }
 

@@ -28,6 +28,30 @@ import Testing
         }
     }
 
+    /// `webhooks` describes every event the code defines, as delivered: `type` is the event's own
+    /// name, `timestamp` a date-time, `data` the schema of its type, which the components hold.
+    @Test func everyWebhookEventHasItsSchema() throws {
+        let doc = try document()
+        let hooks = try #require(doc["webhooks"] as? [String: [String: [String: Any]]])
+        #expect(Set(hooks.keys) == Set(WebhookEventType.allCases.map(\.rawValue)))
+        let schemas = try #require((doc["components"] as? [String: Any])?["schemas"] as? [String: Any])
+        for event in WebhookEventType.allCases {
+            let post = try #require(hooks[event.rawValue]?["post"], "\(event.rawValue)")
+            let body = try #require(
+                ((post["requestBody"] as? [String: Any])?["content"] as? [String: [String: Any]])?["application/json"]?["schema"]
+                    as? [String: Any])
+            let properties = try #require(body["properties"] as? [String: [String: Any]], "\(body)")
+            #expect(properties["type"]?["enum"] as? [String] == [event.rawValue])
+            #expect(properties["timestamp"]?["format"] as? String == "date-time")
+            let data = try #require(properties["data"]?["$ref"] as? String, "\(event.rawValue)")
+            let name = String(data.split(separator: "/").last ?? "")
+            #expect(schemas[name] != nil, "\(name) is not in components")
+        }
+        let released = try #require(schemas["RedemptionEventData"] as? [String: Any])
+        let fields = try #require(released["properties"] as? [String: Any])
+        #expect(fields["redemptionId"] != nil && fields["coupon"] != nil, "the redemption's fields and its coupon")
+    }
+
     /// A route given to the router any other way than through the table (so without a
     /// description) fails here, and so would a description without its route.
     @Test func theRouterAnswersExactlyTheDescribedRoutes() throws {

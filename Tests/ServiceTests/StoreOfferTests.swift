@@ -207,6 +207,44 @@ import Testing
         #expect(unknown?.code == .notFound)
     }
 
+    /// A report that moves an offer on commits its webhook event with it, once: `storeOffer.ready`
+    /// when the store made the offer, `storeOffer.failed` when it refused; a repeat adds nothing.
+    @Test func aReportThatMovesAnOfferCommitsItsEventOnce() async throws {
+        let world = try await StoreWorld.make()
+        defer { world.close() }
+        try await world.plan("pro.monthly")
+        try await world.plan("pro.yearly")
+        try await world.coupon(StoreWorld.discount("EVENTS", products: ["pro.monthly", "pro.yearly"]))
+        let coupon = try await world.couponId("EVENTS")
+        func report(
+            _ product: String, _ state: StoreOfferState, offer: String? = nil, message: String? = nil
+        ) async throws {
+            let settle = world.stores.offerSettle
+            _ = try await world.pool.transaction {
+                try StoreOffers.report(
+                    $0,
+                    Coupons.StoreOfferReport(
+                        couponId: coupon, store: .appStore, productId: product, state: state, offerId: offer, message: message),
+                    now: Date(), settle: settle)
+            }
+        }
+        try await report("pro.monthly", .waitingForApple, offer: "A1")
+        try await report("pro.monthly", .waitingForApple, offer: "A1")
+        try await report("pro.yearly", .failed, message: "STATE_ERROR: too many active offers")
+        try await report("pro.yearly", .failed, message: "STATE_ERROR: too many active offers")
+        let events = try await world.outbox(WebhookEventNotice.self)
+        #expect(events.map(\.event) == [.storeOfferReady, .storeOfferFailed])
+        #expect(Set(events.map(\.subject)).count == 2 && events.allSatisfy { $0.mode == .live })
+        let data = try events.map {
+            try JSONDecoder.wire().decode(StoreOfferEventData.self, from: JSONEncoder.wire().encode($0.data))
+        }
+        #expect(
+            data.first
+                == StoreOfferEventData(
+                    code: "EVENTS", store: .appStore, productId: "pro.monthly", basePlanId: nil, offerId: "A1", message: nil))
+        #expect(data.last?.productId == "pro.yearly" && data.last?.message == "STATE_ERROR: too many active offers")
+    }
+
     /// `ready` (docs/stores.md): the code exists and is on, and the settle time has passed since
     /// Apple made it, or a verified purchase of the offer has arrived.
     @Test func readyIsWorkedOutWhenReadFromTheTimeAndTheFirstPurchase() {

@@ -222,4 +222,39 @@ final class LockedCounter: Sendable {
     private let count = Mutex(0)
     func add() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
+
+    /// A rotated-out secret signs beside the new one until its end, not at it, and never after;
+    /// the header holds one `v1,` signature per secret, the new one's first.
+    @Test func aRotatedSecretSignsBesideTheNewOneUntilItsWindowEnds() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let old = Webhooks.newSecret(), new = Webhooks.newSecret()
+        let end = now.addingTimeInterval(Webhooks.secretOverlap)
+        #expect(Webhooks.secretOverlap == 24 * 3600)
+        #expect(Webhooks.signingSecrets(current: new, previous: (old, end), now: now) == [new, old])
+        let justBefore = end.addingTimeInterval(-1)
+        #expect(Webhooks.signingSecrets(current: new, previous: (old, end), now: justBefore) == [new, old])
+        #expect(Webhooks.signingSecrets(current: new, previous: (old, end), now: end) == [new])
+        #expect(Webhooks.signingSecrets(current: new, previous: (old, end), now: end.addingTimeInterval(3600)) == [new])
+        #expect(Webhooks.signingSecrets(current: new, previous: nil, now: now) == [new])
+        let body = Data(#"{"type":"webhook.test"}"#.utf8)
+        let header = Webhooks.signatureHeader(secrets: [new, old], id: "msg_1", timestamp: 1_800_000_000, body: body)
+        let parts = header.split(separator: " ").map(String.init)
+        #expect(parts == [
+            Webhooks.signature(secret: new, id: "msg_1", timestamp: 1_800_000_000, body: body),
+            Webhooks.signature(secret: old, id: "msg_1", timestamp: 1_800_000_000, body: body),
+        ])
+        #expect(parts.allSatisfy { $0.hasPrefix("v1,") } && parts[0] != parts[1])
+    }
+
+    /// One rule for an endpoint's events, at creation and in a change: known, subscribable, not
+    /// empty; repeats collapse.
+    @Test func anEndpointsEventsAreCheckedByOneRule() throws {
+        let events = try Webhooks.checkEvents(["coupon.exhausted", "coupon.redeemed", "coupon.exhausted"])
+        #expect(events == [.couponExhausted, .couponRedeemed])
+        for bad in [[], ["coupon.stolen"], ["webhook.test"], ["coupon.redeemed", ""]] {
+            #expect(throws: ServiceError.self) { try Webhooks.checkEvents(bad) }
+        }
+        #expect(Set(WebhookEventType.subscribable) == Set(WebhookEventType.allCases).subtracting([.webhookTest]))
+    }
 }
+

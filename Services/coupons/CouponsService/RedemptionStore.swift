@@ -314,6 +314,7 @@ enum RedemptionStore {
         {
             try StoreOffers.switchOnIfOpen(tx, coupon: coupon)
         }
+        try CouponEvents.released(tx, [req.id])
         return try get(tx, id: req.id, account: req.accountId, mode: nil)
     }
 
@@ -326,7 +327,7 @@ enum RedemptionStore {
             """
             UPDATE coupons.redemptions SET status = 'released', ended_at = now(), reservation_expires_at = NULL,
                 failure_reason = 'its account was deleted'
-            WHERE account_id = $1 AND status = 'reserved' RETURNING coupon_id, sandbox
+            WHERE account_id = $1 AND status = 'reserved' RETURNING id, coupon_id, sandbox
             """, [account]
         ).rows
         for row in released where !(try row.decode("sandbox", as: Bool.self)) {
@@ -334,27 +335,37 @@ enum RedemptionStore {
             try tx.query("UPDATE coupons.coupons SET used_count = used_count - 1 WHERE id = $1", [coupon])
             _ = try StoreOffers.switchOnIfOpen(tx, coupon: coupon)
         }
-        return try tx.query(
+        let forgotten = try tx.query(
             """
             UPDATE coupons.redemptions SET account_id = NULL, app_user_id = NULL WHERE account_id = $1 RETURNING id
             """, [account]
         ).rows.count
+        // Announced once they name nobody.
+        try CouponEvents.released(tx, try released.map { try $0.decode("id", as: UUID.self) })
+        return forgotten
     }
 
-    /// Releases discount reservations whose purchase did not come in time.
+    /// Releases discount reservations whose purchase did not come in time, with their
+    /// `redemption.released` events. Answers how many.
     static func releaseExpired(_ c: PGConnection) throws -> Int {
-        try c.query(
-            """
-            WITH released AS (
-                UPDATE coupons.redemptions SET status = 'released', ended_at = now(), failure_reason = 'purchase not confirmed in time',
-                    reservation_expires_at = NULL
-                WHERE status = 'reserved' AND reservation_expires_at <= now() RETURNING coupon_id, sandbox
-            ), counts AS (
-                SELECT coupon_id, count(*) AS n FROM released WHERE NOT sandbox GROUP BY coupon_id
-            )
-            UPDATE coupons.coupons c SET used_count = c.used_count - counts.n FROM counts WHERE c.id = counts.coupon_id
-            """
-        ).affectedRows
+        try c.transaction { tx in
+            let ids = try tx.query(
+                """
+                WITH released AS (
+                    UPDATE coupons.redemptions SET status = 'released', ended_at = now(), failure_reason = 'purchase not confirmed in time',
+                        reservation_expires_at = NULL
+                    WHERE status = 'reserved' AND reservation_expires_at <= now() RETURNING id, coupon_id, sandbox
+                ), counts AS (
+                    SELECT coupon_id, count(*) AS n FROM released WHERE NOT sandbox GROUP BY coupon_id
+                ), given_back AS (
+                    UPDATE coupons.coupons c SET used_count = c.used_count - counts.n FROM counts WHERE c.id = counts.coupon_id
+                )
+                SELECT id FROM released
+                """
+            ).rows.map { try $0.decode("id", as: UUID.self) }
+            try CouponEvents.released(tx, ids)
+            return ids.count
+        }
     }
 
     /// Completes granted redemptions (a repeat changes nothing), through `complete_many_at`
@@ -608,10 +619,13 @@ extension RedemptionStore {
         let mayFillCap =
             d.hasAnyStoreOffers && !live.isEmpty && d.maxRedemptions.map { plan.used >= $0 } == true
             && !live.contains { d.store(through: $0.request.platform) != nil }
+        // This batch takes the cap's last use: `coupon.exhausted` goes in the same transaction.
+        let fillsCap = !live.isEmpty && d.maxRedemptions.map { plan.used >= $0 && inputs.used < $0 } == true
         let rows: [PGRow]
-        if mayFillCap {
+        if mayFillCap || fillsCap {
             rows = try tx.prepared([statement])[0].rows
-            try StoreOffers.switchOffIfCapFull(tx, coupon: couponId)
+            if mayFillCap { try StoreOffers.switchOffIfCapFull(tx, coupon: couponId) }
+            if fillsCap { try CouponEvents.exhaustedIfFull(tx, coupon: couponId) }
         } else {
             rows = try tx.preparedThenCommit([statement])[0].rows
         }

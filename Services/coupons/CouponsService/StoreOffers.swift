@@ -240,6 +240,7 @@ enum StoreOffers {
                 next.codeCreatedAt, next.message,
                 r.basePlanId ?? ""
             ])
+        if next.stored != current.stored { try CouponEvents.storeOffer(tx, next) }
         return next.view(now: now, settle: settle)
     }
 

@@ -331,6 +331,7 @@ enum StorePurchases {
                     overCap = d.maxRedemptions.map { used >= $0 } ?? false
                     if !overCap {
                         try tx.query("UPDATE coupons.coupons SET used_count = used_count + 1 WHERE id = $1", [couponId])
+                        try CouponEvents.exhaustedIfFull(tx, coupon: couponId)
                     }
                 }
                 try tx.query(

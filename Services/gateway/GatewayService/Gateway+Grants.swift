@@ -16,6 +16,28 @@ extension Gateway {
         var id: UUID; var url: String; var events: [WebhookEventType]; var active: Bool; var mode: Mode; var createdAt: Date; var secret: String
     }
 
+    /// Each field left out stays as it is. `enabled: true` switches on an endpoint a 410 (or the
+    /// operator) disabled; `false` switches it off and ends its queue.
+    struct WebhookPatchBody: APIBody {
+        static let schemaName: String? = "WebhookPatch"
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "url": [.format("uri")], "events": [.items([.oneOf(WebhookEventType.subscribable.map(\.rawValue))])]
+        ]
+        var url: String?
+        var events: [String]?
+        var enabled: Bool?
+    }
+    struct RotatedWebhookSecret: APIBody, Encodable {
+        static let schemaName: String? = "RotatedWebhookSecret"
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "secret": [.note("the new secret, shown once")],
+            "previousSecretExpiresAt": [.note("until then each delivery is signed with the old secret too")]
+        ]
+        var id: UUID
+        var secret: String
+        var previousSecretExpiresAt: Date
+    }
+
     static let grantRoutes: [APIRoute] = [
         .route(.get, "/v1/me/entitlements", "Active entitlements from the grant ledger", access: .user,
                answers: [200: .json(Grants.Entitlements.Response.self)], handle: Gateway.entitlements),
@@ -26,6 +48,15 @@ extension Gateway {
                answers: [200: .json(Page<WebhookEndpointView>.self)], errors: [422], handle: Gateway.listWebhooks),
         .route(.delete, "/v1/webhooks/{id}", "Remove a webhook endpoint", access: .key(.admin),
                answers: [204: .empty], errors: [404], handle: Gateway.deleteWebhook),
+        .route(.patch, "/v1/webhooks/{id}", "Change a webhook endpoint's URL, events or whether it is enabled",
+               access: .key(.admin), answers: [200: .json(WebhookEndpointView.self)], errors: [404, 422],
+               handle: Gateway.updateWebhook),
+        .route(.post, "/v1/webhooks/{id}/rotate-secret", "A new secret; the old one signs too for 24 h",
+               access: .key(.admin), answers: [200: .json(RotatedWebhookSecret.self)], errors: [404],
+               handle: Gateway.rotateWebhookSecret),
+        .route(.post, "/v1/webhooks/{id}/deliveries/{deliveryId}/retry", "Send a delivery again",
+               access: .key(.admin), answers: [200: .json(WebhookDeliveryView.self)], errors: [404, 409],
+               handle: Gateway.retryDelivery),
         .route(.post, "/v1/webhooks/{id}/test", "Send a test event (webhook.test) to an endpoint", access: .key(.admin),
                answers: [201: .json(WebhookDeliveryView.self)], errors: [404], handle: Gateway.testWebhook),
         .route(.get, "/v1/webhooks/{id}/deliveries", "An endpoint's delivery log, newest first", access: .key(.admin), query: QueryParameter.page,
@@ -63,5 +94,31 @@ extension Gateway {
         let id = try req.id(or: "no such webhook")
         let page = try await grants.request(Grants.Deliveries(endpointId: id, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
         return .json(200, page)
+    }
+
+    func updateWebhook(
+        _ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<WebhookPatchBody>
+    ) async throws -> HTTPResponse {
+        let id = try req.id(or: "no such webhook")
+        let b = try body.read()
+        let update = Grants.UpdateWebhook(id: id, mode: key.mode, url: b.url, events: b.events, enabled: b.enabled)
+        return .json(200, try await grants.request(update.by(key.actor)))
+    }
+
+    func rotateWebhookSecret(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        let id = try req.id(or: "no such webhook")
+        let rotated = try await grants.request(Grants.RotateWebhookSecret(id: id, mode: key.mode).by(key.actor))
+        let body = RotatedWebhookSecret(
+            id: rotated.endpoint.id, secret: rotated.secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt)
+        return .json(200, body)
+    }
+
+    func retryDelivery(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
+        let id = try req.id(or: "no such webhook")
+        guard let delivery = req.pathParameters["deliveryId"].flatMap(UUID.init(parsing:)) else {
+            throw ServiceError(.notFound, "no such delivery")
+        }
+        let retry = Grants.RetryDelivery(endpointId: id, deliveryId: delivery, mode: key.mode)
+        return .json(200, try await grants.request(retry))
     }
 }

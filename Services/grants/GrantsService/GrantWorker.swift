@@ -295,32 +295,20 @@ extension Grant {
     }
 }
 
-/// Webhook `data`: the redemption (with who made it) plus the public coupon.
-struct WebhookData: Encodable {
-    var redemption: RedemptionView
-    var coupon: PublicCoupon
+/// Webhook `data` of a redemption (`RedemptionEventData`): the redemption (with who made it) plus
+/// the public coupon.
+typealias WebhookData = RedemptionEventData
 
+extension RedemptionEventData {
     init(_ g: Grant, status: RedemptionStatus, reason: String?, completedAt: Date? = nil) {
         let c = g.command
-        redemption = RedemptionView(
-            redemptionId: c.redemptionId, code: c.coupon.code, status: status, platform: c.platform, productId: c.productId,
-            pricePaid: nil, sandbox: c.sandbox, reservedAt: c.reservedAt, completedAt: status == .completed ? completedAt ?? Date() : nil,
-            failureReason: reason, entitlement: status == .completed ? .init(entitlementId: g.entitlementId, expiresAt: g.endTime) : nil,
-            accountId: c.accountId, appUserId: c.appUserId)
-        coupon = c.coupon
-    }
-
-    init(_ r: RedemptionView, coupon: PublicCoupon) {
-        redemption = r
-        self.coupon = coupon
-    }
-
-    private enum Keys: String, CodingKey { case coupon }
-
-    /// The redemption's own fields, and `coupon` beside them in the same object.
-    func encode(to encoder: any Encoder) throws {
-        try redemption.encode(to: encoder)
-        var c = encoder.container(keyedBy: Keys.self)
-        try c.encode(coupon, forKey: .coupon)
+        self.init(
+            RedemptionView(
+                redemptionId: c.redemptionId, code: c.coupon.code, status: status, platform: c.platform,
+                productId: c.productId, pricePaid: nil, sandbox: c.sandbox, reservedAt: c.reservedAt,
+                completedAt: status == .completed ? completedAt ?? Date() : nil, failureReason: reason,
+                entitlement: status == .completed ? .init(entitlementId: g.entitlementId, expiresAt: g.endTime) : nil,
+                accountId: c.accountId, appUserId: c.appUserId),
+            coupon: c.coupon)
     }
 }

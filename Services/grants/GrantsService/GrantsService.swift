@@ -116,6 +116,14 @@ public final class GrantsService: BackendService {
             try await storeTask(command.commandId, type: StoreSwitchCommand.type) { try StoreTasks.store($0, command) }
             return Empty()
         }
+        commands.on(WebhookEventNotice.self) { [self] notice, _ in
+            try await pool.transaction { tx in
+                try Webhooks.enqueue(
+                    tx, type: notice.event, redemption: notice.subject, data: notice.data, mode: notice.mode)
+            }
+            ack([notice.subject], type: WebhookEventNotice.type)
+            return Empty()
+        }
         commands.on(RedemptionCompletedNotice.self) { [self] notice, _ in
             try await pool.transaction { tx in
                 try Webhooks.enqueue(tx, type: .couponRedeemed, redemption: notice.redemption.redemptionId,
@@ -221,10 +229,7 @@ public final class GrantsService: BackendService {
         }
         r.on(Grants.CreateWebhook.self) { [self] req, context in
             let url = try Webhooks.checkURL(req.url, allowPrivate: config.webhookAllowPrivate)
-            let events = req.events.compactMap(WebhookEventType.init(rawValue:)).filter(WebhookEventType.subscribable.contains)
-            guard !events.isEmpty, events.count == req.events.count else {
-                throw ServiceError(.invalid, "events must be a non-empty list of \(WebhookEventType.listed)", field: "events")
-            }
+            let events = try Webhooks.checkEvents(req.events)
             let secret = Webhooks.newSecret()
             let mode = Mode.of(req.mode)
             let id = UUID.random()
@@ -233,7 +238,9 @@ public final class GrantsService: BackendService {
                 let row = try tx.query("""
                     INSERT INTO grants.webhook_endpoints (id, url, events, secret, secret_key_id, mode) VALUES ($1, $2, $3::text[], $4, $5, $6)
                     RETURNING id, url, events, active, mode, created_at
-                    """, [id, url.absoluteString, PGArray(Set(events).map(\.rawValue).sorted()), sealed.text, sealed.keyId, mode.rawValue]).first!
+                    """,
+                    [id, url.absoluteString, PGArray(events.map(\.rawValue)), sealed.text, sealed.keyId, mode.rawValue]
+                ).first!
                 let endpoint = try Webhooks.endpointView(row)  // never the secret
                 try Self.audit(tx, req.actor, .webhookCreate, endpoint.id.uppercasedString, before: nil, after: endpoint, context, mode)
                 return .init(endpoint: endpoint, secret: secret)
@@ -251,6 +258,11 @@ public final class GrantsService: BackendService {
                 try Self.audit(tx, req.actor, .webhookDelete, req.id.uppercasedString, before: before, after: nil, context, mode)
             }
             return Empty()
+        }
+        r.on(Grants.UpdateWebhook.self) { [self] req, context in try await updateWebhook(req, context) }
+        r.on(Grants.RotateWebhookSecret.self) { [self] req, context in try await rotateSecret(req, context) }
+        r.on(Grants.RetryDelivery.self) { [self] req, _ in
+            try await pool.transaction { try Webhooks.retry($0, req) }
         }
         r.on(Grants.TestWebhook.self) { [self] req, _ in
             try await pool.withConnection { try Webhooks.enqueueTest($0, endpoint: req.id, mode: Mode.of(req.mode)) }

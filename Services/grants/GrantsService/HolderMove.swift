@@ -44,7 +44,7 @@ extension GrantLedger {
             """, [account, from, to]).rows.count
         if new {
             try Webhooks.enqueue(tx, type: .appUserIdChanged, redemption: account,
-                                 data: AppUserIdChange(accountId: account, appUserId: to, previousAppUserId: from), mode: .live)
+                                 data: AppUserIdChangedData(accountId: account, appUserId: to, previousAppUserId: from), mode: .live)
         }
         return Moved(new: new, transfers: queued)
     }
@@ -54,11 +54,4 @@ extension GrantLedger {
         try c.query("SELECT to_app_user_id FROM grants.holder_moves WHERE from_app_user_id = $1", [appUserId]).first?
             .decode("to_app_user_id", as: String.self) ?? appUserId
     }
-}
-
-/// The `data` of an `account.appUserIdChanged` webhook.
-struct AppUserIdChange: Encodable {
-    var accountId: UUID
-    var appUserId: String
-    var previousAppUserId: String
 }

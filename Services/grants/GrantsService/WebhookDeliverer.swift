@@ -114,16 +114,25 @@ final class WebhookDeliverer: Sendable {
         case .failure(let e as ServiceError): return Attempt(error: e.message)
         case .failure(let e): return Attempt(error: String(describing: e))
         }
-        let secret: String
-        do { secret = try Webhooks.openSecret(d.secret, keyId: d.secretKeyId, endpoint: d.endpoint, keyring: keyring) } catch {
+        let secrets: [String]
+        let now = Date()
+        do {
+            let keyring = self.keyring, endpoint = d.endpoint
+            let current = try Webhooks.openSecret(d.secret, keyId: d.secretKeyId, endpoint: endpoint, keyring: keyring)
+            let previous = try d.previousSecret.map {
+                let text = try Webhooks.openSecret($0.text, keyId: $0.keyId, endpoint: endpoint, keyring: keyring)
+                return (secret: text, expiresAt: $0.expiresAt)
+            }
+            secrets = Webhooks.signingSecrets(current: current, previous: previous, now: now)
+        } catch {
             return Attempt(error: String(describing: error))
         }
         let body = Array(d.payload.utf8)
-        let ts = Int(Date().timeIntervalSince1970)
+        let ts = Int(now.timeIntervalSince1970)
         let request = PinnedHTTPClient.Request(
             url: target.url.absoluteString, scheme: target.scheme, address: target.address, port: target.port,
             headers: ["Content-Type: application/json", "User-Agent: Redeem-Webhooks/1", "webhook-id: \(d.webhookId)", "webhook-timestamp: \(ts)",
-                      "webhook-signature: \(Webhooks.signature(secret: secret, id: d.webhookId, timestamp: ts, body: Data(body)))"],
+                      "webhook-signature: \(Webhooks.signatureHeader(secrets: secrets, id: d.webhookId, timestamp: ts, body: Data(body)))"],
             body: body)
         do {
             let answer = try await Tracer.shared.dependency(

@@ -42,13 +42,9 @@ extension Webhooks {
     /// Queues a `webhook.test` event to the active endpoint `endpoint` of `mode`: `data` names the
     /// endpoint. Its `webhook-id` is new each time (each test is its own event).
     static func enqueueTest(_ c: PGConnection, endpoint: UUID, mode: Mode) throws -> WebhookDeliveryView {
-        struct TestData: Encodable {
-            var endpointId: UUID
-            var message: String
-        }
         let body = WebhookBody(
             type: .webhookTest, timestamp: Date(),
-            data: TestData(endpointId: endpoint, message: "A test event from Redeem: this endpoint is reached."))
+            data: WebhookTestData(endpointId: endpoint, message: "A test event from Redeem: this endpoint is reached."))
         let payload = String(decoding: try JSONEncoder.wire().encode(body), as: UTF8.self)
         guard
             let row = try c.query(
@@ -83,6 +79,8 @@ extension Webhooks {
         /// As stored: sealed (base64) under the key `secretKeyId` names, or plain when that is nil.
         let secret: String
         let secretKeyId: String?
+        /// The secret a rotation replaced (stored as `secret` is), while it still signs.
+        let previousSecret: (text: String, keyId: String?, expiresAt: Date)?
         let webhookId: String
         let payload: String
         let attempts: Int
@@ -137,7 +135,9 @@ extension Webhooks {
             let sealed = try await pool.transaction { tx in
                 let rows = try tx.query(
                     """
-                    SELECT id, secret, secret_key_id FROM grants.webhook_endpoints WHERE secret_key_id IS DISTINCT FROM $1 LIMIT 500 FOR UPDATE
+                    SELECT id, secret, secret_key_id, previous_secret, previous_secret_key_id FROM grants.webhook_endpoints
+                    WHERE secret_key_id IS DISTINCT FROM $1 OR (previous_secret IS NOT NULL AND previous_secret_key_id IS DISTINCT FROM $1)
+                    LIMIT 500 FOR UPDATE
                     """, [keyring.current.id]
                 ).rows
                 for row in rows {
@@ -146,9 +146,20 @@ extension Webhooks {
                         try row.decode("secret"), keyId: try row.decodeIfPresent("secret_key_id", as: String.self),
                         endpoint: id, keyring: keyring)
                     let again = seal(secret: plain, endpoint: id, keyring: keyring)
+                    // A rotated-out secret still signing is sealed again too.
+                    var previous: (text: String, keyId: String)?
+                    if let stored = try row.decodeIfPresent("previous_secret", as: String.self) {
+                        let plain = try openSecret(
+                            stored, keyId: try row.decodeIfPresent("previous_secret_key_id", as: String.self), endpoint: id,
+                            keyring: keyring)
+                        previous = seal(secret: plain, endpoint: id, keyring: keyring)
+                    }
                     try tx.query(
-                        "UPDATE grants.webhook_endpoints SET secret = $2, secret_key_id = $3 WHERE id = $1",
-                        [id, again.text, again.keyId])
+                        """
+                        UPDATE grants.webhook_endpoints SET secret = $2, secret_key_id = $3,
+                            previous_secret = coalesce($4, previous_secret), previous_secret_key_id = coalesce($5, previous_secret_key_id)
+                        WHERE id = $1
+                        """, [id, again.text, again.keyId, previous?.text, previous?.keyId])
                 }
                 return rows.count
             }
@@ -166,13 +177,21 @@ extension Webhooks {
                 SELECT id FROM grants.webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= now()
                 ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
             )
-            RETURNING d.id, d.endpoint_id, e.url, e.secret, e.secret_key_id, e.active, d.webhook_id, d.payload, d.attempts
+            RETURNING d.id, d.endpoint_id, e.url, e.secret, e.secret_key_id, e.active, d.webhook_id, d.payload, d.attempts,
+                e.previous_secret, e.previous_secret_key_id, e.previous_secret_expires_at
             """, [limit, lease]
         ).rows.map {
-            Due(
+            var previous: (text: String, keyId: String?, expiresAt: Date)?
+            if let text = try $0.decodeIfPresent("previous_secret", as: String.self),
+                let until = try $0.decodeIfPresent("previous_secret_expires_at", as: Date.self)
+            {
+                previous = (text, try $0.decodeIfPresent("previous_secret_key_id", as: String.self), until)
+            }
+            return Due(
                 id: try $0.decode("id"), endpoint: try $0.decode("endpoint_id"), url: try $0.decode("url"),
                 secret: try $0.decode("secret"),
                 secretKeyId: try $0.decodeIfPresent("secret_key_id", as: String.self),
+                previousSecret: previous,
                 webhookId: try $0.decode("webhook_id"), payload: try $0.decode("payload"),
                 attempts: try $0.decode("attempts"))
         }

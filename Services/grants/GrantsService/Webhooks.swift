@@ -19,6 +19,33 @@ enum Webhooks {
         return "v1," + Data(Crypto.hmacSHA256(key: key(fromSecret: secret), signed)).base64EncodedString()
     }
 
+    /// How long a rotated-out secret still signs deliveries, beside the new one.
+    static let secretOverlap: TimeInterval = 24 * 3600
+
+    /// The secrets a delivery is signed with at `now`: the endpoint's secret, and the one a rotation
+    /// replaced while its overlap lasts (until `expiresAt`, not at it).
+    static func signingSecrets(current: String, previous: (secret: String, expiresAt: Date)?, now: Date) -> [String] {
+        guard let previous, now < previous.expiresAt else { return [current] }
+        return [current, previous.secret]
+    }
+
+    /// The `webhook-signature` header's value: one `v1,<signature>` per secret, space-separated,
+    /// the current secret's first (Standard Webhooks: a receiver accepts any one that verifies).
+    static func signatureHeader(secrets: [String], id: String, timestamp: Int, body: Data) -> String {
+        secrets.map { signature(secret: $0, id: id, timestamp: timestamp, body: body) }.joined(separator: " ")
+    }
+
+    /// The events of an endpoint, checked (`events` names the field): a non-empty list of events
+    /// an endpoint may take, each once, in order.
+    static func checkEvents(_ names: [String]) throws -> [WebhookEventType] {
+        let events = names.compactMap(WebhookEventType.init(rawValue:)).filter(WebhookEventType.subscribable.contains)
+        guard !events.isEmpty, events.count == names.count else {
+            throw ServiceError(
+                .invalid, "events must be a non-empty list of \(WebhookEventType.listed)", field: "events")
+        }
+        return Set(events).sorted { $0.rawValue < $1.rawValue }
+    }
+
     /// The `webhook-id` of an event: one per event, the same on every endpoint and every retry.
     static func eventId(type: WebhookEventType, redemption: UUID) -> String {
         "msg_" + Crypto.sha256(Array("\(type.rawValue)|\(redemption.lowercasedString)".utf8)).hex.prefix(32)

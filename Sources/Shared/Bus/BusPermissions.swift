@@ -6,7 +6,7 @@ import Core
 /// `forbidden`, logged, without running it.
 ///
 /// - `coupons` sends the commands and notices of its outbox: grant commands, completed
-///   redemptions, and store offer commands; nobody else may, so no other key can grant.
+///   redemptions, store offer commands and webhook events; nobody else may, so no other key can grant.
 /// - `grants` answers back to coupons: acknowledgements, completions, releases, store reports.
 /// - `accounts` asks grants about a record name's store purchases, and moves its holder.
 /// - `gateway` sends what the HTTP API asks for: every other request, and API key messages
@@ -16,7 +16,8 @@ public enum BusPermissions {
     /// The messages only these services send.
     static let serviceMessages: [String: Set<String>] = [
         "coupons": [
-            GrantCommand.type, RedemptionCompletedNotice.type, StoreProvisionCommand.type, StoreSwitchCommand.type
+            GrantCommand.type, RedemptionCompletedNotice.type, StoreProvisionCommand.type, StoreSwitchCommand.type,
+            WebhookEventNotice.type,
         ],
         "grants": [OutboxAck.type, Coupons.Release.type, Coupons.CompleteMany.type, Coupons.StoreOfferReport.type],
         "accounts": [Grants.StoreView.type, Grants.MoveHolder.type]

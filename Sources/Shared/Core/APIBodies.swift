@@ -125,6 +125,26 @@ extension WebhookEndpointView: APIBody {
     public static let fieldRules: [String: [JSONSchema.Rule]] = ["mode": [.required]]
 }
 
+extension RedemptionEventData: APIBody {
+    public static let schemaName: String? = "RedemptionEventData"
+}
+
+extension CouponExhaustedData: APIBody {
+    public static let schemaName: String? = "CouponExhaustedData"
+}
+
+extension StoreOfferEventData: APIBody {
+    public static let schemaName: String? = "StoreOfferEventData"
+}
+
+extension AppUserIdChangedData: APIBody {
+    public static let schemaName: String? = "AppUserIdChangedData"
+}
+
+extension WebhookTestData: APIBody {
+    public static let schemaName: String? = "WebhookTestData"
+}
+
 extension WebhookDeliveryView: APIBody {
     public static let schemaName: String? = "Delivery"
     public static let fieldRules: [String: [JSONSchema.Rule]] = ["lastResponse": [.maxLength(1024)]]
@@ -173,7 +193,8 @@ extension AuditEntry: APIBody {
         "action": [
             .note(
                 "<objectType>.<verb>: coupon.create, coupon.update, coupon.deactivate, plan.create, plan.update, apiKey.create, "
-                    + "apiKey.revoke, webhook.create, webhook.delete, member.invite, member.join, member.update, member.remove, "
+                    + "apiKey.revoke, webhook.create, webhook.update, webhook.rotateSecret, webhook.delete, member.invite, "
+                    + "member.join, member.update, member.remove, "
                     + "redemption.confirm, redemption.simulatePurchase, storeOffer.simulateReady")
         ],
         "objectId": [.note("a coupon's code, a plan's productId, or the id of a key, webhook, member or redemption")],

@@ -75,7 +75,8 @@ public enum AuditAction: String, Codable, Sendable, CaseIterable {
     case memberInvite = "member.invite", memberUpdate = "member.update", memberRemove = "member.remove", memberJoin = "member.join"
     case memberInviteRevoke = "member.inviteRevoke", memberTOTPEnable = "member.totpEnable", memberTOTPDisable = "member.totpDisable"
     case memberSettingsUpdate = "memberSettings.update"
-    case webhookCreate = "webhook.create", webhookDelete = "webhook.delete"
+    case webhookCreate = "webhook.create", webhookDelete = "webhook.delete", webhookUpdate = "webhook.update"
+    case webhookRotateSecret = "webhook.rotateSecret"
 
     /// The kind of object changed: the part before the dot.
     public var objectType: String { String(rawValue.prefix { $0 != "." }) }
@@ -204,3 +205,5 @@ extension APIKeys.Create: AuditedRequest {}
 extension APIKeys.Revoke: AuditedRequest {}
 extension Grants.CreateWebhook: AuditedRequest {}
 extension Grants.DeleteWebhook: AuditedRequest {}
+extension Grants.UpdateWebhook: AuditedRequest {}
+extension Grants.RotateWebhookSecret: AuditedRequest {}

@@ -242,6 +242,69 @@ public enum Grants {
         }
     }
 
+    /// Changes an endpoint of `mode` (`Mode.of`): its URL (checked as at creation), its events and
+    /// whether it is `enabled` (`active`), each left as it is when nil. Switching on an endpoint a
+    /// 410 disabled clears the reason. `notFound` for an endpoint of the other mode or deleted.
+    public struct UpdateWebhook: BusRequest {
+        public static let type = "grants.updateWebhook"
+        public typealias Response = WebhookEndpointView
+        /// Who asks, for the audit log.
+        public var actor: AuditActor? = nil
+        public var id: UUID
+        public var mode: Mode?
+        public var url: String?
+        /// As the operator wrote them: grants checks each is a `WebhookEventType`.
+        public var events: [String]?
+        public var enabled: Bool?
+        public init(id: UUID, mode: Mode, url: String?, events: [String]?, enabled: Bool?) {
+            self.id = id
+            self.mode = mode
+            self.url = url
+            self.events = events
+            self.enabled = enabled
+        }
+    }
+
+    /// Sends a delivery again: it is due now, as a new attempt of the same event (the same
+    /// `webhook-id`), whatever it came to. `notFound` for a delivery not of this endpoint of
+    /// `mode`; `invalidState` while the endpoint is disabled.
+    public struct RetryDelivery: BusRequest {
+        public static let type = "grants.retryDelivery"
+        public typealias Response = WebhookDeliveryView
+        public var endpointId: UUID
+        public var deliveryId: UUID
+        public var mode: Mode?
+        public init(endpointId: UUID, deliveryId: UUID, mode: Mode) {
+            self.endpointId = endpointId
+            self.deliveryId = deliveryId
+            self.mode = mode
+        }
+    }
+
+    /// Gives an endpoint a new secret, answered once. Deliveries carry a signature with each of the
+    /// two secrets until `previousSecretExpiresAt` (24 h), then with the new one only.
+    public struct RotateWebhookSecret: BusRequest {
+        public static let type = "grants.rotateWebhookSecret"
+        /// Who asks, for the audit log.
+        public var actor: AuditActor? = nil
+        public struct Response: Codable, Sendable {
+            public var endpoint: WebhookEndpointView
+            public var secret: String
+            public var previousSecretExpiresAt: Date
+            public init(endpoint: WebhookEndpointView, secret: String, previousSecretExpiresAt: Date) {
+                self.endpoint = endpoint
+                self.secret = secret
+                self.previousSecretExpiresAt = previousSecretExpiresAt
+            }
+        }
+        public var id: UUID
+        public var mode: Mode?
+        public init(id: UUID, mode: Mode) {
+            self.id = id
+            self.mode = mode
+        }
+    }
+
     /// An endpoint's deliveries, newest first, a page at a time (`Keyset`); `notFound` for an
     /// endpoint of the other mode (`Mode.of`).
     public struct Deliveries: BusRequest {

@@ -156,6 +156,13 @@ public struct OperatorClient: Sendable {
         try await send(APIRequest("POST", "/v1/webhooks/\(Self.id(id))/test")).decode(WebhookDelivery.self)
     }
 
+    /// Sends a delivery again (`POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry`): the same
+    /// event, with the same `webhook-id`, as a new attempt. Answers the delivery, due now.
+    public func retryDelivery(_ delivery: UUID, of webhook: UUID) async throws -> WebhookDelivery {
+        try await send(APIRequest("POST", "/v1/webhooks/\(Self.id(webhook))/deliveries/\(Self.id(delivery))/retry"))
+            .decode(WebhookDelivery.self)
+    }
+
     /// One page of an endpoint's delivery log, newest first (`GET /v1/webhooks/{id}/deliveries`).
     public func deliveries(of webhook: UUID, limit: Int? = nil, cursor: String? = nil) async throws -> Page<WebhookDelivery> {
         try await send(APIRequest("GET", "/v1/webhooks/\(Self.id(webhook))/deliveries", query: pageQuery(limit: limit, cursor: cursor)))

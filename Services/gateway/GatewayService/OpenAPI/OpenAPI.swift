@@ -10,6 +10,8 @@ enum OpenAPI {
         var tags: [Tag]
         /// Path template → lower-case method → operation.
         var paths: [String: [String: Operation]]
+        /// Event type → `post` → what Redeem sends an operator's endpoint (docs/webhooks.md).
+        var webhooks: [String: [String: Operation]]
         var components: Components
     }
 

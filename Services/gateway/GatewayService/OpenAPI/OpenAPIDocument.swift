@@ -30,6 +30,7 @@ enum OpenAPIDocument {
             servers: [.init(url: "/")],
             tags: OperationNaming.tags.map { OpenAPI.Tag(name: $0.name, description: $0.description) },
             paths: paths,
+            webhooks: try webhooks(catalog),
             components: .init(
                 securitySchemes: [
                     "bearer": .init(
@@ -91,6 +92,50 @@ enum OpenAPIDocument {
                     ? [["dashboardSession": []]] : [],
             requestBody: requestBody,
             responses: responses)
+    }
+
+    /// One operation per event type, whose request body is the event as delivered (signed per
+    /// Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature`).
+    static func webhooks(_ catalog: SchemaCatalog) throws -> [String: [String: OpenAPI.Operation]] {
+        var out: [String: [String: OpenAPI.Operation]] = [:]
+        for event in WebhookEventType.allCases {
+            let schema = try eventSchema(event, catalog)
+            let example = SchemaSample.value(schema, schemas: catalog.schemas)
+            let body = OpenAPI.RequestBody(
+                required: true, content: ["application/json": .init(schema: schema, example: example)])
+            // `coupon.redeemed` → `webhookCouponRedeemed`.
+            let words = event.rawValue.split(separator: ".").map { $0.prefix(1).uppercased() + $0.dropFirst() }
+            out[event.rawValue] = [
+                "post": OpenAPI.Operation(
+                    tags: ["Webhooks"], summary: "The \(event.rawValue) event",
+                    operationId: "webhook" + words.joined(),
+                    description: "Sent to the endpoints that take it, signed per Standard Webhooks (docs/webhooks.md).",
+                    security: [], requestBody: body,
+                    responses: ["200": .init(description: "Any 2xx: delivered"),
+                                "410": .init(description: "Gone: the endpoint is disabled until enabled again")])
+            ]
+        }
+        return out
+    }
+
+    /// `{type, timestamp, data}` of `event`: `type` is the event's own name, `data` its type's schema.
+    static func eventSchema(_ event: WebhookEventType, _ catalog: SchemaCatalog) throws -> JSONSchema {
+        var schema: JSONSchema
+        switch event {
+        case .couponRedeemed, .redemptionFailed, .redemptionReleased:
+            schema = try catalog.schema(of: WebhookEvent<RedemptionEventData>.self)
+        case .couponExhausted: schema = try catalog.schema(of: WebhookEvent<CouponExhaustedData>.self)
+        case .storeOfferReady, .storeOfferFailed:
+            schema = try catalog.schema(of: WebhookEvent<StoreOfferEventData>.self)
+        case .appUserIdChanged: schema = try catalog.schema(of: WebhookEvent<AppUserIdChangedData>.self)
+        case .webhookTest: schema = try catalog.schema(of: WebhookEvent<WebhookTestData>.self)
+        }
+        guard case .object(var fields) = schema.shape, let i = fields.firstIndex(where: { $0.name == "type" }) else {
+            throw ServiceError(.internal, "a webhook event is not an object with a type")
+        }
+        fields[i].schema = .oneOf([event.rawValue])
+        schema.shape = .object(fields)
+        return schema
     }
 
     /// What any route of its kind may answer: 401 and 403 with a credential (none or a bad one;

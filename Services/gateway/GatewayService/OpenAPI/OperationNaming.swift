@@ -82,6 +82,9 @@ enum OperationNaming {
         "GET /v1/webhooks": "listWebhooks",
         "POST /v1/webhooks": "createWebhook",
         "DELETE /v1/webhooks/{id}": "deleteWebhook",
+        "PATCH /v1/webhooks/{id}": "updateWebhook",
+        "POST /v1/webhooks/{id}/rotate-secret": "rotateWebhookSecret",
+        "POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry": "retryWebhookDelivery",
         "GET /v1/webhooks/{id}/deliveries": "listWebhookDeliveries",
         "POST /v1/webhooks/{id}/test": "sendTestWebhook"
     ]

@@ -583,6 +583,22 @@
         actions.appendChild(button("Send test event", async () => {
           try { await api("POST", "/v1/webhooks/" + w.id + "/test"); say("Test event queued."); loadDeliveries(w); } catch (e) { fail(e); }
         }));
+        actions.appendChild(button(w.active ? "Disable" : "Enable", async () => {
+          try {
+            await api("PATCH", "/v1/webhooks/" + w.id, {enabled: !w.active});
+            say(w.active ? "Endpoint disabled." : "Endpoint enabled.");
+            loadWebhooks();
+          } catch (e) { fail(e); }
+        }));
+        actions.appendChild(button("Rotate secret", async () => {
+          if (!window.confirm("Give " + w.url + " a new secret? The old one keeps signing for 24 hours.")) return;
+          try {
+            const r = await api("POST", "/v1/webhooks/" + w.id + "/rotate-secret");
+            const p = $("webhook-secret");
+            p.textContent = "New signing secret (shown once; the old one also signs until " + time(r.previousSecretExpiresAt) + "): " + r.secret;
+            p.hidden = false;
+          } catch (e) { fail(e); }
+        }));
         actions.appendChild(button("Remove", async () => {
           if (!window.confirm("Remove the endpoint " + w.url + "?")) return;
           try { await api("DELETE", "/v1/webhooks/" + w.id); say("Endpoint removed."); loadWebhooks(); } catch (e) { fail(e); }
@@ -598,9 +614,18 @@
       const page = await api("GET", "/v1/webhooks/" + w.id + "/deliveries?limit=20");
       const table = $("deliveries-table");
       table.tBodies[0].textContent = "";
-      page.data.forEach((d) => table.tBodies[0].appendChild(row([d.type, d.status, d.attempts,
-        d.lastStatusCode ? String(d.lastStatusCode) : (d.lastError || "—"), time(d.createdAt)])));
-      if (!page.data.length) table.tBodies[0].appendChild(row(["No deliveries yet.", "", "", "", ""]));
+      page.data.forEach((d) => {
+        const retry = button("Retry", async () => {
+          try {
+            await api("POST", "/v1/webhooks/" + w.id + "/deliveries/" + d.id + "/retry");
+            say("Delivery sent again.");
+            loadDeliveries(w);
+          } catch (e) { fail(e); }
+        });
+        table.tBodies[0].appendChild(row([d.type, d.status, d.attempts,
+          d.lastStatusCode ? String(d.lastStatusCode) : (d.lastError || "—"), time(d.createdAt), retry]));
+      });
+      if (!page.data.length) table.tBodies[0].appendChild(row(["No deliveries yet.", "", "", "", "", ""]));
       table.hidden = false;
       $("deliveries-hint").textContent = "Deliveries to " + w.url;
     } catch (e) { fail(e); }
@@ -609,7 +634,8 @@
   $("webhook-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     clearErrors($("webhook-form"));
-    const events = ["w-redeemed", "w-failed"].filter((id) => $(id).checked).map((id) => $(id).value);
+    const events = ["w-redeemed", "w-failed", "w-released", "w-exhausted", "w-offer-ready", "w-offer-failed", "w-app-user"]
+      .filter((id) => $(id).checked).map((id) => $(id).value);
     try {
       const made = await api("POST", "/v1/webhooks", {url: $("w-url").value.trim(), events: events});
       const p = $("webhook-secret");
