@@ -207,3 +207,8 @@ extension CodesCreated: APIBody {
         "csvUrl": [.format("uri")], "downloadUrl": [.format("uri")],
     ]
 }
+
+extension RedemptionExport: APIBody {
+    public static let schemaName: String? = "RedemptionExport"
+    public static let fieldRules: [String: [JSONSchema.Rule]] = ["downloadUrl": [.format("uri")]]
+}
