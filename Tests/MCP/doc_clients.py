@@ -84,7 +84,7 @@ def claude_desktop(lang, body):
 def claude_code(lang, body):
     if lang != "sh":
         raise Problem("Claude Code's snippet is not a shell command")
-    words = shlex.split(body.strip().replace("$REDEEM_KEY", key).replace("${REDEEM_KEY}", key))
+    words = shlex.split(body.strip().replace("$MCP_API_KEY", key).replace("${MCP_API_KEY}", key))
     if words[:3] != ["claude", "mcp", "add"]:
         raise Problem("Claude Code's snippet is not `claude mcp add`")
     transport, headers, rest, i = None, {}, [], 3
@@ -108,7 +108,7 @@ def cursor(lang, body):
     server = json.loads(body)["mcpServers"]["redeem"]
     if "command" in server or server.get("type", "streamableHttp") not in ("http", "streamableHttp"):
         raise Problem("Cursor's entry is a remote server by its url")
-    env = {"REDEEM_KEY": key}
+    env = {"MCP_API_KEY": key}
     headers = {
         k: re.sub(r"\$\{env:([^}]+)\}", lambda m: env.get(m.group(1), ""), v) for k, v in server["headers"].items()
     }
