@@ -40,7 +40,9 @@ final class MCPTests: StackTestCase {
             let error: Failure?
             let data: [Row]?
             let redemptionId: String?
-            let csv: String?
+            let count: Int?
+            let downloadUrl: String?
+            let expiresAt: String?
             let storeOffers: [Offer]?
         }
         let isError: Bool?
@@ -64,13 +66,21 @@ final class MCPTests: StackTestCase {
         let sessionId: String?
         let tools: [String]
         let createSchema: Schema
-        let dryRunStoreLimit, created, again, updated, got, redemptions, csv, offers, deactivated, missing: ToolResult
+        /// Each tool's `outputSchema.type`; the tools whose results validated against their output
+        /// schema (`jsonschema`, in the client), and what did not validate.
+        let outputSchemaTypes: [String: String?]
+        let validated: [String]
+        let outputErrors: [String]
+        let dryRunStoreLimit, created, again, updated, got, redemptions, export: ToolResult
+        let offers, codes, deactivated, missing: ToolResult
         /// Only when `list_redemptions` listed one.
         let redemption: ToolResult?
     }
 
     struct ReadonlyRun: Decodable {
         let readonlyCreate, readonlyList: ToolResult
+        let validated: [String]
+        let outputErrors: [String]
     }
 
     /// Runs the SDK client of `venv` with a readonly key and a redeemed coupon of this test's own,
@@ -105,6 +115,13 @@ final class MCPTests: StackTestCase {
         XCTAssertFalse(line.contains("$ref"), "references are inlined")
         try checkAdmin(run.admin, code: code, redeemed: redeemed)
         checkReadonly(run.readonly)
+        // Every tool has an output schema, an object, and a real result of each validated against it.
+        XCTAssertEqual(run.admin.outputErrors + run.readonly.outputErrors, [])
+        XCTAssertEqual(Set(run.admin.outputSchemaTypes.keys), Set(run.admin.tools))
+        for (tool, type) in run.admin.outputSchemaTypes { XCTAssertEqual(type, "object", tool) }
+        XCTAssertEqual(
+            Set(run.admin.validated + run.readonly.validated), Set(run.admin.tools), "each tool answered once")
+        try await checkExport(run.admin.export, redeemed: redeemed)
         return run.admin
     }
 
@@ -136,9 +153,9 @@ final class MCPTests: StackTestCase {
         XCTAssertEqual(rows.count, 1)
         XCTAssertEqual(rows.first?.code, redeemed)
         XCTAssertEqual(a.redemption?.structured?.redemptionId, rows.first?.redemptionId)
-        let csv = a.csv.structured?.csv ?? ""
-        XCTAssertTrue(csv.hasPrefix("redemptionId,code,accountId,appUserId,platform,productId,pricePaid,currency,status,sandbox,reservedAt,completedAt"), csv)
-        XCTAssertEqual(csv.split(whereSeparator: \.isNewline).count, 2, csv)
+        XCTAssertEqual(a.export.isError, false)
+        XCTAssertEqual(a.export.structured?.count, 1)
+        XCTAssertEqual(a.codes.structured?.count, 3)
         XCTAssertEqual(a.offers.structured?.storeOffers?.count, 0, "a free period has no store offers")
         XCTAssertEqual(a.deactivated.isError, false)
         XCTAssertEqual(a.missing.structured?.error?.code, "notFound")
@@ -147,10 +164,129 @@ final class MCPTests: StackTestCase {
         XCTAssertEqual(try JSONDecoder().decode(ToolResult.Structured.self, from: Data(text.utf8)).code, code)
     }
 
+    /// `export_redemptions_csv` answered a count and a one-time address, no row: the address gives,
+    /// without a key, exactly the CSV the API gives with `Accept: text/csv`, once, then 410.
+    func checkExport(_ export: ToolResult, redeemed: String) async throws {
+        let client = Self.stack.client
+        let url = try XCTUnwrap(export.structured?.downloadUrl)
+        XCTAssertTrue(url.hasPrefix(Self.stack.gateway.absoluteString + "/v1/redemption-downloads/"), url)
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let expiresAt = try XCTUnwrap(
+            export.structured?.expiresAt.flatMap { fractional.date(from: $0) ?? ISO8601DateFormatter().date(from: $0) })
+        XCTAssertEqual(expiresAt.timeIntervalSinceNow, 24 * 3600, accuracy: 600)
+        let api = try await client.send(
+            "GET", "/v1/coupons/\(redeemed)/redemptions",
+            headers: ["Authorization": "Bearer \(Self.stack.adminKey)", "Accept": "text/csv"])
+        XCTAssertEqual(api.status, 200)
+        let rows = api.text.split(whereSeparator: \.isNewline)
+        XCTAssertEqual(rows.count, 2, api.text)
+        let redemptionId = try XCTUnwrap(rows.last?.split(separator: ",").first.map(String.init))
+        // The text content is the structured content's JSON: these four fields, and no row.
+        let text = export.text ?? ""
+        let fields = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], text)
+        XCTAssertEqual(fields.keys.sorted(), ["code", "count", "downloadUrl", "expiresAt"])
+        XCTAssertFalse(text.contains(redemptionId), "no row in the tool's result: \(text)")
+        let path = String(url.dropFirst(Self.stack.gateway.absoluteString.count))
+        let first = try await client.send("GET", path)
+        XCTAssertEqual(first.status, 200)
+        XCTAssertEqual(first.header("Content-Type"), "text/csv; charset=utf-8")
+        XCTAssertEqual(first.text, api.text, "the CSV the API gives")
+        let second = try await client.send("GET", path)
+        XCTAssertEqual(second.status, 410)
+        XCTAssertTrue(second.text.contains("downloadGone"), second.text)
+    }
+
     func checkReadonly(_ r: ReadonlyRun) {
         XCTAssertEqual(r.readonlyCreate.isError, true, "a readonly key is refused, as a tool result")
         XCTAssertEqual(r.readonlyCreate.structured?.error?.code, "forbidden")
         XCTAssertEqual(r.readonlyList.isError, false)
+    }
+
+    /// Each client setup of docs/api.md ("Connecting a client"), read from the page and connected as
+    /// that client would: its URL, its header and its transport reach the server with the key.
+    func testTheDocumentedClientSetupsConnect() async throws {
+        struct Seen: Decodable {
+            let client: String
+            let documentedUrl: String?
+            let transport: String?
+            let headerNames: [String]?
+            let sendsTheKey: Bool?
+            let protocolVersion: String?
+            let tools: Int?
+            let callFailed: Bool?
+            let error: String?
+        }
+        struct Out: Decodable { let clients: [Seen] }
+        let stack = Self.stack!
+        let python = Project.root.appendingPathComponent(".venv/mcp-1/bin/python").path
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw TestFailure("no \(python): run scripts/setup")
+        }
+        let made = try await stack.client.json(
+            "POST", "/v1/api-keys", ["name": "assistant", "role": "readonly"], token: stack.adminKey)
+        XCTAssertEqual(made.status, 201, made.text)
+        let key = try XCTUnwrap(try made.decode(APIKeyBody.self).key)
+        let script = Project.root.appendingPathComponent("Tests/MCP/doc_clients.py").path
+        let doc = Project.root.appendingPathComponent("docs/api.md").path
+        let gateway = stack.gateway.absoluteString
+        let out = try await offThePool { try Subprocess.run(python, [script, doc, gateway, key]) }
+        let line = out.split(separator: "\n").last.map(String.init) ?? ""
+        let seen: Out
+        do { seen = try JSONDecoder().decode(Out.self, from: Data(line.utf8)) } catch {
+            throw TestFailure("\(error): \(out)")
+        }
+        XCTAssertEqual(seen.clients.map(\.client), ["Claude Desktop", "Claude Code", "Cursor", "VS Code"])
+        for c in seen.clients {
+            XCTAssertNil(c.error, c.client)
+            XCTAssertEqual(c.documentedUrl, "http://127.0.0.1:8080/mcp", c.client)
+            XCTAssertEqual(c.transport, "streamable-http", c.client)
+            XCTAssertEqual(c.headerNames, ["Authorization"], c.client)
+            XCTAssertEqual(c.sendsTheKey, true, c.client)
+            XCTAssertEqual(c.protocolVersion, "2025-11-25", c.client)
+            XCTAssertEqual(c.tools, MCPTests.toolCount, c.client)
+            XCTAssertEqual(c.callFailed, false, c.client)
+        }
+    }
+
+    static let toolCount = 10
+
+    /// A redemptions export's address keeps the mode of the key that asked: a test key's export of a
+    /// code names the test coupon of that code, never the live one's redemptions.
+    func testAnExportAddressKeepsItsKeysMode() async throws {
+        let stack = Self.stack!, client = stack.client
+        let made = try await client.json(
+            "POST", "/v1/api-keys", ["name": "mcp test admin", "role": "admin", "mode": "test"], token: stack.adminKey)
+        XCTAssertEqual(made.status, 201, made.text)
+        let testKey = try XCTUnwrap(try made.decode(APIKeyBody.self).key)
+        let code = "MCPX-" + UUID().uuidString.prefix(6)
+        let coupon: [String: Any] = ["code": code, "kind": "freePeriod", "duration": ["unit": "week", "count": 1]]
+        let live = try await client.json("POST", "/v1/coupons", coupon, token: stack.adminKey)
+        XCTAssertEqual(live.status, 201, live.text)
+        let redeemed = try await client.json(
+            "POST", "/v1/redemptions", ["code": code, "platform": "web"], token: try Self.minter.user().token)
+        XCTAssertEqual(redeemed.status, 201, redeemed.text)
+        let missing = try await client.json("POST", "/v1/coupons/\(code)/redemption-exports", [:], token: testKey)
+        XCTAssertEqual(missing.status, 404, "a test key sees no live coupon: \(missing.text)")
+        let test = try await client.json("POST", "/v1/coupons", coupon, token: testKey)
+        XCTAssertEqual(test.status, 201, test.text)
+
+        struct Export: Decodable {
+            let count: Int
+            let downloadUrl: String
+        }
+        for (key, rows) in [(testKey, 0), (stack.adminKey, 1)] {
+            let answer = try await client.json("POST", "/v1/coupons/\(code)/redemption-exports", [:], token: key)
+            XCTAssertEqual(answer.status, 201, answer.text)
+            let export = try answer.decode(Export.self)
+            XCTAssertEqual(export.count, rows)
+            let path = String(export.downloadUrl.dropFirst(stack.gateway.absoluteString.count))
+            let csv = try await client.send("GET", path)
+            XCTAssertEqual(csv.status, 200)
+            XCTAssertEqual(csv.text.split(whereSeparator: \.isNewline).count, 1 + rows, csv.text)
+        }
+        let never = try await client.send("GET", "/v1/redemption-downloads/" + String(repeating: "A", count: 43))
+        XCTAssertEqual(never.status, 410)
     }
 
     /// A JSON-RPC answer.
@@ -174,7 +310,8 @@ final class MCPTests: StackTestCase {
         struct AuditEntry: Decodable { let action: String }
         let audit = try await Self.stack.client.get("/v1/audit?objectId=\(code)", token: Self.stack.adminKey).decode(
             ListBody<AuditEntry>.self)
-        XCTAssertEqual(audit.data.map(\.action), ["coupon.deactivate", "coupon.update", "coupon.create"])
+        XCTAssertEqual(
+            audit.data.map(\.action), ["coupon.deactivate", "coupon.createCodes", "coupon.update", "coupon.create"])
     }
 
     func testTheSDK2xFallsBackToTheHandshake() async throws {
@@ -203,16 +340,18 @@ final class MCPTests: StackTestCase {
     }
 
     func testTheProtocolsEdges() async throws {
-        // No key: 401 pointing at the protected-resource metadata, which is served.
+        // No key: 401 with a bare bearer challenge. There is no authorization server, so no
+        // protected-resource metadata is advertised or served (a client would try OAuth and fail).
         let none = try await post(["jsonrpc": "2.0", "id": 1, "method": "ping"], token: nil)
         XCTAssertEqual(none.status, 401)
-        XCTAssertTrue((none.headers["Www-Authenticate"] ?? none.headers["WWW-Authenticate"] ?? "").contains("/.well-known/oauth-protected-resource"), "\(none.headers)")
+        XCTAssertEqual(none.header("WWW-Authenticate"), "Bearer", "\(none.headers)")
         let bad = try await post(["jsonrpc": "2.0", "id": 1, "method": "ping"], token: "sk_live_not_a_key")
         XCTAssertEqual(bad.status, 401)
-        let meta = try await Self.stack.client.get("/.well-known/oauth-protected-resource")
-        XCTAssertEqual(meta.status, 200)
-        struct Metadata: Decodable { let resource: String }
-        XCTAssertEqual(try meta.decode(Metadata.self).resource, mcpURL)
+        XCTAssertEqual(bad.header("WWW-Authenticate"), "Bearer error=\"invalid_token\"", "\(bad.headers)")
+        for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
+            let meta = try await Self.stack.client.get(path)
+            XCTAssertEqual(meta.status, 404, path)
+        }
         // An end user's session is not an operator's.
         let user = try Self.minter.user()
         let userPing = try await post(["jsonrpc": "2.0", "id": 1, "method": "ping"], token: user.token)

@@ -1,5 +1,8 @@
 """Drives Redeem's MCP server with the official MCP Python SDK (PyPI `mcp`), 1.x or 2.x, whichever
 the interpreter running this has, and prints what it saw as one JSON object (MCPTests reads it).
+Every tool's outputSchema is checked here with `jsonschema` (a dependency of the SDK): each result
+that is not an error must validate against its tool's schema, and what does not is listed in
+"outputErrors".
 
 usage: mcp_client.py URL ADMIN_KEY READONLY_KEY NEW_CODE REDEEMED_CODE MODE
 MODE: auto (2.x: server/discover, the 2026-07-28 revision) or legacy (the initialize handshake).
@@ -8,6 +11,8 @@ import asyncio
 import json
 import sys
 from importlib.metadata import version
+
+import jsonschema
 
 url, admin, readonly, new_code, redeemed_code, mode = sys.argv[1:7]
 sdk = version("mcp")
@@ -24,10 +29,28 @@ def summary(result):
     return {"isError": bool(is_error), "structured": structured, "text": text}
 
 
-async def session_calls(call, list_tools, protocol_version, key_role):
-    out = {"sdk": sdk, "protocolVersion": protocol_version}
+def output_schema(tool):
+    schema = getattr(tool, "outputSchema", None)
+    return schema if schema is not None else getattr(tool, "output_schema", None)
+
+
+async def session_calls(call_tool, list_tools, protocol_version, key_role):
+    out = {"sdk": sdk, "protocolVersion": protocol_version, "outputErrors": [], "validated": []}
     tools = await list_tools()
     out["tools"] = sorted(t.name for t in tools.tools)
+    schemas = {t.name: output_schema(t) for t in tools.tools}
+    out["outputSchemaTypes"] = {name: (s or {}).get("type") for name, s in schemas.items()}
+
+    async def call(name, arguments):
+        result = await call_tool(name, arguments)
+        seen = summary(result)
+        if not seen["isError"]:
+            try:
+                jsonschema.validate(seen["structured"], schemas[name])
+                out["validated"].append(name)
+            except Exception as e:  # the schema is missing, broken, or does not fit the result
+                out["outputErrors"].append(f"{name}: {type(e).__name__}: {e}"[:2000])
+        return result
     schema = next(t for t in tools.tools if t.name == "create_coupon")
     out["createSchema"] = getattr(schema, "inputSchema", None) or getattr(schema, "input_schema", None)
     if key_role == "readonly":
@@ -47,8 +70,9 @@ async def session_calls(call, list_tools, protocol_version, key_role):
     rows = (out["redemptions"]["structured"] or {}).get("data") or []
     if rows:
         out["redemption"] = summary(await call("get_redemption", {"id": rows[0]["redemptionId"]}))
-    out["csv"] = summary(await call("export_redemptions_csv", {"code": redeemed_code}))
+    out["export"] = summary(await call("export_redemptions_csv", {"code": redeemed_code}))
     out["offers"] = summary(await call("list_store_offers", {"code": new_code}))
+    out["codes"] = summary(await call("create_codes", {"code": new_code, "count": 3}))
     out["deactivated"] = summary(await call("deactivate_coupon", {"code": new_code}))
     out["missing"] = summary(await call("get_coupon", {"code": "NO-SUCH-CODE-X"}))
     return out

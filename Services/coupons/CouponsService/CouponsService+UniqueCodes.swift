@@ -3,13 +3,20 @@ import Core
 import Database
 import Foundation
 
-/// Unique codes: made by the thousand in one transaction, their CSV taken once.
+/// Unique codes: made by the thousand in one transaction, their CSV taken once; and the one-time
+/// addresses of a coupon's redemptions CSV.
 extension CouponsService {
     func addUniqueCodeRoutes(to r: inout BusRouter) {
         r.on(Coupons.CreateCodes.self) { [self] req, context in try await createCodes(req, context) }
         r.on(Coupons.TakeCodes.self) { [self] req, _ in
             let keyring = self.keyring
             return try await pool.transaction { try UniqueCodeStore.take($0, req, keyring: keyring) }
+        }
+        r.on(Coupons.ExportRedemptions.self) { [self] req, _ in
+            try await pool.transaction { try RedemptionExportStore.make($0, req, now: Date()) }
+        }
+        r.on(Coupons.TakeRedemptionExport.self) { [self] req, _ in
+            try await pool.withConnection { try RedemptionExportStore.take($0, token: req.token) }
         }
     }
 

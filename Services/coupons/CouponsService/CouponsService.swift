@@ -98,6 +98,7 @@ public final class CouponsService: BackendService {
                     if off + on > 0 { relay.nudge() }
                     _ = try await pool.withConnection { try StorePurchases.forgetOldNotifications($0) }
                     _ = try await pool.withConnection { try UniqueCodeStore.forgetExpired($0) }
+                    _ = try await pool.withConnection { try RedemptionExportStore.forgetExpired($0) }
                 } catch {
                     logger.warning("reservation sweep failed", ["error": String(describing: error)])
                 }

@@ -23,37 +23,29 @@ extension Gateway {
         var params: [String: JSONValue]?
     }
 
-    /// RFC 9728 protected-resource metadata of `/mcp`.
-    struct ProtectedResource: APIBody, Encodable {
-        static let schemaName: String? = "ProtectedResourceMetadata"
-        var resource: String
-        var bearer_methods_supported: [String]
-        var resource_name: String
-        var resource_documentation: String
-    }
-
     static let mcpRoutes: [APIRoute] = [
         .route(.post, "/mcp", "The MCP server (Streamable HTTP, revisions 2026-07-28 and 2025-11-25); needs a bearer API key",
                access: mcpAccess, answers: [200: .json(MCPMessage.self), 202: .empty], errors: [400, 422], handle: Gateway.mcp),
         .route(.delete, "/mcp", "Ends an MCP session of the 2025-11-25 revision (the server keeps none, so this only answers)",
                answers: [204: .empty], handle: Gateway.endMCPSession),
-        .route(.get, "/.well-known/oauth-protected-resource", "Protected-resource metadata of the MCP server (RFC 9728)",
-               answers: [200: .json(ProtectedResource.self)], handle: Gateway.protectedResource),
     ]
 
-    /// Any API key or member, as the API's readonly routes; a refusal points at the
-    /// protected-resource metadata (`WWW-Authenticate`, RFC 9728).
+    /// Any API key or member, as the API's readonly routes. A refusal says `WWW-Authenticate: Bearer`
+    /// and no more: there is no authorization server, so no protected-resource metadata (RFC 9728)
+    /// is advertised, and a client does not try OAuth; it sends the key it was configured with.
     static let mcpAccess = Access<Authenticator.Key>(requirement: .key(.readonly)) { auth, request in
-        let metadata = Gateway.origin(request) + "/.well-known/oauth-protected-resource"
         do {
             return try await auth.requireRole(request, .readonly)
         } catch let e as ServiceError where e.code == .notIdentified {
-            throw HTTPError(401, e.code.rawValue, "send an API key as a bearer token", headers: [("WWW-Authenticate", "Bearer resource_metadata=\"\(metadata)\"")])
+            throw HTTPError(
+                401, e.code.rawValue, "send an API key as a bearer token", headers: [("WWW-Authenticate", "Bearer")])
         } catch let e as ServiceError where e.code == .invalidToken {
-            throw HTTPError(401, e.code.rawValue, e.message, headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\", resource_metadata=\"\(metadata)\"")])
+            throw HTTPError(
+                401, e.code.rawValue, e.message, headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])
         } catch let e as ServiceError where e.code == .forbidden {
-            throw HTTPError(403, e.code.rawValue, "only an API key or a member may use the MCP server",
-                            headers: [("WWW-Authenticate", "Bearer error=\"insufficient_scope\", resource_metadata=\"\(metadata)\"")])
+            throw HTTPError(
+                403, e.code.rawValue, "only an API key or a member may use the MCP server",
+                headers: [("WWW-Authenticate", "Bearer error=\"insufficient_scope\"")])
         }
     }
 
@@ -62,20 +54,15 @@ extension Gateway {
     static let mcpInstructions =
         "Redeem's coupon tools: list, read, create (dry_run checks store limits), change and deactivate coupons; "
         + "read and export their redemptions; make unique codes (create_codes answers a one-time download address "
-        + "for a person, never the codes). Each tool answers what the HTTP API answers, with the same error codes."
+        + "for a person, never the codes), as export_redemptions_csv does for the redemptions. "
+        + "Each tool answers what the HTTP API answers, with the same error codes."
 
-    /// The address of this gateway as the caller reached it (for the metadata and `WWW-Authenticate`).
+    /// The address of this gateway as the caller reached it (for download addresses and the Origin check).
     static func origin(_ req: HTTPRequest) -> String {
         let host = req.header("host").flatMap { h in !h.isEmpty && h.allSatisfy({ $0.isLetter || $0.isNumber || ".-:[]".contains($0) }) ? h : nil }
             ?? "localhost"
         let bare = host.hasPrefix("[") ? String(host.prefix { $0 != "]" }.dropFirst()) : String(host.prefix { $0 != ":" })
         return (["localhost", "127.0.0.1", "::1"].contains(bare.lowercased()) ? "http://" : "https://") + host
-    }
-
-    func protectedResource(_ req: HTTPRequest) async throws -> HTTPResponse {
-        let origin = Self.origin(req)
-        return .json(200, ProtectedResource(resource: origin + "/mcp", bearer_methods_supported: ["header"], resource_name: "Redeem",
-                                            resource_documentation: origin + "/openapi.json"))
     }
 
     func endMCPSession(_ req: HTTPRequest) async throws -> HTTPResponse { .noContent() }
@@ -172,8 +159,8 @@ extension Gateway {
     }
 
     /// Runs `tool`'s route with the caller's credential and mode, as the same request id, and
-    /// answers its result: the route's answer as `structuredContent` and as text, or its error
-    /// (`isError`, with the API's code).
+    /// answers its result: the route's answer as `structuredContent` (as `MCPTool.outputSchema`
+    /// describes it) and as text, or its error (`isError`, with the API's code).
     func call(_ tool: MCPTool, _ arguments: [String: JSONValue], like outer: HTTPRequest) async -> JSONValue {
         var path = tool.path
         for p in tool.pathParameters {
@@ -193,7 +180,6 @@ extension Gateway {
         }
         var headers = ["host": outer.header("host") ?? "localhost"]
         for name in ["authorization", "redeem-mode"] { if let v = outer.header(name) { headers[name] = v } }
-        if tool.csv { headers["accept"] = "text/csv" }
         var body = Data()
         if tool.route.body != nil {
             let taken = Set(tool.pathParameters + tool.queryArguments.map(\.argument))
@@ -221,9 +207,7 @@ extension Gateway {
         }
         let code = arguments["code"] ?? .null
         let structured: JSONValue
-        if tool.csv {
-            structured = .object(["code": code, "csv": .string(String(decoding: data, as: UTF8.self))])
-        } else if response.status == 204 {
+        if response.status == 204 {
             structured = .object(["code": code, "active": .bool(false)])
         } else {
             let answer = (try? JSONDecoder.wire().decode(JSONValue.self, from: data)) ?? .null
@@ -233,8 +217,8 @@ extension Gateway {
                 structured = answer
             }
         }
-        let text: String = if tool.csv, case .object(let o) = structured, case .string(let csv)? = o["csv"] { csv } else { structured.text }
-        return .object(["content": .array([.object(["type": .string("text"), "text": .string(text)])]),
+        let content: JSONValue = .object(["type": .string("text"), "text": .string(structured.text)])
+        return .object(["content": .array([content]),
                         "structuredContent": structured, "isError": .bool(false)])
     }
 

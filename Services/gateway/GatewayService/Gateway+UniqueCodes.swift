@@ -54,7 +54,7 @@ extension Gateway {
         return Self.csvAttachment(try await coupons.request(Coupons.TakeCodes(token: token)))
     }
 
-    private static let tokenBytes = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    static let tokenBytes = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// The codes as a file to save (the gateway's answers all carry `Cache-Control: no-store`).
     static func csvAttachment(_ taken: Coupons.TakeCodes.Response) -> HTTPResponse {

@@ -240,3 +240,8 @@ extension RedemptionStats.Day: APIBody {
 extension RedemptionStats.CouponCount: APIBody {
     public static let schemaName: String? = "RedemptionStatsCoupon"
 }
+
+extension RedemptionExport: APIBody {
+    public static let schemaName: String? = "RedemptionExport"
+    public static let fieldRules: [String: [JSONSchema.Rule]] = ["downloadUrl": [.format("uri")]]
+}

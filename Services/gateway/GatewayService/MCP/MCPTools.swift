@@ -5,7 +5,8 @@ import HTTP
 /// The MCP server's tools. Each is one route of the public API (`Gateway.routes`): its
 /// input schema is that route's path parameters, query parameters and body type, read from the
 /// same typed description `/openapi.json` is made of, and calling it runs that route with the
-/// caller's own credential. The API, the dashboard and MCP can't disagree: they are one code path.
+/// caller's own credential; its output schema is that route's answer type, read the same way. The
+/// API, the dashboard and MCP can't disagree: they are one code path.
 struct MCPTool: Sendable {
     let name: String
     let title: String
@@ -14,12 +15,12 @@ struct MCPTool: Sendable {
     let path: String
     /// Tool argument → query parameter, where the tool names it differently.
     var renamed: [String: String] = [:]
-    /// Answers the CSV export (`Accept: text/csv`) as text.
-    var csv = false
     /// Answers only this field of the route's answer (with the coupon's code).
     var field: String?
+    /// A POST that changes no data (it makes a one-time download address).
+    var changesNoData = false
     /// Changes nothing.
-    var readOnly: Bool { method == .get }
+    var readOnly: Bool { method == .get || changesNoData }
 
     static let all: [MCPTool] = [
         MCPTool(name: "list_coupons", title: "List coupons", description: "List coupons, newest first, a page at a time (pass nextCursor back as cursor).",
@@ -36,8 +37,11 @@ struct MCPTool: Sendable {
                 method: .delete, path: "/v1/coupons/{code}"),
         MCPTool(name: "list_redemptions", title: "List a coupon's redemptions", description: "A coupon's redemptions, newest first, a page at a time.",
                 method: .get, path: "/v1/coupons/{code}/redemptions"),
-        MCPTool(name: "export_redemptions_csv", title: "Export redemptions as CSV", description: "Every redemption of a coupon as CSV text.",
-                method: .get, path: "/v1/coupons/{code}/redemptions", csv: true),
+        MCPTool(name: "export_redemptions_csv", title: "Export redemptions as CSV",
+                description: "Every redemption of a coupon as a CSV file for a person: answers how many there are and "
+                    + "downloadUrl, a one-time address (24 hours, no key needed) where the person downloads the CSV: "
+                    + "give it to the person; the rows themselves are never answered here.",
+                method: .post, path: "/v1/coupons/{code}/redemption-exports", changesNoData: true),
         MCPTool(name: "get_redemption", title: "Get a redemption", description: "One redemption by its id.",
                 method: .get, path: "/v1/redemptions/{id}"),
         MCPTool(name: "create_codes", title: "Make unique codes of a coupon",
@@ -59,10 +63,10 @@ struct MCPTool: Sendable {
 
     var pathParameters: [String] { OpenAPIDocument.pathParameters(path) }
 
-    /// Its query parameters as the tool names them: (argument, query parameter). The CSV export
-    /// and the one-field answer take none (they answer everything there is).
+    /// Its query parameters as the tool names them: (argument, query parameter). The one-field
+    /// answer takes none (it answers everything there is).
     var queryArguments: [(argument: String, parameter: QueryParameter)] {
-        guard !csv, field == nil else { return [] }
+        guard field == nil else { return [] }
         let back = Dictionary(uniqueKeysWithValues: renamed.map { ($0.value, $0.key) })
         return route.query.filter { $0.name != "wait" }.map { (back[$0.name] ?? $0.name, $0) }
     }
@@ -95,11 +99,45 @@ struct MCPTool: Sendable {
         return .object(out)
     }
 
+    /// The JSON Schema of its result's `structuredContent` when it succeeds, self-contained: the
+    /// route's answer type (of its lowest success status); only `field` of it, with the coupon's
+    /// code; or, for a route that answers nothing (204), the code and `active: false`.
+    func outputSchema(_ catalog: SchemaCatalog) throws -> JSONValue {
+        let code: JSONValue = .object(["type": .string("string"), "description": .string("the coupon's code")])
+        guard let answer = route.answers.filter({ (200..<300).contains($0.key) }).min(by: { $0.key < $1.key })?.value
+        else { throw MCPSchema.Problem(description: "\(name): its route answers no success") }
+        switch answer {
+        case .empty:
+            return .object([
+                "type": .string("object"),
+                "properties": .object([
+                    "code": code, "active": .object(["type": .string("boolean"), "const": .bool(false)]),
+                ]),
+                "required": .array([.string("code"), .string("active")]),
+            ])
+        case .text:
+            throw MCPSchema.Problem(description: "\(name): its route answers no JSON")
+        case .json(let type):
+            let schema = try MCPSchema.value(try catalog.schema(of: type), catalog)
+            guard case .object(let o) = schema, o["type"] == .string("object") else {
+                throw MCPSchema.Problem(description: "\(name): its route's answer is not an object")
+            }
+            guard let field else { return schema }
+            guard case .object(let fields)? = o["properties"], let one = fields[field] else {
+                throw MCPSchema.Problem(description: "\(name): its route's answer has no \(field)")
+            }
+            return .object([
+                "type": .string("object"), "properties": .object(["code": code, field: one]),
+                "required": .array([.string("code"), .string(field)]),
+            ])
+        }
+    }
+
     /// The tool's listing in `tools/list`.
     func listing(_ catalog: SchemaCatalog) throws -> JSONValue {
         .object([
             "name": .string(name), "title": .string(title), "description": .string(description),
-            "inputSchema": try inputSchema(catalog),
+            "inputSchema": try inputSchema(catalog), "outputSchema": try outputSchema(catalog),
             "annotations": .object(["readOnlyHint": .bool(readOnly), "destructiveHint": .bool(method == .delete),
                                     "idempotentHint": .bool(method != .post), "openWorldHint": .bool(false)]),
         ])

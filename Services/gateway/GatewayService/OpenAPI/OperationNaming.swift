@@ -7,7 +7,6 @@ enum OperationNaming {
     /// By `METHOD path`. A route missing here is named from its method and path
     /// (`post_v1_coupons_code_codes`) until it is added.
     static let ids: [String: String] = [
-        "GET /.well-known/oauth-protected-resource": "getProtectedResourceMetadata",
         "GET /dashboard": "getDashboard",
         "GET /dashboard/app.css": "getDashboardStyle",
         "GET /dashboard/app.js": "getDashboardScript",
@@ -39,6 +38,8 @@ enum OperationNaming {
         "GET /v1/coupons/{code}/codes.csv": "downloadUniqueCodes",
         "GET /v1/coupons/{code}/redemptions": "listCouponRedemptions",
         "GET /v1/stats/redemptions": "getRedemptionStats",
+        "POST /v1/coupons/{code}/redemption-exports": "createRedemptionExport",
+        "GET /v1/redemption-downloads/{token}": "downloadRedemptionExport",
         "DELETE /v1/me": "deleteMe",
         "GET /v1/me": "getMe",
         "POST /v1/me/apple": "linkApple",
@@ -106,7 +107,8 @@ enum OperationNaming {
             "Redemptions", "What an app calls: validate a code, redeem it, follow and complete the redemption",
             ["/v1/coupons/validate", "/v1/redemptions", "/v1/me/redemptions", "/v1/me/entitlements"]
         ),
-        ("Coupons", "Coupons and their redemptions, for operators", ["/v1/coupons", "/v1/stats"]),
+        ("Coupons", "Coupons and their redemptions, for operators",
+         ["/v1/coupons", "/v1/stats", "/v1/redemption-downloads"]),
         (
             "Unique codes", "Single-use codes by the thousand under one coupon, and their one-time CSV",
             ["/v1/coupons/{code}/codes", "/v1/code-downloads"]
@@ -121,7 +123,7 @@ enum OperationNaming {
             ["/v1/members", "/v1/me/totp"]
         ),
         ("Audit log", "Every operator change", ["/v1/audit"]),
-        ("MCP", "The Model Context Protocol server", ["/mcp", "/.well-known"]),
+        ("MCP", "The Model Context Protocol server", ["/mcp"]),
         ("Pages", "The redeem page, the dashboard and its session, and this document",
          ["/redeem", "/dashboard", "/openapi.json"]),
         ("Operations", "Health, readiness and metrics", ["/healthz", "/readyz", "/backends", "/metrics"])

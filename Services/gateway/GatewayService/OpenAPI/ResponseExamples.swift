@@ -156,6 +156,21 @@ extension APIExampled {
     }
 }
 
+extension RedemptionExport: APIExampled {
+    static var examples: [(name: String, value: Self)] {
+        [
+            (
+                "export",
+                Self(
+                    code: "SUMMER-2026", count: 312,
+                    downloadUrl: "https://redeem.example.com/v1/redemption-downloads/"
+                        + "9Xk2-pEXAMPLEqL4vR7wZc1Xk2-pEXAMPLEqL4vR7w",
+                    expiresAt: ExampleValues.expiresAt)
+            )
+        ]
+    }
+}
+
 extension CodesCreated: APIExampled {
     static var examples: [(name: String, value: Self)] {
         [
