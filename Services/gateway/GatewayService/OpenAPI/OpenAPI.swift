@@ -35,7 +35,7 @@ enum OpenAPI {
     }
 
     struct Parameter: Encodable {
-        enum Location: String, Encodable { case path, query }
+        enum Location: String, Encodable { case path, query, header }
         var name: String
         var location: Location
         var required: Bool

@@ -42,6 +42,12 @@ enum OpenAPIDocument {
         parameters += route.query.map {
             OpenAPI.Parameter(name: $0.name, location: .query, required: false, schema: $0.schema, description: $0.description)
         }
+        if route.takesIdempotencyKey {
+            parameters.append(OpenAPI.Parameter(
+                name: "Idempotency-Key", location: .header, required: false, schema: .string,
+                description: "up to 255 bytes: the same key and body within 24 h answer the first answer again "
+                    + "(Idempotent-Replayed: true)"))
+        }
         let error = try catalog.schema(of: ErrorBody.self)
         var responses: [String: OpenAPI.Response] = [:]
         func answer(_ status: Int, _ content: [String: OpenAPI.MediaType]?) {
@@ -65,9 +71,11 @@ enum OpenAPIDocument {
     }
 
     /// What any route of its kind may answer: 401 and 403 with a credential (none or a bad one;
-    /// the wrong kind or role), 400, 413 and 415 with a body that may be sent, 500 always.
+    /// the wrong kind or role), 400, 413 and 415 with a body that may be sent, 409 and 422 with an
+    /// Idempotency-Key (in use, reused), 500 always.
     static func commonErrors(_ route: APIRoute) -> [Int] {
-        (route.access == .anyone ? [] : [401, 403]) + (route.method == .get ? [] : [400, 413, 415]) + [500]
+        (route.access == .anyone ? [] : [401, 403]) + (route.method == .get ? [] : [400, 413, 415])
+            + (route.takesIdempotencyKey ? [409, 422] : []) + [500]
     }
 
     static func pathParameters(_ path: String) -> [String] {
