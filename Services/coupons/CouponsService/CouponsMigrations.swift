@@ -51,6 +51,7 @@ enum CouponsMigrations {
         Migration(
             file: "020_stripe_coupons_and_plan_prices.sql", PackageResources._20_stripe_coupons_and_plan_prices_sql),
         Migration(
-            file: "021_unique_codes_by_the_thousand.sql", PackageResources._21_unique_codes_by_the_thousand_sql)
+            file: "021_unique_codes_by_the_thousand.sql", PackageResources._21_unique_codes_by_the_thousand_sql),
+        Migration(file: "022_coupon_names_and_metadata.sql", PackageResources._22_coupon_names_and_metadata_sql),
     ]
 }
