@@ -41,13 +41,11 @@ enum IdempotencyRule {
         }
     }
 
-    static let reused = HTTPError(
-        422, "idempotencyKeyReused",
-        "this Idempotency-Key was used with another request; use a new key for a new request",
-        field: "Idempotency-Key")
-    static let inUse = HTTPError(
-        409, "idempotencyKeyInUse", "a request with this Idempotency-Key is still running; try again in a moment",
-        field: "Idempotency-Key", headers: [("Retry-After", "1")])
+    static let reusedMessage = "this Idempotency-Key was used with another request; use a new key for a new request"
+    static let inUseMessage = "a request with this Idempotency-Key is still running; try again in a moment"
+    static let reused = HTTPError(422, "idempotencyKeyReused", reusedMessage, field: "Idempotency-Key")
+    static let inUse = HTTPError(409, "idempotencyKeyInUse", inUseMessage, field: "Idempotency-Key",
+                                 headers: [("Retry-After", "1")])
 }
 
 extension Gateway {
