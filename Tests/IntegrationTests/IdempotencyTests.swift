@@ -194,6 +194,11 @@ final class IdempotencyTests: StackTestCase {
         let longest = try await post(
             "/v1/api-keys", newKeyBody(name + "-255"), token: admin, key: String(repeating: "k", count: 255))
         XCTAssertEqual(longest.status, 201, longest.text)
+        // Without a credential the answer is 401, whatever the key.
+        let anonymous = try await client.send(
+            "POST", "/v1/api-keys", body: Data(newKeyBody(name).utf8),
+            headers: ["Content-Type": "application/json", "Idempotency-Key": String(repeating: "k", count: 256)])
+        XCTAssertEqual(anonymous.status, 401, anonymous.text)
         let none = try await keys(named: name + "-long")
         XCTAssertEqual(none, [])
     }

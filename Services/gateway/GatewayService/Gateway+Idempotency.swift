@@ -53,8 +53,9 @@ extension Gateway {
     /// a credential that names its caller (the handler then answers 401), it just runs.
     func idempotently(_ request: HTTPRequest, _ handle: Router.Handler) async throws -> HTTPResponse {
         guard let key = request.header(IdempotencyRule.header) else { return try await handle(request) }
-        try IdempotencyRule.check(key)
+        // Who is asking comes first: without a credential the handler answers 401, whatever the key.
         guard let principal = try? await auth.principal(request) else { return try await handle(request) }
+        try IdempotencyRule.check(key)
         let scope = IdempotencyRule.scope(of: principal, request: request)
         let lock = config.requestTimeoutSeconds + Int(config.busTimeout.seconds.rounded(.up)) + 5
         let begin = Idempotency.Begin(

@@ -43,8 +43,10 @@ enum OpenAPIDocument {
             OpenAPI.Parameter(name: $0.name, location: .query, required: false, schema: $0.schema, description: $0.description)
         }
         if route.takesIdempotencyKey {
+            var key = JSONSchema.string
+            key.maxLength = Idempotency.maxKeyLength
             parameters.append(OpenAPI.Parameter(
-                name: "Idempotency-Key", location: .header, required: false, schema: .string,
+                name: "Idempotency-Key", location: .header, required: false, schema: key,
                 description: "up to 255 bytes: the same key and body within 24 h answer the first answer again "
                     + "(Idempotent-Replayed: true)"))
         }
