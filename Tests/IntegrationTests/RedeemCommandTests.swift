@@ -255,15 +255,6 @@ final class RedeemCommandTests: StackTestCase {
         XCTAssertEqual(help.status, 0)
         XCTAssertTrue(help.out.contains("REDEEM_API_KEY"))
     }
-}
-
-/// Bytes one thread sets and another reads once set.
-private final class LockedData: @unchecked Sendable {
-    private let lock = NSLock()
-    private var data: Data?
-    func set(_ d: Data) { lock.lock(); data = d; lock.unlock() }
-    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return data != nil }
-    var value: Data { lock.lock(); defer { lock.unlock() }; return data ?? Data() }
 
     /// A script tells the network (3) from the server's own failure (4) and from a refusal (1).
     func testExitStatusTellsNetworkFromServerFailures() async throws {
@@ -280,4 +271,13 @@ private final class LockedData: @unchecked Sendable {
         let missing = try await redeem("coupons", "get", "NOPE-NOPE")
         XCTAssertEqual(missing.status, 1, missing.err)
     }
+}
+
+/// Bytes one thread sets and another reads once set.
+private final class LockedData: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data: Data?
+    func set(_ d: Data) { lock.lock(); data = d; lock.unlock() }
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return data != nil }
+    var value: Data { lock.lock(); defer { lock.unlock() }; return data ?? Data() }
 }
