@@ -108,7 +108,7 @@ let package = Package(
         .systemLibrary(name: "CCurl", path: "Sources/Shared/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
     ]
     + layers
-    + service("accounts", library: "AccountsService", embedded: ["Migrations"])
+    + service("accounts", library: "AccountsService", embedded: ["Migrations", "SQL"])
     + service("coupons", library: "CouponsService", embedded: ["Migrations", "SQL"])
     + service("grants", library: "GrantsService", embedded: ["Migrations", "SQL"])
     + service("gateway", library: "GatewayService", embedded: ["Assets"])

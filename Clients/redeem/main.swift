@@ -2,7 +2,8 @@ import Foundation
 import RedeemKit
 
 // `redeem`: the operator command, on RedeemKit's OperatorClient. Exit 0 on success, 1 when the
-// server refused or could not be reached (with its message), 2 for a mistake on the command line.
+// server refused (with its message), 2 for a mistake on the command line, 3 when the server could
+// not be reached (refused connection, timeout), 4 when it failed on its side (a 5xx).
 
 let usage = """
 usage: redeem [--url URL] [--api-key KEY] [--json] <command>
@@ -39,6 +40,16 @@ sk_test_…), or --url and --api-key. --json prints JSON for scripts instead of 
 
 """
 
+/// What a script can tell apart: the network (3: try again later, or check the address) from the
+/// server's own failure (4) and from a refusal (1: the request must change).
+func exitStatus(of error: RedeemError) -> Int32 {
+    switch error.kind {
+    case .transport, .timedOut: 3
+    case .server(let status) where status >= 500: 4
+    default: 1
+    }
+}
+
 func fail(_ message: String, code: Int32) -> Never {
     FileHandle.standardError.write(Data((message + "\n").utf8))
     exit(code)
@@ -69,7 +80,9 @@ do {
 } catch let e as UsageError {
     fail("redeem: \(e.description)\n\n\(usage)", code: 2)
 } catch let e as RedeemError {
-    fail("redeem: \(e.message) (\(e.code)\(e.field.map { ", field \($0)" } ?? "")\(e.requestId.map { ", request \($0)" } ?? ""))", code: 1)
+    let field = e.field.map { ", field \($0)" } ?? ""
+    let request = e.requestId.map { ", request \($0)" } ?? ""
+    fail("redeem: \(e.message) (\(e.code)\(field)\(request))", code: exitStatus(of: e))
 } catch {
     fail("redeem: \(error)", code: 1)
 }

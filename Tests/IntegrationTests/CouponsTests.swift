@@ -106,6 +106,89 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(userGet.status, 403)
     }
 
+    func testNameAndMetadataAreKeptChangedExportedAndChecked() async throws {
+        let code = try await freePeriod(["name": "Spring sale", "metadata": ["campaign": "spring", "owner": "growth"]])
+        var got = try await coupon(code)
+        XCTAssertEqual(got["name"] as? String, "Spring sale")
+        XCTAssertEqual(got["metadata"] as? [String: String], ["campaign": "spring", "owner": "growth"])
+        let plain = try await coupon(try await freePeriod())
+        XCTAssertTrue(plain["name"] is NSNull, "an unnamed coupon says so")
+        XCTAssertEqual(plain["metadata"] as? [String: String], [:])
+
+        // A change merges metadata, an empty value removing its key; null removes.
+        let merged = try await client.json(
+            "PATCH", "/v1/coupons/\(code)", ["name": "Spring sale 2", "metadata": ["region": "eu", "owner": ""]], token: admin)
+        XCTAssertEqual(merged.status, 200, merged.text)
+        got = try merged.json()
+        XCTAssertEqual(got["name"] as? String, "Spring sale 2")
+        XCTAssertEqual(got["metadata"] as? [String: String], ["campaign": "spring", "region": "eu"])
+        let reread = try await coupon(code)
+        XCTAssertEqual(reread["metadata"] as? [String: String], ["campaign": "spring", "region": "eu"])
+
+        // The CSV export names the coupon and its metadata on each row.
+        let u = try user()
+        let redeemed = try await redeem(code, u)
+        XCTAssertEqual(redeemed.status, 201, redeemed.text)
+        let csv = try await client.send(
+            "GET", "/v1/coupons/\(code)/redemptions",
+            headers: ["Authorization": "Bearer \(admin)", "Accept": "text/csv"])
+        let lines = csv.text.split(separator: "\r\n").map(String.init)
+        XCTAssertTrue(lines.first?.hasSuffix(",couponName,couponMetadata") == true, csv.text)
+        XCTAssertEqual(lines.count, 2)
+        let cells = #",Spring sale 2,"{""campaign"":""spring"",""region"":""eu""}""#
+        XCTAssertTrue(lines.last?.hasSuffix(cells) == true, csv.text)
+
+        // Bad ones are 422 naming the field, and change nothing.
+        let many = Dictionary(uniqueKeysWithValues: (0...50).map { ("k\($0)", "v") })
+        let bad: [(String, [String: Any], String)] = [
+            ("long name", ["name": String(repeating: "n", count: 41)], "name"),
+            ("empty name", ["name": ""], "name"),
+            ("51 keys", ["metadata": many], "metadata"),
+            ("long key", ["metadata": [String(repeating: "k", count: 41): "v"]], "metadata"),
+            ("bracket key", ["metadata": ["a[b]": "v"]], "metadata"),
+            ("long value", ["metadata": ["note": String(repeating: "v", count: 501)]], "metadata.note"),
+            ("number value", ["metadata": ["count": 3]], "metadata.count"),
+            ("not an object", ["metadata": ["a", "b"]], "metadata"),
+        ]
+        for (what, fields, field) in bad {
+            var body: [String: Any] = [
+                "code": Self.code("BAD"), "kind": "freePeriod", "duration": ["unit": "month", "count": 1]
+            ]
+            for (k, v) in fields { body[k] = v }
+            let r = try await create(body)
+            XCTAssertEqual(r.status, 422, "\(what): \(r.text)")
+            XCTAssertEqual(r.errorField, field, what)
+            let none = try await client.get("/v1/coupons/\(body["code"] as! String)", token: admin)
+            XCTAssertEqual(none.status, 404, what)
+            let change = try await client.json("PATCH", "/v1/coupons/\(code)", fields, token: admin)
+            XCTAssertEqual(change.status, 422, "\(what): \(change.text)")
+            XCTAssertEqual(change.errorField, field, what)
+        }
+        let fill = Dictionary(uniqueKeysWithValues: (0..<49).map { ("k\($0)", "v") })
+        let full = try await client.json("PATCH", "/v1/coupons/\(code)", ["metadata": fill], token: admin)
+        XCTAssertEqual(full.status, 422, "49 more keys than the 2 it has: \(full.text)")
+        XCTAssertEqual(full.errorField, "metadata")
+        let unchanged = try await coupon(code)
+        XCTAssertEqual(unchanged["metadata"] as? [String: String], ["campaign": "spring", "region": "eu"])
+
+        let removed = try await client.send(
+            "PATCH", "/v1/coupons/\(code)", body: Data(#"{"name":null,"metadata":null}"#.utf8),
+            headers: ["Authorization": "Bearer \(admin)", "Content-Type": "application/json"])
+        XCTAssertEqual(removed.status, 200, removed.text)
+        got = try removed.json()
+        XCTAssertTrue(got["name"] is NSNull)
+        XCTAssertEqual(got["metadata"] as? [String: String], [:])
+
+        // The OpenAPI schema describes both, in and out.
+        let document = try await client.get("/openapi.json").json()
+        let schemas = try XCTUnwrap((document["components"] as? [String: Any])?["schemas"] as? [String: [String: Any]])
+        for schema in ["Coupon", "CouponInput", "CouponPatch"] {
+            let properties = schemas[schema]?["properties"] as? [String: Any]
+            XCTAssertNotNil(properties?["name"], schema)
+            XCTAssertNotNil(properties?["metadata"], schema)
+        }
+    }
+
     func testEveryFieldRuleIs422NamingTheField() async throws {
         let base: [String: Any] = [
             "kind": "percentOff", "percentOff": 10, "productIds": ["p1"], "duration": ["unit": "month", "count": 1],
@@ -888,7 +971,8 @@ final class CouponsTests: StackTestCase {
             parsed.columns,
             [
                 "redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid",
-                "currency", "status", "sandbox", "reservedAt", "completedAt", "uniqueCodeLast4"
+                "currency", "status", "sandbox", "reservedAt", "completedAt", "uniqueCodeLast4", "couponName",
+                "couponMetadata"
             ])
         let apps = parsed.apps, products = parsed.products
         for (app, product) in tricky {

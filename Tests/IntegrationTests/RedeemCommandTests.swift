@@ -1,4 +1,5 @@
 import Foundation
+import HTTP
 import RedeemKit
 import TestSupport
 import XCTest
@@ -6,7 +7,7 @@ import XCTest
 /// The `redeem` command, as built, against the real stack: what the dashboard does for coupons
 /// (create with a dry run, list, get, update, deactivate, redemptions and the CSV export), API
 /// keys and webhooks; tables for people, `--json` for scripts, exit 1 with the server's message
-/// on an error and 2 on a usage mistake.
+/// on a refusal, 2 on a usage mistake, 3 when the server is out of reach and 4 when it fails.
 final class RedeemCommandTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
 
@@ -241,7 +242,7 @@ final class RedeemCommandTests: StackTestCase {
         XCTAssertEqual(noCount.status, 2)
     }
 
-    func testMistakesExitTwoAndAnUnreachableServerOne() async throws {
+    func testMistakesExitTwoAndAnUnreachableServerThree() async throws {
         let unknown = try await redeem("coupons", "explode")
         XCTAssertEqual(unknown.status, 2)
         XCTAssertTrue(unknown.err.contains("unknown command"), unknown.err)
@@ -255,11 +256,27 @@ final class RedeemCommandTests: StackTestCase {
         XCTAssertTrue(badLimit.err.contains("field limit"), badLimit.err)
         let port = try Project.freePort()
         let away = try await redeem("coupons", "list", url: "http://127.0.0.1:\(port)")
-        XCTAssertEqual(away.status, 1)
+        XCTAssertEqual(away.status, 3, "out of reach: the network's exit status")
         XCTAssertTrue(away.err.contains("could not be reached"), away.err)
         let help = try await redeem("--help")
         XCTAssertEqual(help.status, 0)
         XCTAssertTrue(help.out.contains("REDEEM_API_KEY"))
+    }
+
+    /// A script tells the network (3) from the server's own failure (4) and from a refusal (1).
+    func testExitStatusTellsNetworkFromServerFailures() async throws {
+        let nothing = "http://127.0.0.1:\(try Project.freePort())"
+        let refused = try await redeem("coupons", "get", "ANY", url: nothing)
+        XCTAssertEqual(refused.status, 3, refused.err)
+        // A server that fails on its side: a loopback server answering 500 in the API's error shape.
+        let failing = try WebhookReceiver()
+        failing.respond(with: .error(HTTPError(500, "internal", "something went wrong on our side")))
+        let failed = try await redeem("coupons", "get", "ANY", url: "http://127.0.0.1:\(failing.port)")
+        await failing.stop()
+        XCTAssertEqual(failed.status, 4, failed.err)
+        XCTAssertTrue(failed.err.contains("internal"), failed.err)
+        let missing = try await redeem("coupons", "get", "NOPE-NOPE")
+        XCTAssertEqual(missing.status, 1, missing.err)
     }
 }
 

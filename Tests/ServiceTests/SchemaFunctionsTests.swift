@@ -13,7 +13,7 @@ import Testing
 /// column's CHECK constraint allows exactly the cases of the type the code reads it as: a status
 /// added on one side only fails here, not in a row nobody can read.
 @Suite struct SchemaFunctionsTests {
-    static let migrators = [CouponsService.migrator, GrantsService.migrator]
+    static let migrators = [AccountsService.migrator, CouponsService.migrator, GrantsService.migrator]
 
     /// A fresh database with every schema migrated.
     static func migrated() async throws -> PGPool {

@@ -2,8 +2,8 @@ import Database
 
 /// Schema `accounts`. Uniqueness that the business depends on is enforced here:
 /// one account per email (any case), one owner per appUserId or linked record name (`user_ids`),
-/// one account per Apple subject, one live refresh token per session, and a verified email only
-/// where there is an email.
+/// one account per Apple subject, one live refresh token per session, a verified email only
+/// where there is an email, and one row per Idempotency-Key and caller.
 enum AccountsMigrations {
     /// Each migration is a file of `Migrations/` (`NNN_<what>.sql`), embedded at build time and
     /// applied in the order of its number (`SchemaFunctionsTests` checks the list against the folder).
@@ -26,5 +26,6 @@ enum AccountsMigrations {
         AuditTable.insertOnly(13),
         Migration(file: "014_mail_limits.sql", PackageResources._14_mail_limits_sql),
         Migration(file: "015_member_invite_mail.sql", PackageResources._15_member_invite_mail_sql),
+        Migration(file: "016_idempotency_keys.sql", PackageResources._16_idempotency_keys_sql),
     ]
 }

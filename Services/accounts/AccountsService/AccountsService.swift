@@ -11,7 +11,8 @@ import Synchronization
 /// Accounts, identities, sessions and API keys. Owns schema `accounts`.
 public final class AccountsService: BackendService {
     public static let name = "accounts"
-    public static let migrator = Migrator(schema: "accounts", migrations: AccountsMigrations.all)
+    public static let migrator = Migrator(
+        schema: "accounts", migrations: AccountsMigrations.all, functions: AccountsFunctions.all)
 
     let runtime: ServiceRuntime
     let config: AccountsConfig
@@ -35,6 +36,7 @@ public final class AccountsService: BackendService {
     let decoyHash: String
 
     var pool: PGPool { runtime.pool }
+    var idempotencyKeys: IdempotencyStore { IdempotencyStore(pool: pool, keyring: keyring) }
 
     public init(runtime: ServiceRuntime, env: Environment) throws {
         self.runtime = runtime
@@ -76,8 +78,21 @@ public final class AccountsService: BackendService {
 
     public func workers() -> [any Service] {
         [Worker("holder moves") { [self] in await relayMoves() },
-         Worker("Apple revocations") { [self] in await revokeAtApple() }]
+         Worker("Apple revocations") { [self] in await revokeAtApple() },
+         Worker("idempotency keys pruning") { [self] in await pruneIdempotencyKeys() }]
             + (mailSender.map { sender in [Worker("mail sender") { await sender.run() }] } ?? [])
+    }
+
+    /// Forgets Idempotency-Keys past their 24 hours, every 10 minutes.
+    func pruneIdempotencyKeys() async {
+        await Periodic(every: .seconds(600)).run { [self] in
+            do {
+                let gone = try await idempotencyKeys.prune()
+                if gone > 0 { runtime.logger.debug("idempotency keys pruned", ["idempotencyKeys.pruned": gone]) }
+            } catch {
+                runtime.logger.warning("idempotency keys not pruned", ["error": String(describing: error)])
+            }
+        }
     }
 
     public func stop() async {
@@ -148,6 +163,15 @@ public final class AccountsService: BackendService {
         addAppleWebRoutes(to: &r)
         addEmailRoutes(to: &r)
         r.on(APIKeys.Authenticate.self) { [self] req, _ in try await APIKeyStore.authenticate(pool, keyHash: req.keyHash) }
+        r.on(Idempotency.Begin.self) { [self] req, _ in try await idempotencyKeys.begin(req) }
+        r.on(Idempotency.Finish.self) { [self] req, _ in
+            try await idempotencyKeys.finish(req)
+            return Empty()
+        }
+        r.on(Idempotency.Release.self) { [self] req, _ in
+            try await idempotencyKeys.release(req)
+            return Empty()
+        }
         return r
     }
 

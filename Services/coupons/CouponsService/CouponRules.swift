@@ -30,6 +30,10 @@ struct CouponDefinition: Sendable {
     /// Whether unique codes were made for the coupon (`has_unique_codes`): then end users redeem
     /// it only with one of them, and its own code is `notFound` to them.
     var hasUniqueCodes = false
+    /// What operators call the coupon (`checkName`).
+    var name: String? = nil
+    /// The operator's own key-value pairs (`checkMetadata`).
+    var metadata: [String: String] = [:]
     /// Whether any store has offers of the coupon: a full cap, a deactivation or the expiry
     /// switches them off.
     var hasAnyStoreOffers: Bool { hasStoreOffers || hasPlayOffers || hasStripeOffers }
@@ -91,6 +95,42 @@ enum CouponRules {
     }
     static func storeLimit(_ field: String, _ message: String) -> ServiceError {
         ServiceError(.storeLimit, message, field: field)
+    }
+
+    /// A coupon's name: 1 to 40 characters, no control characters.
+    static func checkName(_ name: String) throws {
+        let control = name.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        guard (1...CouponMetadata.maxNameLength).contains(name.count), !control else {
+            throw invalid(
+                "name", "name must be 1 to \(CouponMetadata.maxNameLength) characters without control characters")
+        }
+    }
+
+    /// Metadata as Stripe takes it: up to 50 keys, each key 1 to 40 characters without `[` or `]`,
+    /// each value up to 500 characters. A key whose value is empty is dropped (on a change: removed).
+    static func checkMetadata(_ metadata: [String: String]) throws -> [String: String] {
+        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
+            let bracket = key.contains { $0 == "[" || $0 == "]" }
+            guard (1...CouponMetadata.maxKeyLength).contains(key.count), !bracket else {
+                throw invalid(
+                    "metadata", "metadata keys must be 1 to \(CouponMetadata.maxKeyLength) characters without [ or ]")
+            }
+            guard value.count <= CouponMetadata.maxValueLength else {
+                throw invalid(
+                    "metadata.\(key)", "metadata values must be at most \(CouponMetadata.maxValueLength) characters")
+            }
+        }
+        let kept = metadata.filter { !$0.value.isEmpty }
+        guard kept.count <= CouponMetadata.maxKeys else {
+            throw invalid("metadata", "metadata holds at most \(CouponMetadata.maxKeys) keys")
+        }
+        return kept
+    }
+
+    /// A change of metadata: `changes` merged into `current`, an empty value removing its key.
+    static func merged(_ current: [String: String], _ changes: [String: String]) throws -> [String: String] {
+        _ = try checkMetadata(changes)
+        return try checkMetadata(current.merging(changes) { $1 })
     }
 
     /// A cap is a whole number from 1 to `Coupons.largestCap`, on create and on change alike.
@@ -206,6 +246,8 @@ enum CouponRules {
             }
         }
         if let max = input.maxRedemptions { try checkCap(max) }
+        if let name = input.name { try checkName(name) }
+        let metadata = try checkMetadata(input.metadata ?? [:])
         if input.allowInApp == true, kind != .freePeriod {
             throw invalid(
                 "allowInApp",
@@ -217,7 +259,7 @@ enum CouponRules {
             platforms: Set(platforms).sorted { $0.rawValue < $1.rawValue }, startsAt: input.startsAt,
             expiresAt: input.expiresAt,
             maxRedemptions: input.maxRedemptions, newCustomersOnly: input.newCustomersOnly ?? false,
-            allowInApp: input.allowInApp ?? false)
+            allowInApp: input.allowInApp ?? false, name: input.name, metadata: metadata)
     }
 
     /// A new coupon's definition as it will be stored: its fields checked, whether it becomes App

@@ -9,7 +9,8 @@ enum CouponStore {
     static let columns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
         c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only, c.allow_in_app,
-        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers, c.has_unique_codes, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
+        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers, c.has_unique_codes, c.name,
+        c.metadata, c.created_at, (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_us,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status = 'completed') AS redeemed_count,
         (SELECT count(*) FROM coupons.redemptions r WHERE r.coupon_id = c.id AND NOT r.sandbox AND r.status IN ('reserved', 'granting')) AS reserved_count,
         (SELECT count(*) FROM coupons.store_purchases p WHERE p.coupon_id = c.id AND p.over_cap) AS over_cap_count
@@ -69,9 +70,9 @@ enum CouponStore {
                 """
                 INSERT INTO coupons.coupons (id, code, kind, percent_off, amount_off, currency, duration_unit, duration_count, period_count,
                     entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode, active,
-                    has_store_offers, has_play_offers, allow_in_app, has_stripe_offers)
+                    has_store_offers, has_play_offers, allow_in_app, has_stripe_offers, name, metadata)
                 VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18, $19, $20, $21,
-                    $22)
+                    $22, $23, $24::jsonb)
                 """,
                 [
                     id, d.code, d.kind, d.percentOff, d.amountOff, d.currency, d.duration.unit, d.duration.count,
@@ -79,7 +80,7 @@ enum CouponStore {
                     d.entitlementId, PGArray(d.productIds), PGArray(d.platforms.map(\.rawValue)), d.startsAt,
                     d.expiresAt, d.maxRedemptions,
                     d.newCustomersOnly, mode.rawValue, active, d.hasStoreOffers, d.hasPlayOffers, d.allowInApp,
-                    d.hasStripeOffers
+                    d.hasStripeOffers, d.name, try metadataJSON(d.metadata)
                 ])
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError(.codeInUse, "a coupon with this code exists in \(mode.rawValue) mode", field: "code")
@@ -216,6 +217,9 @@ enum CouponStore {
         let removing = Set(p.removing ?? [])
         if removing.contains("maxRedemptions") { d.maxRedemptions = nil }
         if removing.contains("expiresAt") { d.expiresAt = nil }
+        if let name = p.name { try CouponRules.checkName(name) }
+        let name = removing.contains("name") ? nil : p.name ?? d.name
+        let metadata = try CouponRules.merged(removing.contains("metadata") ? [:] : d.metadata, p.metadata ?? [:])
         // A coupon with offers has its App Store code already, made with Apple's longest expiry
         // after the coupon was (OfferProvisioner.codeTerms): its expiry may move within that.
         try CouponRules.checkStoreLimits(d, now: d.hasStoreOffers ? try row.decode("created_at", as: Date.self) : now)
@@ -224,8 +228,11 @@ enum CouponStore {
             active = a
         }
         try tx.query(
-            "UPDATE coupons.coupons SET max_redemptions = $2, expires_at = $3, active = $4 WHERE id = $1",
-            [id, d.maxRedemptions, d.expiresAt, active])
+            """
+            UPDATE coupons.coupons SET max_redemptions = $2, expires_at = $3, active = $4, name = $5, metadata = $6::jsonb
+            WHERE id = $1
+            """,
+            [id, d.maxRedemptions, d.expiresAt, active, name, try metadataJSON(metadata)])
         if d.hasAnyStoreOffers {
             if p.active == false {
                 try StoreOffers.switchOff(tx, coupon: id, reason: .deactivated)
@@ -260,7 +267,21 @@ enum CouponStore {
             allowInApp: try row.decode("allow_in_app"), hasStoreOffers: try row.decode("has_store_offers"),
             hasPlayOffers: try row.decode("has_play_offers"), hasStripeOffers: try row.decode("has_stripe_offers"),
             // Not every row that holds a definition selects it (store offers' own queries).
-            hasUniqueCodes: (try? row.decode("has_unique_codes", as: Bool.self)) ?? false)
+            hasUniqueCodes: (try? row.decode("has_unique_codes", as: Bool.self)) ?? false,
+            // Only the operator's view selects these (`columns`, not `definitionColumns`).
+            name: try? row.decodeIfPresent("name", as: String.self),
+            metadata: (try? row.decode("metadata", as: String.self)).map(metadata) ?? [:])
+    }
+
+    static func metadataJSON(_ metadata: [String: String]) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: try encoder.encode(metadata), as: UTF8.self)
+    }
+
+    /// The stored metadata; the column holds only an object of strings.
+    static func metadata(_ json: String) -> [String: String] {
+        (try? JSONDecoder().decode([String: String].self, from: Data(json.utf8))) ?? [:]
     }
 
     static func view(_ row: PGRow) throws -> CouponView {
@@ -275,7 +296,7 @@ enum CouponStore {
             mode: Mode(rawValue: try row.decode("mode")) ?? .live, redeemedCount: try row.decode("redeemed_count"),
             reservedCount: try row.decode("reserved_count"), remaining: d.maxRedemptions.map { max(0, $0 - used) },
             createdAt: try row.decode("created_at"), storeLimits: CouponRules.storeLimits(d),
-            overCapCount: try row.decode("over_cap_count"), allowInApp: d.allowInApp)
+            overCapCount: try row.decode("over_cap_count"), allowInApp: d.allowInApp, name: d.name, metadata: d.metadata)
     }
 
     /// A preview of what `insert` would store (dry run).
@@ -315,7 +336,8 @@ enum CouponStore {
             platforms: d.platforms, startsAt: d.startsAt, expiresAt: d.expiresAt, maxRedemptions: d.maxRedemptions,
             newCustomersOnly: d.newCustomersOnly, active: active, mode: mode, redeemedCount: 0, reservedCount: 0,
             remaining: d.maxRedemptions, createdAt: now, storeLimits: CouponRules.storeLimits(d),
-            storeOffers: d.hasAnyStoreOffers ? offers : nil, allowInApp: d.allowInApp)
+            storeOffers: d.hasAnyStoreOffers ? offers : nil, allowInApp: d.allowInApp, name: d.name,
+            metadata: d.metadata)
     }
 }
 

@@ -53,6 +53,8 @@ enum CouponsMigrations {
         Migration(
             file: "021_unique_codes_by_the_thousand.sql", PackageResources._21_unique_codes_by_the_thousand_sql),
         Migration(
-            file: "022_one_time_redemption_exports.sql", PackageResources._22_one_time_redemption_exports_sql)
+            file: "022_one_time_redemption_exports.sql", PackageResources._22_one_time_redemption_exports_sql),
+        Migration(
+            file: "023_coupon_names_and_metadata.sql", PackageResources._23_coupon_names_and_metadata_sql),
     ]
 }

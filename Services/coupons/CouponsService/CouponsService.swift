@@ -156,6 +156,7 @@ public final class CouponsService: BackendService {
                 let before = try CouponStore.get(tx, code: req.code, mode: mode, stores: stores, now: Date())
                 let after = try CouponStore.patch(tx, req, stores: stores, now: Date())
                 let deactivating = req.active == false && req.maxRedemptions == nil && req.expiresAt == nil && (req.removing ?? []).isEmpty
+                    && req.name == nil && req.metadata == nil
                 try Self.audit(tx, req.actor, deactivating ? .couponDeactivate : .couponUpdate, after.code, before: before, after: after, context, mode)
                 return after
             }

@@ -16,7 +16,7 @@ struct CORSPolicy: Sendable, Equatable {
     static let methods = "GET, POST, PATCH, DELETE"
     static let allowedHeaders =
         "Authorization, Content-Type, Idempotency-Key, Redeem-Mode, Redeem-App, X-Request-Id, traceparent"
-    static let exposedHeaders = "X-Request-Id, Redeem-Version, Retry-After"
+    static let exposedHeaders = "X-Request-Id, Redeem-Version, Retry-After, Idempotent-Replayed"
     /// How long a browser may keep a preflight's answer (seconds).
     static let maxAge = "600"
 

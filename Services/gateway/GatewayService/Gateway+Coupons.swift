@@ -4,14 +4,17 @@ import HTTP
 
 /// Routes of docs/api.md's route table: coupons for operators, validate and redeem for users.
 extension Gateway {
-    /// A change to a coupon: fields left out stay; `maxRedemptions` or `expiresAt` sent as `null`
-    /// is removed (no cap, no end); `active` can't be null.
+    /// A change to a coupon: fields left out stay; `maxRedemptions`, `expiresAt`, `name` or
+    /// `metadata` sent as `null` is removed (no cap, no end, no name, no keys); `metadata` is merged
+    /// into the coupon's, a key with an empty value removed; `active` can't be null.
     struct PatchBody: APIBody {
         var active: Bool?
         var maxRedemptions: Int?
         var expiresAt: Date?
+        var name: String?
+        var metadata: [String: String]?
         var removing: [String] = []
-        private enum Keys: String, CodingKey { case active, maxRedemptions, expiresAt }
+        private enum Keys: String, CodingKey { case active, maxRedemptions, expiresAt, name, metadata }
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: Keys.self)
@@ -19,13 +22,21 @@ extension Gateway {
             active = try c.decodeIfPresent(Bool.self, forKey: .active)
             maxRedemptions = try c.decodeIfPresent(Int.self, forKey: .maxRedemptions)
             expiresAt = try c.decodeIfPresent(Date.self, forKey: .expiresAt)
-            removing = try c.sentNull([.maxRedemptions, .expiresAt])
+            name = try c.decodeIfPresent(String.self, forKey: .name)
+            metadata = try c.decodeIfPresent([String: String].self, forKey: .metadata)
+            removing = try c.sentNull([.maxRedemptions, .expiresAt, .name, .metadata])
         }
 
         static let schemaName: String? = "CouponPatch"
         static let fieldRules: [String: [JSONSchema.Rule]] = [
             "maxRedemptions": JSONSchema.Rule.range(1...Coupons.largestCap) + [.note("null removes the cap")],
-            "expiresAt": [.note("null removes the end")]
+            "expiresAt": [.note("null removes the end")],
+            "name": [.maxLength(CouponMetadata.maxNameLength), .note("null removes the name")],
+            "metadata": [
+                .note(
+                    "merged into the coupon's (up to 50 keys of up to 40 characters, values up to 500); "
+                        + "an empty value removes its key, null removes every key")
+            ],
         ]
     }
 
@@ -184,7 +195,7 @@ extension Gateway {
                 Coupons.Patch(
                     code: req.pathParameters["code"] ?? "", mode: key.mode, active: b.active,
                     maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt,
-                    removing: b.removing.isEmpty ? nil : b.removing
+                    removing: b.removing.isEmpty ? nil : b.removing, name: b.name, metadata: b.metadata
                 ).by(key.actor)))
     }
 
@@ -366,6 +377,7 @@ extension Gateway {
         let first = try await coupons.request(
             Coupons.Redemptions(
                 code: code, mode: mode, limit: Coupons.Redemptions.maxLimit, cursor: nil, oldestFirst: true))
+        let coupon = try await coupons.request(Coupons.Get(code: code, mode: mode))
         let client = coupons
         let logger = self.logger
         let filename = code.filter { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
@@ -377,7 +389,7 @@ extension Gateway {
             guard await stream.write(Data(RedemptionCSV.header.utf8)) else { return }
             while true {
                 var text = ""
-                for r in page.data { text += RedemptionCSV.row(r) }
+                for r in page.data { text += RedemptionCSV.row(r, of: coupon) }
                 guard await stream.write(Data(text.utf8)) else { return }
                 guard let next = page.nextCursor else { return }
                 do {

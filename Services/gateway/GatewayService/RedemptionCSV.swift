@@ -8,17 +8,25 @@ import Foundation
 enum RedemptionCSV {
     static let columns = [
         "redemptionId", "code", "accountId", "appUserId", "platform", "productId", "pricePaid", "currency", "status",
-        "sandbox", "reservedAt", "completedAt", "uniqueCodeLast4"
+        "sandbox", "reservedAt", "completedAt", "uniqueCodeLast4", "couponName", "couponMetadata"
     ]
 
     static var header: String { line(columns) }
 
-    static func row(_ r: RedemptionView) -> String {
+    /// A redemption of `coupon`, with the coupon's name and its metadata as a JSON object (keys sorted).
+    static func row(_ r: RedemptionView, of coupon: CouponView?) -> String {
         line([
             r.redemptionId.uppercasedString, r.code, r.accountId?.uppercasedString ?? "", r.appUserId ?? "", r.platform.rawValue,
             r.productId ?? "", r.pricePaid?.amount ?? "", r.pricePaid?.currency ?? "", r.status.rawValue, r.sandbox ? "true" : "false",
             Timestamp.iso8601(r.reservedAt), r.completedAt.map(Timestamp.iso8601) ?? "", r.uniqueCodeLast4 ?? "",
+            coupon?.name ?? "", metadataText(coupon?.metadata ?? [:]),
         ])
+    }
+
+    static func metadataText(_ metadata: [String: String]) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(metadata)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
     static func line(_ cells: [String]) -> String { cells.map(cell).joined(separator: ",") + "\r\n" }

@@ -51,7 +51,20 @@ public struct CouponInput: Codable, Sendable {
     public var allowInApp: Bool?
     /// A coupon may be created deactivated (default: active).
     public var active: Bool?
+    /// What operators call the coupon (up to 40 characters, as Stripe's coupons).
+    public var name: String?
+    /// The operator's own key-value pairs (`CouponMetadata`).
+    public var metadata: [String: String]?
     public init() {}
+}
+
+/// Limits of a coupon's `name` and `metadata`, Stripe's: up to 50 keys, each key up to 40
+/// characters without `[` or `]`, each value up to 500 characters, all strings.
+public enum CouponMetadata {
+    public static let maxNameLength = 40
+    public static let maxKeys = 50
+    public static let maxKeyLength = 40
+    public static let maxValueLength = 500
 }
 
 /// A coupon as operators see it.
@@ -83,6 +96,11 @@ public struct CouponView: Codable, Sendable {
     /// Completed store purchases that arrived after the cap was full (counted in
     /// `redeemedCount`, beyond `maxRedemptions`); nil (left out) when there are none.
     public var overCapCount: Int?
+    /// What operators call the coupon; null when unnamed.
+    public var name: String?
+    /// The operator's own key-value pairs; `{}` when none (nil from a coupons service of an
+    /// earlier version, written `{}`).
+    public var metadata: [String: String]?
 
     public init(
         code: String, kind: CouponKind, percentOff: Int?, amountOff: Money?, duration: CouponDuration,
@@ -91,8 +109,10 @@ public struct CouponView: Codable, Sendable {
         maxRedemptions: Int?, newCustomersOnly: Bool, active: Bool, mode: Mode, redeemedCount: Int, reservedCount: Int,
         remaining: Int?, createdAt: Date, storeLimits: [StoreLimit], storeOffers: [StoreOfferView]? = nil,
         overCapCount: Int? = nil,
-        allowInApp: Bool = false
+        allowInApp: Bool = false, name: String? = nil, metadata: [String: String]? = [:]
     ) {
+        self.name = name
+        self.metadata = metadata
         self.code = code
         self.kind = kind
         self.percentOff = percentOff
@@ -123,6 +143,8 @@ public struct CouponView: Codable, Sendable {
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(code, forKey: .code)
+        try c.encode(name, forKey: .name)
+        try c.encode(metadata ?? [:], forKey: .metadata)
         try c.encode(kind, forKey: .kind)
         try c.encode(percentOff, forKey: .percentOff)
         try c.encode(amountOff, forKey: .amountOff)
@@ -152,7 +174,7 @@ public struct CouponView: Codable, Sendable {
             expiresAt
         case maxRedemptions, newCustomersOnly, allowInApp, active, mode, redeemedCount, reservedCount, remaining,
             createdAt, storeLimits
-        case storeOffers, overCapCount
+        case storeOffers, overCapCount, name, metadata
     }
 
     /// What end users may see of it.
@@ -362,13 +384,20 @@ public enum Coupons {
         public var active: Bool?
         public var maxRedemptions: Int?
         public var expiresAt: Date?
-        /// Fields sent as `null`, to remove: `maxRedemptions` (no cap) and `expiresAt` (no end).
+        /// Fields sent as `null`, to remove: `maxRedemptions` (no cap), `expiresAt` (no end), `name`
+        /// and `metadata` (every key).
         public var removing: [String]?
         /// The coupon of this mode (`Mode.of`).
         public var mode: Mode?
+        public var name: String?
+        /// Merged into the coupon's metadata; a key with an empty value is removed.
+        public var metadata: [String: String]?
         public init(
-            code: String, mode: Mode, active: Bool?, maxRedemptions: Int?, expiresAt: Date?, removing: [String]? = nil
+            code: String, mode: Mode, active: Bool?, maxRedemptions: Int?, expiresAt: Date?, removing: [String]? = nil,
+            name: String? = nil, metadata: [String: String]? = nil
         ) {
+            self.name = name
+            self.metadata = metadata
             self.code = code
             self.mode = mode
             self.active = active

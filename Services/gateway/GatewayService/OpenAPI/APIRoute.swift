@@ -47,15 +47,25 @@ struct APIRoute: Sendable {
         self.answers = answers
         self.errors = errors
         let names = Set(query.map(\.name))
+        let idempotent = Self.takesIdempotencyKey(method, access)
         self.handler = { gateway in
             let handle = handler(gateway)
             return { request in
                 var request = request
                 if !request.query.isEmpty { request.query = request.query.filter { names.contains($0.key) } }
+                if idempotent { return try await gateway.idempotently(request, handle) }
                 return try await handle(request)
             }
         }
     }
+
+    /// Whether the route honours `Idempotency-Key` (`Gateway.idempotently`): a POST with a
+    /// credential, which names whose key it is.
+    static func takesIdempotencyKey(_ method: Method, _ access: Requirement) -> Bool {
+        method == .post && access != .anyone
+    }
+
+    var takesIdempotencyKey: Bool { Self.takesIdempotencyKey(method, access) }
 
     /// A route anyone may call, without a body.
     static func route(_ method: Method, _ path: String, _ summary: String, query: [QueryParameter] = [],

@@ -14,8 +14,18 @@ enum CommonHeaders {
         "RedeemMode": OpenAPI.Parameter(
             name: "Redeem-Mode", location: .header, required: false, schema: JSONSchema(.any),
             description: "With a member's session: the mode it works in (live when absent). An API key works in its"
-                + " own mode.")
+                + " own mode."),
+        "IdempotencyKey": OpenAPI.Parameter(
+            name: "Idempotency-Key", location: .header, required: false, schema: idempotencyKeySchema,
+            description: "Up to 255 bytes: the same key and body within 24 h answer the first answer again"
+                + " (Idempotent-Replayed: true); the same key with another body is 422 idempotencyKeyReused."),
     ]
+
+    private static var idempotencyKeySchema: JSONSchema {
+        var key = JSONSchema.string
+        key.maxLength = Idempotency.maxKeyLength
+        return key
+    }
 
     static let headers: [String: OpenAPI.Header] = [
         "X-Request-Id": OpenAPI.Header(
@@ -29,14 +39,17 @@ enum CommonHeaders {
     ]
 
 
-    /// The header parameters an operation takes: every API route its request id, and a route
-    /// for keys and members the mode.
+    /// The header parameters an operation takes: every API route its request id, a route for
+    /// keys and members the mode, and a POST with a credential an idempotency key.
     static func taken(by route: APIRoute) -> [String] {
         guard route.path.hasPrefix("/v1/") else { return [] }
+        var names = ["RequestId"]
         switch route.access {
-        case .key, .userOrKey: return ["RequestId", "RedeemMode"]
-        case .anyone, .user: return ["RequestId"]
+        case .key, .userOrKey: names.append("RedeemMode")
+        case .anyone, .user: break
         }
+        if route.takesIdempotencyKey { names.append("IdempotencyKey") }
+        return names
     }
 
     /// The headers an answer of `status` carries: every answer its request id and the release;

@@ -139,9 +139,11 @@ enum OpenAPIDocument {
     }
 
     /// What any route of its kind may answer: 401 and 403 with a credential (none or a bad one;
-    /// the wrong kind or role), 400, 413 and 415 with a body that may be sent, 500 always.
+    /// the wrong kind or role), 400, 413 and 415 with a body that may be sent, 409 and 422 with an
+    /// Idempotency-Key (in use, reused), 500 always.
     static func commonErrors(_ route: APIRoute) -> [Int] {
-        (route.access == .anyone ? [] : [401, 403]) + (route.method == .get ? [] : [400, 413, 415]) + [500]
+        (route.access == .anyone ? [] : [401, 403]) + (route.method == .get ? [] : [400, 413, 415])
+            + (route.takesIdempotencyKey ? [409, 422] : []) + [500]
     }
 
     static func pathParameters(_ path: String) -> [String] {
