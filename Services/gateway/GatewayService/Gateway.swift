@@ -86,7 +86,7 @@ public final class Gateway: Sendable {
     static let routes: [APIRoute] =
         operationsRoutes + pageRoutes + accountRoutes + appleRoutes + emailRoutes + couponRoutes + uniqueCodeRoutes
         + planRoutes
-        + storeRoutes + googleRoutes + testHelperRoutes + grantRoutes + auditRoutes + memberRoutes + mcpRoutes
+        + storeRoutes + googleRoutes + stripeRoutes + testHelperRoutes + grantRoutes + auditRoutes + memberRoutes + mcpRoutes
         + dashboardRoutes
 
     /// The router of `routes`.

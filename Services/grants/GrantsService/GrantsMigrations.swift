@@ -27,5 +27,6 @@ enum GrantsMigrations {
         // erase it (docs/security.md, "The database").
         AuditTable.insertOnly(15),
         Migration(file: "016_store_tasks_for_stripe.sql", PackageResources._16_store_tasks_for_stripe_sql),
+        Migration(file: "017_stripe_customers_and_receipts.sql", PackageResources._17_stripe_customers_and_receipts_sql),
     ]
 }
