@@ -128,7 +128,8 @@ public final class FakeRevenueCat: Sendable {
                     fetchToken: token, status: status))
         }
         guard status == 200 else { return .json(status, ["message": "receipt refused (the test's answer)"]) }
-        return FakeGoogleOAuth.json(200, ["subscriber": ["original_app_user_id": app ?? "", "subscriptions": [String: Any]()]])
+        let subscriber: [String: Any] = ["original_app_user_id": app ?? "", "subscriptions": [String: Any]()]
+        return FakeGoogleOAuth.json(200, ["subscriber": subscriber])
     }
 
     public func answerNext(_ answers: [Answer]) { script.withLock { $0 += answers } }

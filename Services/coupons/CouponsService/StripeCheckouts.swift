@@ -68,7 +68,8 @@ enum StripeCheckouts {
                 tx, id: req.redemptionId, status: .released, reason: "its Stripe Checkout Session expired")
             _ = try StoreOffers.switchOnIfOpen(tx, coupon: try row.decode("coupon_id"))
         case .completed:
-            try complete(tx, req, coupon: try row.decode("coupon_id"), mode: mode, appUserId: row.decodeIfPresent("app_user_id"))
+            try complete(
+                tx, req, coupon: try row.decode("coupon_id"), mode: mode, appUserId: row.decodeIfPresent("app_user_id"))
         }
         return .init(recorded: true, duplicate: false, redemptionId: req.redemptionId)
     }
@@ -77,7 +78,8 @@ enum StripeCheckouts {
         _ tx: PGConnection, _ req: Coupons.StripeEvent, coupon couponId: UUID, mode: Mode, appUserId: String?
     ) throws {
         guard let subscription = req.subscriptionId, (1...200).contains(subscription.utf8.count) else {
-            throw ServiceError(.invalid, "a completed subscription checkout names its subscription", field: "subscription")
+            throw ServiceError(
+                .invalid, "a completed subscription checkout names its subscription", field: "subscription")
         }
         let currency = req.currency?.uppercased()
         let amount = req.amountTotal.flatMap { total in

@@ -12,8 +12,12 @@ extension Gateway {
         static let schemaName: String? = "StripeEvent"
         static let fieldRules: [String: [JSONSchema.Rule]] = [
             "id": [.note("Stripe's event id (evt_…), by which a replay is recognised")],
-            "type": [.note("checkout.session.completed and checkout.session.expired are read; others are acknowledged")],
-            "data": [.note("data.object: the Checkout Session (client_reference_id, subscription, amount_total, currency)")],
+            "type": [
+                .note("checkout.session.completed and checkout.session.expired are read; others are acknowledged")
+            ],
+            "data": [
+                .note("data.object: the Checkout Session (client_reference_id, subscription, amount_total, currency)")
+            ]
         ]
         struct Data: Decodable {
             struct Session: Decodable {
@@ -52,13 +56,15 @@ extension Gateway {
     }
 
     static let stripeRoutes: [APIRoute] = [
-        .route(.post, "/v1/stores/stripe/webhooks",
-               "Stripe's webhook events for Checkout (public; the Stripe-Signature header is checked)",
-               answers: [200: .json(StripeEventReceipt.self)], errors: [400, 401, 422, 429, 503],
-               handle: Gateway.stripeWebhook),
-        .route(.post, "/v1/me/billing-portal",
-               "A Stripe billing-portal session for the signed-in account's web subscription", access: .user,
-               answers: [200: .json(BillingPortal.self)], errors: [404, 503], handle: Gateway.billingPortal),
+        .route(
+            .post, "/v1/stores/stripe/webhooks",
+            "Stripe's webhook events for Checkout (public; the Stripe-Signature header is checked)",
+            answers: [200: .json(StripeEventReceipt.self)], errors: [400, 401, 422, 429, 503],
+            handle: Gateway.stripeWebhook),
+        .route(
+            .post, "/v1/me/billing-portal",
+            "A Stripe billing-portal session for the signed-in account's web subscription", access: .user,
+            answers: [200: .json(BillingPortal.self)], errors: [404, 503], handle: Gateway.billingPortal)
     ]
 
     /// Web redemptions of a coupon with a Stripe promotion code go through Stripe Checkout once
@@ -68,7 +74,9 @@ extension Gateway {
 
     /// The Checkout Session of a reserved web redemption, when its coupon sells through Stripe;
     /// the redemption as it is otherwise.
-    func withStripeCheckout(_ redemption: RedemptionView, req: HTTPRequest, user: Authenticator.User) async throws
+    func withStripeCheckout(
+        _ redemption: RedemptionView, req: HTTPRequest, user: Authenticator.User
+    ) async throws
         -> RedemptionView
     {
         guard sellsThroughStripe, redemption.platform == .web, redemption.status == .reserved else { return redemption }
@@ -142,7 +150,8 @@ extension Gateway {
                     redemptionId: answer.redemptionId))
         } catch let e as ServiceError where [.invalid, .transactionInUse, .notFound].contains(e.code) {
             logger.info(
-                "stripe event ignored", ["event.id": event.id, "error.code": e.code.rawValue, "error.field": e.field ?? ""])
+                "stripe event ignored",
+                ["event.id": event.id, "error.code": e.code.rawValue, "error.field": e.field ?? ""])
             return .json(200, StripeEventReceipt(eventId: event.id, recorded: false, duplicate: false))
         }
     }

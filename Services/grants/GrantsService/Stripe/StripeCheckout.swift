@@ -22,7 +22,8 @@ extension GrantsService {
         guard let promotion else {
             throw ServiceError(.unavailable, "the coupon's Stripe promotion code is not made yet; try again")
         }
-        let customer = try await stripeCustomer(client, account: req.accountId, appUserId: req.appUserId, mode: req.mode)
+        let customer = try await stripeCustomer(
+            client, account: req.accountId, appUserId: req.appUserId, mode: req.mode)
         let form: [(String, String)] = [
             ("mode", "subscription"),
             ("line_items[0][price]", req.priceId), ("line_items[0][quantity]", "1"),
@@ -84,7 +85,8 @@ extension GrantsService {
     }
 
     /// A Stripe call, its failure as `unavailable` with Stripe's reason.
-    static func callingStripe<T: Sendable>(_ call: () async throws(AppleCallError) -> T) async throws(ServiceError) -> T {
+    static func callingStripe<T: Sendable>(_ call: () async throws(AppleCallError) -> T) async throws(ServiceError) -> T
+    {
         do {
             return try await call()
         } catch {
