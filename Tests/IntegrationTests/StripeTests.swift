@@ -163,6 +163,15 @@ final class StripeTests: StackTestCase {
         Self.revenueCat.takenReceipts.filter { $0.fetchToken == subscription }
     }
 
+    /// Whether process `pid` has exited: gone, or a zombie (whose files are closed) not yet reaped.
+    static func exited(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return true }
+        let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first
+        return state == "Z" || state == "X"
+    }
+
     // MARK: - Tests
 
     /// Checkout, then Stripe's completed event: the reservation completes with what Stripe
@@ -346,7 +355,11 @@ final class StripeTests: StackTestCase {
             Self.revenueCat.receipts.contains { $0.fetchToken == subscription && $0.status == 503 }
         }
         XCTAssertTrue(tried, Self.stack.logs())
-        kill(try Self.stack.pid("grants"), SIGKILL)
+        let grants = try Self.stack.pid("grants")
+        kill(grants, SIGKILL)
+        // Dead (its sockets closed) before another binds its addresses.
+        let dead = try await Self.stack.eventually(10) { Self.exited(grants) }
+        XCTAssertTrue(dead, "grants did not die")
         XCTAssertEqual(receipts(subscription).count, 0)
 
         Self.revenueCat.answerReceipts(200)
