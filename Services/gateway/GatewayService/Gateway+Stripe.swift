@@ -119,13 +119,21 @@ extension Gateway {
                 now: Date())
         } catch {
             abuse.storeNotificationRefused(ip: req.clientAddress)
-            let why: String
+            // The codes are StripeSignature.Failure's, written out for the error catalogue.
             switch error {
-            case .malformed: why = "Stripe-Signature must carry t= and at least one v1="
-            case .forged: why = "no v1 signature of Stripe-Signature matches this endpoint's secret"
-            case .stale: why = "Stripe-Signature's time is more than 5 minutes from now"
+            case .malformed:
+                throw HTTPError(400, "malformedSignature",
+                    "Stripe-Signature must carry t= and at least one v1=",
+                    field: "Stripe-Signature")
+            case .forged:
+                throw HTTPError(401, "invalidSignature",
+                    "no v1 signature of Stripe-Signature matches this endpoint's secret",
+                    field: "Stripe-Signature")
+            case .stale:
+                throw HTTPError(400, "staleSignature",
+                    "Stripe-Signature's time is more than 5 minutes from now",
+                    field: "Stripe-Signature")
             }
-            throw HTTPError(error == .forged ? 401 : 400, error.code, why, field: "Stripe-Signature")
         }
         let event = try body.read()
         let kind: Coupons.StripeEvent.Kind
