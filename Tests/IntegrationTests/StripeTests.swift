@@ -13,13 +13,22 @@ final class StripeTests: StackTestCase {
     nonisolated(unsafe) static var minter: TokenMinter!
     nonisolated(unsafe) static var stripe: FakeStripe!
     nonisolated(unsafe) static var testKey: String?
+    nonisolated(unsafe) static var revenueCat: FakeRevenueCat!
+    /// The Stripe webhook endpoint's signing secret, and RevenueCat's Stripe app public key.
+    static let webhookSecret = "whsec_" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+    static let revenueCatStripeKey = "strp_" + UUID().uuidString.prefix(12)
 
     override class func startSuite() throws {
         let stripe = try FakeStripe()
         Self.stripe = stripe
+        revenueCat = try FakeRevenueCat()
         stack = try Stack(environment: [
             "REDEEM_STRIPE_SECRET_KEY": "\(stripe.keys[.test]!),\(stripe.keys[.live]!)",
             "REDEEM_STRIPE_API_URL": stripe.url.absoluteString,
+            "REDEEM_STRIPE_WEBHOOK_SECRET": webhookSecret,
+            "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
+            "REDEEM_REVENUECAT_STRIPE_PUBLIC_KEY": revenueCatStripeKey,
+            "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1", "REDEEM_WEBHOOK_RETRY_SCHEDULE": "1,1,1",
             "REDEEM_GRANT_MAX_RETRY_SECONDS": "2", "REDEEM_PROVIDER_TIMEOUT_SECONDS": "2",
             "REDEEM_RESERVATION_SWEEP_MS": "500"
         ])
@@ -31,6 +40,7 @@ final class StripeTests: StackTestCase {
         let done = DispatchSemaphore(value: 0)
         Task {
             await stripe?.stop()
+            await revenueCat?.stop()
             done.signal()
         }
         done.wait()
@@ -91,7 +101,279 @@ final class StripeTests: StackTestCase {
         return try await offThePool { try PGConnection(url: database).query(text, params) }
     }
 
+    /// A live web coupon of `percent` off `plan`, with its Stripe promotion code made.
+    func webCoupon(_ prefix: String, plan: String, percent: Int = 20, cap: Int? = nil) async throws -> (
+        code: String, offer: StoreOfferBody
+    ) {
+        let code = newCode(prefix)
+        var input: [String: Any] = [
+            "code": code, "kind": "percentOff", "percentOff": percent, "duration": ["unit": "month", "count": 1],
+            "periodCount": 1, "productIds": [plan], "platforms": ["web"]
+        ]
+        if let cap { input["maxRedemptions"] = cap }
+        let c = try await client.json("POST", "/v1/coupons", input, token: admin)
+        XCTAssertEqual(c.status, 201, c.text)
+        return (code, try await ready(code, token: admin))
+    }
+
+    /// A checkout: the user's web redemption of `code`, answered with its Checkout Session.
+    struct Checkout {
+        let redemptionId: String
+        let session: FakeStripe.Object
+    }
+
+    func checkout(_ code: String, plan: String, user: TokenMinter.User) async throws -> Checkout {
+        let r = try await client.json(
+            "POST", "/v1/redemptions", ["code": code, "platform": "web", "productId": plan], token: user.token)
+        XCTAssertEqual(r.status, 201, r.text)
+        let body = try r.json()
+        XCTAssertEqual(body["status"] as? String, "reserved")
+        let id = try XCTUnwrap(body["redemptionId"] as? String)
+        let url = try XCTUnwrap((body["stripe"] as? [String: Any])?["checkoutUrl"] as? String, r.text)
+        let sessionId = try XCTUnwrap(URL(string: url)?.lastPathComponent)
+        return Checkout(redemptionId: id, session: try XCTUnwrap(Self.stripe.session(sessionId)))
+    }
+
+    /// Posts a Stripe event to the webhook route as Stripe does.
+    func deliver(_ payload: Data, signature: String?) async throws -> HTTPClient.Response {
+        var headers = ["Content-Type": "application/json"]
+        if let signature { headers["Stripe-Signature"] = signature }
+        return try await client.send("POST", "/v1/stores/stripe/webhooks", body: payload, headers: headers)
+    }
+
+    func event(_ type: String, _ checkout: Checkout, amountTotal: Int = 0, time: Date = Date()) throws -> (
+        id: String, payload: Data, signature: String
+    ) {
+        try XCTUnwrap(
+            Self.stripe.checkoutEvent(
+                type, sessionId: checkout.session.id, secret: Self.webhookSecret, amountTotal: amountTotal, time: time))
+    }
+
+    func redemption(_ id: String, user: TokenMinter.User) async throws -> [String: Any] {
+        try await client.get("/v1/redemptions/\(id)", token: user.token).json()
+    }
+
+    func subscription(of payload: Data) throws -> String {
+        let event = try XCTUnwrap(try JSONSerialization.jsonObject(with: payload) as? [String: Any])
+        let object = (event["data"] as? [String: Any])?["object"] as? [String: Any]
+        return try XCTUnwrap(object?["subscription"] as? String)
+    }
+
+    func receipts(_ subscription: String) -> [FakeRevenueCat.Receipt] {
+        Self.revenueCat.takenReceipts.filter { $0.fetchToken == subscription }
+    }
+
+    /// Whether process `pid` has exited: gone, or a zombie (whose files are closed) not yet reaped.
+    static func exited(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return true }
+        let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first
+        return state == "Z" || state == "X"
+    }
+
     // MARK: - Tests
+
+    /// Checkout, then Stripe's completed event: the reservation completes with what Stripe
+    /// charged and the subscription as its transaction, one `coupon.redeemed` goes out, and one
+    /// receipt reaches RevenueCat (`X-Platform: stripe`, the Stripe app's key). A replay of the
+    /// event changes nothing. The billing portal then opens for the account's customer.
+    func testCheckoutThenTheCompletedEventRedeemsOnceAndTellsRevenueCat() async throws {
+        let (plan, price, _) = try await self.plan(token: admin)
+        let (code, offer) = try await webCoupon("WEBPAY", plan: plan, percent: 20, cap: 10)
+        let receiver = try WebhookReceiver()
+        addTeardownBlock { await receiver.stop() }
+        let hook = try await client.json(
+            "POST", "/v1/webhooks", ["url": receiver.url.absoluteString, "events": ["coupon.redeemed"]], token: admin)
+        XCTAssertEqual(hook.status, 201, hook.text)
+        let hookId = try XCTUnwrap(try hook.json()["id"] as? String)
+        let stack = Self.stack!
+        addTeardownBlock {
+            _ = try await stack.client.send(
+                "DELETE", "/v1/webhooks/\(hookId)", headers: ["Authorization": "Bearer \(stack.adminKey)"])
+        }
+
+        let u = try Self.minter.user()
+        let c = try await checkout(code, plan: plan, user: u)
+        let promotion = try XCTUnwrap(promotionCode(of: offer))
+        XCTAssertEqual(c.session.field("mode"), "subscription")
+        XCTAssertEqual(c.session.field("line_items[0][price]"), price)
+        XCTAssertEqual(c.session.field("discounts[0][promotion_code]"), promotion.id)
+        XCTAssertEqual(c.session.field("client_reference_id")?.uppercased(), c.redemptionId.uppercased())
+        XCTAssertEqual(c.session.field("metadata[app_user_id]"), u.appUserId)
+        XCTAssertTrue(c.session.livemode, "a live coupon's checkout is made with the live key")
+        XCTAssertTrue(c.session.field("success_url")?.contains("/redeem?") == true)
+        XCTAssertTrue(c.session.field("cancel_url")?.contains("/redeem?") == true)
+        let customer = try XCTUnwrap(c.session.field("customer"))
+        XCTAssertTrue(Self.stripe.customers.contains { $0.id == customer })
+
+        let completed = try event("checkout.session.completed", c, amountTotal: 399)
+        let subscription = try subscription(of: completed.payload)
+        let r = try await deliver(completed.payload, signature: completed.signature)
+        XCTAssertEqual(r.status, 200, r.text)
+        XCTAssertEqual(try r.json()["recorded"] as? Bool, true)
+        let done = try await redemption(c.redemptionId, user: u)
+        XCTAssertEqual(done["status"] as? String, "completed")
+        XCTAssertEqual(done["pricePaid"] as? [String: String], ["amount": "3.99", "currency": "USD"])
+
+        let told = try await Self.stack.eventually(20) { self.receipts(subscription).count == 1 }
+        XCTAssertTrue(told, Self.stack.logs())
+        let receipt = try XCTUnwrap(receipts(subscription).first)
+        XCTAssertEqual(receipt.platform, "stripe")
+        XCTAssertEqual(receipt.authorization, "Bearer \(Self.revenueCatStripeKey)")
+        XCTAssertEqual(receipt.appUserId, u.appUserId)
+        let delivered = try await Self.stack.eventually(20) {
+            !receiver.received.filter { String(decoding: $0.body, as: UTF8.self).contains(c.redemptionId) }.isEmpty
+        }
+        XCTAssertTrue(delivered, Self.stack.logs())
+
+        // Stripe sends the same event again (a retry, or a replay inside the window): nothing more.
+        let again = try await deliver(
+            completed.payload, signature: FakeStripe.signature(completed.payload, secret: Self.webhookSecret))
+        XCTAssertEqual(again.status, 200, again.text)
+        XCTAssertEqual(try again.json()["duplicate"] as? Bool, true)
+        XCTAssertEqual(try again.json()["recorded"] as? Bool, false)
+        let stored = try await sql(
+            "SELECT count(*)::int AS n, min(status) AS status FROM grants.stripe_receipts WHERE subscription_id = $1",
+            [subscription]
+        ).first!
+        XCTAssertEqual(try stored.decode("n", as: Int.self), 1)
+        let sent = try await Self.stack.eventually(10) {
+            try await self.sql(
+                "SELECT status FROM grants.stripe_receipts WHERE subscription_id = $1", [subscription]
+            ).first?.decode("status", as: String.self) == "sent"
+        }
+        XCTAssertTrue(sent)
+        XCTAssertEqual(receipts(subscription).count, 1)
+        let events = Set(
+            receiver.received.filter { String(decoding: $0.body, as: UTF8.self).contains(c.redemptionId) }.map(\.id))
+        XCTAssertEqual(events.count, 1, "one coupon.redeemed for the subscription")
+
+        // The account's web subscription is managed in Stripe's billing portal.
+        let portal = try await client.send(
+            "POST", "/v1/me/billing-portal", headers: ["Authorization": "Bearer \(u.token)"])
+        XCTAssertEqual(portal.status, 200, portal.text)
+        let url = try XCTUnwrap(try portal.json()["url"] as? String)
+        let made = try XCTUnwrap(Self.stripe.portalSessions.first { url.hasSuffix($0.id) })
+        XCTAssertEqual(made.field("customer"), customer)
+        let nobody = try await client.send(
+            "POST", "/v1/me/billing-portal", headers: ["Authorization": "Bearer \(try Self.minter.user().token)"])
+        XCTAssertEqual(nobody.status, 404, nobody.text)
+    }
+
+    /// Events not signed with the endpoint's secret, signed too long ago, or without a signature
+    /// are refused with their machine codes, and change nothing; a replayed event id is answered
+    /// as a duplicate and completes nothing twice.
+    func testForgedStaleAndReplayedEventsAreRefused() async throws {
+        let (plan, _, _) = try await self.plan(token: admin)
+        let (code, _) = try await webCoupon("WEBSIG", plan: plan)
+        let u = try Self.minter.user()
+        let c = try await checkout(code, plan: plan, user: u)
+        let completed = try event("checkout.session.completed", c, amountTotal: 500)
+
+        let forged = try await deliver(
+            completed.payload, signature: FakeStripe.signature(completed.payload, secret: "whsec_not_the_endpoints"))
+        XCTAssertEqual(forged.status, 401, forged.text)
+        XCTAssertEqual(forged.errorCode, "invalidSignature")
+        let stale = try await deliver(
+            completed.payload,
+            signature: FakeStripe.signature(
+                completed.payload, secret: Self.webhookSecret, time: Date().addingTimeInterval(-400)))
+        XCTAssertEqual(stale.status, 400, stale.text)
+        XCTAssertEqual(stale.errorCode, "staleSignature")
+        let unsigned = try await deliver(completed.payload, signature: nil)
+        XCTAssertEqual(unsigned.status, 400, unsigned.text)
+        XCTAssertEqual(unsigned.errorCode, "malformedSignature")
+        var tampered = completed.payload
+        tampered.append(contentsOf: Array(" ".utf8))
+        let changed = try await deliver(tampered, signature: completed.signature)
+        XCTAssertEqual(changed.status, 401, changed.text)
+        let still = try await redemption(c.redemptionId, user: u)
+        XCTAssertEqual(still["status"] as? String, "reserved", "no refused event completed anything")
+
+        // Signed while the secret is rolled: one of several v1 signatures matches.
+        let rolled = FakeStripe.signature(completed.payload, secret: "whsec_old_one", extra: [Self.webhookSecret])
+        let taken = try await deliver(completed.payload, signature: rolled)
+        XCTAssertEqual(taken.status, 200, taken.text)
+        XCTAssertEqual(try taken.json()["recorded"] as? Bool, true)
+        let replayed = try await deliver(completed.payload, signature: completed.signature)
+        XCTAssertEqual(replayed.status, 200, replayed.text)
+        XCTAssertEqual(try replayed.json()["duplicate"] as? Bool, true)
+        let subscription = try subscription(of: completed.payload)
+        let rows = try await sql(
+            "SELECT count(*)::int AS n FROM grants.stripe_receipts WHERE subscription_id = $1", [subscription])
+        XCTAssertLessThanOrEqual(try rows.first!.decode("n", as: Int.self), 1)
+        let told = try await Self.stack.eventually(20) { self.receipts(subscription).count == 1 }
+        XCTAssertTrue(told, Self.stack.logs())
+    }
+
+    /// A session that expires gives the use back: the coupon's only use, held by one user's
+    /// checkout, goes to another user once Stripe says the session expired. The first user's
+    /// next checkout reuses their Stripe customer.
+    func testAnExpiredSessionReleasesTheUse() async throws {
+        let (plan, _, _) = try await self.plan(token: admin)
+        let (code, _) = try await webCoupon("WEBEXPD", plan: plan, cap: 1)
+        let first = try Self.minter.user(), second = try Self.minter.user()
+        let c = try await checkout(code, plan: plan, user: first)
+        let full = try await client.json(
+            "POST", "/v1/redemptions", ["code": code, "platform": "web", "productId": plan], token: second.token)
+        XCTAssertEqual(full.status, 422, full.text)
+
+        let expired = try event("checkout.session.expired", c)
+        let r = try await deliver(expired.payload, signature: expired.signature)
+        XCTAssertEqual(r.status, 200, r.text)
+        XCTAssertEqual(try r.json()["recorded"] as? Bool, true)
+        let released = try await redemption(c.redemptionId, user: first)
+        XCTAssertEqual(released["status"] as? String, "released")
+
+        let other = try await checkout(code, plan: plan, user: second)
+        XCTAssertNotEqual(other.session.field("customer"), c.session.field("customer"))
+        // The other one's session expires too, and the first user checks out again: same customer.
+        let alsoExpired = try event("checkout.session.expired", other)
+        _ = try await deliver(alsoExpired.payload, signature: alsoExpired.signature)
+        let again = try await checkout(code, plan: plan, user: first)
+        XCTAssertEqual(again.session.field("customer"), c.session.field("customer"))
+        XCTAssertEqual(
+            Self.stripe.customers.filter { $0.field("metadata[app_user_id]") == first.appUserId }.count, 1,
+            "one Stripe customer per account")
+    }
+
+    /// Grants killed with SIGKILL after the completed event, while RevenueCat does not take the
+    /// receipt yet: after the restart the receipt is sent, and RevenueCat has exactly one.
+    func testKillingGrantsBetweenTheEventAndTheReceiptSendsOneReceipt() async throws {
+        let (plan, _, _) = try await self.plan(token: admin)
+        let (code, _) = try await webCoupon("WEBKILLRC", plan: plan)
+        let u = try Self.minter.user()
+        let c = try await checkout(code, plan: plan, user: u)
+        Self.revenueCat.answerReceipts(503)
+        addTeardownBlock { Self.revenueCat.answerReceipts(200) }
+        let completed = try event("checkout.session.completed", c, amountTotal: 1_000)
+        let subscription = try subscription(of: completed.payload)
+        let r = try await deliver(completed.payload, signature: completed.signature)
+        XCTAssertEqual(r.status, 200, r.text)
+        let tried = try await Self.stack.eventually(20) {
+            Self.revenueCat.receipts.contains { $0.fetchToken == subscription && $0.status == 503 }
+        }
+        XCTAssertTrue(tried, Self.stack.logs())
+        let grants = try Self.stack.pid("grants")
+        kill(grants, SIGKILL)
+        // Dead (its sockets closed) before another binds its addresses.
+        let dead = try await Self.stack.eventually(10) { Self.exited(grants) }
+        XCTAssertTrue(dead, "grants did not die")
+        XCTAssertEqual(receipts(subscription).count, 0)
+
+        Self.revenueCat.answerReceipts(200)
+        try await Self.stack.restart("grants")
+        let told = try await Self.stack.eventually(30) { self.receipts(subscription).count == 1 }
+        XCTAssertTrue(told, Self.stack.logs())
+        let sent = try await Self.stack.eventually(10) {
+            try await self.sql(
+                "SELECT status FROM grants.stripe_receipts WHERE subscription_id = $1", [subscription]
+            ).first?.decode("status", as: String.self) == "sent"
+        }
+        XCTAssertTrue(sent, "the receipt is settled: it is never sent again")
+        XCTAssertEqual(receipts(subscription).count, 1, "exactly one receipt")
+    }
 
     /// Stripe makes the promotion code but its answer is lost, and grants is killed with SIGKILL
     /// before it hears again: after the restart it finds the code by its coupon and code, so

@@ -124,8 +124,9 @@ import Testing
 
     // MARK: - Routes
 
-    /// Paths of other services' APIs that the documents quote: RevenueCat's, which grants calls.
-    static let foreignPaths = ["/v1/subscribers/"]
+    /// Paths of other services' APIs that the documents quote: RevenueCat's, which grants calls
+    /// (its customers, and the receipts of Stripe subscriptions).
+    static let foreignPaths = ["/v1/subscribers/", "/v1/receipts"]
 
     /// `GET /v1/coupons/{code}`: a method and a path, up to a query or the end of the path.
     static let routePattern = #"\b((?:GET|POST|PUT|PATCH|DELETE) /[A-Za-z0-9_.{}/-]*[A-Za-z0-9_}/-])"#

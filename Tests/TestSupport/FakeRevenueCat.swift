@@ -78,6 +78,7 @@ public final class FakeRevenueCat: Sendable {
         router.get("/v1/subscribers/{appUserId}") { req in
             await box.fake!.subscriber(req)
         }
+        router.post("/v1/receipts") { req in box.fake!.receipt(req) }
         let routes = router
         var options = HTTPServer.Options()
         options.host = host
@@ -93,6 +94,42 @@ public final class FakeRevenueCat: Sendable {
     private final class Box: @unchecked Sendable {
         // Set once, before the server starts taking requests.
         weak var fake: FakeRevenueCat?
+    }
+
+    /// A receipt posted to `POST /v1/receipts` (RevenueCat's receipts API; for Stripe,
+    /// `X-Platform: stripe` with the Stripe app's public key and the subscription as `fetch_token`).
+    public struct Receipt: Sendable {
+        public let platform: String?
+        public let authorization: String?
+        public let appUserId: String?
+        public let fetchToken: String?
+        /// What the fake answered: 200 taken, else the status `failReceipts` set.
+        public let status: Int
+    }
+    private let receiptCalls = Mutex<[Receipt]>([])
+    private let receiptStatus = Mutex<Int>(200)
+    public var receipts: [Receipt] { receiptCalls.withLock { $0 } }
+    /// The receipts taken (answered 200).
+    public var takenReceipts: [Receipt] { receipts.filter { $0.status == 200 } }
+    /// How receipts are answered from now on: 200 takes them, another status refuses them.
+    public func answerReceipts(_ status: Int) { receiptStatus.withLock { $0 = status } }
+
+    func receipt(_ req: HTTPRequest) -> HTTPResponse {
+        let body = (try? JSONSerialization.jsonObject(with: req.body)) as? [String: Any]
+        var status = receiptStatus.withLock { $0 }
+        let app = body?["app_user_id"] as? String, token = body?["fetch_token"] as? String
+        if status == 200, app == nil || token == nil || req.header("authorization")?.hasPrefix("Bearer ") != true {
+            status = 400
+        }
+        receiptCalls.withLock {
+            $0.append(
+                Receipt(
+                    platform: req.header("x-platform"), authorization: req.header("authorization"), appUserId: app,
+                    fetchToken: token, status: status))
+        }
+        guard status == 200 else { return .json(status, ["message": "receipt refused (the test's answer)"]) }
+        let subscriber: [String: Any] = ["original_app_user_id": app ?? "", "subscriptions": [String: Any]()]
+        return FakeGoogleOAuth.json(200, ["subscriber": subscriber])
     }
 
     public func answerNext(_ answers: [Answer]) { script.withLock { $0 += answers } }

@@ -71,6 +71,8 @@ export interface Redemption {
   completedAt?: Date;
   failureReason?: string;
   entitlement?: { entitlementId: string; expiresAt: Date };
+  /** On the web, for a coupon sold through Stripe: the Checkout page to send the user to. */
+  stripe?: { checkoutUrl: string };
 }
 
 export interface Entitlement { entitlementId: string; expiresAt: Date; sandbox: boolean; source: string }
@@ -229,6 +231,10 @@ export function parseRedemption(v: unknown, path = "redemption"): Redemption {
     const e = object(o.entitlement, `${path}.entitlement`);
     r.entitlement = { entitlementId: string(e.entitlementId, `${path}.entitlement.entitlementId`),
                       expiresAt: date(e.expiresAt, `${path}.entitlement.expiresAt`) };
+  }
+  if (o.stripe != null) {
+    const s = object(o.stripe, `${path}.stripe`);
+    r.stripe = { checkoutUrl: string(s.checkoutUrl, `${path}.stripe.checkoutUrl`) };
   }
   return r;
 }

@@ -29,6 +29,16 @@ extension CouponsService {
         r.on(Coupons.StoreOfferReport.self) { [self] req, _ in
             try await pool.transaction { try StoreOffers.report($0, req, now: Date(), settle: stores.settle(req.store)) }
         }
+        r.on(Coupons.StripeTerms.self) { [self] req, _ in
+            try await pool.withConnection { try StripeCheckouts.terms($0, req) }
+        }
+        r.on(Coupons.StripeEvent.self) { [self] req, _ in
+            let answer = try await Self.retryingConflicts { [pool] in
+                try await pool.transaction { try StripeCheckouts.event($0, req) }
+            }
+            relay.nudge()  // its coupon.redeemed notice (with the receipt), or offers switched back on
+            return answer
+        }
         r.on(Coupons.StorePurchase.self) { [self] req, _ in
             let answer = try await Self.retryingConflicts { [pool] in
                 try await pool.transaction { try StorePurchases.record($0, req, now: Date()) }

@@ -87,8 +87,8 @@ public final class Gateway: Sendable {
         operationsRoutes + pageRoutes + accountRoutes + appleRoutes + emailRoutes + couponRoutes + statsRoutes
         + uniqueCodeRoutes + redemptionExportRoutes
         + planRoutes
-        + storeRoutes + googleRoutes + testHelperRoutes + grantRoutes + auditRoutes + memberRoutes + mcpRoutes
-        + dashboardRoutes + dashboardSessionRoutes
+        + storeRoutes + googleRoutes + stripeRoutes + testHelperRoutes + grantRoutes + auditRoutes + memberRoutes
+        + mcpRoutes + dashboardRoutes + dashboardSessionRoutes
 
     /// The router of `routes`.
     public func router() -> Router {

@@ -43,6 +43,10 @@ public struct GatewayConfig: Sendable {
     /// Google's pushes of Play notifications (`REDEEM_PLAY_PUSH_AUDIENCE` and its companions): on
     /// when the audience is set; without it every push is refused (401).
     public var googlePush: GooglePushSettings?
+    /// Stripe's webhook signing secrets (`REDEEM_STRIPE_WEBHOOK_SECRET`, `whsec_…`, comma-separated
+    /// while one is rolled): set, the gateway takes Stripe's events and web redemptions of coupons
+    /// with a Stripe promotion code go through Stripe Checkout (docs/stripe.md).
+    public var stripeWebhookSecrets: [String]
     /// Sign in with Apple on the web is configured (`REDEEM_APPLE_SERVICES_ID`, which accounts
     /// reads with the rest of the flow's settings): the redeem page shows its button.
     public var appleWebSignIn: Bool
@@ -81,6 +85,7 @@ public struct GatewayConfig: Sendable {
         appleSignedData = try AppleSignedDataSettings(env: env)
         bus = try BusOptions(env: env)
         googlePush = try GooglePushSettings(env: env)
+        stripeWebhookSecrets = env.list("REDEEM_STRIPE_WEBHOOK_SECRET", default: [])
         appleWebSignIn = env.raw("REDEEM_APPLE_SERVICES_ID") != nil
     }
 }

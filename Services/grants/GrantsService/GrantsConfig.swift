@@ -27,6 +27,9 @@ struct GrantsConfig: Sendable {
     /// Set when Stripe is connected (`REDEEM_STRIPE_SECRET_KEY`): Stripe coupons and promotion
     /// codes for the web, with the key of each coupon's mode.
     var stripe: StripeSettings?
+    /// RevenueCat's Stripe app public key (`REDEEM_REVENUECAT_STRIPE_PUBLIC_KEY`): set, a completed
+    /// Stripe checkout's subscription is sent to RevenueCat as a receipt.
+    var revenueCatStripeKey: String?
 
     init(env: Environment) throws {
         provider = try env.choice("REDEEM_ENTITLEMENT_PROVIDER", default: "local", allowed: ["local", "revenuecat"])
@@ -54,5 +57,6 @@ struct GrantsConfig: Sendable {
         appStoreServer = try AppStoreServerSettings(env: env)
         play = try PlaySettings(env: env)
         stripe = try StripeSettings(env: env)
+        revenueCatStripeKey = env.raw("REDEEM_REVENUECAT_STRIPE_PUBLIC_KEY")
     }
 }

@@ -28,5 +28,7 @@ enum GrantsMigrations {
         AuditTable.insertOnly(15),
         Migration(file: "016_store_tasks_for_stripe.sql", PackageResources._16_store_tasks_for_stripe_sql),
         Migration(file: "017_webhook_secrets_rotate.sql", PackageResources._17_webhook_secrets_rotate_sql),
+        Migration(
+            file: "018_stripe_customers_and_receipts.sql", PackageResources._18_stripe_customers_and_receipts_sql),
     ]
 }

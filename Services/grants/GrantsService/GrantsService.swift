@@ -34,6 +34,10 @@ public final class GrantsService: BackendService {
     let play: PlayDeveloperClient?
     /// Makes and switches off store offers, when the App Store or Google Play is connected.
     let storeWorker: StoreTaskWorker
+    /// Stripe, by the mode each key serves (docs/stripe.md): checkout and the billing portal.
+    let stripe: [Mode: StripeClient]
+    /// Tells RevenueCat of completed Stripe checkouts.
+    let receipts: StripeReceiptWorker
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
     private let commandBatches = Mutex<Coalescer<ReceivedCommand, Empty>?>(nil)
@@ -92,6 +96,20 @@ public final class GrantsService: BackendService {
                 stripeClients[mode] = StripeClient(base: stripe.apiURL, key: key, timeout: timeout, retry: once)
             }
         }
+        var checkoutClients: [Mode: StripeClient] = [:]
+        if let settings = config.stripe {
+            for mode in settings.keys.modes {
+                guard let key = settings.keys.key(for: mode) else { continue }
+                checkoutClients[mode] = StripeClient(base: settings.apiURL, key: key, timeout: timeout, retry: once)
+            }
+        }
+        stripe = checkoutClients
+        receipts = StripeReceiptWorker(
+            pool: runtime.pool, logger: runtime.logger,
+            receipts: config.revenueCatStripeKey.map { [revenueCatURL = config.revenueCatURL] in
+                RevenueCatStripeReceipts(base: revenueCatURL, key: $0, timeout: timeout)
+            },
+            retry: RetryPolicy(initial: 1, max: config.maxRetryDelay), lease: timeout + 5)
         // Always there: test mode's tasks are simulated, with or without a store connected.
         storeWorker = StoreTaskWorker(
             pool: runtime.pool, logger: runtime.logger, report: { report in _ = try await couponsBus.request(report) },
@@ -125,11 +143,15 @@ public final class GrantsService: BackendService {
             return Empty()
         }
         commands.on(RedemptionCompletedNotice.self) { [self] notice, _ in
-            try await pool.transaction { tx in
+            try await pool.transaction { [receipts] tx in
                 try Webhooks.enqueue(tx, type: .couponRedeemed, redemption: notice.redemption.redemptionId,
                                      data: WebhookData(notice.redemption, coupon: notice.coupon), mode: notice.couponMode)
+                if let receipt = notice.stripeReceipt {
+                    try receipts.store(tx, receipt, redemption: notice.redemption.redemptionId, mode: notice.couponMode)
+                }
             }
             ack([notice.redemption.redemptionId], type: RedemptionCompletedNotice.type)
+            if notice.stripeReceipt != nil { receipts.nudge() }
             events.publish(RedemptionsSettled([.init(redemptionId: notice.redemption.redemptionId, status: .completed)]))  // wakes long polls
             return Empty()
         }
@@ -145,7 +167,8 @@ public final class GrantsService: BackendService {
         return [Worker("grant worker") { await worker.run() },
                 Worker("webhook deliverer") { await deliverer.run() },
                 Worker("transfer worker") { await transfers.run() },
-                Worker("store task worker") { [storeWorker] in await storeWorker.run() }]
+                Worker("store task worker") { [storeWorker] in await storeWorker.run() },
+                Worker("stripe receipt worker") { [receipts] in await receipts.run() }]
     }
 
     public func stop() async {
@@ -271,6 +294,8 @@ public final class GrantsService: BackendService {
         r.on(Grants.Deliveries.self) { [self] req, _ in try await Webhooks.deliveries(pool, req) }
         r.on(Grants.AppleTransaction.self) { [self] req, context in try await appleTransaction(req, deadline: context.deadline) }
         r.on(Grants.PlayPurchase.self) { [self] req, context in try await playPurchase(req, deadline: context.deadline) }
+        r.on(Grants.StripeCheckout.self) { [self] req, _ in try await stripeCheckout(req) }
+        r.on(Grants.StripePortal.self) { [self] req, _ in try await stripePortal(req) }
         return r
     }
 

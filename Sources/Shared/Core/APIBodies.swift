@@ -82,6 +82,11 @@ extension PlayStoreHandoff: APIBody {
     public static let schemaName: String? = "PlayStoreHandoff"
 }
 
+extension StripeHandoff: APIBody {
+    public static let schemaName: String? = "StripeHandoff"
+    public static let fieldRules: [String: [JSONSchema.Rule]] = ["checkoutUrl": [.format("uri")]]
+}
+
 extension AccountView: APIBody {
     public static let schemaName: String? = "Account"
 }

@@ -242,6 +242,9 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     /// The last four characters of the unique code it was redeemed with (`UniqueCode`); nil
     /// (left out) when it was redeemed with the coupon's own code.
     public var uniqueCodeLast4: String?
+    /// Redeem's answer on the web for a coupon with a Stripe promotion code: the Checkout
+    /// Session the redeem page sends its user to (docs/stripe.md).
+    public var stripe: StripeHandoff?
 
     public init(
         redemptionId: UUID, code: String, status: RedemptionStatus, platform: Platform, productId: String?,
@@ -268,7 +271,7 @@ public struct RedemptionView: Codable, Sendable, Equatable {
     private enum CodingKeys: String, CodingKey {
         case redemptionId, code, status, platform, productId, pricePaid, sandbox, reservedAt, completedAt,
             failureReason, entitlement
-        case accountId, appUserId, appStore, playStore, uniqueCodeLast4
+        case accountId, appUserId, appStore, playStore, uniqueCodeLast4, stripe
     }
 
     /// The API's shape (docs/api.md): `productId` and `pricePaid` are always there (null when there is
@@ -294,6 +297,7 @@ public struct RedemptionView: Codable, Sendable, Equatable {
         try c.encodeIfPresent(appStore, forKey: .appStore)
         try c.encodeIfPresent(playStore, forKey: .playStore)
         try c.encodeIfPresent(uniqueCodeLast4, forKey: .uniqueCodeLast4)
+        try c.encodeIfPresent(stripe, forKey: .stripe)
     }
 }
 

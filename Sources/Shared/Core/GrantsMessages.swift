@@ -48,10 +48,13 @@ public struct RedemptionCompletedNotice: BusRequest, Equatable {
     public var coupon: PublicCoupon
     /// The coupon's mode: the webhook goes to that mode's endpoints only.
     public var mode: Mode?
-    public init(redemption: RedemptionView, coupon: PublicCoupon, mode: Mode) {
+    /// A Stripe checkout's subscription, for grants to tell RevenueCat (docs/stripe.md).
+    public var stripeReceipt: StripeReceipt?
+    public init(redemption: RedemptionView, coupon: PublicCoupon, mode: Mode, stripeReceipt: StripeReceipt? = nil) {
         self.redemption = redemption
         self.coupon = coupon
         self.mode = mode
+        self.stripeReceipt = stripeReceipt
     }
 
     /// The coupon's mode, for notices of earlier versions too (as `GrantCommand.couponMode`).

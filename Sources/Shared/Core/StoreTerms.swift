@@ -193,3 +193,11 @@ public struct PlayStoreHandoff: Codable, Sendable, Equatable {
     /// The tag every coupon offer carries at Google Play.
     public static let couponTag = "redeem-coupon"
 }
+
+/// Redeem's answer on the web for a coupon with a Stripe promotion code (docs/stripe.md): the
+/// Stripe Checkout Session made for the reservation, in subscription mode with the plan's price
+/// and the promotion code applied. The redeem page sends its user to `checkoutUrl`.
+public struct StripeHandoff: Codable, Sendable, Equatable {
+    public var checkoutUrl: String
+    public init(checkoutUrl: String) { self.checkoutUrl = checkoutUrl }
+}

@@ -138,6 +138,38 @@ public final class FakeStripe: Sendable {
         return (["t=\(t)"] + v1).joined(separator: ",")
     }
 
+    /// A signed webhook event about Checkout Session `sessionId`, as Stripe sends it:
+    /// `checkout.session.completed` (the session `complete`, paid: a new subscription and its
+    /// `amount_total`) or `checkout.session.expired`. Answers the event's id, its body, and the
+    /// `Stripe-Signature` header made with `secret` at `time`.
+    public func checkoutEvent(
+        _ type: String, sessionId: String, secret: String, amountTotal: Int = 0, currency: String = "usd",
+        time: Date = Date()
+    ) -> (id: String, payload: Data, signature: String)? {
+        guard let session = state.withLock({ $0.sessions[sessionId] }) else { return nil }
+        let completed = type == "checkout.session.completed"
+        var object: [String: Any] = [
+            "id": session.id, "object": "checkout.session", "mode": session.field("mode") ?? "subscription",
+            "livemode": session.livemode, "status": completed ? "complete" : "expired",
+            "payment_status": completed ? "paid" : "unpaid",
+            "client_reference_id": session.field("client_reference_id").map { $0 as Any } ?? NSNull(),
+            "customer": session.field("customer").map { $0 as Any } ?? NSNull(),
+            "metadata": ["app_user_id": session.field("metadata[app_user_id]") ?? ""],
+            "amount_total": completed ? amountTotal : 0, "currency": currency
+        ]
+        object["subscription"] = completed ? newId("sub_") as Any : NSNull()
+        let id = newId("evt_")
+        let event: [String: Any] = [
+            "id": id, "object": "event", "type": type, "api_version": "2024-06-20", "livemode": session.livemode,
+            "created": Int(time.timeIntervalSince1970), "data": ["object": object]
+        ]
+        let payload = (try? JSONSerialization.data(withJSONObject: event, options: [.sortedKeys])) ?? Data()
+        return (id, payload, Self.signature(payload, secret: secret, time: time))
+    }
+
+    public func session(_ id: String) -> Object? { state.withLock { $0.sessions[id] } }
+    public var portalSessions: [Object] { state.withLock { Array($0.portals.values) } }
+
     // MARK: Serving
 
     func answer(_ req: HTTPRequest, routes: Router) async -> HTTPResponse {

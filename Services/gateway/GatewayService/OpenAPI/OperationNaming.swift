@@ -78,6 +78,8 @@ enum OperationNaming {
         "POST /v1/sessions/refresh": "refreshSession",
         "POST /v1/stores/apple/notifications": "receiveAppleNotification",
         "POST /v1/stores/google/notifications": "receiveGoogleNotification",
+        "POST /v1/stores/stripe/webhooks": "receiveStripeEvent",
+        "POST /v1/me/billing-portal": "openBillingPortal",
         "POST /v1/test_helpers/redemptions/{id}/purchase": "simulatePurchase",
         "POST /v1/test_helpers/store_offers/{id}/ready": "readyStoreOffer",
         "GET /v1/webhooks": "listWebhooks",

@@ -104,7 +104,14 @@ extension RedemptionView: APIExampled {
         var gift = completed
         gift.code = "GIFTS-2026"
         gift.uniqueCodeLast4 = "W9PA"
-        return [("completed", completed), ("reservedForTheAppStore", reserved), ("completedWithAUniqueCode", gift)]
+        var checkout = reserved
+        checkout.platform = .web
+        checkout.appStore = nil
+        checkout.stripe = StripeHandoff(checkoutUrl: "https://checkout.stripe.com/c/pay/cs_live_a1B2c3D4")
+        return [
+            ("completed", completed), ("reservedForTheAppStore", reserved), ("completedWithAUniqueCode", gift),
+            ("reservedForStripeCheckout", checkout)
+        ]
     }
 }
 

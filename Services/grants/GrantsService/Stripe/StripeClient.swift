@@ -74,6 +74,30 @@ final class StripeClient: Sendable {
                 idempotent: true))
     }
 
+    struct Customer: Decodable, Sendable { var id: String }
+    struct Session: Decodable, Sendable {
+        var id: String
+        var url: String
+    }
+
+    /// Makes a customer (`metadata[app_user_id]`, `metadata[redeem_account_id]`).
+    func createCustomer(_ form: [(String, String)]) async throws(AppleCallError) -> Customer {
+        try decode(try await call("POST", "/v1/customers", form: form, idempotent: false))
+    }
+
+    /// Makes a Checkout Session; its `url` is where the customer pays.
+    func createCheckoutSession(_ form: [(String, String)]) async throws(AppleCallError) -> Session {
+        try decode(try await call("POST", "/v1/checkout/sessions", form: form, idempotent: false))
+    }
+
+    /// Makes a billing-portal session for a customer.
+    func createPortalSession(customer: String, returnURL: String) async throws(AppleCallError) -> Session {
+        try decode(
+            try await call(
+                "POST", "/v1/billing_portal/sessions", form: [("customer", customer), ("return_url", returnURL)],
+                idempotent: false))
+    }
+
     // MARK: Sending
 
     /// A form body, Stripe's way: `key=value` pairs, percent-encoded, joined by `&`.

@@ -13,17 +13,12 @@ import Foundation
 /// - The promotion code's `code` is Redeem's, `max_redemptions` the cap, `expires_at` the expiry,
 ///   and `restrictions[first_time_transaction]` for new customers only.
 enum StripeCouponRequest {
-    /// Currencies Stripe counts in whole units (no minor unit).
-    static let zeroDecimal: Set<String> = [
-        "BIF", "CLP", "DJF", "GNF", "JPY", "KMF", "KRW", "MGA", "PYG", "RWF", "UGX", "VND", "VUV", "XAF", "XOF", "XPF"
-    ]
-
     /// An amount ("4.90") in the currency's minor unit (490), nil when it is not a number.
     static func minorUnits(_ amount: String, currency: String) -> Int? {
         guard let value = Decimal(string: amount, locale: Locale(identifier: "en_US_POSIX")), value >= 0 else {
             return nil
         }
-        var scaled = value * (zeroDecimal.contains(currency.uppercased()) ? 1 : 100)
+        var scaled = value * (StripeAmount.zeroDecimal.contains(currency.uppercased()) ? 1 : 100)
         var rounded = Decimal()
         NSDecimalRound(&rounded, &scaled, 0, .plain)
         return NSDecimalNumber(decimal: rounded).intValue

@@ -121,6 +121,10 @@ export function parseRedemption(v, path = "redemption") {
         r.entitlement = { entitlementId: string(e.entitlementId, `${path}.entitlement.entitlementId`),
             expiresAt: date(e.expiresAt, `${path}.entitlement.expiresAt`) };
     }
+    if (o.stripe != null) {
+        const s = object(o.stripe, `${path}.stripe`);
+        r.stripe = { checkoutUrl: string(s.checkoutUrl, `${path}.stripe.checkoutUrl`) };
+    }
     return r;
 }
 export function parseEntitlement(v, path = "entitlement") {

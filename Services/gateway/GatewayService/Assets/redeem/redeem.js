@@ -103,6 +103,10 @@ function finish(redemption) {
     $("result-title").focus();
   } else if (redemption.status === "failed" || redemption.status === "released") {
     say("We couldn't apply this code. Your code was not used up; please try again later.", true);
+  } else if (redemption.status === "reserved" && redemption.stripe) {
+    // Sold through Stripe Checkout: pay there; Stripe sends the user back here.
+    say("Taking you to checkout…");
+    window.location.href = redemption.stripe.checkoutUrl;
   } else if (redemption.status === "reserved") {
     say("Your discount is reserved. Finish the purchase in the app store to use it.");
   } else {
@@ -161,6 +165,25 @@ function backFromApple(params) {
   client.completeAppleSignIn(signInCode).then(signedIn, function (e) { say(serverMessage(e), true); });
 }
 
+// Back from Stripe Checkout (`checkout=success` or `cancel`, with the redemption): a paid
+// checkout completes once Stripe's event arrives, so the page waits for it.
+function backFromCheckout(params) {
+  var id = params.get("redemption");
+  if (params.get("checkout") !== "success") {
+    say("Checkout was cancelled. Nothing was charged.", true);
+    return;
+  }
+  if (!client.isSignedIn || !id) { say("Payment received. Sign in to see your subscription."); return; }
+  say("Payment received. Confirming your subscription…");
+  client.awaitCouponCompletion(id, { timeout: 120000 }).then(function (done) {
+    if (!done.redemption || done.redemption.status === "reserved") {
+      say("Your payment is still being confirmed. Check back in a few minutes.");
+      return;
+    }
+    finish(done.redemption);
+  }, function (e) { say(serverMessage(e), true); });
+}
+
 function start() {
   var params = new URLSearchParams(window.location.search);
   var code = params.get("code");
@@ -168,6 +191,7 @@ function start() {
   $("apple-sign-in").addEventListener("click", appleSignIn);
   if (params.get("apple") === "1") backFromApple(params);
   else if (code) $("code").value = code.slice(0, 64);
+  if (params.get("checkout")) backFromCheckout(params);
   $("auth-form").addEventListener("submit", function (e) { e.preventDefault(); authenticate(false); });
   $("sign-up").addEventListener("click", function () { authenticate(true); });
   $("code-form").addEventListener("submit", function (e) { e.preventDefault(); check(); });

@@ -1,0 +1,173 @@
+import Core
+import Cryptography
+import Foundation
+import HTTP
+
+/// Web subscriptions sold through Stripe Checkout (docs/stripe.md): the Checkout Session of a web
+/// reservation, Stripe's signed webhook events completing or releasing it, and the billing
+/// portal. Stripe's calls are grants' (it holds the keys); the gateway verifies the events.
+extension Gateway {
+    /// A Stripe event: the parts of a Checkout Session's event Redeem reads.
+    struct StripeEventBody: APIBody {
+        static let schemaName: String? = "StripeEvent"
+        static let fieldRules: [String: [JSONSchema.Rule]] = [
+            "id": [.note("Stripe's event id (evt_…), by which a replay is recognised")],
+            "type": [
+                .note("checkout.session.completed and checkout.session.expired are read; others are acknowledged")
+            ],
+            "data": [
+                .note("data.object: the Checkout Session (client_reference_id, subscription, amount_total, currency)")
+            ]
+        ]
+        struct Data: Decodable {
+            struct Session: Decodable {
+                var object: String?
+                var client_reference_id: String?
+                var subscription: String?
+                var amount_total: Int?
+                var currency: String?
+                var mode: String?
+            }
+            var object: Session
+        }
+        var id: String
+        var type: String
+        var livemode: Bool
+        var data: Data
+    }
+
+    /// What the gateway did with an event Stripe signed.
+    struct StripeEventReceipt: Codable, Sendable, APIBody {
+        static let schemaName: String? = "StripeEventReceipt"
+        var eventId: String
+        /// The event completed or released a reservation; false: another event, or about none of
+        /// Redeem's reservations.
+        var recorded: Bool
+        /// The event's id was seen before: nothing was done again.
+        var duplicate: Bool
+        var redemptionId: UUID?
+    }
+
+    /// The billing portal's address.
+    struct BillingPortal: Codable, Sendable, APIBody {
+        static let schemaName: String? = "BillingPortal"
+        static let fieldRules: [String: [JSONSchema.Rule]] = ["url": [.format("uri")]]
+        var url: String
+    }
+
+    static let stripeRoutes: [APIRoute] = [
+        .route(
+            .post, "/v1/stores/stripe/webhooks",
+            "Stripe's webhook events for Checkout (public; the Stripe-Signature header is checked)",
+            answers: [200: .json(StripeEventReceipt.self)], errors: [400, 401, 422, 429, 503],
+            handle: Gateway.stripeWebhook),
+        .route(
+            .post, "/v1/me/billing-portal",
+            "A Stripe billing-portal session for the signed-in account's web subscription", access: .user,
+            answers: [200: .json(BillingPortal.self)], errors: [404, 503], handle: Gateway.billingPortal)
+    ]
+
+    /// Web redemptions of a coupon with a Stripe promotion code go through Stripe Checkout once
+    /// the gateway takes Stripe's events (`REDEEM_STRIPE_WEBHOOK_SECRET`): without them nothing
+    /// would complete the reservation.
+    var sellsThroughStripe: Bool { !config.stripeWebhookSecrets.isEmpty }
+
+    /// The Checkout Session of a reserved web redemption, when its coupon sells through Stripe;
+    /// the redemption as it is otherwise.
+    func withStripeCheckout(
+        _ redemption: RedemptionView, req: HTTPRequest, user: Authenticator.User
+    ) async throws
+        -> RedemptionView
+    {
+        guard sellsThroughStripe, redemption.platform == .web, redemption.status == .reserved else { return redemption }
+        let terms = try await coupons.request(
+            Coupons.StripeTerms(redemptionId: redemption.redemptionId, accountId: user.account))
+        guard terms.sellsThroughStripe, let coupon = terms.couponId, let mode = terms.mode, let price = terms.priceId
+        else { return redemption }
+        var page = URLComponents()
+        page.queryItems = [
+            URLQueryItem(name: "code", value: redemption.code),
+            URLQueryItem(name: "redemption", value: redemption.redemptionId.uppercasedString)
+        ]
+        let back = Self.origin(req) + "/redeem?" + (page.percentEncodedQuery ?? "")
+        let session = try await grants.request(
+            Grants.StripeCheckout(
+                redemptionId: redemption.redemptionId, couponId: coupon, mode: mode, priceId: price,
+                accountId: user.account, appUserId: user.appUserId,
+                successURL: back + "&checkout=success", cancelURL: back + "&checkout=cancel"))
+        var handed = redemption
+        handed.stripe = StripeHandoff(checkoutUrl: session.checkoutUrl)
+        return handed
+    }
+
+    /// Stripe's event: its signature checked first (401 forged, 400 stale or malformed, counted
+    /// against the address), then a Checkout Session's completion or expiry handed to coupons,
+    /// which remembers the event's id in the same transaction (a replay is answered `duplicate`).
+    /// Stripe retries anything but a 2xx, so an event about nothing of Redeem's is acknowledged.
+    func stripeWebhook(_ req: HTTPRequest, _ body: Incoming<StripeEventBody>) async throws -> HTTPResponse {
+        try abuse.checkStoreNotifications(ip: req.clientAddress)
+        guard req.body.count <= Self.maxNotificationBytes else {
+            throw HTTPError.invalid(nil, "an event is at most \(Self.maxNotificationBytes / 1024) KiB")
+        }
+        guard sellsThroughStripe else {
+            abuse.storeNotificationRefused(ip: req.clientAddress)
+            throw HTTPError(401, "invalidSignature", "this server is not set up to take Stripe's events")
+        }
+        do {
+            try StripeSignature.verify(
+                payload: req.body, header: req.header("stripe-signature"), secrets: config.stripeWebhookSecrets,
+                now: Date())
+        } catch {
+            abuse.storeNotificationRefused(ip: req.clientAddress)
+            // The codes are StripeSignature.Failure's, written out for the error catalogue.
+            switch error {
+            case .malformed:
+                throw HTTPError(400, "malformedSignature",
+                    "Stripe-Signature must carry t= and at least one v1=",
+                    field: "Stripe-Signature")
+            case .forged:
+                throw HTTPError(401, "invalidSignature",
+                    "no v1 signature of Stripe-Signature matches this endpoint's secret",
+                    field: "Stripe-Signature")
+            case .stale:
+                throw HTTPError(400, "staleSignature",
+                    "Stripe-Signature's time is more than 5 minutes from now",
+                    field: "Stripe-Signature")
+            }
+        }
+        let event = try body.read()
+        let kind: Coupons.StripeEvent.Kind
+        switch event.type {
+        case "checkout.session.completed": kind = .completed
+        case "checkout.session.expired": kind = .expired
+        default: return .json(200, StripeEventReceipt(eventId: event.id, recorded: false, duplicate: false))
+        }
+        let session = event.data.object
+        guard let reference = session.client_reference_id, let redemption = UUID(uuidString: reference) else {
+            return .json(200, StripeEventReceipt(eventId: event.id, recorded: false, duplicate: false))
+        }
+        do {
+            let answer = try await coupons.request(
+                Coupons.StripeEvent(
+                    eventId: event.id, kind: kind, redemptionId: redemption, subscriptionId: session.subscription,
+                    amountTotal: session.amount_total, currency: session.currency, livemode: event.livemode))
+            return .json(
+                200,
+                StripeEventReceipt(
+                    eventId: event.id, recorded: answer.recorded, duplicate: answer.duplicate,
+                    redemptionId: answer.redemptionId))
+        } catch let e as ServiceError where [.invalid, .transactionInUse, .notFound].contains(e.code) {
+            logger.info(
+                "stripe event ignored",
+                ["event.id": event.id, "error.code": e.code.rawValue, "error.field": e.field ?? ""])
+            return .json(200, StripeEventReceipt(eventId: event.id, recorded: false, duplicate: false))
+        }
+    }
+
+    /// A billing-portal session for the account's Stripe customer, back to the redeem page.
+    func billingPortal(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
+        let portal = try await grants.request(
+            Grants.StripePortal(accountId: user.account, returnURL: Self.origin(req) + "/redeem"))
+        return .json(200, BillingPortal(url: portal.url))
+    }
+}
