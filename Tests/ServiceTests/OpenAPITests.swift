@@ -224,8 +224,8 @@ import Testing
         for route in Gateway.routes {
             let operation = try #require(paths[route.path]?[route.method.rawValue.lowercased()])
             let described =
-                ((operation["requestBody"] as? [String: Any])?["content"] as? [String: [String: [String: Any]]])?[
-                    route.bodyMediaType]?["schema"]
+                ((operation["requestBody"] as? [String: Any])?["content"] as? [String: [String: Any]])?[
+                    route.bodyMediaType]?["schema"] as? [String: Any]
             guard let body = route.body else {
                 #expect(described == nil, "\(route.path) describes a body it does not read")
                 continue

@@ -105,6 +105,14 @@ enum OpenAPI {
         /// A sample body (`ResponseExamples.swift`), or several by name in `examples`.
         var example: JSONValue?
         var examples: [String: Example]?
+        /// True when `example` was made from the schema (`SchemaSample`), not written as a sample of
+        /// the type (`APIExampled`): the clients' contract tests read only written ones.
+        var exampleFromSchema: Bool?
+
+        private enum CodingKeys: String, CodingKey {
+            case schema, example, examples
+            case exampleFromSchema = "x-example-from-schema"
+        }
     }
 
     struct Example: Encodable {

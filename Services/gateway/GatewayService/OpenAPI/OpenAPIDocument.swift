@@ -80,7 +80,11 @@ enum OpenAPIDocument {
             let example = route.bodyMediaType == "application/json"
                 ? SchemaSample.value(schema, schemas: catalog.schemas) : nil
             return OpenAPI.RequestBody(
-                required: true, content: [route.bodyMediaType: .init(schema: schema, example: example)])
+                required: true,
+                content: [
+                    route.bodyMediaType: .init(
+                        schema: schema, example: example, exampleFromSchema: example.map { _ in true })
+                ])
         }
         return OpenAPI.Operation(
             tags: [OperationNaming.tag(route.path)], summary: route.summary, operationId: OperationNaming.id(route),
@@ -102,7 +106,8 @@ enum OpenAPIDocument {
             let schema = try eventSchema(event, catalog)
             let example = SchemaSample.value(schema, schemas: catalog.schemas)
             let body = OpenAPI.RequestBody(
-                required: true, content: ["application/json": .init(schema: schema, example: example)])
+                required: true,
+                content: ["application/json": .init(schema: schema, example: example, exampleFromSchema: true)])
             // `coupon.redeemed` → `webhookCouponRedeemed`.
             let words = event.rawValue.split(separator: ".").map { $0.prefix(1).uppercased() + $0.dropFirst() }
             out[event.rawValue] = [

@@ -147,7 +147,8 @@ extension OpenAPI.MediaType {
     /// A JSON answer's media type: its schema, and the samples of a type that has them.
     static func json(_ type: any APIBody.Type, schema: JSONSchema, catalog: SchemaCatalog) throws -> Self {
         guard let exampled = type as? any APIExampled.Type else {
-            return Self(schema: schema, example: SchemaSample.value(schema, schemas: catalog.schemas))
+            let sample = SchemaSample.value(schema, schemas: catalog.schemas)
+            return Self(schema: schema, example: sample, exampleFromSchema: true)
         }
         let samples = try exampled.encodedExamples()
         if samples.count == 1 { return Self(schema: schema, example: samples[0].value) }
