@@ -59,7 +59,7 @@ extension Gateway {
         .route(
             .post, "/v1/stores/stripe/webhooks",
             "Stripe's webhook events for Checkout (public; the Stripe-Signature header is checked)",
-            answers: [200: .json(StripeEventReceipt.self)], errors: [400, 401, 422, 429, 503],
+            answers: [200: .json(StripeEventReceipt.self)], errors: [400, 401, 404, 422, 429, 503],
             handle: Gateway.stripeWebhook),
         .route(
             .post, "/v1/me/billing-portal",
@@ -109,9 +109,12 @@ extension Gateway {
         guard req.body.count <= Self.maxNotificationBytes else {
             throw HTTPError.invalid(nil, "an event is at most \(Self.maxNotificationBytes / 1024) KiB")
         }
+        // A server that sells nothing through Stripe has no such endpoint: 404, as for a route it lacks
+        // (not 401: no credential would help).
         guard sellsThroughStripe else {
             abuse.storeNotificationRefused(ip: req.clientAddress)
-            throw HTTPError(401, "invalidSignature", "this server is not set up to take Stripe's events")
+            throw HTTPError(
+                404, "notFound", "this server takes no Stripe events (REDEEM_STRIPE_WEBHOOK_SECRET is unset)")
         }
         do {
             try StripeSignature.verify(
