@@ -378,7 +378,7 @@ enum Help {
     /// The help of the command, or of the commands under, `words`; a usage error naming the
     /// closest commands when there is none.
     static func text(for words: [String]) throws -> String {
-        if words.isEmpty { return overview }
+        if words.isEmpty || words == ["help"] { return overview }
         if let spec = CommandSpec.match(words) { return text(of: spec) }
         let under = CommandSpec.all.filter { $0.path.starts(with: words) }
         if !under.isEmpty { return text(under: words, under) }

@@ -340,6 +340,11 @@ final class RedeemCommandTests: StackTestCase {
         XCTAssertGreaterThan(commands.count, 30, listing.out)
         let overview = try await redeem("help", url: nowhere, env: offline)
         XCTAssertEqual(overview.status, 0, overview.err)
+        let helpOfHelp = try await redeem("help", "help", url: nowhere, env: offline)
+        XCTAssertEqual(helpOfHelp.out, overview.out)
+        let nothing = try await redeem([], url: nowhere, env: offline)
+        XCTAssertEqual(nothing.status, 2, "no command is a usage mistake")
+        XCTAssertEqual(nothing.out, overview.out)
         for name in ["members invite", "members invites revoke", "audit list", "login", "logout", "profiles list"] {
             XCTAssertTrue(commands.contains { $0.command == name }, "\(name) is in the table")
         }
