@@ -3,14 +3,15 @@ import Foundation
 /// The command line, split into words and `--name value` options. A small parser: the toolchain
 /// ships no argument-parser package.
 struct Arguments {
-    /// Options that take no value.
-    static let flags: Set<String> = [
-        "json", "csv", "dry-run", "new-customers-only", "allow-in-app", "inactive", "all", "help", "version",
-    ]
+    /// Options that take no value: the flags of the command table (Help.swift).
+    static let flags: Set<String> = Help.flags
 
     var words: [String] = []
     var options: [String: String] = [:]
     var present: Set<String> = []
+    /// The options of the command running (its own and everyone's), once it is known: reading
+    /// another is a mistake in the table, caught by the first run of the command.
+    var declared: Set<String>?
 
     init(_ arguments: [String]) throws {
         var i = 0
@@ -45,10 +46,20 @@ struct Arguments {
         }
     }
 
-    func flag(_ name: String) -> Bool { present.contains(name) }
+    func flag(_ name: String) -> Bool {
+        checkDeclared(name)
+        return present.contains(name)
+    }
+
+    func checkDeclared(_ name: String) {
+        if let declared, !declared.contains(name) {
+            preconditionFailure("--\(name) is read but not declared in the command table (Help.swift)")
+        }
+    }
 
     /// The option's value, or nil when not given; `used` records it so unknown options are caught.
     mutating func option(_ name: String) -> String? {
+        checkDeclared(name)
         present.insert(name)
         return options[name]
     }
@@ -101,10 +112,31 @@ struct Arguments {
         let unknown = Set(options.keys).subtracting(present)
         if let name = unknown.sorted().first { throw UsageError("unknown option --\(name)") }
     }
+
+    /// Fails on an option, or a flag, that the command does not take, naming the closest it does.
+    func checkOnly(_ allowed: Set<String>) throws {
+        let given = Set(options.keys).union(present.subtracting(["help", "version"]))
+        guard let name = given.subtracting(allowed).sorted().first else { return }
+        let close = allowed.map { ($0, CommandSpec.distance($0, name)) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }
+        throw UsageError("unknown option --\(name)" + (close.map { "; did you mean --\($0.0)?" } ?? ""))
+    }
 }
 
-/// A mistake on the command line: exit 2 with the usage.
+/// A mistake on the command line: exit 2 with the command's usage.
 struct UsageError: Error, CustomStringConvertible {
     let description: String
+    /// The usage of the command it is about, once known.
+    var usage: String?
     init(_ d: String) { description = d }
+}
+
+/// A problem that is not the server's and needs no usage printed (a credentials file readable by
+/// others, no such profile): its message and exit status.
+struct Refusal: Error, CustomStringConvertible {
+    let description: String
+    let status: Int32
+    init(_ d: String, status: Int32 = 1) {
+        description = d
+        self.status = status
+    }
 }

@@ -48,11 +48,26 @@ final class RedeemCommandTests: StackTestCase {
         let id: String
     }
 
-    /// Runs the built `redeem` with `REDEEM_URL` and `REDEEM_API_KEY` (the admin key unless `key`).
-    func redeem(_ arguments: String..., key: String? = nil, url: String? = nil) async throws -> Run {
+    /// Runs the built `redeem` with `REDEEM_URL` and `REDEEM_API_KEY` (the admin key unless `key`),
+    /// its profiles in a directory of this test's own (`REDEEM_CONFIG_DIR`); `env` sets or (nil)
+    /// removes more settings, and `stdin` is what the command reads (nothing unless given).
+    func redeem(
+        _ arguments: String..., key: String? = nil, url: String? = nil, env: [String: String?] = [:],
+        stdin: String? = nil
+    ) async throws -> Run {
+        try await redeem(arguments, key: key, url: url, env: env, stdin: stdin)
+    }
+
+    func redeem(
+        _ arguments: [String], key: String? = nil, url: String? = nil, env: [String: String?] = [:],
+        stdin: String? = nil
+    ) async throws -> Run {
         var environment = ProcessInfo.processInfo.environment
         environment["REDEEM_URL"] = url ?? Self.stack.gateway.absoluteString
         environment["REDEEM_API_KEY"] = key ?? Self.stack.adminKey
+        environment["REDEEM_CONFIG_DIR"] = configDirectory.path
+        environment["REDEEM_PROFILE"] = nil
+        for (name, value) in env { environment[name] = value }
         let executable = Project.binDirectory.appendingPathComponent("redeem")
         let settings = environment
         return try await offThePool {
@@ -60,10 +75,15 @@ final class RedeemCommandTests: StackTestCase {
             process.executableURL = executable
             process.arguments = arguments
             process.environment = settings
-            let out = Pipe(), err = Pipe()
+            let out = Pipe(), err = Pipe(), input = Pipe()
             process.standardOutput = out
             process.standardError = err
+            process.standardInput = stdin == nil ? FileHandle.nullDevice : input
             try process.run()
+            if let stdin {
+                input.fileHandleForWriting.write(Data(stdin.utf8))
+                try input.fileHandleForWriting.close()
+            }
             // stderr is read on its own thread, so neither pipe can fill and stall the command.
             let errData = LockedData(), read = DispatchSemaphore(value: 0)
             let reader = Thread {
@@ -77,6 +97,21 @@ final class RedeemCommandTests: StackTestCase {
             return Run(status: process.terminationStatus, out: String(decoding: outData, as: UTF8.self),
                        err: String(decoding: errData.value, as: UTF8.self))
         }
+    }
+
+    /// This test's own directory for `redeem login`'s credentials, removed after it.
+    var configDirectory: URL {
+        if let dir = _configDirectory { return dir }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("redeem-cli-\(UUID().uuidString)")
+        _configDirectory = dir
+        return dir
+    }
+    private var _configDirectory: URL?
+
+    override func tearDown() {
+        if let dir = _configDirectory { try? FileManager.default.removeItem(at: dir) }
+        _configDirectory = nil
+        super.tearDown()
     }
 
     static func code() -> String { "CLI-" + UUID().uuidString.prefix(8).uppercased() }
@@ -277,6 +312,290 @@ final class RedeemCommandTests: StackTestCase {
         XCTAssertTrue(failed.err.contains("internal"), failed.err)
         let missing = try await redeem("coupons", "get", "NOPE-NOPE")
         XCTAssertEqual(missing.status, 1, missing.err)
+    }
+
+    // MARK: - Help
+
+    /// A command as `redeem help --json` lists it.
+    struct Listed: Decodable {
+        struct Option: Decodable {
+            let name: String
+            let required: Bool
+        }
+        let command: String
+        let usage: String
+        let options: [Option]
+        let example: String
+    }
+
+    /// Help for every command in the table: `--help`, `-h` and `redeem help <command>` print the
+    /// same (usage, every option, an example) and exit 0 with no key and no server. The dispatcher
+    /// finds commands in the same table, and every handler of Command.swift is in it.
+    func testHelpForEveryCommandNeedsNoServer() async throws {
+        let nowhere = "http://127.0.0.1:\(try Project.freePort())"
+        let offline: [String: String?] = ["REDEEM_API_KEY": nil]
+        let listing = try await redeem("help", "--json", url: nowhere, env: offline)
+        XCTAssertEqual(listing.status, 0, listing.err)
+        let commands = try listing.decode([Listed].self)
+        XCTAssertGreaterThan(commands.count, 30, listing.out)
+        let overview = try await redeem("help", url: nowhere, env: offline)
+        XCTAssertEqual(overview.status, 0, overview.err)
+        let helpOfHelp = try await redeem("help", "help", url: nowhere, env: offline)
+        XCTAssertEqual(helpOfHelp.out, overview.out)
+        let nothing = try await redeem([], url: nowhere, env: offline)
+        XCTAssertEqual(nothing.status, 2, "no command is a usage mistake")
+        XCTAssertEqual(nothing.out, overview.out)
+        for name in ["members invite", "members invites revoke", "audit list", "login", "logout", "profiles list"] {
+            XCTAssertTrue(commands.contains { $0.command == name }, "\(name) is in the table")
+        }
+        for c in commands {
+            let words = c.command.split(separator: " ").map(String.init)
+            XCTAssertTrue(overview.out.contains("  \(c.command) "), "redeem help lists \(c.command)")
+            let help = try await redeem(words + ["--help"], url: nowhere, env: offline)
+            XCTAssertEqual(help.status, 0, "\(c.command) --help: \(help.err)")
+            XCTAssertTrue(help.out.hasPrefix("usage: \(c.usage)\n"), help.out)
+            XCTAssertTrue(help.out.contains("Example:\n  \(c.example)\n"), help.out)
+            for o in c.options { XCTAssertTrue(help.out.contains("  --\(o.name)"), "\(c.command) --\(o.name)") }
+            let same = try await redeem(["help"] + words, url: nowhere, env: offline)
+            XCTAssertEqual(same.out, help.out, "redeem help \(c.command)")
+            // The dispatcher knows it: run bare, it fails on its words, options or key, never as unknown.
+            let bare = try await redeem(words, url: nowhere, env: offline)
+            XCTAssertFalse(bare.err.contains("unknown command"), "\(c.command): \(bare.err)")
+            XCTAssertNotEqual(bare.status, 3, "\(c.command) called the server without a key")
+        }
+        let short = try await redeem("coupons", "create", "-h", url: nowhere, env: offline)
+        XCTAssertEqual(short.status, 0, short.err)
+        XCTAssertTrue(short.out.contains("--max-redemptions N") && short.out.contains("--dry-run"), short.out)
+        let group = try await redeem("help", "members", url: nowhere, env: offline)
+        XCTAssertEqual(group.status, 0, group.err)
+        XCTAssertTrue(group.out.contains("members invites revoke") && !group.out.contains("coupons"), group.out)
+
+        // Every handler in Command.swift is reached through the table, so none runs without help.
+        let source = try String(
+            contentsOf: Project.root.appendingPathComponent("Clients/redeem/Command.swift"), encoding: .utf8)
+        let table = try String(
+            contentsOf: Project.root.appendingPathComponent("Clients/redeem/Help.swift"), encoding: .utf8)
+        let handlers = try NSRegularExpression(pattern: #"func (\w+)\(_ args: inout Arguments\) async throws"#)
+        let names = handlers.matches(in: source, range: NSRange(source.startIndex..., in: source)).map {
+            String(source[Range($0.range(at: 1), in: source)!])
+        }
+        XCTAssertGreaterThan(names.count, 30)
+        for name in names { XCTAssertTrue(table.contains("$0.\(name)(&$1)"), "\(name) is in no command of the table") }
+
+        // Unknown commands: a usage mistake naming the closest.
+        let typo = try await redeem("coupns", "list", url: nowhere, env: offline)
+        XCTAssertEqual(typo.status, 2)
+        XCTAssertTrue(typo.err.contains("unknown command") && typo.err.contains("`redeem coupons list`"), typo.err)
+        let verb = try await redeem("members", "invte", url: nowhere, env: offline)
+        XCTAssertEqual(verb.status, 2)
+        XCTAssertTrue(verb.err.contains("`redeem members invite`"), verb.err)
+        let helpTypo = try await redeem("help", "audt", url: nowhere, env: offline)
+        XCTAssertEqual(helpTypo.status, 2)
+        XCTAssertTrue(helpTypo.err.contains("`redeem audit list`"), helpTypo.err)
+        let wrongOption = try await redeem("members", "invite", "--emial", "a@example.com", url: nowhere, env: offline)
+        XCTAssertEqual(wrongOption.status, 2)
+        XCTAssertTrue(wrongOption.err.contains("did you mean --email"), wrongOption.err)
+        XCTAssertTrue(wrongOption.err.contains("usage: redeem members invite --email EMAIL"), wrongOption.err)
+    }
+
+    // MARK: - Login and profiles
+
+    /// What `redeem login --json` answers.
+    struct LoggedIn: Decodable {
+        let profile: String
+        let key: String
+        let file: String
+    }
+
+    func permissions(_ path: String) throws -> Int? {
+        try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+    }
+
+    func testLoginSavesAKeyThatLaterCommandsUse() async throws {
+        let made = try await redeem("keys", "create", "--name", "cli login", "--role", "readonly", "--json")
+        XCTAssertEqual(made.status, 0, made.err)
+        let key = try XCTUnwrap(try made.decode(APIKeyBody.self).key)
+        let gateway = Self.stack.gateway.absoluteString
+        let bare: [String: String?] = ["REDEEM_URL": nil, "REDEEM_API_KEY": nil]
+        let file = configDirectory.appendingPathComponent("credentials")
+
+        // A wrong key is refused by the server, and nothing is written.
+        let wrong = try await redeem(
+            "login", "--api-url", gateway, env: bare, stdin: "sk_live_\(UUID().uuidString.lowercased())\n")
+        XCTAssertEqual(wrong.status, 1, wrong.err)
+        XCTAssertTrue(wrong.err.contains("refused this key") && wrong.err.contains("nothing saved"), wrong.err)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: file.path), "a refused key is not saved")
+
+        let login = try await redeem("login", "--api-url", gateway, "--json", env: bare, stdin: key + "\n")
+        XCTAssertEqual(login.status, 0, login.err)
+        let shown = try login.decode(LoggedIn.self)
+        XCTAssertEqual(shown.profile, "default")
+        XCTAssertEqual(shown.key, "sk_live_…" + key.suffix(4))
+        XCTAssertEqual(shown.file, file.path)
+        XCTAssertFalse(login.out.contains(key) || login.err.contains(key), "the key is never printed")
+        XCTAssertEqual(try permissions(file.path), 0o600)
+        XCTAssertEqual(try permissions(configDirectory.path), 0o700)
+        XCTAssertTrue(try String(contentsOf: file, encoding: .utf8).contains(key))
+
+        // With neither REDEEM_URL nor REDEEM_API_KEY, the profile is used.
+        let listed = try await redeem("coupons", "list", "--json", env: bare)
+        XCTAssertEqual(listed.status, 0, listed.err)
+        XCTAssertNoThrow(try listed.decode(ListBody<Coupon>.self))
+        let readonly = try await redeem("keys", "create", "--name", "x", "--role", "admin", env: bare)
+        XCTAssertEqual(readonly.status, 1, "the profile's readonly key, not the admin's: \(readonly.err)")
+        XCTAssertTrue(readonly.err.contains("forbidden"), readonly.err)
+        // An explicit key wins over the profile's.
+        let explicit = try await redeem("coupons", "list", env: ["REDEEM_URL": nil, "REDEEM_API_KEY": "sk_live_nope"])
+        XCTAssertEqual(explicit.status, 1, explicit.err)
+        XCTAssertTrue(explicit.err.contains("invalidToken"), explicit.err)
+
+        // A second profile, chosen by --profile or REDEEM_PROFILE; the first stays.
+        let second = try await redeem(
+            "login", "--profile", "ci", "--key-stdin", env: ["REDEEM_API_KEY": nil], stdin: Self.stack.adminKey + "\n")
+        XCTAssertEqual(second.status, 0, second.err)
+        let admin = try await redeem("keys", "list", "--profile", "ci", env: bare)
+        XCTAssertEqual(admin.status, 0, admin.err)
+        let byEnvironment = try await redeem("keys", "list", env: bare.merging(["REDEEM_PROFILE": "ci"]) { $1 })
+        XCTAssertEqual(byEnvironment.status, 0, byEnvironment.err)
+        let profiles = try await redeem("profiles", "list", env: bare)
+        XCTAssertEqual(profiles.status, 0, profiles.err)
+        XCTAssertTrue(profiles.out.contains("ci") && profiles.out.contains("sk_live_…" + key.suffix(4)), profiles.out)
+        XCTAssertFalse(profiles.out.contains(key) || profiles.out.contains(Self.stack.adminKey), profiles.out)
+        XCTAssertEqual(try permissions(file.path), 0o600)
+
+        let logout = try await redeem("logout", "--profile", "ci", env: bare)
+        XCTAssertEqual(logout.status, 0, logout.err)
+        let gone = try await redeem("keys", "list", "--profile", "ci", env: bare)
+        XCTAssertEqual(gone.status, 2, gone.err)
+        XCTAssertTrue(gone.err.contains("no profile ci"), gone.err)
+        let stillThere = try await redeem("coupons", "list", env: bare)
+        XCTAssertEqual(stillThere.status, 0, stillThere.err)
+
+        // Without REDEEM_CONFIG_DIR, $XDG_CONFIG_HOME/redeem holds the file.
+        let xdg = configDirectory.appendingPathComponent("xdg")
+        let elsewhere = try await redeem(
+            "login", env: ["REDEEM_API_KEY": nil, "REDEEM_CONFIG_DIR": nil, "XDG_CONFIG_HOME": xdg.path],
+            stdin: key + "\n")
+        XCTAssertEqual(elsewhere.status, 0, elsewhere.err)
+        XCTAssertEqual(try permissions(xdg.appendingPathComponent("redeem/credentials").path), 0o600)
+    }
+
+    /// A credentials file others may read is refused, as ssh refuses such a key, until it is 0600;
+    /// a key given in the environment needs no file.
+    func testACredentialsFileOthersMayReadIsRefused() async throws {
+        try FileManager.default.createDirectory(at: configDirectory, withIntermediateDirectories: true)
+        let file = configDirectory.appendingPathComponent("credentials")
+        let text = "[default]\napi_url = \"\(Self.stack.gateway.absoluteString)\"\n"
+            + "api_key = \"\(Self.stack.adminKey)\"\n"
+        try Data(text.utf8).write(to: file)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file.path)
+        let bare: [String: String?] = ["REDEEM_URL": nil, "REDEEM_API_KEY": nil]
+        let refused = try await redeem("coupons", "list", env: bare)
+        XCTAssertEqual(refused.status, 2, refused.err)
+        XCTAssertTrue(refused.err.contains("readable by others (mode 644)"), refused.err)
+        XCTAssertTrue(refused.err.contains("chmod 600 \(file.path)"), refused.err)
+        XCTAssertFalse(refused.err.contains(Self.stack.adminKey))
+        let login = try await redeem("login", env: ["REDEEM_API_KEY": nil], stdin: Self.stack.adminKey + "\n")
+        XCTAssertEqual(login.status, 2, "login does not write over it either: \(login.err)")
+        let fromEnvironment = try await redeem("coupons", "list")
+        XCTAssertEqual(fromEnvironment.status, 0, fromEnvironment.err)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+        let fixed = try await redeem("coupons", "list", env: bare)
+        XCTAssertEqual(fixed.status, 0, fixed.err)
+    }
+
+    // MARK: - Members and the audit log
+
+    struct Invited: Decodable {
+        let id: String
+        let email: String
+        let role: String
+        let token: String
+        let inviteUrl: String
+    }
+
+    struct MemberRow: Decodable, Equatable {
+        let id: String
+        let email: String
+        let role: String
+    }
+
+    struct AuditRow: Decodable, Equatable {
+        let id: String
+        let action: String
+        let objectType: String
+        let objectId: String
+    }
+
+    func testMembersAndTheAuditLogShowWhatTheAPIShows() async throws {
+        let email = "cli-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+        let invite = try await redeem("members", "invite", "--email", email, "--role", "support", "--json")
+        XCTAssertEqual(invite.status, 0, invite.err)
+        let invited = try invite.decode(Invited.self)
+        XCTAssertTrue(invited.inviteUrl.hasSuffix("#invite=\(invited.token)"), invited.inviteUrl)
+        let pending = try await redeem("members", "invites", "list", "--json")
+        XCTAssertEqual(pending.status, 0, pending.err)
+        XCTAssertTrue(
+            try pending.decode(ListBody<MemberRow>.self).data.contains { $0.id == invited.id && $0.email == email })
+        let pendingTable = try await redeem("members", "invites", "list")
+        XCTAssertTrue(pendingTable.out.hasPrefix("ID") && pendingTable.out.contains(email), pendingTable.out)
+        XCTAssertFalse(pendingTable.out.contains(invited.token), "a listed invitation never shows its token")
+
+        // A second invitation, revoked: its URL makes no member.
+        let other = try await redeem("members", "invite", "--email", "x" + email, "--role", "readonly", "--json")
+        let otherInvite = try other.decode(Invited.self)
+        let revoked = try await redeem("members", "invites", "revoke", otherInvite.id)
+        XCTAssertEqual(revoked.status, 0, revoked.err)
+        let accepted = try await Self.stack.client.json(
+            "POST", "/v1/members/accept", ["token": otherInvite.token, "password": "a long operator passphrase"])
+        XCTAssertEqual(accepted.status, 401, accepted.text)
+
+        // The first accepted: a member, listed as the API lists them.
+        let joined = try await Self.stack.client.json(
+            "POST", "/v1/members/accept", ["token": invited.token, "password": "a long operator passphrase"])
+        XCTAssertEqual(joined.status, 201, joined.text)
+        let members = try await redeem("members", "list", "--all", "--json")
+        XCTAssertEqual(members.status, 0, members.err)
+        let api = try await Self.stack.client.get("/v1/members?limit=100", token: Self.stack.adminKey)
+        XCTAssertEqual(try members.decode(ListBody<MemberRow>.self).data, try api.decode(ListBody<MemberRow>.self).data)
+        let member = try XCTUnwrap(try members.decode(ListBody<MemberRow>.self).data.first { $0.email == email })
+        XCTAssertEqual(member.role, "support")
+        let table = try await redeem("members", "list")
+        XCTAssertTrue(
+            table.out.split(separator: "\n").contains {
+                $0.hasPrefix(member.id) && $0.contains(email) && $0.contains("support")
+            },
+            table.out)
+
+        let updated = try await redeem("members", "update", member.id, "--role", "readonly", "--json")
+        XCTAssertEqual(updated.status, 0, updated.err)
+        XCTAssertEqual(try updated.decode(MemberRow.self).role, "readonly")
+        let removed = try await redeem("members", "remove", member.id)
+        XCTAssertEqual(removed.status, 0, removed.err)
+        let after = try await redeem("members", "list", "--json")
+        XCTAssertFalse(try after.decode(ListBody<MemberRow>.self).data.contains { $0.id == member.id })
+        let again = try await redeem("members", "remove", member.id)
+        XCTAssertEqual(again.status, 1, again.err)
+
+        // The audit log, filtered to this member, is the API's, every page of it.
+        let log = try await redeem("audit", "list", "--object-type", "member", "--object-id", member.id, "--json")
+        XCTAssertEqual(log.status, 0, log.err)
+        let rows = try log.decode(ListBody<AuditRow>.self).data
+        XCTAssertEqual(Set(rows.map(\.action)).isSuperset(of: ["member.update", "member.remove"]), true, "\(rows)")
+        let apiLog = try await Self.stack.client.get(
+            "/v1/audit?objectType=member&objectId=\(member.id)", token: Self.stack.adminKey)
+        XCTAssertEqual(rows, try apiLog.decode(ListBody<AuditRow>.self).data)
+        let paged = try await redeem("audit", "list", "--limit", "1", "--all", "--json")
+        let everything = try paged.decode(ListBody<AuditRow>.self).data
+        XCTAssertTrue(Set(everything.map(\.id)).isSuperset(of: rows.map(\.id)), "--all follows the cursors")
+        XCTAssertGreaterThan(everything.count, rows.count)
+        let apiAll = try await Self.stack.client.get("/v1/audit?limit=100", token: Self.stack.adminKey)
+        XCTAssertEqual(everything.map(\.id), try apiAll.decode(ListBody<AuditRow>.self).data.map(\.id))
+        let auditTable = try await redeem("audit", "list", "--action", "member.remove", "--limit", "5")
+        XCTAssertTrue(auditTable.out.hasPrefix("TIME") && auditTable.out.contains("member.remove"), auditTable.out)
+        let badType = try await redeem("audit", "list", "--object-type", "spaceship")
+        XCTAssertEqual(badType.status, 1)
+        XCTAssertTrue(badType.err.contains("field objectType"), badType.err)
     }
 }
 

@@ -3,9 +3,9 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// The operator's client: coupons, their redemptions and CSV export, API keys, webhooks and
-/// plans, with a secret API key (`sk_live_…` or `sk_test_…`). For servers and tools (the `redeem`
-/// command), never for an app: an API key must not ship in one.
+/// The operator's client: coupons, their redemptions and CSV export, API keys, webhooks, plans,
+/// members and the audit log, with a secret API key (`sk_live_…` or `sk_test_…`). For servers and
+/// tools (the `redeem` command), never for an app: an API key must not ship in one.
 ///
 /// Each call is `async throws`, cancellable and bounded by `timeout`; a refusal throws
 /// `RedeemError` with the server's code, message, field and request id.
@@ -187,6 +187,60 @@ public struct OperatorClient: Sendable {
         return try await send(try APIRequest("POST", "/v1/plans", json: Body(productId: productId, name: name,
                                                                              appStore: appStoreSubscriptionId.map(Plan.AppStore.init))))
             .decode(Plan.self)
+    }
+
+    // MARK: - Members and the audit log
+
+    /// Invites a member (`POST /v1/members`): the one-time invite URL is in the answer only.
+    public func inviteMember(email: String, role: Role) async throws -> CreatedMemberInvite {
+        struct Body: Encodable {
+            var email: String
+            var role: Role
+        }
+        return try await send(try APIRequest("POST", "/v1/members", json: Body(email: email, role: role)))
+            .decode(CreatedMemberInvite.self)
+    }
+
+    /// One page of members, newest first (`GET /v1/members`).
+    public func members(limit: Int? = nil, cursor: String? = nil) async throws -> Page<Member> {
+        try await send(APIRequest("GET", "/v1/members", query: pageQuery(limit: limit, cursor: cursor)))
+            .decode(Page<Member>.self)
+    }
+
+    /// Changes a member's role (`PATCH /v1/members/{id}`); their sessions end.
+    public func updateMember(_ id: UUID, role: Role) async throws -> Member {
+        struct Body: Encodable { var role: Role }
+        return try await send(try APIRequest("PATCH", "/v1/members/\(Self.id(id))", json: Body(role: role)))
+            .decode(Member.self)
+    }
+
+    /// Removes a member (`DELETE /v1/members/{id}`); the account stays.
+    public func removeMember(_ id: UUID) async throws {
+        _ = try await send(APIRequest("DELETE", "/v1/members/\(Self.id(id))"))
+    }
+
+    /// One page of pending invitations, newest first (`GET /v1/members/invites`).
+    public func memberInvites(limit: Int? = nil, cursor: String? = nil) async throws -> Page<MemberInvite> {
+        try await send(APIRequest("GET", "/v1/members/invites", query: pageQuery(limit: limit, cursor: cursor)))
+            .decode(Page<MemberInvite>.self)
+    }
+
+    /// Revokes a pending invitation (`DELETE /v1/members/invites/{id}`): its URL makes no member.
+    public func revokeMemberInvite(_ id: UUID) async throws {
+        _ = try await send(APIRequest("DELETE", "/v1/members/invites/\(Self.id(id))"))
+    }
+
+    /// One page of the audit log in the key's mode, newest first (`GET /v1/audit`).
+    public func auditLog(_ filter: AuditFilter = AuditFilter(), limit: Int? = nil, cursor: String? = nil)
+        async throws -> Page<AuditEntry>
+    {
+        var query = pageQuery(limit: limit, cursor: cursor)
+        let named: [(String, String?)] = [
+            ("objectType", filter.objectType), ("objectId", filter.objectId),
+            ("actorId", filter.actorId.map(Self.id)), ("action", filter.action)
+        ]
+        for (name, value) in named { if let value { query.append(URLQueryItem(name: name, value: value)) } }
+        return try await send(APIRequest("GET", "/v1/audit", query: query)).decode(Page<AuditEntry>.self)
     }
 
     // MARK: - Every page

@@ -327,3 +327,147 @@ public struct CreatedCodes: Codable, Sendable, Equatable {
     /// After this the CSV is deleted undownloaded.
     public var expiresAt: Date
 }
+
+/// A member: an operator account with a role, which signs in to the dashboard.
+public struct Member: Codable, Sendable, Equatable {
+    /// The member's account id (to change or remove them).
+    public var id: UUID
+    public var email: String
+    public var role: Role
+    /// When they became a member.
+    public var createdAt: Date
+    /// Whether they sign in with two-step verification (TOTP).
+    public var totpEnabled: Bool
+}
+
+/// An invitation still pending (never its token).
+public struct MemberInvite: Codable, Sendable, Equatable {
+    /// Its id (to revoke it).
+    public var id: UUID
+    public var email: String
+    public var role: Role
+    public var createdAt: Date
+    /// After this its URL makes no member.
+    public var expiresAt: Date
+}
+
+/// A new invitation, with its one-time token and URL shown this once.
+public struct CreatedMemberInvite: Codable, Sendable, Equatable {
+    public var id: UUID
+    public var email: String
+    public var role: Role
+    public var createdAt: Date
+    public var expiresAt: Date
+    /// The one-time token the URL carries.
+    public var token: String
+    /// The dashboard's address with the token: pass it on to the person invited.
+    public var inviteUrl: String
+    /// Whether the server mailed the invitation too.
+    public var mailed: Bool
+}
+
+/// Who made an operator change: an API key or a member, by id.
+public struct AuditActor: Codable, Sendable, Equatable {
+    /// `apiKey` or `member`.
+    public var type: String
+    /// The key's id, or the member's account id.
+    public var id: UUID
+}
+
+/// One operator change in the audit log (`GET /v1/audit`).
+public struct AuditEntry: Codable, Sendable, Equatable {
+    public var id: UUID
+    public var createdAt: Date
+    /// nil for a change whose author was not recorded.
+    public var actor: AuditActor?
+    /// `<objectType>.<verb>`, such as `coupon.create`.
+    public var action: String
+    public var objectType: String
+    /// A coupon's code, a plan's product id, or an id.
+    public var objectId: String
+    /// The object before the change, as the API shows it (nil for a creation).
+    public var before: JSONValue?
+    /// The object after the change (nil for a removal).
+    public var after: JSONValue?
+    /// The HTTP request that made it.
+    public var requestId: String?
+    public var mode: Mode
+
+    private enum CodingKeys: String, CodingKey {
+        case id, createdAt, actor, action, objectType, objectId, before, after, requestId, mode
+    }
+
+    /// `actor`, `before`, `after` and `requestId` are written as null when there is none, as the API does.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(actor, forKey: .actor)
+        try c.encode(action, forKey: .action)
+        try c.encode(objectType, forKey: .objectType)
+        try c.encode(objectId, forKey: .objectId)
+        try c.encode(before, forKey: .before)
+        try c.encode(after, forKey: .after)
+        try c.encode(requestId, forKey: .requestId)
+        try c.encode(mode, forKey: .mode)
+    }
+}
+
+/// Which audit entries to list; nil fields don't filter.
+public struct AuditFilter: Sendable, Equatable {
+    /// `coupon`, `plan`, `apiKey`, `webhook`, `member`, …
+    public var objectType: String?
+    public var objectId: String?
+    /// An API key's or member's id.
+    public var actorId: UUID?
+    /// Such as `coupon.create`.
+    public var action: String?
+
+    public init(objectType: String? = nil, objectId: String? = nil, actorId: UUID? = nil, action: String? = nil) {
+        self.objectType = objectType
+        self.objectId = objectId
+        self.actorId = actorId
+        self.action = action
+    }
+}
+
+/// Any JSON value, kept as it came (an audit entry's object before and after).
+public enum JSONValue: Codable, Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() {
+            self = .null
+        } else if let b = try? c.decode(Bool.self) {
+            self = .bool(b)
+        } else if let n = try? c.decode(Double.self) {
+            self = .number(n)
+        } else if let s = try? c.decode(String.self) {
+            self = .string(s)
+        } else if let a = try? c.decode([JSONValue].self) {
+            self = .array(a)
+        } else {
+            self = .object(try c.decode([String: JSONValue].self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .null: try c.encodeNil()
+        case .bool(let b): try c.encode(b)
+        case .number(let n):
+            // Whole numbers are written without a fraction, as they came.
+            if n.rounded() == n, abs(n) < 9_007_199_254_740_992 { try c.encode(Int64(n)) } else { try c.encode(n) }
+        case .string(let s): try c.encode(s)
+        case .array(let a): try c.encode(a)
+        case .object(let o): try c.encode(o)
+        }
+    }
+}

@@ -64,6 +64,18 @@ public enum RedeemErrorCode: Sendable, Hashable, RawRepresentable, CustomStringC
     case stateMismatch
     /// Too many requests: wait and try again.
     case rateLimited
+    /// An `Idempotency-Key` sent again with another request (method, path or body) than its first (422).
+    case idempotencyKeyReused
+    /// An `Idempotency-Key` whose first request is still running (409): try again shortly.
+    case idempotencyKeyInUse
+    /// The body is not JSON, or not the JSON the route reads (400).
+    case malformedJson
+    /// The body is over the route's size limit (413).
+    case tooLarge
+    /// The body's `Content-Type` is not one the route takes (415).
+    case unsupportedMediaType
+    /// The path exists, but not with this method (405).
+    case methodNotAllowed
     /// A one-time download (new unique codes' CSV) was taken already, or expired (410).
     case downloadGone
     /// The server has no mail set up: no email verification or password reset.
@@ -99,7 +111,8 @@ public enum RedeemErrorCode: Sendable, Hashable, RawRepresentable, CustomStringC
         .signInCodeUsed, .signInCodeExpired, .totpRequired, .invalidSignedData, .recordNameUnproven,
         .reauthenticationRequired, .emailUnverified, .notFound, .routeNotFound, .emailInUse, .recordNameInUse,
         .codeInUse, .productInUse, .transactionInUse, .invalidState, .appleIdInUse, .invalid, .weakPassword,
-        .storeLimit, .returnNotAllowed, .stateMismatch, .rateLimited, .downloadGone, .mailNotConfigured,
+        .storeLimit, .returnNotAllowed, .stateMismatch, .rateLimited, .idempotencyKeyReused, .idempotencyKeyInUse,
+        .malformedJson, .tooLarge, .unsupportedMediaType, .methodNotAllowed, .downloadGone, .mailNotConfigured,
         .cloudKitNotConfigured, .timeout, .unavailable, .internal, .transport, .decoding, .cancelled,
         .cloudKitUnavailable
     ]
@@ -159,6 +172,12 @@ public enum RedeemErrorCode: Sendable, Hashable, RawRepresentable, CustomStringC
         case .returnNotAllowed: "returnNotAllowed"
         case .stateMismatch: "stateMismatch"
         case .rateLimited: "rateLimited"
+        case .idempotencyKeyReused: "idempotencyKeyReused"
+        case .idempotencyKeyInUse: "idempotencyKeyInUse"
+        case .malformedJson: "malformedJson"
+        case .tooLarge: "tooLarge"
+        case .unsupportedMediaType: "unsupportedMediaType"
+        case .methodNotAllowed: "methodNotAllowed"
         case .downloadGone: "downloadGone"
         case .mailNotConfigured: "mailNotConfigured"
         case .cloudKitNotConfigured: "cloudKitNotConfigured"

@@ -18,13 +18,17 @@ import Testing
     @Test func everyCodeReadsAsItsCaseAndBack() {
         let known: [RedeemErrorCode] = [
             .invalidToken, .weakPassword, .mailNotConfigured, .signInCodeUsed, .appleIdInUse, .internal,
-            .refused(.exhausted), .refused(.webOnly), .http(502), .unknown("somethingNew")
+            .idempotencyKeyReused, .idempotencyKeyInUse, .refused(.exhausted), .refused(.webOnly), .http(502),
+            .unknown("somethingNew")
         ]
         for code in known {
             #expect(RedeemErrorCode(rawValue: code.rawValue) == code, "\(code)")
         }
         // Read as their cases, not as `unknown`, so a switch finds them.
-        for raw in ["invalidToken", "weakPassword", "mailNotConfigured", "internal", "notFound"] {
+        for raw in [
+            "invalidToken", "weakPassword", "mailNotConfigured", "internal", "notFound", "idempotencyKeyReused",
+            "idempotencyKeyInUse", "methodNotAllowed", "malformedJson", "tooLarge", "unsupportedMediaType"
+        ] {
             #expect(Self.shape(RedeemErrorCode(rawValue: raw)) == "named", "\(raw)")
         }
         #expect(Self.shape(RedeemErrorCode(rawValue: "webOnly")) == "refused webOnly")
