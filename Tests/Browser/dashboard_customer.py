@@ -23,7 +23,7 @@ try:
 
         def cells(selector):
             return js(f"Array.from(document.querySelectorAll({json.dumps(selector)})).map(function (r) {{"
-                      " return Array.from(r.cells).map(function (c) {{ return c.textContent; }}); }})")
+                      f" return Array.from(r.cells).map(function (c) {{ return c.textContent; }}); }})")
 
         def search(query):
             js("document.getElementById('customer-query').value = ''")
@@ -70,5 +70,5 @@ try:
         must(shown, "the link did not open the customer")
         seen["fromCoupon"] = js("location.hash")
         finish(True)
-except BrowserError as e:
-    finish(False, error=str(e))
+except (BrowserError, TypeError, KeyError) as e:
+    finish(False, error=repr(e))
