@@ -1,5 +1,5 @@
 """Headless Chromium through the DevTools protocol, shared by the browser tests' scripts
-(redeem_flow.py, apple_flow.py, dashboard_flow.py): start it on a free port with a profile of its
+(redeem_flow.py, apple_flow.py, dashboard_*.py): start it on a free port with a profile of its
 own, call protocol methods, evaluate JavaScript, wait for a condition, type, click, take
 screenshots, and leave nothing behind.
 
@@ -8,8 +8,10 @@ screenshots, and leave nothing behind.
         browser.wait_for("document.readyState === 'complete'")
 
 A protocol error raises BrowserError; `on_event` sees every event read while waiting for an answer.
+`Report` is what a script saw, printed as its one JSON line; `sign_in_to_dashboard` signs a member
+in to the operator dashboard.
 """
-import base64, json, shutil, socket, subprocess, tempfile, time, urllib.request
+import base64, json, shutil, socket, subprocess, sys, tempfile, time, urllib.request
 import websocket  # python3-websocket (Debian)
 
 
@@ -19,6 +21,29 @@ class BrowserError(Exception):
 
 def free_port():
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+
+class Report:
+    """What a script saw: `seen`, printed as one JSON line by `finish` (with "ok"), which ends the
+    script. `note`, as a Chromium's `on_event`, keeps the page's script errors and the Content
+    Security Policy's refusals."""
+
+    def __init__(self):
+        self.seen = {"exceptions": [], "violations": []}
+
+    def finish(self, ok, **extra):
+        self.seen.update(extra)
+        self.seen["ok"] = ok
+        print(json.dumps(self.seen))
+        sys.exit(0 if ok else 1)
+
+    def note(self, msg):
+        if msg.get("method") == "Runtime.exceptionThrown":
+            self.seen["exceptions"].append(msg["params"]["exceptionDetails"].get("exception", {}).get("description", "exception"))
+        if msg.get("method") == "Log.entryAdded":
+            text = msg["params"]["entry"].get("text", "")
+            if "Content Security Policy" in text or "Refused to" in text:
+                self.seen["violations"].append(text)
 
 
 class Chromium:
@@ -105,3 +130,22 @@ class Chromium:
         data = self.call("Page.captureScreenshot", format="png", **options)["data"]
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
+
+    def text(self, id):
+        """The text of the element with this id (None without one)."""
+        return self.js(f"(document.getElementById({json.dumps(id)}) || {{}}).textContent")
+
+    def must(self, report, expr, what, seconds=20):
+        """Waits for `expr`; without it the script ends, reporting `what` and the page's status line."""
+        if not self.wait_for(expr, seconds):
+            report.finish(False, error=what, status=self.text("status"))
+
+
+def sign_in_to_dashboard(browser, report, gateway, email, password):
+    """Opens the dashboard and signs a member in with the form, until the coupons list shows."""
+    browser.navigate(f"{gateway}/dashboard")
+    browser.must(report, "document.readyState === 'complete' && !document.getElementById('view-signin').hidden", "the sign-in form did not show")
+    browser.type_into("#signin-email", email)
+    browser.type_into("#signin-password", password)
+    browser.click("#signin-submit")
+    browser.must(report, "!document.getElementById('view-coupons').hidden && document.getElementById('nav').hidden === false", "sign-in did not reach the coupons list")

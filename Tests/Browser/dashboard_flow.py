@@ -9,38 +9,20 @@ usage: dashboard_flow.py GATEWAY_URL EMAIL PASSWORD CODE OUTPUT_DIR
 Prints one JSON line: {"ok": bool, ...what was seen}.
 """
 import json, os, shutil, subprocess, sys, tempfile, time
-from chromium import Chromium, BrowserError
+from chromium import Chromium, BrowserError, Report
 
 gateway, email, password, code, out_dir = sys.argv[1:6]
 here = os.path.dirname(os.path.abspath(__file__))
-seen = {"exceptions": [], "violations": []}
+report = Report()
+seen, finish = report.seen, report.finish
 downloads = tempfile.mkdtemp(prefix="redeem-downloads-")
 
-def finish(ok, **extra):
-    seen.update(extra)
-    seen["ok"] = ok
-    print(json.dumps(seen))
-    sys.exit(0 if ok else 1)
-
-def note(msg):
-    """Script errors and refusals by the Content Security Policy, as the page meets them."""
-    if msg.get("method") == "Runtime.exceptionThrown":
-        seen["exceptions"].append(msg["params"]["exceptionDetails"].get("exception", {}).get("description", "exception"))
-    if msg.get("method") == "Log.entryAdded":
-        text = msg["params"]["entry"].get("text", "")
-        if "Content Security Policy" in text or "Refused to" in text:
-            seen["violations"].append(text)
-
 try:
-    with Chromium(1280, 900, on_event=note) as browser:
-        call, js, wait_for, click = browser.call, browser.js, browser.wait_for, browser.click
-
-        def text(id):
-            return js(f"(document.getElementById({json.dumps(id)}) || {{}}).textContent")
+    with Chromium(1280, 900, on_event=report.note) as browser:
+        call, js, wait_for, click, text = browser.call, browser.js, browser.wait_for, browser.click, browser.text
 
         def must(expr, what, seconds=20):
-            if not wait_for(expr, seconds):
-                finish(False, error=what, status=text("status"))
+            browser.must(report, expr, what, seconds)
 
         def type_into(selector, value, clear=True):
             if clear:

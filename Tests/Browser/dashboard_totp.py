@@ -8,16 +8,11 @@ usage: dashboard_totp.py GATEWAY_URL EMAIL PASSWORD BASE32_SECRET STEP OUTPUT_DI
 Prints one JSON line: {"ok": bool, ...what was seen}.
 """
 import base64, hashlib, hmac, json, os, struct, sys
-from chromium import Chromium, BrowserError
+from chromium import Chromium, BrowserError, Report
 
 gateway, email, password, secret, step, out_dir = sys.argv[1:7]
-seen = {"exceptions": []}
-
-def finish(ok, **extra):
-    seen.update(extra)
-    seen["ok"] = ok
-    print(json.dumps(seen))
-    sys.exit(0 if ok else 1)
+report = Report()
+seen, finish = report.seen, report.finish
 
 def totp(secret, step):
     key = base64.b32decode(secret + "=" * (-len(secret) % 8))
@@ -25,17 +20,12 @@ def totp(secret, step):
     offset = mac[19] & 0x0F
     return "%06d" % ((struct.unpack(">I", mac[offset:offset + 4])[0] & 0x7FFFFFFF) % 1000000)
 
-def note(msg):
-    if msg.get("method") == "Runtime.exceptionThrown":
-        seen["exceptions"].append(msg["params"]["exceptionDetails"].get("exception", {}).get("description", "exception"))
-
 try:
-    with Chromium(1280, 900, on_event=note) as browser:
+    with Chromium(1280, 900, on_event=report.note) as browser:
         js, wait_for, click = browser.js, browser.wait_for, browser.click
 
         def must(expr, what, seconds=20):
-            if not wait_for(expr, seconds):
-                finish(False, error=what, status=js("document.getElementById('status').textContent"))
+            browser.must(report, expr, what, seconds)
 
         browser.navigate(f"{gateway}/dashboard")
         must("document.readyState === 'complete' && !document.getElementById('view-signin').hidden", "the sign-in form did not show")

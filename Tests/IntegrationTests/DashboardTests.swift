@@ -28,6 +28,23 @@ final class DashboardTests: StackTestCase {
         return (try? String(contentsOfFile: printed, encoding: .utf8)) ?? ""
     }
 
+    /// A new member of `role`, joined through an invitation as the dashboard's invite link does:
+    /// its email, password and the acceptance's account and session.
+    func member(
+        _ prefix: String, role: String
+    ) async throws -> (email: String, password: String, joined: AccountSessionBody) {
+        let client = Self.stack.client
+        let email = "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+        let password = "a long dashboard passphrase"
+        let invited = try await client.json(
+            "POST", "/v1/members", ["email": email, "role": role], token: Self.stack.adminKey)
+        XCTAssertEqual(invited.status, 201, invited.text)
+        let token = try XCTUnwrap(try invited.decode(Invitation.self).token)
+        let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
+        XCTAssertEqual(joined.status, 201, joined.text)
+        return (email, password, try joined.decode(AccountSessionBody.self))
+    }
+
     var output: URL {
         let dir = Project.root.appendingPathComponent("test-output")
         try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -36,14 +53,8 @@ final class DashboardTests: StackTestCase {
 
     func testAMemberCreatesACouponSeesItRedeemedAndDownloadsTheCSV() async throws {
         let client = Self.stack.client
-        // The member joins through an invitation, as the dashboard's invite link does.
-        let email = "dash-\(UUID().uuidString.prefix(8).lowercased())@example.com", password = "a long dashboard passphrase"
-        let invited = try await client.json("POST", "/v1/members", ["email": email, "role": "admin"], token: Self.stack.adminKey)
-        XCTAssertEqual(invited.status, 201, invited.text)
-        let token = try XCTUnwrap(try invited.decode(Invitation.self).token)
-        let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
-        XCTAssertEqual(joined.status, 201, joined.text)
-        let memberId = try joined.decode(AccountSessionBody.self).account.id
+        let (email, password, joined) = try await member("dash", role: "admin")
+        let memberId = joined.account.id
         // Something on every page: an older coupon, a webhook endpoint.
         _ = try await client.json("POST", "/v1/coupons", ["code": "OLD-" + UUID().uuidString.prefix(6), "kind": "freePeriod",
                                                           "duration": ["unit": "week", "count": 1]], token: Self.stack.adminKey)
@@ -118,12 +129,8 @@ final class DashboardTests: StackTestCase {
     /// answers `totpRequired`, and signs in with it (Tests/Browser/dashboard_totp.py).
     func testAMemberWithTOTPSignsInWithTheirCode() async throws {
         let client = Self.stack.client
-        let email = "totp-\(UUID().uuidString.prefix(8).lowercased())@example.com", password = "a long dashboard passphrase"
-        let invited = try await client.json("POST", "/v1/members", ["email": email, "role": "readonly"], token: Self.stack.adminKey)
-        let token = try XCTUnwrap(try invited.json()["token"] as? String)
-        let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
-        XCTAssertEqual(joined.status, 201, joined.text)
-        let session = try XCTUnwrap((try joined.json()["session"] as? [String: Any])?["accessToken"] as? String)
+        let (email, password, joined) = try await member("totp", role: "readonly")
+        let session = joined.session.accessToken
         let started = try await client.json("POST", "/v1/me/totp", [:], token: session)
         XCTAssertEqual(started.status, 200, started.text)
         let secret = try XCTUnwrap(try started.json()["secret"] as? String)
@@ -142,18 +149,76 @@ final class DashboardTests: StackTestCase {
         XCTAssertEqual(r["exceptions"] as? [String], [])
     }
 
+    /// The Customers page (Tests/Browser/dashboard_customer.py): a readonly member finds an end user
+    /// by email and by appUserId and sees its account, entitlement and redemption; an unknown id is
+    /// told, test mode hides the live redemption, and the coupon's redemptions link to the customer.
+    func testAMemberFindsACustomerWithItsRedemptionAndEntitlement() async throws {
+        let client = Self.stack.client
+        let (email, password, _) = try await member("support", role: "readonly")
+        let customerEmail = "buyer-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+        let signedUp = try await client.json(
+            "POST", "/v1/accounts", ["email": customerEmail, "password": "a long buyer passphrase"])
+        XCTAssertEqual(signedUp.status, 201, signedUp.text)
+        let customer = try signedUp.decode(AccountSessionBody.self)
+        let appUserId = try XCTUnwrap(customer.account.appUserId)
+        let code = "CUST-" + UUID().uuidString.prefix(6).uppercased()
+        let made = try await client.json(
+            "POST", "/v1/coupons",
+            ["code": code, "kind": "freePeriod", "entitlementId": "gold", "duration": ["unit": "month", "count": 1]],
+            token: Self.stack.adminKey)
+        XCTAssertEqual(made.status, 201, made.text)
+        let redeemed = try await client.json(
+            "POST", "/v1/redemptions", ["code": code, "platform": "web"], token: customer.session.accessToken)
+        XCTAssertEqual(redeemed.status, 201, redeemed.text)
+        let id = try redeemed.decode(RedemptionBody.self).redemptionId
+        let done = try await client.get("/v1/redemptions/\(id)?wait=20", token: customer.session.accessToken)
+        XCTAssertEqual(try done.decode(RedemptionBody.self).status, "completed", done.text)
+        let granted = try await Self.stack.eventually(10) {
+            let e = try await client.get("/v1/me/entitlements", token: customer.session.accessToken)
+            return try e.decode(EntitlementsBody.self).entry("gold") != nil
+        }
+        XCTAssertTrue(granted, "the redemption's entitlement is in the ledger")
+
+        let out = try browser(
+            "dashboard_customer.py",
+            [Self.stack.gateway.absoluteString, email, password, customerEmail, appUserId, code, output.path])
+        let r = try XCTUnwrap(
+            try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8))
+                as? [String: Any], out)
+        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
+        XCTAssertEqual(r["navCurrent"] as? String, "#customers")
+        XCTAssertEqual(r["hash"] as? String, "#customer/\(appUserId)", "found by email, the page is the customer's")
+        let facts = r["facts"] as? [String] ?? []
+        XCTAssertTrue(facts.contains("appUserId\(appUserId)"), "\(facts)")
+        XCTAssertTrue(facts.contains("Email\(customerEmail) (not verified)"), "\(facts)")
+        XCTAssertTrue(facts.contains("Signs in withpassword"), "\(facts)")
+        let entitlements = r["entitlements"] as? [[String]] ?? []
+        XCTAssertEqual(entitlements.count, 1, "\(entitlements)")
+        XCTAssertEqual(entitlements.first?[safe: 0], "gold")
+        XCTAssertEqual(entitlements.first?[safe: 1], "active")
+        let redemptions = r["redemptions"] as? [[String]] ?? []
+        XCTAssertEqual(redemptions.count, 1, "\(redemptions)")
+        XCTAssertEqual(redemptions.first?[safe: 0], code)
+        XCTAssertEqual(redemptions.first?[safe: 1], "web")
+        XCTAssertEqual(redemptions.first?[safe: 3], "completed")
+        XCTAssertEqual(redemptions.first?[safe: 6], "no")
+        XCTAssertEqual(r["unknown"] as? String, "No account has this appUserId.")
+        XCTAssertEqual(r["unknownHidesCustomer"] as? Bool, true)
+        XCTAssertEqual(r["byIdRedemptions"] as? Int, 1)
+        XCTAssertEqual((r["testMode"] as? [[String]])?.first?.first, "No redemptions in test mode.")
+        XCTAssertEqual(r["fromCoupon"] as? String, "#customer/\(appUserId)")
+        XCTAssertEqual(r["exceptions"] as? [String], [])
+        XCTAssertEqual(r["violations"] as? [String], [])
+        let shot = output.appendingPathComponent("dashboard-customer.png").path
+        XCTAssertTrue(FileManager.default.fileExists(atPath: shot))
+    }
+
     /// The dashboard's session over HTTP: the refresh token only in a strict cookie, a refresh from
     /// the cookie rotating it, and a sign-out ending it and clearing the cookie.
     func testTheDashboardSessionKeepsItsRefreshTokenInAStrictCookie() async throws {
         // A client that keeps no cookies: each request carries exactly the cookie the test gives it.
         let client = HTTPClient(base: Self.stack.gateway, followRedirects: false)
-        let email = "cookie-\(UUID().uuidString.prefix(8).lowercased())@example.com"
-        let password = "a long dashboard passphrase"
-        let invited = try await client.json(
-            "POST", "/v1/members", ["email": email, "role": "readonly"], token: Self.stack.adminKey)
-        let token = try XCTUnwrap(try invited.decode(Invitation.self).token)
-        let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
-        XCTAssertEqual(joined.status, 201, joined.text)
+        let (email, password, _) = try await member("cookie", role: "readonly")
 
         func cookie(_ r: HTTPClient.Response) -> String? {
             r.header("Set-Cookie").flatMap { $0.split(separator: ";").first.map(String.init) }

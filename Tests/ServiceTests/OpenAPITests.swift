@@ -325,7 +325,8 @@ import Testing
         let appOperations = [
             "POST /v1/accounts", "POST /v1/sessions", "POST /v1/sessions/refresh", "POST /v1/sessions/exchange",
             "POST /v1/sessions/apple", "GET /v1/me", "POST /v1/coupons/validate", "POST /v1/redemptions",
-            "GET /v1/redemptions/{id}", "GET /v1/me/redemptions", "GET /v1/me/entitlements"
+            "GET /v1/redemptions/{id}", "GET /v1/me/redemptions", "GET /v1/me/entitlements",
+            "GET /v1/customers/{appUserId}", "GET /v1/customers"
         ]
         let routes = Dictionary(uniqueKeysWithValues: Gateway.routes.map { ("\($0.method.rawValue) \($0.path)", $0) })
         for name in appOperations {

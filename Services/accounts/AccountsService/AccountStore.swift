@@ -95,6 +95,15 @@ enum AccountStore {
                            identities: identities, createdAt: try row.decode("created_at", as: Date.self))
     }
 
+    /// The accounts an operator looks up (`SQL/find_customers.sql`), each as `GET /v1/me` shows it.
+    static func customers(_ c: PGConnection, _ req: Accounts.Customers) throws -> Accounts.Customers.Response {
+        let rows = try c.prepared(
+            "find_customers", "SELECT accounts.find_customers($1, $2, $3) AS id",
+            [req.appUserId, req.email, Accounts.Customers.limit]
+        ).rows
+        return .init(data: try rows.map { try view(c, account: try $0.decode("id", as: UUID.self)) })
+    }
+
     /// Runs statements and turns unique violations into the client-facing conflicts.
     static func mapConflicts<T>(_ body: () throws -> T) throws -> T {
         do {

@@ -132,6 +132,9 @@ public final class AccountsService: BackendService {
             return Empty()
         }
         r.on(Accounts.Me.self) { [self] req, _ in try await pool.withConnection { try AccountStore.view($0, account: req.accountId) } }
+        r.on(Accounts.Customers.self) { [self] req, _ in
+            try await pool.withConnection { try AccountStore.customers($0, req) }
+        }
         r.on(Accounts.LinkCloudKit.self) { [self] req, _ in
             _ = try AccountRules.checkRecordName(req.recordName, field: "recordName")
             try await pool.withConnection { try AccountStore.requireFreshSignIn($0, account: req.accountId, session: req.sessionId) }

@@ -257,8 +257,9 @@ enum RedemptionStore {
             """
             SELECT \(columns) FROM coupons.redemptions r
             WHERE r.account_id = $1 AND \(Keyset.condition(time: "r.reserved_at", id: "r.id", parameter: 2))
+              AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.mode = $5::text))
             ORDER BY r.reserved_at DESC, r.id DESC LIMIT $4
-            """, [req.accountId, keyset.afterMicros, keyset.afterId, keyset.fetch]
+            """, [req.accountId, keyset.afterMicros, keyset.afterId, keyset.fetch, req.mode?.rawValue]
         ).rows
         return try keyset.page(rows, micros: "reserved_us", view)
     }

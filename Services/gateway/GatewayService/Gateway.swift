@@ -85,7 +85,7 @@ public final class Gateway: Sendable {
     /// Every route of the public API: the router answers these, and `/openapi.json` describes them.
     static let routes: [APIRoute] =
         operationsRoutes + pageRoutes + accountRoutes + appleRoutes + emailRoutes + couponRoutes + statsRoutes
-        + uniqueCodeRoutes + redemptionExportRoutes
+        + customerRoutes + uniqueCodeRoutes + redemptionExportRoutes
         + planRoutes
         + storeRoutes + googleRoutes + stripeRoutes + testHelperRoutes + grantRoutes + auditRoutes + memberRoutes
         + mcpRoutes + dashboardRoutes + dashboardSessionRoutes

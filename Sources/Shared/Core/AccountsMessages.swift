@@ -136,6 +136,24 @@ public enum Accounts {
         public init(accountId: UUID) { self.accountId = accountId }
     }
 
+    /// An operator looks an end user's account up (`GET /v1/customers`): by an id it holds (its
+    /// appUserId, one it held before, or a linked record name) or by its email (any case). Deleted
+    /// accounts are never found; at most `limit` accounts, newest first.
+    public struct Customers: BusRequest {
+        public static let type = "accounts.customers"
+        public struct Response: Codable, Sendable {
+            public var data: [AccountView]
+            public init(data: [AccountView]) { self.data = data }
+        }
+        public static let limit = 20
+        public var appUserId: String?
+        public var email: String?
+        public init(appUserId: String? = nil, email: String? = nil) {
+            self.appUserId = appUserId
+            self.email = email
+        }
+    }
+
     public struct LinkCloudKit: BusRequest {
         public static let type = "accounts.linkCloudKit"
         /// The id the apps log in with now, whether this call changed it, and if not, why.

@@ -637,10 +637,14 @@ public enum Coupons {
         /// nil (a caller from before pages): the default page size.
         public var limit: Int?
         public var cursor: String?
-        public init(accountId: UUID, limit: Int, cursor: String?) {
+        /// Only those of this mode's coupons (an operator's look at a customer); nil: every one,
+        /// as the account's owner sees them.
+        public var mode: Mode?
+        public init(accountId: UUID, limit: Int, cursor: String?, mode: Mode? = nil) {
             self.accountId = accountId
             self.limit = limit
             self.cursor = cursor
+            self.mode = mode
         }
     }
 

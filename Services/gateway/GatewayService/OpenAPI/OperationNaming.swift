@@ -38,6 +38,8 @@ enum OperationNaming {
         "GET /v1/coupons/{code}/codes.csv": "downloadUniqueCodes",
         "GET /v1/coupons/{code}/redemptions": "listCouponRedemptions",
         "GET /v1/stats/redemptions": "getRedemptionStats",
+        "GET /v1/customers": "findCustomers",
+        "GET /v1/customers/{appUserId}": "getCustomer",
         "POST /v1/coupons/{code}/redemption-exports": "createRedemptionExport",
         "GET /v1/redemption-downloads/{token}": "downloadRedemptionExport",
         "DELETE /v1/me": "deleteMe",
@@ -115,6 +117,7 @@ enum OperationNaming {
             "Unique codes", "Single-use codes by the thousand under one coupon, and their one-time CSV",
             ["/v1/coupons/{code}/codes", "/v1/code-downloads"]
         ),
+        ("Customers", "End users' accounts with their redemptions and entitlements, for operators", ["/v1/customers"]),
         ("Plans", "The store subscriptions coupons cover", ["/v1/plans"]),
         ("Stores", "Signed notifications from the App Store and Google Play", ["/v1/stores"]),
         ("Test helpers", "Test mode only: what a store would do", ["/v1/test_helpers"]),

@@ -130,6 +130,21 @@ extension Grants.Entitlements.Response: APIExampled {
     }
 }
 
+extension Gateway.CustomerBody: APIExampled {
+    static var examples: [(name: String, value: Self)] {
+        let redemptions = RedemptionView.examples.map(\.value).filter { $0.status == .completed }
+        let entitlements = Grants.Entitlements.Response.examples[0].value
+        return [
+            (
+                "customer",
+                Self(
+                    ExampleValues.account, redemptions: Page(data: redemptions, nextCursor: nil),
+                    entitlements: entitlements)
+            )
+        ]
+    }
+}
+
 extension Accounts.LinkCloudKit.Response: APIExampled {
     static var examples: [(name: String, value: Self)] {
         [

@@ -9,6 +9,8 @@
   let redemptionRows = [];
   let redemptionsCursor = null;
   let auditCursor = null;
+  let currentCustomer = null;  // the appUserId shown on the Customers page
+  let customerCursor = null;
   let dryRunTimer = null;
   let dryRunSeq = 0;
   let inviteToken = null;
@@ -113,7 +115,7 @@
 
   // MARK: views
 
-  const views = ["signin", "reset", "invite", "overview", "coupons", "new", "coupon", "plans", "webhooks", "keys", "members", "audit"];
+  const views = ["signin", "reset", "invite", "overview", "coupons", "new", "coupon", "customers", "plans", "webhooks", "keys", "members", "audit"];
 
   function show(name) {
     views.forEach((v) => { $("view-" + v).hidden = v !== name; });
@@ -135,11 +137,13 @@
     if (!session) { show(inviteToken ? "invite" : hash === "reset" ? "reset" : "signin"); return; }
     say("");
     if (hash.indexOf("coupon/") === 0) { openCoupon(hash.slice("coupon/".length)); return; }
+    if (hash.indexOf("customer/") === 0) { openCustomer(hash.slice("customer/".length)); return; }
     const name = views.indexOf(hash) >= 0 && hash !== "signin" && hash !== "reset" && hash !== "invite" && hash !== "coupon" ? hash : "coupons";
     show(name);
     if (name === "coupons") { couponCursors = [null]; couponPage = 0; loadCoupons(); }
     if (name === "new") resetCouponForm();
     if (name === "plans") loadPlans();
+    if (name === "customers") { $("customer").hidden = true; currentCustomer = null; }
     if (name === "overview") loadOverview();
     if (name === "webhooks") loadWebhooks();
     if (name === "keys") loadKeys();
@@ -484,7 +488,9 @@
     tbody.textContent = "";
     const shown = redemptionRows.filter((r) => !status || r.status === status);
     shown.forEach((r) => {
-      const who = el("span", r.appUserId || r.accountId || "not claimed yet", "mono");
+      // An account's appUserId leads to its customer page.
+      const who = el(r.appUserId ? "a" : "span", r.appUserId || r.accountId || "not claimed yet", "mono");
+      if (r.appUserId) who.href = "#customer/" + encodeURIComponent(r.appUserId);
       tbody.appendChild(row([who, r.platform, r.productId, money(r.pricePaid), r.status, time(r.completedAt || r.reservedAt), r.sandbox ? "yes" : "no",
                              r.uniqueCodeLast4 ? "…" + r.uniqueCodeLast4 : "—"]));
     });
@@ -568,6 +574,83 @@
       say("Deactivated.");
       openCoupon(currentCoupon.code);
     } catch (e) { fail(e); }
+  });
+
+  // MARK: customers: one end user's account, its entitlements and its redemptions in this mode
+
+  function customerPath(appUserId) {
+    return "/v1/customers/" + encodeURIComponent(appUserId) + "?limit=50" +
+      (customerCursor ? "&cursor=" + encodeURIComponent(customerCursor) : "");
+  }
+
+  function showCustomer(c, more) {
+    currentCustomer = c.appUserId;
+    $("customer-query").value = c.appUserId;
+    $("customer-title").textContent = "Account " + c.appUserId;
+    const dl = $("customer-facts");
+    dl.textContent = "";
+    figure(dl, "appUserId", c.appUserId);
+    figure(dl, "Email", c.email ? c.email + (c.emailVerified ? " (verified)" : " (not verified)") : null);
+    figure(dl, "Since", time(c.createdAt));
+    const ways = [["email", "password"], ["apple", "Apple"], ["cloudkit", "CloudKit"]].filter((w) => c.signIns[w[0]]).map((w) => w[1]);
+    figure(dl, "Signs in with", ways.length ? ways.join(", ") : "nothing yet");
+    const ents = $("customer-entitlements").tBodies[0];
+    ents.textContent = "";
+    const now = Date.now();
+    c.entitlements.data.forEach((e) => {
+      const active = Date.parse(e.expiresAt) > now;
+      ents.appendChild(row([el("span", e.entitlementId, "mono"), active ? "active" : "expired", time(e.expiresAt), e.source, e.sandbox ? "yes" : "no"]));
+    });
+    if (!c.entitlements.data.length) ents.appendChild(row(["No entitlements.", "", "", "", ""]));
+    if (c.entitlements.partial) say("The store could not be read in time: these are Redeem's own grants only.");
+    const tbody = $("customer-redemptions").tBodies[0];
+    if (!more) tbody.textContent = "";
+    c.redemptions.data.forEach((r) => {
+      const link = el("a", r.code, "mono");
+      link.href = "#coupon/" + encodeURIComponent(r.code);
+      tbody.appendChild(row([link, r.platform, r.productId, r.status, time(r.reservedAt), time(r.completedAt),
+                             r.sandbox ? "yes" : "no", r.uniqueCodeLast4 ? "…" + r.uniqueCodeLast4 : "—"]));
+    });
+    if (!tbody.rows.length) tbody.appendChild(row(["No redemptions in " + mode + " mode.", "", "", "", "", "", "", ""]));
+    customerCursor = c.redemptions.nextCursor;
+    $("customer-more").hidden = !customerCursor;
+    $("customer").hidden = false;
+  }
+
+  async function openCustomer(appUserId) {
+    show("customers");
+    $("customer").hidden = true;
+    $("err-customer-query").textContent = "";
+    customerCursor = null;
+    try {
+      showCustomer(await api("GET", customerPath(appUserId)), false);
+    } catch (e) {
+      if (e instanceof APIError && e.status === 404) { $("customer-query").value = appUserId; $("err-customer-query").textContent = "No account has this appUserId."; } else fail(e);
+    }
+  }
+
+  function goToCustomer(appUserId) {
+    const hash = "#customer/" + encodeURIComponent(appUserId);
+    if (location.hash === hash) openCustomer(appUserId); else location.hash = hash;
+  }
+
+  // An email is looked up in the list; anything else is an id the account holds.
+  $("customer-search").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    $("err-customer-query").textContent = "";
+    const q = $("customer-query").value.trim();
+    if (!q) { $("err-customer-query").textContent = "Type an appUserId or an email."; return; }
+    if (q.indexOf("@") < 0) { goToCustomer(q); return; }
+    try {
+      const found = await api("GET", "/v1/customers?email=" + encodeURIComponent(q));
+      if (!found.data.length) { $("customer").hidden = true; $("err-customer-query").textContent = "No account has this email."; return; }
+      goToCustomer(found.data[0].appUserId);
+    } catch (e) { if (e instanceof APIError && e.status === 422) showFieldError("err-customer-", {error: {field: "query"}, message: e.message}); else fail(e); }
+  });
+
+  $("customer-more").addEventListener("click", async () => {
+    if (!currentCustomer) return;
+    try { showCustomer(await api("GET", customerPath(currentCustomer)), true); } catch (e) { fail(e); }
   });
 
   // MARK: webhooks
