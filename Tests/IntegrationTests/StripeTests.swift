@@ -33,6 +33,8 @@ final class StripeTests: StackTestCase {
             "REDEEM_RESERVATION_SWEEP_MS": "500"
         ])
         minter = try stack.minter()
+        // The hosted checkout page's Pay button posts the completed event here, as Stripe does.
+        stripe.sendEvents(to: stack.gateway, secret: webhookSecret)
     }
 
     override class func stopSuite() {
@@ -172,7 +174,250 @@ final class StripeTests: StackTestCase {
         return state == "Z" || state == "X"
     }
 
+    /// A signed-up account (GET /v1/me needs one): its access token, id and appUserId.
+    func signUp(_ email: String, password: String) async throws -> (token: String, id: String, appUserId: String) {
+        let r = try await client.json("POST", "/v1/accounts", ["email": email, "password": password])
+        XCTAssertEqual(r.status, 201, r.text)
+        let body = try r.decode(AccountSessionBody.self)
+        return (body.session.accessToken, body.account.id, try XCTUnwrap(body.account.appUserId))
+    }
+
+    func signIn(_ email: String, password: String) async throws -> String {
+        let r = try await client.json("POST", "/v1/sessions", ["email": email, "password": password])
+        XCTAssertEqual(r.status, 200, r.text)
+        return try r.decode(AccountSessionBody.self).session.accessToken
+    }
+
+    func managementUrl(token: String) async throws -> String? {
+        let me = try await client.get("/v1/me", token: token)
+        XCTAssertEqual(me.status, 200, me.text)
+        let body = try me.json()
+        XCTAssertTrue(body.keys.contains("managementUrl"), "managementUrl is always sent: \(me.text)")
+        return body["managementUrl"] as? String
+    }
+
+    /// What `Tests/Browser/stripe_checkout_flow.py` prints.
+    struct BrowserFlow: Decodable {
+        let ok: Bool
+        let error: StringOrBool?
+        let checkoutUrl: String?
+        let returnUrl: String?
+        let returnStatus: String?
+        let status: String?
+        let result: String?
+        let againUrl: String?
+        enum StringOrBool: Decodable {
+            case text(String), flag(Bool)
+            init(from decoder: any Decoder) throws {
+                let c = try decoder.singleValueContainer()
+                if let b = try? c.decode(Bool.self) { self = .flag(b) } else { self = .text(try c.decode(String.self)) }
+            }
+        }
+        var shownAsError: Bool? { if case .flag(let b) = error { b } else { nil } }
+    }
+
+    /// The redeem page in headless Chromium through checkout at the fake Stripe (`success` pays,
+    /// `cancel` goes back), with a new account of `email`.
+    func browse(_ code: String, _ path: String, email: String, password: String) throws -> BrowserFlow {
+        let dir = Project.root.appendingPathComponent("test-output")
+        try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let shot = dir.appendingPathComponent("redeem-stripe-\(path).png")
+        let out = try Subprocess.run(
+            "/usr/bin/python3",
+            [
+                Project.root.appendingPathComponent("Tests/Browser/stripe_checkout_flow.py").path,
+                Self.stack.gateway.absoluteString, code, path, shot.path, email, password
+            ])
+        let flow: BrowserFlow
+        do {
+            flow = try JSONDecoder().decode(
+                BrowserFlow.self, from: out.split(separator: "\n").last.map { Data($0.utf8) } ?? Data())
+        } catch { throw TestFailure("\(error): \(out)") }
+        XCTAssertTrue(flow.ok, out)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: shot.path), "screenshot written")
+        return flow
+    }
+
     // MARK: - Tests
+
+    /// The redeem page sends a signed-in user to Stripe Checkout and shows the result on the way
+    /// back: the fake Stripe's page pays (its completed event reaches the webhook route), Stripe
+    /// sends the browser to `success_url`, and once the user signs in again (the session lived in
+    /// the page's memory) the page shows the confirmed purchase. The account's `GET /v1/me` then
+    /// names its billing portal.
+    func testTheRedeemPagePaysThroughCheckoutAndShowsTheSuccess() async throws {
+        let (plan, price, _) = try await self.plan(token: admin)
+        let (code, _) = try await webCoupon("WEBPAGE", plan: plan)
+        let email = "stripe-page-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+        let password = "a long browser passphrase"
+        let deliveriesBefore = Self.stripe.eventDeliveries.count
+        let r = try browse(code, "success", email: email, password: password)
+        let checkoutUrl = try XCTUnwrap(r.checkoutUrl)
+        XCTAssertTrue(checkoutUrl.hasPrefix(Self.stripe.url.absoluteString + "/c/pay/cs_"), checkoutUrl)
+        let session = try XCTUnwrap(Self.stripe.session(URL(string: checkoutUrl)!.lastPathComponent))
+        XCTAssertEqual(session.field("line_items[0][price]"), price)
+        XCTAssertTrue(Self.stripe.paid(session.id))
+        XCTAssertEqual(Self.stripe.eventDeliveries.dropFirst(deliveriesBefore), [200], "the event was taken")
+        let back = try XCTUnwrap(r.returnUrl.flatMap(URLComponents.init(string:)))
+        XCTAssertEqual(back.path, "/redeem")
+        let query = Dictionary(uniqueKeysWithValues: (back.queryItems ?? []).map { ($0.name, $0.value ?? "") })
+        XCTAssertEqual(query["checkout"], "success")
+        XCTAssertEqual(query["code"], code)
+        let redemptionId = try XCTUnwrap(query["redemption"])
+        XCTAssertEqual(session.field("client_reference_id"), redemptionId.lowercased())
+        XCTAssertEqual(r.returnStatus, "Payment received. Sign in to see your subscription.")
+        XCTAssertEqual(r.status, "Done! Your purchase is confirmed.")
+        XCTAssertEqual(r.result, "Your purchase is confirmed.")
+        XCTAssertEqual(r.shownAsError, false)
+
+        let token = try await signIn(email, password: password)
+        let redemption = try await client.get("/v1/redemptions/\(redemptionId)", token: token).json()
+        XCTAssertEqual(redemption["status"] as? String, "completed")
+        let managed = try await managementUrl(token: token)
+        let url = try XCTUnwrap(managed)
+        XCTAssertTrue(url.hasPrefix(Self.stack.gateway.absoluteString + "/v1/billing-portal/"), url)
+    }
+
+    /// Back from checkout without paying (Stripe's back link, `cancel_url`): the page says nothing
+    /// was charged, and the use stays reserved (only Stripe's `checkout.session.expired` releases
+    /// it); once signed in again, Redeem takes the user back to checkout for the same redemption.
+    func testTheRedeemPageShowsACancelledCheckoutAndOffersItAgain() async throws {
+        let (plan, _, _) = try await self.plan(token: admin)
+        let (code, _) = try await webCoupon("WEBBACK", plan: plan, cap: 1)
+        let email = "stripe-back-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+        let password = "a long browser passphrase"
+        let r = try browse(code, "cancel", email: email, password: password)
+        let first = try XCTUnwrap(r.checkoutUrl.flatMap { URL(string: $0) }?.lastPathComponent)
+        XCTAssertFalse(Self.stripe.paid(first))
+        let back = try XCTUnwrap(r.returnUrl.flatMap(URLComponents.init(string:)))
+        let query = Dictionary(uniqueKeysWithValues: (back.queryItems ?? []).map { ($0.name, $0.value ?? "") })
+        XCTAssertEqual(query["checkout"], "cancel")
+        let redemptionId = try XCTUnwrap(query["redemption"])
+        XCTAssertEqual(r.returnStatus, "Checkout was cancelled. Nothing was charged.")
+        XCTAssertEqual(r.status, "Checkout was cancelled. Nothing was charged. Press Redeem to go back to checkout.")
+        XCTAssertEqual(r.shownAsError, true)
+
+        let token = try await signIn(email, password: password)
+        let redemption = try await client.get("/v1/redemptions/\(redemptionId)", token: token).json()
+        XCTAssertEqual(redemption["status"] as? String, "reserved", "the use is held until the session expires")
+        let full = try await client.json(
+            "POST", "/v1/redemptions", ["code": code, "platform": "web", "productId": plan],
+            token: try Self.minter.user().token)
+        XCTAssertEqual(full.status, 422, "the coupon's only use is still taken: \(full.text)")
+        let again = try XCTUnwrap(r.againUrl.flatMap { URL(string: $0) }?.lastPathComponent)
+        XCTAssertNotEqual(again, first, "a new Checkout Session")
+        XCTAssertEqual(Self.stripe.session(again)?.field("client_reference_id"), redemptionId.lowercased())
+    }
+
+    /// `GET /v1/me`'s `managementUrl` for a Stripe subscription: null before any checkout; after
+    /// one, a link of Redeem's that makes the billing-portal session only when followed (Stripe's
+    /// portal sessions are short-lived) and answers 303 to it. A tampered link is 404.
+    func testManagementUrlLeadsToTheBillingPortal() async throws {
+        let (plan, _, _) = try await self.plan(token: admin)
+        let (code, _) = try await webCoupon("WEBMANAGE", plan: plan)
+        let account = try await signUp(
+            "stripe-manage-\(UUID().uuidString.prefix(8).lowercased())@example.com", password: "correct horse battery")
+        let none = try await managementUrl(token: account.token)
+        XCTAssertNil(none, "no Stripe customer yet")
+
+        let r = try await client.json(
+            "POST", "/v1/redemptions", ["code": code, "platform": "web", "productId": plan], token: account.token)
+        XCTAssertEqual(r.status, 201, r.text)
+        let sessionId = try XCTUnwrap(
+            ((try r.json()["stripe"] as? [String: Any])?["checkoutUrl"] as? String).flatMap(URL.init(string:))?
+                .lastPathComponent)
+        let customer = try XCTUnwrap(Self.stripe.session(sessionId)?.field("customer"))
+
+        let portalsBefore = Self.stripe.portalSessions.count
+        let managed = try await managementUrl(token: account.token)
+        let url = try XCTUnwrap(managed)
+        let prefix = Self.stack.gateway.absoluteString + "/v1/billing-portal/"
+        XCTAssertTrue(url.hasPrefix(prefix), url)
+        XCTAssertEqual(Self.stripe.portalSessions.count, portalsBefore, "no portal session made by reading GET /v1/me")
+
+        let browser = HTTPClient(base: Self.stack.gateway, followRedirects: false)
+        let path = String(url.dropFirst(Self.stack.gateway.absoluteString.count))
+        let followed = try await browser.send("GET", path)
+        XCTAssertEqual(followed.status, 303, followed.text)
+        let location = try XCTUnwrap(followed.headers.first { $0.key.lowercased() == "location" }?.value)
+        let portal = try XCTUnwrap(
+            Self.stripe.portalSessions.first { location.hasSuffix("/p/session/" + $0.id) }, location)
+        XCTAssertEqual(portal.field("customer"), customer)
+        XCTAssertEqual(portal.field("return_url"), Self.stack.gateway.absoluteString + "/redeem")
+        // Each visit makes a session of its own, as Stripe's portal sessions are for one visit.
+        let twice = try await browser.send("GET", path)
+        XCTAssertEqual(twice.status, 303, twice.text)
+        XCTAssertEqual(Self.stripe.portalSessions.count, portalsBefore + 2)
+
+        // A link altered by one character, or one never made, opens nothing.
+        var tampered = Array(path)
+        tampered[tampered.count - 3] = tampered[tampered.count - 3] == "A" ? "B" : "A"
+        let altered = try await browser.send("GET", String(tampered))
+        XCTAssertEqual(altered.status, 404, altered.text)
+        let made = try await browser.send("GET", "/v1/billing-portal/k000000000000.AAAA")
+        XCTAssertEqual(made.status, 404, made.text)
+        XCTAssertEqual(Self.stripe.portalSessions.count, portalsBefore + 2)
+    }
+
+    /// 16 first checkouts of one account at once make exactly one Stripe customer: the making is
+    /// claimed in grants' database first, and Stripe's Idempotency-Key (honoured by the fake as by
+    /// Stripe) names the account and mode. Every session names that customer.
+    func testConcurrentFirstCheckoutsMakeOneCustomer() async throws {
+        let (plan, _, _) = try await self.plan(token: admin)
+        let (code, _) = try await webCoupon("WEBRACE", plan: plan)
+        let u = try Self.minter.user()
+        let client = self.client
+        let answers = try await withThrowingTaskGroup(of: HTTPClient.Response.self) { group in
+            for _ in 0..<16 {
+                group.addTask {
+                    try await client.json(
+                        "POST", "/v1/redemptions", ["code": code, "platform": "web", "productId": plan], token: u.token)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        var sessions: [FakeStripe.Object] = []
+        for a in answers {
+            XCTAssertTrue([200, 201].contains(a.status), a.text)
+            let url = try XCTUnwrap((try a.json()["stripe"] as? [String: Any])?["checkoutUrl"] as? String, a.text)
+            sessions.append(try XCTUnwrap(Self.stripe.session(URL(string: url)!.lastPathComponent)))
+        }
+        XCTAssertEqual(sessions.count, 16)
+        let account = u.accountId.lowercasedString
+        let made = Self.stripe.customers.filter { $0.field("metadata[redeem_account_id]") == account }
+        XCTAssertEqual(made.count, 1, "one Stripe customer for the account")
+        let customer = try XCTUnwrap(made.first?.id)
+        XCTAssertEqual(Set(sessions.compactMap { $0.field("customer") }), [customer], "every session names it")
+        let calls = Self.stripe.received.filter {
+            $0.path == "/v1/customers" && $0.field("metadata[redeem_account_id]") == u.accountId.lowercasedString
+        }
+        // The claim lets one of the 16 ask Stripe (a second only after a 4 s lease ran out).
+        XCTAssertEqual(calls.count, 1, "one POST /v1/customers: the others waited for the claim's customer")
+        XCTAssertTrue(calls.allSatisfy { $0.idempotencyKey?.hasPrefix("redeem-customer-\(account)-live-") == true })
+        let rows = try await sql(
+            "SELECT customer_id FROM grants.stripe_customers WHERE account_id = $1", [u.accountId])
+        XCTAssertEqual(rows.rows.count, 1)
+        XCTAssertEqual(try rows.rows.first?.decode("customer_id", as: String.self), customer)
+
+        // The fake answers a repeated Idempotency-Key as Stripe does: the first object, and a
+        // refusal for the same key with other parameters.
+        let key = try XCTUnwrap(calls.first?.idempotencyKey)
+        let stripeAPI = HTTPClient(base: Self.stripe.url)
+        let form = Data(
+            "metadata%5Bapp_user_id%5D=\(u.appUserId)&metadata%5Bredeem_account_id%5D=\(account)".utf8)
+        let headers = [
+            "Authorization": "Bearer \(Self.stripe.keys[.live]!)", "Idempotency-Key": key,
+            "Content-Type": "application/x-www-form-urlencoded"
+        ]
+        let repeated = try await stripeAPI.send("POST", "/v1/customers", body: form, headers: headers)
+        XCTAssertEqual(try repeated.json()["id"] as? String, customer, repeated.text)
+        let other = try await stripeAPI.send(
+            "POST", "/v1/customers", body: Data("metadata%5Bapp_user_id%5D=someone".utf8), headers: headers)
+        XCTAssertEqual(other.status, 400, other.text)
+        XCTAssertEqual(
+            Self.stripe.customers.filter { $0.field("metadata[redeem_account_id]") == u.accountId.lowercasedString }
+                .count, 1)
+    }
 
     /// Checkout, then Stripe's completed event: the reservation completes with what Stripe
     /// charged and the subscription as its transaction, one `coupon.redeemed` goes out, and one

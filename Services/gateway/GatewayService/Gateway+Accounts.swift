@@ -53,8 +53,9 @@ extension Gateway {
         var session: SessionTokens
     }
 
-    /// `GET /v1/me`: the account, and where its store subscription is managed (RevenueCat's
-    /// `management_url`; null without one, under `local`, or when the store could not be read).
+    /// `GET /v1/me`: the account, and where its store subscription is managed: RevenueCat's
+    /// `management_url`, else the billing portal of the account's Stripe customer (a link to
+    /// `GET /v1/billing-portal/{link}`); null without either, or when neither could be read.
     struct MeBody: APIBody, Encodable {
         static let schemaName: String? = "Me"
         static let fieldRules: [String: [JSONSchema.Rule]] = ["managementUrl": [.alwaysSent, .format("uri")]]
@@ -156,8 +157,12 @@ extension Gateway {
     func me(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
         let view = try await accounts.request(Accounts.Me(accountId: user.account))
         // The store's view is extra: slow or down, the account is answered without it.
-        let store = try? await grants.request(Grants.StoreView(appUserId: view.appUserId, fresh: false))
-        return .json(200, MeBody(view, managementUrl: store?.managementUrl))
+        async let store = try? await grants.request(Grants.StoreView(appUserId: view.appUserId, fresh: false))
+        // RevenueCat's URL names the store of the latest subscription; without one, a Stripe
+        // customer's billing portal (docs/stripe.md).
+        async let stripe = stripeManagementURL(req, account: user.account)
+        let (storeView, portal) = await (store, stripe)
+        return .json(200, MeBody(view, managementUrl: storeView?.managementUrl ?? portal))
     }
 
     func deleteMe(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {

@@ -64,7 +64,13 @@ extension Gateway {
         .route(
             .post, "/v1/me/billing-portal",
             "A Stripe billing-portal session for the signed-in account's web subscription", access: .user,
-            answers: [200: .json(BillingPortal.self)], errors: [404, 503], handle: Gateway.billingPortal)
+            answers: [200: .json(BillingPortal.self)], errors: [404, 503], handle: Gateway.billingPortal),
+        // GET /v1/me's managementUrl for a Stripe subscription: the link itself (sealed by grants,
+        // an hour long) is the credential, as a browser following it sends no token.
+        .route(
+            .get, "/v1/billing-portal/{link}",
+            "Follow GET /v1/me's managementUrl: a Stripe billing-portal session made now, redirected to (303)",
+            answers: [303: .empty], errors: [404, 429, 503], handle: Gateway.followBillingPortalLink)
     ]
 
     /// Web redemptions of a coupon with a Stripe promotion code go through Stripe Checkout once
@@ -165,6 +171,27 @@ extension Gateway {
                 ["event.id": event.id, "error.code": e.code.rawValue, "error.field": e.field ?? ""])
             return .json(200, StripeEventReceipt(eventId: event.id, recorded: false, duplicate: false))
         }
+    }
+
+    /// Where `GET /v1/me` says the account's Stripe subscription is managed: a link to
+    /// `GET /v1/billing-portal/{link}` when the account has a Stripe customer, nil otherwise or when
+    /// grants cannot say.
+    func stripeManagementURL(_ req: HTTPRequest, account: UUID) async -> String? {
+        // Without Stripe's events nothing checks out through Stripe: no customer to ask about.
+        guard sellsThroughStripe, let answer = try? await grants.request(Grants.StripePortalLink(accountId: account)),
+            let link = answer.link
+        else { return nil }
+        return Self.origin(req) + "/v1/billing-portal/" + link
+    }
+
+    /// A followed `managementUrl`: the portal session is made now (Stripe's portal sessions are
+    /// short-lived, made when the customer asks), and the browser sent on to it. An unknown or
+    /// ended link is 404; an address is held to the sign-in rate.
+    func followBillingPortalLink(_ req: HTTPRequest) async throws -> HTTPResponse {
+        try abuse.checkAuth(ip: req.clientAddress, email: nil)
+        let link = req.pathParameters["link"] ?? ""
+        let portal = try await grants.request(Grants.StripePortal(link: link, returnURL: Self.origin(req) + "/redeem"))
+        return HTTPResponse(status: 303, headers: [("Location", portal.url), ("Cache-Control", "no-store")])
     }
 
     /// A billing-portal session for the account's Stripe customer, back to the redeem page.

@@ -9,5 +9,8 @@ enum GrantsFunctions {
     static let all: [SQLFunction] = [
         SQLFunction(file: "store_round.sql", PackageResources.store_round_sql),
         SQLFunction(file: "settle_succeeded.sql", PackageResources.settle_succeeded_sql),
+        SQLFunction(file: "claim_stripe_customer.sql", PackageResources.claim_stripe_customer_sql),
+        SQLFunction(file: "record_stripe_customer.sql", PackageResources.record_stripe_customer_sql),
+        SQLFunction(file: "release_stripe_customer.sql", PackageResources.release_stripe_customer_sql),
     ]
 }

@@ -30,5 +30,6 @@ enum GrantsMigrations {
         Migration(file: "017_webhook_secrets_rotate.sql", PackageResources._17_webhook_secrets_rotate_sql),
         Migration(
             file: "018_stripe_customers_and_receipts.sql", PackageResources._18_stripe_customers_and_receipts_sql),
+        Migration(file: "019_stripe_customers_are_claimed.sql", PackageResources._19_stripe_customers_are_claimed_sql),
     ]
 }

@@ -296,6 +296,7 @@ public final class GrantsService: BackendService {
         r.on(Grants.PlayPurchase.self) { [self] req, context in try await playPurchase(req, deadline: context.deadline) }
         r.on(Grants.StripeCheckout.self) { [self] req, _ in try await stripeCheckout(req) }
         r.on(Grants.StripePortal.self) { [self] req, _ in try await stripePortal(req) }
+        r.on(Grants.StripePortalLink.self) { [self] req, _ in try await stripePortalLink(req) }
         return r
     }
 

@@ -108,20 +108,39 @@ extension Grants {
         }
     }
 
-    /// A Stripe billing-portal session for the account's Stripe customer, in `mode`; `notFound`
-    /// when the account has none (it never checked out through Stripe).
+    /// A Stripe billing-portal session for the Stripe customer of the account, named by its id or
+    /// by a portal link (`StripePortalLink`); `notFound` when the account has none (it never
+    /// checked out through Stripe), or the link is not one of grants' or has ended.
     public struct StripePortal: BusRequest {
         public static let type = "grants.stripePortal"
         public struct Response: Codable, Sendable, Equatable {
             public var url: String
             public init(url: String) { self.url = url }
         }
-        public var accountId: UUID
+        public var accountId: UUID?
+        public var link: String?
         public var returnURL: String
         public init(accountId: UUID, returnURL: String) {
             self.accountId = accountId
             self.returnURL = returnURL
         }
+        public init(link: String, returnURL: String) {
+            self.link = link
+            self.returnURL = returnURL
+        }
+    }
+
+    /// A link to the account's billing portal, for `GET /v1/me`'s `managementUrl`: sealed by
+    /// grants, it names the account for an hour, and following it makes the portal session
+    /// (`StripePortal` with the link). nil when the account has no Stripe customer.
+    public struct StripePortalLink: BusRequest {
+        public static let type = "grants.stripePortalLink"
+        public struct Response: Codable, Sendable, Equatable {
+            public var link: String?
+            public init(link: String?) { self.link = link }
+        }
+        public var accountId: UUID
+        public init(accountId: UUID) { self.accountId = accountId }
     }
 }
 

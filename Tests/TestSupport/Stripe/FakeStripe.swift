@@ -15,6 +15,14 @@ import Synchronization
 /// - `GET /v1/promotion_codes?code=&coupon=`, `POST /v1/promotion_codes` (an existing coupon, a
 ///   code no other active promotion code has), `POST /v1/promotion_codes/{id}` with `active`.
 /// - `POST /v1/customers`, `POST /v1/checkout/sessions`, `POST /v1/billing_portal/sessions`.
+///   `POST /v1/customers` honours `Idempotency-Key` as Stripe does: the same key (per mode) answers
+///   the object the first request made, and a key reused with other parameters is refused (400
+///   `idempotency_error`).
+/// - The hosted pages a browser is sent to, without a key: a Checkout Session's (`GET /c/pay/{id}`,
+///   the session's `url`) whose Pay button "pays" (`POST /c/pay/{id}`): the session completes, the
+///   signed `checkout.session.completed` event is posted to the webhook route of the Redeem named by
+///   `sendEvents(to:secret:)`, and the browser is sent to `success_url` (303); its back link is
+///   `cancel_url`, as on Stripe's page. A billing-portal session's page (`GET /p/session/{id}`).
 ///
 /// Every request must carry one of the secret keys it was made with as its bearer (else 401);
 /// each object records the key's mode (`livemode`). Calls are recorded, and the next ones can be
@@ -28,6 +36,8 @@ public final class FakeStripe: Sendable {
         public let status: Int
         /// The mode of the key the call carried, nil when it carried none of the fake's.
         public let mode: Mode?
+        /// The call's `Idempotency-Key` header.
+        public let idempotencyKey: String?
 
         /// The first value of a form field.
         public func field(_ name: String) -> String? { form.first { $0.0 == name }?.1 }
@@ -53,6 +63,13 @@ public final class FakeStripe: Sendable {
         var customers: [String: Object] = [:]
         var sessions: [String: Object] = [:]
         var portals: [String: Object] = [:]
+        /// Idempotency keys by mode and key: the form first sent with it, and the object it made.
+        var idempotent: [String: (form: [(String, String)], id: String)] = [:]
+        /// Checkout Sessions paid on the hosted page, and what each event delivery was answered.
+        var paid: Set<String> = []
+        var deliveries: [Int] = []
+        /// Where paid sessions' events are posted, and the endpoint's signing secret.
+        var webhook: (gateway: URL, secret: String)?
         var calls: [Call] = []
         var failing = 0
         var failStatus = 500
@@ -85,6 +102,9 @@ public final class FakeStripe: Sendable {
         router.post("/v1/customers") { box.fake!.createCustomer($0) }
         router.post("/v1/checkout/sessions") { box.fake!.createSession($0) }
         router.post("/v1/billing_portal/sessions") { box.fake!.createPortal($0) }
+        router.get("/c/pay/{id}") { box.fake!.checkoutPage($0) }
+        router.post("/c/pay/{id}") { await box.fake!.pay($0) }
+        router.get("/p/session/{id}") { box.fake!.portalPage($0) }
         let routes = router
         server = .fake("fake-stripe") { await box.fake!.answer($0, routes: routes) }
         box.fake = self
@@ -110,6 +130,13 @@ public final class FakeStripe: Sendable {
     public func promotionCode(_ id: String) -> Object? { state.withLock { $0.promotionCodes[id] } }
     public var sessions: [Object] { state.withLock { Array($0.sessions.values) } }
     public var customers: [Object] { state.withLock { Array($0.customers.values) } }
+
+    /// Posts the events of sessions paid on the hosted checkout page to `gateway`'s Stripe webhook
+    /// route, signed with `secret`.
+    public func sendEvents(to gateway: URL, secret: String) { state.withLock { $0.webhook = (gateway, secret) } }
+    /// What Redeem answered each event the hosted page posted, in order.
+    public var eventDeliveries: [Int] { state.withLock { $0.deliveries } }
+    public func paid(_ sessionId: String) -> Bool { state.withLock { $0.paid.contains(sessionId) } }
 
     /// The next `count` promotion codes are made but answered 500, as when Stripe's answer is lost
     /// on the way, and until then listing them answers 503: the caller must find the code once
@@ -179,7 +206,10 @@ public final class FakeStripe: Sendable {
             req.method == "GET" ? Data(req.query.map { "\($0.key)=\($0.value)" }.joined(separator: "&").utf8) : req.body
         )
         var response: HTTPResponse
-        if mode == nil {
+        if req.path.hasPrefix("/c/pay/") || req.path.hasPrefix("/p/session/") {
+            // The hosted pages: a browser's, with no key.
+            response = await routes.handle(req)
+        } else if mode == nil {
             response = Self.error(401, "invalid_request_error", nil, "Invalid API Key provided.", status401: true)
         } else if let injected = takeInjectedFailure() {
             response = injected
@@ -189,7 +219,9 @@ public final class FakeStripe: Sendable {
                 response = Self.error(404, "invalid_request_error", "resource_missing", "Unrecognized request URL.")
             }
         }
-        let call = Call(method: req.method, path: req.path, form: form, status: response.status, mode: mode)
+        let call = Call(
+            method: req.method, path: req.path, form: form, status: response.status, mode: mode,
+            idempotencyKey: req.header("idempotency-key"))
         state.withLock { $0.calls.append(call) }
         return response
     }
@@ -357,10 +389,30 @@ public final class FakeStripe: Sendable {
     }
 
     func createCustomer(_ req: HTTPRequest) -> HTTPResponse {
-        let made = Object(id: newId("cus_"), form: Self.form(req.body), livemode: livemode(req))
-        state.withLock { $0.customers[made.id] = made }
-        return Self.json(200, ["id": made.id, "object": "customer", "livemode": made.livemode])
+        let form = Self.form(req.body), live = livemode(req)
+        let made = Object(id: newId("cus_"), form: form, livemode: live)
+        // Stripe's keys are scoped to the account and mode; a repeat answers the first object.
+        let key = req.header("idempotency-key").map { "\(live):\($0)" }
+        let answer = state.withLock { s -> Result<String, Mismatch> in
+            if let key, let first = s.idempotent[key] {
+                let same = first.form.count == form.count && zip(first.form, form).allSatisfy { $0 == $1 }
+                return same ? .success(first.id) : .failure(Mismatch())
+            }
+            s.customers[made.id] = made
+            if let key { s.idempotent[key] = (form, made.id) }
+            return .success(made.id)
+        }
+        switch answer {
+        case .success(let id):
+            return Self.json(200, ["id": id, "object": "customer", "livemode": live])
+        case .failure:
+            return Self.error(
+                400, "idempotency_error", nil,
+                "Keys for idempotent requests can only be used with the same parameters they were first used with.")
+        }
     }
+
+    struct Mismatch: Error {}
 
     func createSession(_ req: HTTPRequest) -> HTTPResponse {
         let form = Self.form(req.body)
@@ -404,6 +456,67 @@ public final class FakeStripe: Sendable {
                 "id": made.id, "object": "billing_portal.session", "customer": customer, "livemode": made.livemode,
                 "url": "\(url.absoluteString)/p/session/\(made.id)"
             ])
+    }
+
+    // MARK: The hosted pages
+
+    /// Checkout's page: the price, the promotion code, a Pay button, and the back link to
+    /// `cancel_url`.
+    func checkoutPage(_ req: HTTPRequest) -> HTTPResponse {
+        let id = req.pathParameters["id"] ?? ""
+        guard let session = state.withLock({ $0.sessions[id] }) else {
+            return .text(404, "<!doctype html><title>Not found</title><p>No such Checkout Session.</p>",
+                contentType: "text/html; charset=utf-8")
+        }
+        let e = FakeAppleID.escape
+        let html = """
+            <!doctype html><html><head><meta charset="utf-8"><title>Checkout (fake Stripe)</title></head>
+            <body><h1>Fake Stripe Checkout</h1>
+            <p id="price">\(e(session.field("line_items[0][price]") ?? ""))</p>
+            <p id="promotion">\(e(session.field("discounts[0][promotion_code]") ?? ""))</p>
+            <form id="pay" method="post" action="/c/pay/\(e(id))">
+            <button type="submit" id="pay-button">Pay</button></form>
+            <a id="back" href="\(e(session.field("cancel_url") ?? "/"))">Back</a>
+            </body></html>
+            """
+        return .text(200, html, contentType: "text/html; charset=utf-8")
+    }
+
+    /// Pay: the session completes, its signed event goes to Redeem's webhook route (when
+    /// `sendEvents` named one), and the browser goes to `success_url`. Paying twice posts no
+    /// second event.
+    func pay(_ req: HTTPRequest) async -> HTTPResponse {
+        let id = req.pathParameters["id"] ?? ""
+        guard let session = state.withLock({ $0.sessions[id] }), let success = session.field("success_url") else {
+            return .text(404, "No such Checkout Session.")
+        }
+        let first = state.withLock { $0.paid.insert(id).inserted }
+        if first, let webhook = state.withLock({ $0.webhook }),
+            let event = checkoutEvent(
+                "checkout.session.completed", sessionId: id, secret: webhook.secret, amountTotal: 799)
+        {
+            let client = HTTPClient(base: webhook.gateway)
+            let status =
+                (try? await client.send(
+                    "POST", "/v1/stores/stripe/webhooks", body: event.payload,
+                    headers: ["Content-Type": "application/json", "Stripe-Signature": event.signature]))?.status ?? 0
+            state.withLock { $0.deliveries.append(status) }
+        }
+        let location = success.replacingOccurrences(of: "{CHECKOUT_SESSION_ID}", with: id)
+        return HTTPResponse(status: 303, headers: [("Location", location)])
+    }
+
+    /// The billing portal's page, back to the session's `return_url`.
+    func portalPage(_ req: HTTPRequest) -> HTTPResponse {
+        let id = req.pathParameters["id"] ?? ""
+        guard let portal = state.withLock({ $0.portals[id] }) else { return .text(404, "No such portal session.") }
+        let e = FakeAppleID.escape
+        let html = """
+            <!doctype html><html><head><meta charset="utf-8"><title>Billing (fake Stripe)</title></head>
+            <body><h1>Fake Stripe billing portal</h1><p id="customer">\(e(portal.field("customer") ?? ""))</p>
+            <a id="return" href="\(e(portal.field("return_url") ?? "/"))">Return</a></body></html>
+            """
+        return .text(200, html, contentType: "text/html; charset=utf-8")
     }
 
     // MARK: Stripe's shapes

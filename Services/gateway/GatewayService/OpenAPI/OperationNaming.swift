@@ -82,6 +82,7 @@ enum OperationNaming {
         "POST /v1/stores/google/notifications": "receiveGoogleNotification",
         "POST /v1/stores/stripe/webhooks": "receiveStripeEvent",
         "POST /v1/me/billing-portal": "openBillingPortal",
+        "GET /v1/billing-portal/{link}": "followBillingPortalLink",
         "POST /v1/test_helpers/redemptions/{id}/purchase": "simulatePurchase",
         "POST /v1/test_helpers/store_offers/{id}/ready": "readyStoreOffer",
         "GET /v1/webhooks": "listWebhooks",
@@ -105,7 +106,7 @@ enum OperationNaming {
     static let tags: [(name: String, description: String, prefixes: [String])] = [
         (
             "Accounts", "Sign-up, sign-in and sessions, the signed-in account and its links",
-            ["/v1/accounts", "/v1/sessions", "/v1/me"]
+            ["/v1/accounts", "/v1/sessions", "/v1/me", "/v1/billing-portal"]
         ),
         (
             "Redemptions", "What an app calls: validate a code, redeem it, follow and complete the redemption",

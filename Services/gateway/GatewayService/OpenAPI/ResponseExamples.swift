@@ -50,7 +50,18 @@ extension Gateway.AuthBody: APIExampled {
 
 extension Gateway.MeBody: APIExampled {
     static var examples: [(name: String, value: Self)] {
-        [("account", Self(ExampleValues.account, managementUrl: "https://apps.apple.com/account/subscriptions"))]
+        [
+            ("account", Self(ExampleValues.account, managementUrl: "https://apps.apple.com/account/subscriptions")),
+            (
+                "stripeSubscription",
+                Self(
+                    ExampleValues.account,
+                    managementUrl: "https://redeem.example.com/v1/billing-portal/k3f9a1c2b7d4e."
+                        + "9mQx2Lr7vT0pWn4sYb8eKc1Hd5Jf3Ga6Uo2Zi9Xl0Rt7Bq4Nw8Ev1My5Cs3Dp6"
+                )
+            ),
+            ("noSubscription", Self(ExampleValues.account, managementUrl: nil))
+        ]
     }
 }
 

@@ -123,7 +123,7 @@ struct AppleHTTP: Sendable {
     /// `path` starts with `/` (or is empty, for the base URL itself) and may carry a query
     /// already encoded. Without a `token`, no `Authorization` is sent (an OAuth token request).
     func send(_ method: String, _ path: String, query: [(String, String)] = [], body: Data? = nil, contentType: String = "application/json",
-              token: String?) async -> AppleAnswer {
+              token: String?, headers: [(String, String)] = []) async -> AppleAnswer {
         var text = base.absoluteString.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path
         if !query.isEmpty {
             text += (path.contains("?") ? "&" : "?") + query.map { "\(Self.encode($0.0))=\(Self.encode($0.1))" }.joined(separator: "&")
@@ -133,6 +133,7 @@ struct AppleHTTP: Sendable {
         req.httpMethod = method
         if let token { req.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         req.setValue("application/json", forHTTPHeaderField: "Accept")
+        for (name, value) in headers { req.setValue(value, forHTTPHeaderField: name) }
         if let body {
             req.setValue(contentType, forHTTPHeaderField: "Content-Type")
             req.httpBody = body

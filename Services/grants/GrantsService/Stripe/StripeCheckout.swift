@@ -1,4 +1,5 @@
 import Core
+import Cryptography
 import Database
 import Foundation
 
@@ -41,13 +42,27 @@ extension GrantsService {
         return .init(checkoutUrl: session.url)
     }
 
-    /// A billing-portal session for the account's Stripe customer (its latest, of either mode).
+    /// A billing-portal session for the account's Stripe customer (its latest, of either mode),
+    /// the account named by the request or by a portal link (`stripePortalLink`).
     func stripePortal(_ req: Grants.StripePortal) async throws -> Grants.StripePortal.Response {
+        let account: UUID
+        if let link = req.link {
+            guard let opened = StripePortalLink.open(link, keyring: keyring, now: Date()) else {
+                throw ServiceError(
+                    .notFound, "this billing-portal link is unknown or has expired; read GET /v1/me again")
+            }
+            account = opened
+        } else if let id = req.accountId {
+            account = id
+        } else {
+            throw ServiceError(.invalid, "name the account or a portal link")
+        }
         let known = try await pool.withConnection { c in
             try c.query(
                 """
-                SELECT customer_id, mode FROM grants.stripe_customers WHERE account_id = $1 ORDER BY created_at DESC LIMIT 1
-                """, [req.accountId]
+                SELECT customer_id, mode FROM grants.stripe_customers WHERE account_id = $1 AND customer_id IS NOT NULL
+                ORDER BY created_at DESC LIMIT 1
+                """, [account]
             ).first.map { (try $0.decode("customer_id", as: String.self), try $0.decode("mode", as: String.self)) }
         }
         guard let known, let client = stripe[Mode(rawValue: known.1) ?? .live] else {
@@ -60,28 +75,83 @@ extension GrantsService {
         return .init(url: portal.url)
     }
 
-    /// The account's customer in `mode`: made at its first checkout, then reused. Two first
-    /// checkouts at once keep the customer stored first.
-    func stripeCustomer(_ client: StripeClient, account: UUID, appUserId: String, mode: Mode) async throws -> String {
-        let stored = try await pool.withConnection { c in
+    /// A link to the account's billing portal for `GET /v1/me` (`managementUrl`), when the account
+    /// has a Stripe customer whose mode's key grants holds; nil otherwise. No Stripe call: the
+    /// portal session is made only when the link is followed.
+    func stripePortalLink(_ req: Grants.StripePortalLink) async throws -> Grants.StripePortalLink.Response {
+        guard !stripe.isEmpty else { return .init(link: nil) }
+        let modes = try await pool.withConnection { c in
             try c.query(
-                "SELECT customer_id FROM grants.stripe_customers WHERE account_id = $1 AND mode = $2",
-                [account, mode.rawValue]
-            ).first?.decode("customer_id", as: String.self)
+                "SELECT mode FROM grants.stripe_customers WHERE account_id = $1 AND customer_id IS NOT NULL",
+                [req.accountId]
+            ).rows.map { try $0.decode("mode", as: String.self) }
         }
-        if let stored { return stored }
+        guard modes.contains(where: { Mode(rawValue: $0).map { stripe[$0] != nil } ?? false }) else {
+            return .init(link: nil)
+        }
+        return .init(link: StripePortalLink.make(account: req.accountId, keyring: keyring, now: Date()))
+    }
+
+    /// The account's customer in `mode`: made at its first checkout, then reused. The making is
+    /// claimed first (`claim_stripe_customer`): of checkouts at once, the one holding the claim asks
+    /// Stripe and the others wait for the customer it records. Stripe's Idempotency-Key, derived
+    /// from the account, mode and app user, makes a claimant that took over an expired claim (its
+    /// holder died after Stripe made the customer) get that same customer back.
+    func stripeCustomer(_ client: StripeClient, account: UUID, appUserId: String, mode: Mode) async throws -> String {
+        // The claim outlasts the call to Stripe (one try, `providerTimeout`); waiting longer than
+        // that means its holder is gone, and the claim is taken over.
+        let lease = config.providerTimeout + 2
+        let deadline = Date().addingTimeInterval(lease * 2)
+        while true {
+            let claim = try await pool.withConnection { c in
+                try c.query(
+                    "SELECT made, claimed FROM grants.claim_stripe_customer($1, $2, $3)",
+                    [account, mode.rawValue, lease]
+                ).first.map {
+                    (try $0.decodeIfPresent("made", as: String.self), try $0.decode("claimed", as: Bool.self))
+                }
+            }
+            if let made = claim?.0 { return made }
+            if claim?.1 == true {
+                return try await makeStripeCustomer(client, account: account, appUserId: appUserId, mode: mode)
+            }
+            guard Date() < deadline else {
+                throw ServiceError(.unavailable, "the account's Stripe customer is still being made; try again")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// Makes the customer whose claim this caller holds, and records it; a failure gives the claim up.
+    private func makeStripeCustomer(
+        _ client: StripeClient, account: UUID, appUserId: String, mode: Mode
+    ) async throws -> String {
         let form = [("metadata[app_user_id]", appUserId), ("metadata[redeem_account_id]", account.lowercasedString)]
-        let made = try await Self.callingStripe { () async throws(AppleCallError) -> StripeClient.Customer in
-            try await client.createCustomer(form)
+        let key = Self.customerIdempotencyKey(account: account, mode: mode, appUserId: appUserId)
+        let made: StripeClient.Customer
+        do {
+            made = try await Self.callingStripe { () async throws(AppleCallError) -> StripeClient.Customer in
+                try await client.createCustomer(form, idempotencyKey: key)
+            }
+        } catch {
+            try? await pool.withConnection { c in
+                _ = try c.query("SELECT grants.release_stripe_customer($1, $2)", [account, mode.rawValue])
+            }
+            throw error
         }
         return try await pool.withConnection { c in
             try c.query(
-                """
-                INSERT INTO grants.stripe_customers (account_id, mode, customer_id) VALUES ($1, $2, $3)
-                ON CONFLICT (account_id, mode) DO UPDATE SET mode = stripe_customers.mode RETURNING customer_id
-                """, [account, mode.rawValue, made.id]
+                "SELECT grants.record_stripe_customer($1, $2, $3) AS customer_id", [account, mode.rawValue, made.id]
             ).first!.decode("customer_id")
         }
+    }
+
+    /// Stripe's Idempotency-Key for making the account's customer in `mode`: the same for every
+    /// attempt with the same parameters (Stripe refuses a key reused with others, so the app user,
+    /// which may change, is part of it).
+    static func customerIdempotencyKey(account: UUID, mode: Mode, appUserId: String) -> String {
+        let user = Crypto.sha256(Array(appUserId.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+        return "redeem-customer-\(account.lowercasedString)-\(mode.rawValue)-\(user)"
     }
 
     /// A Stripe call, its failure as `unavailable` with Stripe's reason.

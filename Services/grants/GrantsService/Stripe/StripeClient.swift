@@ -80,9 +80,13 @@ final class StripeClient: Sendable {
         var url: String
     }
 
-    /// Makes a customer (`metadata[app_user_id]`, `metadata[redeem_account_id]`).
-    func createCustomer(_ form: [(String, String)]) async throws(AppleCallError) -> Customer {
-        try decode(try await call("POST", "/v1/customers", form: form, idempotent: false))
+    /// Makes a customer (`metadata[app_user_id]`, `metadata[redeem_account_id]`) under Stripe's
+    /// `Idempotency-Key`: the same key within Stripe's 24 hours answers the customer the first
+    /// request made, so the call is safe to repeat.
+    func createCustomer(_ form: [(String, String)], idempotencyKey: String) async throws(AppleCallError) -> Customer {
+        try decode(
+            try await call(
+                "POST", "/v1/customers", form: form, headers: [("Idempotency-Key", idempotencyKey)], idempotent: true))
     }
 
     /// Makes a Checkout Session; its `url` is where the customer pays.
@@ -124,13 +128,14 @@ final class StripeClient: Sendable {
 
     private func call(
         _ method: String, _ path: String, query: [(String, String)] = [], form: [(String, String)]? = nil,
-        idempotent: Bool
+        headers: [(String, String)] = [], idempotent: Bool
     ) async throws(AppleCallError) -> Data {
         let body = form.map(Self.formBody)
         let key = self.key
         let outcome = await retry.run(idempotent: idempotent, now: now) {
             await http.send(
-                method, path, query: query, body: body, contentType: "application/x-www-form-urlencoded", token: key)
+                method, path, query: query, body: body, contentType: "application/x-www-form-urlencoded", token: key,
+                headers: headers)
         }
         switch outcome {
         case .success(let data): return data

@@ -7,6 +7,9 @@ var checkedCode = null;
 var appleOffered = false;
 // Set while the page signs out on purpose, so the session's end is not reported as expired.
 var signingOut = false;
+// Back from Stripe Checkout signed out (the session lives in this page's memory only, and the
+// checkout was another page): what to pick up once the user signs in again.
+var afterSignIn = null;
 var $ = function (id) { return document.getElementById(id); };
 
 var refusals = /*REFUSALS*/;
@@ -56,6 +59,7 @@ function signedIn(result) {
   $("password").value = "";
   say("You're signed in. Now enter your code.");
   $("code").focus();
+  if (afterSignIn) { var next = afterSignIn; afterSignIn = null; next(); }
 }
 
 function signedOut(message) {
@@ -99,7 +103,7 @@ function finish(redemption) {
     $("result-text").textContent = text;
     $("result").hidden = false;
     $("redeem-button").disabled = true;
-    say("Done! " + text + ".");
+    say("Done! " + (/[.!?]$/.test(text) ? text : text + "."));
     $("result-title").focus();
   } else if (redemption.status === "failed" || redemption.status === "released") {
     say("We couldn't apply this code. Your code was not used up; please try again later.", true);
@@ -166,14 +170,31 @@ function backFromApple(params) {
 }
 
 // Back from Stripe Checkout (`checkout=success` or `cancel`, with the redemption): a paid
-// checkout completes once Stripe's event arrives, so the page waits for it.
+// checkout completes once Stripe's event arrives, so the page waits for it (after the user signs
+// in again). A cancelled one keeps the code reserved until Stripe expires the session, so Redeem
+// takes the user back to checkout, without checking the code again (which would say it is in use).
 function backFromCheckout(params) {
   var id = params.get("redemption");
+  var code = $("code").value.trim();
   if (params.get("checkout") !== "success") {
-    say("Checkout was cancelled. Nothing was charged.", true);
+    var retry = function () {
+      if (code) { checkedCode = code; $("redeem-button").disabled = false; }
+      say("Checkout was cancelled. Nothing was charged." + (code ? " Press Redeem to go back to checkout." : ""), true);
+    };
+    if (client.isSignedIn) retry();
+    else { afterSignIn = retry; say("Checkout was cancelled. Nothing was charged.", true); }
     return;
   }
-  if (!client.isSignedIn || !id) { say("Payment received. Sign in to see your subscription."); return; }
+  if (!id) { say("Payment received. Sign in to see your subscription."); return; }
+  if (!client.isSignedIn) {
+    afterSignIn = function () { awaitCheckout(id); };
+    say("Payment received. Sign in to see your subscription.");
+    return;
+  }
+  awaitCheckout(id);
+}
+
+function awaitCheckout(id) {
   say("Payment received. Confirming your subscription…");
   client.awaitCouponCompletion(id, { timeout: 120000 }).then(function (done) {
     if (!done.redemption || done.redemption.status === "reserved") {
