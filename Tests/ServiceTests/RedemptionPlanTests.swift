@@ -66,8 +66,8 @@ import Testing
 
             let picked = try c.query("SELECT id, account_id FROM coupons.redemptions WHERE status = 'granting' ORDER BY random() LIMIT 45").rows
             let ids = try picked.map { try $0.decode("id", as: UUID.self) }, accounts = try picked.map { try $0.decode("account_id", as: UUID.self) }
-            // Each account also holds a use of three other coupons: its history, which the lookup of
-            // a use of this coupon must not return.
+            // Each account also holds a use of three other coupons (its history, not yet completed,
+            // so it is still a new customer), which the lookup of a use of this coupon must not return.
             for other in ["OTHER1", "OTHER2", "OTHER3"] {
                 try c.query("""
                     WITH o AS (
@@ -75,7 +75,7 @@ import Testing
                         VALUES (gen_random_uuid(), $1, 'freePeriod', 'month', 1, '{}', '{web}', 'live') RETURNING id
                     )
                     INSERT INTO coupons.redemptions (id, coupon_id, code, account_id, app_user_id, platform, sandbox, status)
-                    SELECT gen_random_uuid(), o.id, $1, a, a::text, 'web', false, 'completed' FROM o, unnest($2::uuid[]) a
+                    SELECT gen_random_uuid(), o.id, $1, a, a::text, 'web', false, 'granting' FROM o, unnest($2::uuid[]) a
                     """, [other, PGArray(accounts.map { $0.lowercasedString })])
             }
             let before = try scans()
