@@ -45,7 +45,7 @@ let layers: [Target] = [
         name: "Outbound", dependencies: ["Core", "Telemetry", "CCurl"], path: "Sources/Shared/Outbound",
         swiftSettings: optimized),
     .target(
-        name: "Runtime", dependencies: ["Core", "Telemetry", "Cryptography", "Bus", "Outbound"],
+        name: "Runtime", dependencies: ["Core", "Telemetry", "Cryptography", "Bus", "Outbound", "CMalloc"],
         path: "Sources/Shared/Runtime",
         swiftSettings: optimized),
     .target(name: "Backend", dependencies: ["Core", "Telemetry", "Database", "Bus", "HTTP", "Runtime"], path: "Sources/Shared/Backend",
@@ -97,6 +97,7 @@ let package = Package(
     ],
     targets: [
         // System libraries. No pkgConfig for libzmq: its .pc adds -isystem flags SwiftPM prohibits.
+        .systemLibrary(name: "CMalloc", path: "Sources/Shared/CMalloc"),
         .systemLibrary(name: "CZeroMQ", path: "Sources/Shared/CZeroMQ", providers: [.apt(["libzmq3-dev"])]),
         .systemLibrary(name: "CLibPQ", path: "Sources/Shared/CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CCrypto", path: "Sources/Shared/CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),

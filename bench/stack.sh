@@ -1,6 +1,9 @@
 # Sourced by bench/run and bench/crash: installs what is missing, builds the release that
-# deploy/Dockerfile ships, starts a stack of its own in a temporary directory (stopped and removed
-# on exit), and defines $gateway, $admin, $db, $pg_port, $bin, $work and psql_.
+# deploy/Dockerfile ships, and defines:
+#   bench_start  starts a stack of its own in a new temporary directory (logs at $BENCH_LOG_LEVEL,
+#                `warn` unless set) and sets $gateway, $admin, $db, $pg_port, $work and psql_;
+#   bench_stop   stops it and removes the directory (also done on exit).
+# Sourcing it starts one stack, unless BENCH_NO_START=1.
 seconds=${BENCH_SECONDS:-10}
 clients=${BENCH_CLIENTS:-64}
 pg_bin=${REDEEM_PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -16,25 +19,32 @@ echo "bench: building (release, static Swift runtime)" >&2
 swift build -c release --static-swift-stdlib >&2
 bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
 
-work=$(mktemp -d /tmp/redeem-bench-XXXXXX)
-chmod 755 "$work"
+work=""
 runner_pid=""
-cleanup() {
+bench_stop() {
   [[ -n $runner_pid ]] && kill -TERM "$runner_pid" 2>/dev/null && wait "$runner_pid" 2>/dev/null
-  rm -rf "$work"
+  runner_pid=""
+  [[ -n $work ]] && rm -rf "$work"
+  work=""
 }
-trap cleanup EXIT INT TERM
+trap bench_stop EXIT INT TERM
 
-admin="sk_live_bench_$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-REDEEM_SKIP_SETUP=1 REDEEM_SKIP_BUILD=1 REDEEM_BIN_DIR="$bin" REDEEM_FREE_PORTS=1 REDEEM_DATA_DIR="$work/data" \
-  REDEEM_LOG_DIR="$work/logs" REDEEM_RATE_LIMITS=off REDEEM_LOG_LEVEL=warn REDEEM_DB_POOL_SIZE=${REDEEM_DB_POOL_SIZE:-16} \
-  REDEEM_ADMIN_KEY="$admin" \
-  deploy/run-stack > "$work/runner.out" 2> "$work/runner.err" &
-runner_pid=$!
-for _ in $(seq 1 600); do grep -q REDEEM_GATEWAY_URL "$work/runner.out" 2>/dev/null && break; sleep 0.1; done
-gateway=$(grep REDEEM_GATEWAY_URL "$work/runner.out" | cut -d= -f2)
-[[ -n $gateway ]] || { echo "bench: the stack did not start"; cat "$work/runner.err"; exit 1; }
-set -a; source "$work/data/run/env"; set +a
-db=$(cat "$work/data/run/database-admin-url")  # the superuser: no service gets it (run-stack)
-pg_port=${db##*127.0.0.1:}; pg_port=${pg_port%%/*}
+bench_start() {
+  work=$(mktemp -d /tmp/redeem-bench-XXXXXX)
+  chmod 755 "$work"
+  admin="sk_live_bench_$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  REDEEM_SKIP_SETUP=1 REDEEM_SKIP_BUILD=1 REDEEM_BIN_DIR="$bin" REDEEM_FREE_PORTS=1 REDEEM_DATA_DIR="$work/data" \
+    REDEEM_LOG_DIR="$work/logs" REDEEM_RATE_LIMITS=off REDEEM_LOG_LEVEL=${BENCH_LOG_LEVEL:-warn} \
+    REDEEM_DB_POOL_SIZE=${REDEEM_DB_POOL_SIZE:-16} REDEEM_ADMIN_KEY="$admin" \
+    deploy/run-stack > "$work/runner.out" 2> "$work/runner.err" &
+  runner_pid=$!
+  for _ in $(seq 1 600); do grep -q REDEEM_GATEWAY_URL "$work/runner.out" 2>/dev/null && break; sleep 0.1; done
+  gateway=$(grep REDEEM_GATEWAY_URL "$work/runner.out" | cut -d= -f2)
+  [[ -n $gateway ]] || { echo "bench: the stack did not start"; cat "$work/runner.err"; exit 1; }
+  set -a; source "$work/data/run/env"; set +a
+  db=$(cat "$work/data/run/database-admin-url")  # the superuser: no service gets it (run-stack)
+  pg_port=${db##*127.0.0.1:}; pg_port=${pg_port%%/*}
+}
 psql_() { "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -qAt redeem "$@"; }
+
+[[ ${BENCH_NO_START:-} == 1 ]] || bench_start

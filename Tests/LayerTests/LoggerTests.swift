@@ -36,6 +36,29 @@ import Testing
         #expect(sink.lines[0].hasPrefix("{\"at\":"), "keys sorted")
     }
 
+    /// Lines are written byte by byte (`LogLine`): whatever a message or field holds (quotes,
+    /// backslashes, control characters, any Unicode), the line parses back to exactly it.
+    @Test func everyStringReadsBackAsItWasLogged() throws {
+        var samples = [
+            "", "plain", "quote \" and \\ backslash", "tab\tnew\nline\r", "\u{0}\u{1}\u{1F}\u{7F}", "é ü 日本 🎟️", "</script>",
+        ]
+        for _ in 0..<300 {
+            samples.append(String((0..<24).map { _ in Character(Unicode.Scalar(UInt8.random(in: 0...127))) }))
+        }
+        let sink = LogSink(capturing: ())
+        let logger = Logger(service: "s", sink: sink)
+        for s in samples { logger.warning(s, ["field": s, "negative": -12, "fraction": 0.1, "whole": 2.0]) }
+        #expect(sink.lines.count == samples.count)
+        for (line, s) in zip(sink.lines, samples) {
+            let object = try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
+            #expect(object["msg"] as? String == s)
+            #expect(object["field"] as? String == s)
+            #expect(object["negative"] as? Int == -12)
+            #expect(object["fraction"] as? Double == 0.1)
+            #expect(object["whole"] as? Double == 2)
+        }
+    }
+
     @Test func fieldsAreBuiltOnlyForLinesThatAreWritten() {
         final class Counter: @unchecked Sendable { var n = 0 }
         let built = Counter()
@@ -122,9 +145,13 @@ import Testing
     }
 
     @Test func aTypedLineReadsLikeTheSameFieldsGivenAsADictionary() throws {
-        struct Fields: Encodable {
+        struct Fields: LogFields {
             let route: String, status: Int, ms: Double
-            enum CodingKeys: String, CodingKey { case route = "http.route", status = "http.status", ms = "http.duration_ms" }
+            func write(to line: inout LogLine) {
+                line.add("http.route", .string(route))
+                line.add("http.status", .int(Int64(status)))
+                line.add("http.duration_ms", .double(ms))
+            }
         }
         let sink = LogSink(capturing: ())
         let logger = Logger(service: "gateway", sink: sink)

@@ -42,7 +42,8 @@ import Testing
             func lookUp(_ accounts: [UUID]) throws -> [Int] {
                 let array = PGArray(accounts.map { $0.lowercasedString })
                 let validations = try RedemptionStore.validateBatch(c, accounts.map { Coupons.Validate(accountId: $0, code: "PLAN", platform: .web) }, now: Date())
-                return [try c.prepared("held_by_account", RedemptionStore.BatchSQL.heldByAccount, [array]).rows.count,
+                let held = try c.prepared("held_by_account", RedemptionStore.BatchSQL.heldByAccount, [array, "PLAN"])
+                return [held.rows.count,
                         try c.prepared("veterans_by_account", RedemptionStore.BatchSQL.veteransByAccount, [array]).rows.count,
                         validations.filter { $0.reason == .alreadyRedeemed }.count]
             }
@@ -65,6 +66,18 @@ import Testing
 
             let picked = try c.query("SELECT id, account_id FROM coupons.redemptions WHERE status = 'granting' ORDER BY random() LIMIT 45").rows
             let ids = try picked.map { try $0.decode("id", as: UUID.self) }, accounts = try picked.map { try $0.decode("account_id", as: UUID.self) }
+            // Each account also holds a use of three other coupons (its history, not yet completed,
+            // so it is still a new customer), which the lookup of a use of this coupon must not return.
+            for other in ["OTHER1", "OTHER2", "OTHER3"] {
+                try c.query("""
+                    WITH o AS (
+                        INSERT INTO coupons.coupons (id, code, kind, duration_unit, duration_count, product_ids, platforms, mode)
+                        VALUES (gen_random_uuid(), $1, 'freePeriod', 'month', 1, '{}', '{web}', 'live') RETURNING id
+                    )
+                    INSERT INTO coupons.redemptions (id, coupon_id, code, account_id, app_user_id, platform, sandbox, status)
+                    SELECT gen_random_uuid(), o.id, $1, a, a::text, 'web', false, 'granting' FROM o, unnest($2::uuid[]) a
+                    """, [other, PGArray(accounts.map { $0.lowercasedString })])
+            }
             let before = try scans()
             let granting = try lookUp(accounts)
             try complete(ids)

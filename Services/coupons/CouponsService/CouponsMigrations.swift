@@ -56,5 +56,7 @@ enum CouponsMigrations {
             file: "022_one_time_redemption_exports.sql", PackageResources._22_one_time_redemption_exports_sql),
         Migration(
             file: "023_coupon_names_and_metadata.sql", PackageResources._23_coupon_names_and_metadata_sql),
+        Migration(
+            file: "024_held_uses_looked_up_by_coupon.sql", PackageResources._24_held_uses_looked_up_by_coupon_sql),
     ]
 }

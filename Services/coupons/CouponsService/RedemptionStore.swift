@@ -18,8 +18,15 @@ enum RedemptionStore {
     /// table for every batch until autovacuum first analyzed it: 28 % of its CPU in a flash sale.
     /// `RedemptionPlanTests` checks that no lookup reads the table sequentially once it has grown.
     enum BatchSQL {
-        /// The redemptions that hold a use, of every account in `$1` (the caller matches the coupon).
-        static let heldByAccount = "SELECT \(columns), r.coupon_id FROM coupons.held_by_account($1) r"
+        /// The redemptions of the accounts in `$1` that hold a use of a coupon of code `$2` (live or
+        /// test: the caller matches the one it locked).
+        static let heldByAccount = """
+            SELECT \(columns), r.coupon_id FROM coupons.held_by_account($1, ARRAY(SELECT id FROM coupons.coupons WHERE code = $2)) r
+            """
+        /// The same, of the coupon `$2` (by id: a unique code's).
+        static let heldByAccountOfCoupon = """
+            SELECT \(columns), r.coupon_id FROM coupons.held_by_account($1, ARRAY[$2::uuid]) r
+            """
         /// The accounts of `$1` with a completed live redemption (no longer new customers).
         static let veteransByAccount = "SELECT v AS account_id FROM coupons.veterans_by_account($1) v"
         /// The coupon of code `$1` in mode `$2`, else in the other mode (`Coupons.preferredMode`),
@@ -477,10 +484,11 @@ extension RedemptionStore {
             .success(.init(redemption: nil, created: false, refusal: reason))
         }
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
-        // By account alone, with the coupon matched here: given `coupon_id = $1` too, the planner
-        // may scan every redemption of the coupon (statistics lag behind a flash sale's inserts,
-        // so a hot coupon looks like it has a handful), once per batch. An account has few. The
-        // lookup runs after the lock is granted, so it sees every use the batch before took.
+        // One probe per account of the one-use index, by account and the batch's coupon, in a
+        // function whose plan cannot turn into a scan of every redemption of the coupon
+        // (statistics lag behind a flash sale's inserts: `RedemptionPlanTests`), nor read every
+        // earlier redemption of the account (a customer's history costs nothing). The lookup runs
+        // after the lock is granted, so it sees every use the batch before took.
         // Every request of a batch has the same code and environment (`Coupons.batchKey`), so they
         // reach the same coupon.
         // A unique code reaches its own coupon (by id), and whether a redemption holds the code is
@@ -491,7 +499,7 @@ extension RedemptionStore {
                 "coupon_lock_preferred", BatchSQL.lockCoupon,
                 [CouponRules.normalizeCode(reqs[0].code), Coupons.preferredMode(sandbox: reqs[0].sandbox).rawValue]
             ),
-            ("held_by_account", BatchSQL.heldByAccount, [accounts])
+            ("held_by_account", BatchSQL.heldByAccount, [accounts, CouponRules.normalizeCode(reqs[0].code)])
         ]
         switch UniqueCode.read(reqs[0].code) {
         case .mistyped: return (reqs.map { _ in refused(.mistyped) }, [])
@@ -501,6 +509,7 @@ extension RedemptionStore {
             }
             unique = found
             statements[0] = ("coupon_lock_by_id", BatchSQL.lockCouponById, [found.couponId])
+            statements[1] = ("held_by_account_of_coupon", BatchSQL.heldByAccountOfCoupon, [accounts, found.couponId])
             statements.append(("unique_code_holder", UniqueCodeStore.holderSQL, [found.id]))
         case .shared: break
         }

@@ -295,24 +295,24 @@ extension HTTPServer {
             // A path that is itself a secret (a one-time address: `{token}` in its route) is logged
             // as its route.
             let path = route.contains("{token}") ? route : request?.path ?? ""
-            LogContext.$requestId.withValue(request?.requestId) {
-                LogContext.$trace.withValue(trace) {
-                    let fields = AccessFields(
-                        method: method, route: route, path: path, status: response.status,
-                        durationMs: (elapsed * 1000 * 100).rounded() / 100)
-                    logger.log(.info, "http request", typed: fields)
-                }
-            }
+            let fields = AccessFields(
+                method: method, route: route, path: path, status: response.status,
+                durationMs: (elapsed * 1000 * 100).rounded() / 100)
+            logger.log(.info, "http request", requestId: request?.requestId, traceId: trace?.traceId, typed: fields)
         }
         return response
     }
 }
 
 /// The fields of an access-log line.
-private struct AccessFields: Encodable {
+private struct AccessFields: LogFields {
     let method: String, route: String, path: String, status: Int, durationMs: Double
-    enum CodingKeys: String, CodingKey {
-        case method = "http.method", route = "http.route", path = "http.path", status = "http.status", durationMs = "http.duration_ms"
+    func write(to line: inout LogLine) {
+        line.add("http.method", .string(method))
+        line.add("http.route", .string(route))
+        line.add("http.path", .string(path))
+        line.add("http.status", .int(Int64(status)))
+        line.add("http.duration_ms", .double(durationMs))
     }
 }
 

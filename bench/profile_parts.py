@@ -1,0 +1,60 @@
+"""Reads `perf script | swift demangle` on stdin and prints the share of samples, and µs per
+operation, of each part of a request: a sample counts for the first part whose markers appear
+anywhere in its stack. Usage: ... | python3 bench/profile_parts.py OPERATIONS SAMPLE_HZ"""
+import collections
+import re
+import sys
+
+PARTS = [
+    ("access log (Logger.log)", ["Logger.log", "LogSink.write", "LogLine", "TypedLine"]),
+    ("request metrics (MetricsRegistry)", ["MetricsRegistry"]),
+    ("tracing (Tracer, TraceContext)", ["Tracer.", "TraceContext"]),
+    ("JWT verification (Authenticator.user)", ["Authenticator.user", "JWT.verify", "Authenticator.principal"]),
+    ("request body, JSON decode", ["JSONBody.decode", "RedeemBody.init"]),
+    ("bus: reply, JSON decode", ["busFrames", "ReplyEnvelope", "BatchAnswer"]),
+    ("bus: request, JSON encode and send", ["Envelope.encode", "BusClient.request", "JSONEncoder"]),
+    ("bus: ZeroMQ and CURVE", ["libzmq", "libsodium", "zmq_", "ZMQSocket", "PeerSockets", "BusNode"]),
+    ("reservation batching (Coalescer)", ["Coalescer", "ReservationBatcher"]),
+    ("response, queued to libmicrohttpd", ["queue(_:on:)", "HTTPResponse.json", "MHD_queue_response", "MHD_create_response"]),
+    ("request, headers read (makeRequest)", ["makeRequest", "collect(_:_:lowercaseKeys:)", "ClientAddress"]),
+    ("router and handler", ["Router.handle", "Gateway.redeem", "AbuseGuard"]),
+    ("libmicrohttpd", ["libmicrohttpd", "MHD_"]),
+]
+
+operations, hz = int(sys.argv[1]), float(sys.argv[2])
+counts, total, stack = collections.Counter(), 0, []
+
+
+def count(stack):
+    global total
+    if not stack:
+        return
+    total += 1
+    text = "\n".join(stack)
+    for name, markers in PARTS:
+        if any(m in text for m in markers):
+            counts[name] += 1
+            return
+    top = stack[0]
+    # Libraries built without frame pointers end the stack at their own frame: their part is
+    # known by the library alone (RSA verification is all the gateway asks of libcrypto).
+    if "libcrypto" in top:
+        counts["JWT verification (Authenticator.user)"] += 1
+    elif "kernel" in top:
+        counts["other: kernel (TCP, epoll, scheduling)"] += 1
+    elif re.search(r"malloc|free|_int_|swift_retain|swift_release|memset|memmove|libc\.so", top):
+        counts["other: malloc, free, reference counting"] += 1
+    else:
+        counts["other"] += 1
+
+
+for line in sys.stdin:
+    if line.startswith((" ", "\t")):
+        stack.append(line.strip())
+    else:
+        count(stack)
+        stack = []
+count(stack)
+for name, c in counts.most_common():
+    print(f"{100 * c / max(total, 1):5.1f}%  {c / hz * 1e6 / max(operations, 1):6.1f} µs  {name}")
+print(f"{total} samples, {total / hz * 1e6 / max(operations, 1):.0f} µs per operation in all")
