@@ -46,7 +46,9 @@ class OpenApiContractTest {
     private val leftToOthers: Map<String, String> = mapOf(
         "POST /v1/me/cloudkit" to "RedeemKit's: linking a CloudKit record name is for Apple platforms",
         "POST /v1/coupons/{code}/codes" to "an operator's: unique codes are made with the CLI, the dashboard or MCP",
-        "POST /v1/coupons/{code}/redemption-exports" to "an operator's: a one-time CSV address, for MCP's export_redemptions_csv"
+        "POST /v1/coupons/{code}/redemption-exports" to "an operator's: a one-time CSV address, for MCP's export_redemptions_csv",
+        "GET /v1/customers" to "an operator's: finding a customer, on the dashboard's Customers page",
+        "GET /v1/customers/{appUserId}" to "an operator's: a customer's account, redemptions and entitlements, on the dashboard"
     )
 
     /** A page of redemptions (`{data, nextCursor}`), read item by item. */
