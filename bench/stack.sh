@@ -21,10 +21,13 @@ bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
 
 work=""
 runner_pid=""
-bench_stop() {
-  [[ -n $runner_pid ]] && kill -TERM "$runner_pid" 2>/dev/null && wait "$runner_pid" 2>/dev/null
+bench_stop() {  # always returns 0: it runs under `set -e`, and the stack's status on SIGTERM is not 0
+  if [[ -n $runner_pid ]]; then
+    kill -TERM "$runner_pid" 2>/dev/null || true
+    wait "$runner_pid" 2>/dev/null || true
+  fi
   runner_pid=""
-  [[ -n $work ]] && rm -rf "$work"
+  if [[ -n $work ]]; then rm -rf "$work"; fi
   work=""
 }
 trap bench_stop EXIT INT TERM
