@@ -10,7 +10,11 @@ import Synchronization
 // Writes COUNT access tokens for COUNT distinct fresh accounts, one per line, signed with the
 // accounts service's own key (asked of accounts' key store), so the load generator can act as many
 // signed-in users without paying for COUNT sign-ups (each an argon2id hash). An RS256 signature
-// costs about 1 ms, so the tokens are signed on every core.
+// costs about 1 ms, so the tokens are signed on every core. `bench-tokens --version` prints the release.
+if CommandLine.arguments.dropFirst().first == "--version" {
+    print("bench-tokens \(Build.version)")
+    exit(0)
+}
 let args = CommandLine.arguments
 guard args.count == 4, let count = Int(args[2]) else {
     print("usage: bench-tokens DATABASE_URL COUNT OUT_FILE")
