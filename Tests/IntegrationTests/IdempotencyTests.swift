@@ -245,21 +245,29 @@ final class IdempotencyTests: StackTestCase {
         let access = try XCTUnwrap(session["accessToken"] as? String)
         let refresh = try XCTUnwrap(session["refreshToken"] as? String)
         let rows = try accountsDatabase().query(
-            "SELECT scope, response, key_id FROM accounts.idempotency_keys WHERE key = $1", [key]
+            "SELECT scope, request_hash, response, key_id FROM accounts.idempotency_keys WHERE key = $1", [key]
         ).rows
         XCTAssertEqual(rows.count, 1)
         let row = try XCTUnwrap(rows.first)
         let scope = try row.decode("scope", as: String.self)
         XCTAssertTrue(scope.hasPrefix("anonymous:POST /v1/accounts:"), scope)
         XCTAssertFalse(scope.contains(Self.password), "the scope holds a digest, not the body")
+        // Nor a plain SHA-256 of the body, against which guesses of the password could be tried.
+        let plainDigest = Crypto.sha256(Data((body + "\ncookie:").utf8)).hex
+        XCTAssertFalse(scope.contains(plainDigest), scope)
+        let requestHash = try row.decode("request_hash", as: PGBytes.self).data
+        XCTAssertNotEqual(requestHash, Data(Crypto.sha256(Data("POST /v1/accounts\n\(body)".utf8))))
+        XCTAssertEqual(requestHash.count, 32)
         let stored = try row.decode("response", as: PGBytes.self).data
-        for secret in [access, refresh, Self.password] {
+        // Neither as text nor as the base64 of the answer's body, which is how the answer is encoded.
+        for secret in [access, refresh, Self.password, first.body.base64EncodedString()] {
             XCTAssertNil(stored.range(of: Data(secret.utf8)), "a token or the password in the clear")
         }
         let opened = try Self.stack.secretKeyring().open(
             Array(stored), keyId: try row.decodeIfPresent("key_id", as: String.self),
             context: "accounts.idempotency_keys/\(scope)/\(key)")
-        XCTAssertNotNil(Data(opened).range(of: Data(access.utf8)), "the secret key opens the answer")
+        let answer = try JSONDecoder().decode(Idempotency.StoredResponse.self, from: Data(opened))
+        XCTAssertEqual(answer.body, first.body, "the secret key opens the answer")
     }
 
     func testTheSameKeyWithAnotherBodyWithoutACredentialIsAnotherRequest() async throws {
@@ -276,7 +284,8 @@ final class IdempotencyTests: StackTestCase {
         let signIn = #"{"email":"\#(a)","password":"\#(Self.password)"}"#
         let signedIn = try await anonymousPost("/v1/sessions", signIn, key: key)
         XCTAssertEqual(signedIn.status, 200, signedIn.text)
-        let wrong = try await anonymousPost("/v1/sessions", #"{"email":"\#(a)","password":"not the password"}"#, key: key)
+        let wrongPassword = #"{"email":"\#(a)","password":"not the password"}"#
+        let wrong = try await anonymousPost("/v1/sessions", wrongPassword, key: key)
         XCTAssertEqual(wrong.status, 401, wrong.text)
         XCTAssertNil(wrong.header("Idempotent-Replayed"))
         XCTAssertNil(wrong.body.range(of: Data("accessToken".utf8)), "no session for another password")

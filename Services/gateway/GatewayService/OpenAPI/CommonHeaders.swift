@@ -90,6 +90,13 @@ enum ErrorCodes {
 
     static func answered(status: Int) -> [String] { byStatus[status] ?? [] }
 
+    /// The codes a route's answer of `status` may carry: with an idempotency key, also the
+    /// gateway's own `idempotencyKeyInUse` (409) and `idempotencyKeyReused` (422).
+    static func answered(status: Int, by route: APIRoute) -> [String] {
+        let own = route.takesIdempotencyKey ? [409: IdempotencyRule.inUse.code, 422: IdempotencyRule.reused.code] : [:]
+        return Set(answered(status: status) + (own[status].map { [$0] } ?? [])).sorted()
+    }
+
     /// An error body of that status, with its most usual code.
     static func example(status: Int, _ codes: [String]) -> JSONValue? {
         let usual = [
