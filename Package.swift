@@ -115,7 +115,7 @@ let package = Package(
     + service("gateway", library: "GatewayService", embedded: ["Assets"])
     + [
         // Makes the bus's CURVE keys (deploy/run-stack, compose's .env).
-        .executableTarget(name: "redeem-keys", dependencies: ["Bus"], path: "deploy/redeem-keys"),
+        .executableTarget(name: "redeem-keys", dependencies: ["Core", "Bus"], path: "deploy/redeem-keys"),
         // Clients: RedeemKit depends on Foundation alone, so an iOS app can link it. Apps take it
         // from its own package (Clients/RedeemKit/Package.swift); these are the same sources.
         .target(name: "RedeemKit", path: "Clients/RedeemKit/Sources/RedeemKit"),

@@ -1,11 +1,15 @@
 import Core
+import Cryptography
+import Database
 import Foundation
 import TestSupport
 import XCTest
 
-/// `Idempotency-Key` on the POST routes that take a credential: the same key and body answer the
-/// first answer again without running, another body is 422 `idempotencyKeyReused`, a key still
-/// running is 409 `idempotencyKeyInUse`, and keys belong to their caller (an API key, an account).
+/// `Idempotency-Key` on every POST: the same key and body answer the first answer again without
+/// running, another body is 422 `idempotencyKeyReused`, a key still running is 409
+/// `idempotencyKeyInUse`, and keys belong to their caller (an API key, an account); without a
+/// credential, to the route and the very request (another body is another key). Answers are sealed
+/// at rest, and a key is forgotten after its 24 h.
 final class IdempotencyTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
     nonisolated(unsafe) static var minter: TokenMinter!
@@ -201,5 +205,119 @@ final class IdempotencyTests: StackTestCase {
         XCTAssertEqual(anonymous.status, 401, anonymous.text)
         let none = try await keys(named: name + "-long")
         XCTAssertEqual(none, [])
+    }
+
+    // MARK: Routes without a credential
+
+    /// A POST of these body bytes without a credential.
+    func anonymousPost(_ path: String, _ body: String, key: String?) async throws -> HTTPClient.Response {
+        var headers = ["Content-Type": "application/json"]
+        if let key { headers["Idempotency-Key"] = key }
+        return try await client.send("POST", path, body: Data(body.utf8), headers: headers)
+    }
+
+    static let password = "a long enough passphrase"
+    static func signUpBody(_ email: String) -> String { #"{"email":"\#(email)","password":"\#(password)"}"# }
+    static func email() -> String { "idem-\(UUID().uuidString.prefix(8).lowercased())@example.com" }
+
+    /// The accounts database as its owner, which may move a key's time.
+    func accountsDatabase() throws -> PGConnection {
+        try PGConnection(url: try Self.stack.databaseURL(of: "accounts", owner: true))
+    }
+
+    func testASignUpRetriedWithItsKeyAnswersTheOneAccountAndKeepsNoTokenInTheClear() async throws {
+        let key = UUID().uuidString
+        let body = Self.signUpBody(Self.email())
+        let first = try await anonymousPost("/v1/accounts", body, key: key)
+        XCTAssertEqual(first.status, 201, first.text)
+        XCTAssertNil(first.header("Idempotent-Replayed"))
+        let again = try await anonymousPost("/v1/accounts", body, key: key)
+        XCTAssertEqual(again.status, 201, again.text)
+        XCTAssertEqual(again.header("Idempotent-Replayed"), "true")
+        XCTAssertEqual(again.body, first.body, "the one account and session")
+        // Without the key the same sign-up runs, and the email is taken: one account was made.
+        let plain = try await anonymousPost("/v1/accounts", body, key: nil)
+        XCTAssertEqual(plain.status, 409, plain.text)
+        XCTAssertEqual(plain.errorCode, "emailInUse")
+
+        // At rest: the answer is sealed under the secret key, so the tokens are not in the row.
+        let session = try XCTUnwrap(try first.json()["session"] as? [String: Any])
+        let access = try XCTUnwrap(session["accessToken"] as? String)
+        let refresh = try XCTUnwrap(session["refreshToken"] as? String)
+        let rows = try accountsDatabase().query(
+            "SELECT scope, request_hash, response, key_id FROM accounts.idempotency_keys WHERE key = $1", [key]
+        ).rows
+        XCTAssertEqual(rows.count, 1)
+        let row = try XCTUnwrap(rows.first)
+        let scope = try row.decode("scope", as: String.self)
+        XCTAssertTrue(scope.hasPrefix("anonymous:POST /v1/accounts:"), scope)
+        XCTAssertFalse(scope.contains(Self.password), "the scope holds a digest, not the body")
+        // Nor a plain SHA-256 of the body, against which guesses of the password could be tried.
+        let plainDigest = Crypto.sha256(Data((body + "\ncookie:").utf8)).hex
+        XCTAssertFalse(scope.contains(plainDigest), scope)
+        let requestHash = try row.decode("request_hash", as: PGBytes.self).data
+        XCTAssertNotEqual(requestHash, Data(Crypto.sha256(Data("POST /v1/accounts\n\(body)".utf8))))
+        XCTAssertEqual(requestHash.count, 32)
+        let stored = try row.decode("response", as: PGBytes.self).data
+        // Neither as text nor as the base64 of the answer's body, which is how the answer is encoded.
+        for secret in [access, refresh, Self.password, first.body.base64EncodedString()] {
+            XCTAssertNil(stored.range(of: Data(secret.utf8)), "a token or the password in the clear")
+        }
+        let opened = try Self.stack.secretKeyring().open(
+            Array(stored), keyId: try row.decodeIfPresent("key_id", as: String.self),
+            context: "accounts.idempotency_keys/\(scope)/\(key)")
+        let answer = try JSONDecoder().decode(Idempotency.StoredResponse.self, from: Data(opened))
+        XCTAssertEqual(answer.body, first.body, "the secret key opens the answer")
+    }
+
+    func testTheSameKeyWithAnotherBodyWithoutACredentialIsAnotherRequest() async throws {
+        let key = UUID().uuidString
+        let (a, b) = (Self.email(), Self.email())
+        let first = try await anonymousPost("/v1/accounts", Self.signUpBody(a), key: key)
+        XCTAssertEqual(first.status, 201, first.text)
+        let other = try await anonymousPost("/v1/accounts", Self.signUpBody(b), key: key)
+        XCTAssertEqual(other.status, 201, other.text)
+        XCTAssertNil(other.header("Idempotent-Replayed"))
+        XCTAssertEqual((try other.json()["account"] as? [String: Any])?["email"] as? String, b, "its own account")
+
+        // A sign-in with the key: only the same password is answered the session again.
+        let signIn = #"{"email":"\#(a)","password":"\#(Self.password)"}"#
+        let signedIn = try await anonymousPost("/v1/sessions", signIn, key: key)
+        XCTAssertEqual(signedIn.status, 200, signedIn.text)
+        let wrongPassword = #"{"email":"\#(a)","password":"not the password"}"#
+        let wrong = try await anonymousPost("/v1/sessions", wrongPassword, key: key)
+        XCTAssertEqual(wrong.status, 401, wrong.text)
+        XCTAssertNil(wrong.header("Idempotent-Replayed"))
+        XCTAssertNil(wrong.body.range(of: Data("accessToken".utf8)), "no session for another password")
+        let replayed = try await anonymousPost("/v1/sessions", signIn, key: key)
+        XCTAssertEqual(replayed.header("Idempotent-Replayed"), "true")
+        XCTAssertEqual(replayed.body, signedIn.body)
+    }
+
+    func testAKeyIsForgottenAfterItsDay() async throws {
+        let key = UUID().uuidString
+        let body = Self.signUpBody(Self.email())
+        let first = try await anonymousPost("/v1/accounts", body, key: key)
+        XCTAssertEqual(first.status, 201, first.text)
+        let db = try accountsDatabase()
+        let life = try XCTUnwrap(
+            try db.query(
+                "SELECT extract(epoch FROM expires_at - created_at)::int AS s FROM accounts.idempotency_keys WHERE key = $1",
+                [key]
+            ).first)
+        XCTAssertEqual(try life.decode("s", as: Int.self), 24 * 3600)
+        // 25 h later, the prune forgets it, and the same request runs again: the email is taken.
+        _ = try db.query(
+            """
+            UPDATE accounts.idempotency_keys SET created_at = created_at - interval '25 hours',
+                expires_at = expires_at - interval '25 hours' WHERE key = $1
+            """, [key])
+        let gone = try XCTUnwrap(try db.query("SELECT accounts.idempotency_prune() AS gone").first)
+        XCTAssertGreaterThanOrEqual(try gone.decode("gone", as: Int.self), 1)
+        XCTAssertEqual(try db.query("SELECT 1 FROM accounts.idempotency_keys WHERE key = $1", [key]).rows.count, 0)
+        let later = try await anonymousPost("/v1/accounts", body, key: key)
+        XCTAssertEqual(later.status, 409, later.text)
+        XCTAssertEqual(later.errorCode, "emailInUse")
+        XCTAssertNil(later.header("Idempotent-Replayed"))
     }
 }

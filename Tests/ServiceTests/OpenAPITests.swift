@@ -191,9 +191,17 @@ import Testing
         #expect(ErrorCodes.answered(status: 422).contains("exhausted"))
     }
 
+    /// Whether a POST ignores `Idempotency-Key` (docs/api.md, "Idempotency"): the stores' signed
+    /// notifications and Apple's form post.
+    static func ignoresIdempotencyKey(_ path: String) -> Bool {
+        path.hasPrefix("/v1/stores/") || path == "/v1/sessions/apple/callback"
+    }
+
     /// The headers: an API operation takes `X-Request-Id`, one for keys and members also
-    /// `Redeem-Mode`; every answer names `X-Request-Id` and `Redeem-Version`, and a 429 or 503
-    /// `Retry-After`.
+    /// `Redeem-Mode`, every POST (with or without a credential) `Idempotency-Key`; every answer
+    /// names `X-Request-Id` and `Redeem-Version`, a 429 or 503 and a POST's 409 `Retry-After`, and
+    /// an answer a POST keeps for its key `Idempotent-Replayed`.
+
     @Test func theHeadersTakenAndAnsweredAreDescribed() throws {
         for d in try described() {
             let name = "\(d.method) \(d.path)"
@@ -204,16 +212,33 @@ import Testing
             let forKeys = (d.operation["description"] as? String ?? "").contains("API key")
             #expect(
                 refs.contains("#/components/parameters/RedeemMode") == (forKeys && d.path.hasPrefix("/v1/")), "\(name)")
+            // Every POST takes an Idempotency-Key, but those whose senders sign them (the stores)
+            // and Apple's form post; nothing else does.
+            let keyed = d.method == "POST" && !Self.ignoresIdempotencyKey(d.path)
+            #expect(refs.contains("#/components/parameters/IdempotencyKey") == keyed, "\(name)")
             for (status, answer) in d.operation["responses"] as? [String: [String: Any]] ?? [:] {
                 let headers = Set((answer["headers"] as? [String: Any] ?? [:]).keys)
                 #expect(headers.isSuperset(of: ["X-Request-Id", "Redeem-Version"]), "\(name) \(status)")
-                #expect(headers.contains("Retry-After") == (status == "429" || status == "503"), "\(name) \(status)")
+                // 409 idempotencyKeyInUse is sent with Retry-After: 1.
+                let waits = status == "429" || status == "503" || (keyed && status == "409")
+                #expect(headers.contains("Retry-After") == waits, "\(name) \(status)")
+                // An answer kept for the key may be given again, marked Idempotent-Replayed.
+                let kept = keyed && (Int(status) ?? 500) < 500 && !["401", "403", "429"].contains(status)
+                #expect(headers.contains("Idempotent-Replayed") == kept, "\(name) \(status)")
+            }
+            if keyed {
+                let conflict = (d.operation["responses"] as? [String: [String: Any]])?["409"]
+                #expect(
+                    (conflict?["x-error-codes"] as? [String])?.contains("idempotencyKeyInUse") == true, "\(name)")
             }
         }
         let components = try #require(try document()["components"] as? [String: Any])
         let parameters = try #require(components["parameters"] as? [String: [String: Any]])
         #expect(parameters["RedeemMode"]?["name"] as? String == "Redeem-Mode")
         #expect(parameters["RequestId"]?["in"] as? String == "header")
+        #expect(parameters["IdempotencyKey"]?["name"] as? String == "Idempotency-Key")
+        let headers = try #require(components["headers"] as? [String: [String: Any]])
+        #expect(Set(headers.keys).isSuperset(of: ["Retry-After", "Idempotent-Replayed"]))
     }
 
     /// The body types read are the body types described: each route's request schema is the

@@ -10,12 +10,16 @@ import Synchronization
 // Writes COUNT access tokens for COUNT distinct fresh accounts, one per line, signed with the
 // accounts service's own key (asked of accounts' key store), so the load generator can act as many
 // signed-in users without paying for COUNT sign-ups (each an argon2id hash). An RS256 signature
-// costs about 1 ms, so the tokens are signed on every core.
+// costs about 1 ms, so the tokens are signed on every core. `bench-tokens --version` prints the release.
 //
 // bench-tokens --sign-ups DATABASE_URL COUNT OUT_FILE ACCOUNTS_FILE
 // Signs up COUNT users with the accounts service's own code (`BenchSignUps`: real accounts and
 // sessions, one shared password hash) and writes their access tokens to OUT_FILE and their
 // account ids, one a line in the same order, to ACCOUNTS_FILE.
+if CommandLine.arguments.dropFirst().first == "--version" {
+    print("bench-tokens \(Build.version)")
+    exit(0)
+}
 var args = CommandLine.arguments
 let signUps = args.count > 1 && args[1] == "--sign-ups"
 if signUps { args.remove(at: 1) }

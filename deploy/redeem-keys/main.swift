@@ -5,8 +5,15 @@
 //                                 name given (REDEEM_BUS_PUBLIC_KEYS_FILE). deploy/run-stack runs it.
 //   redeem-keys --env <name>...   new keys as lines of a compose .env file: BUS_SECRET_KEY_<NAME>
 //                                 for each name, and BUS_PUBLIC_KEYS with every public key.
+//   redeem-keys --version
 import Bus
+import Core
 import Foundation
+
+if CommandLine.arguments.dropFirst().first == "--version" {
+    print("redeem-keys \(Build.version)")
+    exit(0)
+}
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("redeem-keys: \(message)\n".utf8))

@@ -3,14 +3,24 @@ import Cryptography
 import Foundation
 import HTTP
 
-/// `Idempotency-Key` on the POST routes that take a credential, as Stripe has it (docs/api.md,
-/// "Idempotency"): the first request with a key runs and its answer is kept for 24 h, then the same
-/// key and request are answered that answer again (`Idempotent-Replayed: true`), without running;
-/// the key with another request is 422 `idempotencyKeyReused`; while the first still runs, 409
-/// `idempotencyKeyInUse`. A key belongs to its caller: an API key, or an account in a mode.
-/// Accounts keeps the keys (`Idempotency`), so every gateway sees the same ones.
+/// `Idempotency-Key` on every POST, as Stripe has it (docs/api.md, "Idempotency"): the first
+/// request with a key runs and its answer is kept for 24 h, then the same key and request are
+/// answered that answer again (`Idempotent-Replayed: true`), without running; the key with another
+/// request is 422 `idempotencyKeyReused`; while the first still runs, 409 `idempotencyKeyInUse`.
+/// A key belongs to its caller: an API key, or an account in a mode; without a credential, to the
+/// route and the request itself (`anonymousScope`). Accounts keeps the keys (`Idempotency`), each
+/// answer sealed under the secret key, so every gateway sees the same ones and a copy of the
+/// database alone reads no token.
 enum IdempotencyRule {
     static let header = "idempotency-key"
+
+    /// Whether a POST ignores the header: the stores' notifications and events (`/v1/stores/`),
+    /// which their senders sign and send without it and which are deduplicated by their own ids;
+    /// Apple's form post to the web flow's callback, which a browser sends once on Apple's page and
+    /// which a one-time state guards.
+    static func ignores(_ path: String) -> Bool {
+        path.hasPrefix("/v1/stores/") || path == "/v1/sessions/apple/callback"
+    }
 
     /// Who a key belongs to.
     static func scope(of principal: Principal, request: HTTPRequest) -> String {
@@ -19,6 +29,17 @@ enum IdempotencyRule {
         case .user(let account, _, _, _):
             "account:\(account.lowercasedString):\((request.header("redeem-mode") ?? Mode.live.rawValue).lowercased())"
         }
+    }
+
+    /// Whose a key is on a route anyone may call: nobody's but the request's. The scope is the
+    /// route and a SHA-256 of what proves who sends it, the body (a password, a refresh token, a
+    /// code) and the cookies (the dashboard's session, Apple's flow): only a client that sends the
+    /// very same request again can get its answer. The same key with another body is thus another
+    /// key, not a 422.
+    static func anonymousScope(_ request: HTTPRequest) -> String {
+        var proof = request.body
+        proof.append(Data("\ncookie:\(request.header("cookie") ?? "")".utf8))
+        return "anonymous:\(request.method) \(request.path):\(Crypto.sha256(proof).hex)"
     }
 
     /// What makes two requests the same: the route they were sent to and their body, byte for byte.
@@ -49,14 +70,20 @@ enum IdempotencyRule {
 }
 
 extension Gateway {
-    /// Runs `handle` once per Idempotency-Key (`IdempotencyRule`). Without the header, or without
-    /// a credential that names its caller (the handler then answers 401), it just runs.
-    func idempotently(_ request: HTTPRequest, _ handle: Router.Handler) async throws -> HTTPResponse {
+    /// Runs `handle` once per Idempotency-Key (`IdempotencyRule`). Without the header, or on a
+    /// route for callers with a credential without one that names its caller (the handler then
+    /// answers 401), it just runs. `anonymous`: the route is anyone's (`anonymousScope`).
+    func idempotently(_ request: HTTPRequest, anonymous: Bool, _ handle: Router.Handler) async throws -> HTTPResponse {
         guard let key = request.header(IdempotencyRule.header) else { return try await handle(request) }
-        // Who is asking comes first: without a credential the handler answers 401, whatever the key.
-        guard let principal = try? await auth.principal(request) else { return try await handle(request) }
+        let scope: String
+        if anonymous {
+            scope = IdempotencyRule.anonymousScope(request)
+        } else {
+            // Who is asking comes first: without a credential the handler answers 401, whatever the key.
+            guard let principal = try? await auth.principal(request) else { return try await handle(request) }
+            scope = IdempotencyRule.scope(of: principal, request: request)
+        }
         try IdempotencyRule.check(key)
-        let scope = IdempotencyRule.scope(of: principal, request: request)
         let lock = config.requestTimeoutSeconds + Int(config.busTimeout.seconds.rounded(.up)) + 5
         let begin = Idempotency.Begin(
             scope: scope, key: key, requestHash: IdempotencyRule.requestHash(request), lockSeconds: lock)

@@ -62,6 +62,13 @@ public struct SecretKeyring: Sendable {
         return plain
     }
 
+    /// A keyed digest of `data` under the current key: HMAC-SHA256 with a key derived from it for
+    /// `purpose`. For a row found by a value that a copy of the database must not let anyone test
+    /// guesses against (a hash of a request whose body holds a password). It changes with the key.
+    public func digest(_ data: [UInt8], purpose: String) -> [UInt8] {
+        Crypto.hmacSHA256(key: Crypto.hmacSHA256(key: current.bytes, Array("redeem digest \(purpose)".utf8)), data)
+    }
+
     /// Whether a value stored under `keyId` should be sealed again: it is plaintext, or sealed under
     /// a key other than the current one.
     public func needsResealing(_ keyId: String?) -> Bool { keyId != current.id }

@@ -47,25 +47,26 @@ struct APIRoute: Sendable {
         self.answers = answers
         self.errors = errors
         let names = Set(query.map(\.name))
-        let idempotent = Self.takesIdempotencyKey(method, access)
+        let idempotent = Self.takesIdempotencyKey(method, path)
+        let anonymous = access == .anyone
         self.handler = { gateway in
             let handle = handler(gateway)
             return { request in
                 var request = request
                 if !request.query.isEmpty { request.query = request.query.filter { names.contains($0.key) } }
-                if idempotent { return try await gateway.idempotently(request, handle) }
+                if idempotent { return try await gateway.idempotently(request, anonymous: anonymous, handle) }
                 return try await handle(request)
             }
         }
     }
 
-    /// Whether the route honours `Idempotency-Key` (`Gateway.idempotently`): a POST with a
-    /// credential, which names whose key it is.
-    static func takesIdempotencyKey(_ method: Method, _ access: Requirement) -> Bool {
-        method == .post && access != .anyone
+    /// Whether the route honours `Idempotency-Key` (`Gateway.idempotently`): every POST but those
+    /// `IdempotencyRule.ignores`.
+    static func takesIdempotencyKey(_ method: Method, _ path: String) -> Bool {
+        method == .post && !IdempotencyRule.ignores(path)
     }
 
-    var takesIdempotencyKey: Bool { Self.takesIdempotencyKey(method, access) }
+    var takesIdempotencyKey: Bool { Self.takesIdempotencyKey(method, path) }
 
     /// A route anyone may call, without a body.
     static func route(_ method: Method, _ path: String, _ summary: String, query: [QueryParameter] = [],

@@ -18,7 +18,8 @@ enum CommonHeaders {
         "IdempotencyKey": OpenAPI.Parameter(
             name: "Idempotency-Key", location: .header, required: false, schema: idempotencyKeySchema,
             description: "Up to 255 bytes: the same key and body within 24 h answer the first answer again"
-                + " (Idempotent-Replayed: true); the same key with another body is 422 idempotencyKeyReused."),
+                + " (Idempotent-Replayed: true); the same key with another body is 422 idempotencyKeyReused, or,"
+                + " without a credential, another key; 409 idempotencyKeyInUse while the first still runs."),
     ]
 
     private static var idempotencyKeySchema: JSONSchema {
@@ -35,28 +36,36 @@ enum CommonHeaders {
         "Redeem-Version": OpenAPI.Header(
             description: "The release of the gateway that answered (docs/versions.md).", schema: .string),
         "Retry-After": OpenAPI.Header(
-            description: "Whole seconds to wait before trying again.", schema: .integer)
+            description: "Whole seconds to wait before trying again.", schema: .integer),
+        "Idempotent-Replayed": OpenAPI.Header(
+            description: "true on an answer given again for an Idempotency-Key, without running the request again.",
+            schema: .string)
     ]
 
-
     /// The header parameters an operation takes: every API route its request id, a route for
-    /// keys and members the mode, and a POST with a credential an idempotency key.
+    /// keys and members the mode, and a POST (`APIRoute.takesIdempotencyKey`) an idempotency key.
     static func taken(by route: APIRoute) -> [String] {
-        guard route.path.hasPrefix("/v1/") else { return [] }
-        var names = ["RequestId"]
-        switch route.access {
-        case .key, .userOrKey: names.append("RedeemMode")
-        case .anyone, .user: break
+        var names: [String] = []
+        if route.path.hasPrefix("/v1/") {
+            names.append("RequestId")
+            switch route.access {
+            case .key, .userOrKey: names.append("RedeemMode")
+            case .anyone, .user: break
+            }
         }
         if route.takesIdempotencyKey { names.append("IdempotencyKey") }
         return names
     }
 
     /// The headers an answer of `status` carries: every answer its request id and the release;
-    /// a 429 or a 503 how long to wait.
+    /// a 429 or a 503 how long to wait, and so a 409 of a route with an idempotency key (in use);
+    /// an answer such a route keeps for its key, whether it is given again.
     static func answered(status: Int, by route: APIRoute) -> [String: OpenAPI.Reference] {
         var names = ["X-Request-Id", "Redeem-Version"]
-        if status == 429 || status == 503 { names.append("Retry-After") }
+        if status == 429 || status == 503 || (status == 409 && route.takesIdempotencyKey) {
+            names.append("Retry-After")
+        }
+        if route.takesIdempotencyKey, IdempotencyRule.keeps(status: status) { names.append("Idempotent-Replayed") }
         return Dictionary(
             uniqueKeysWithValues: names.map { ($0, OpenAPI.Reference(ref: "#/components/headers/" + $0)) })
     }
@@ -80,6 +89,13 @@ enum ErrorCodes {
     }()
 
     static func answered(status: Int) -> [String] { byStatus[status] ?? [] }
+
+    /// The codes a route's answer of `status` may carry: with an idempotency key, also the
+    /// gateway's own `idempotencyKeyInUse` (409) and `idempotencyKeyReused` (422).
+    static func answered(status: Int, by route: APIRoute) -> [String] {
+        let own = route.takesIdempotencyKey ? [409: IdempotencyRule.inUse.code, 422: IdempotencyRule.reused.code] : [:]
+        return Set(answered(status: status) + (own[status].map { [$0] } ?? [])).sorted()
+    }
 
     /// An error body of that status, with its most usual code.
     static func example(status: Int, _ codes: [String]) -> JSONValue? {

@@ -61,7 +61,7 @@ enum OpenAPIDocument {
                 content: content, errorCodes: errorCodes)
         }
         for status in route.errors + commonErrors(route) {
-            let codes = ErrorCodes.answered(status: status)
+            let codes = ErrorCodes.answered(status: status, by: route)
             answer(
                 status, ["application/json": .init(schema: error, example: ErrorCodes.example(status: status, codes))],
                 errorCodes: codes.isEmpty ? nil : codes)
