@@ -27,6 +27,9 @@ bench_stop() {  # always returns 0: it runs under `set -e`, and the stack's stat
     wait "$runner_pid" 2>/dev/null || true
   fi
   runner_pid=""
+  # The stack's settings were exported from its env file: the next stack must not inherit them.
+  for name in ${bench_env_names:-}; do unset "$name"; done
+  bench_env_names=""
   if [[ -n $work ]]; then rm -rf "$work"; fi
   work=""
 }
@@ -42,9 +45,10 @@ bench_start() {
     deploy/run-stack > "$work/runner.out" 2> "$work/runner.err" &
   runner_pid=$!
   for _ in $(seq 1 600); do grep -q REDEEM_GATEWAY_URL "$work/runner.out" 2>/dev/null && break; sleep 0.1; done
-  gateway=$(grep REDEEM_GATEWAY_URL "$work/runner.out" | cut -d= -f2)
-  [[ -n $gateway ]] || { echo "bench: the stack did not start"; cat "$work/runner.err"; exit 1; }
+  gateway=$(grep REDEEM_GATEWAY_URL "$work/runner.out" | cut -d= -f2 || true)
+  [[ -n $gateway ]] || { echo "bench: the stack did not start" >&2; cat "$work/runner.err" >&2; exit 1; }
   set -a; source "$work/data/run/env"; set +a
+  bench_env_names=$(sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p' "$work/data/run/env")
   db=$(cat "$work/data/run/database-admin-url")  # the superuser: no service gets it (run-stack)
   pg_port=${db##*127.0.0.1:}; pg_port=${pg_port%%/*}
 }
