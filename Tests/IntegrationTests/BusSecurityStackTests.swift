@@ -60,7 +60,10 @@ final class BusSecurityStackTests: StackTestCase {
         let accounts = try BusClient(bus: plain, service: "accounts", connect: try endpoints("REDEEM_ACCOUNTS_BUS"))
         defer { accounts.stop() }
         do {
-            _ = try await accounts.request(APIKeys.Create(name: "mine", role: .admin, mode: .live, callerMode: .live), timeout: .milliseconds(800))
+            _ = try await accounts.request(
+                APIKeys.Create(
+                    name: "mine", role: .admin, mode: .live, callerMode: .live,
+                    app: DefaultApp.id), timeout: .milliseconds(800))
             XCTFail("a plain client was given an API key")
         } catch {}
         // Each service said whom it refused (once per key, not per attempt).

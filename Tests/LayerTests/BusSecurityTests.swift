@@ -275,9 +275,21 @@ import Testing
             defer { client.stop() }
             do { _ = try await client.request(request, timeout: .seconds(5)); return nil } catch let e as ServiceError { return e }
         }
-        #expect(try await ask(gateway, Self.command(for: "asked")) == ServiceError(.forbidden, "gateway may not send \(GrantCommand.type)"))
-        #expect(try await ask(coupons, APIKeys.Create(name: "mine", role: .admin, mode: .live, callerMode: .live))?.code == .forbidden)
-        #expect(try await ask(gateway, APIKeys.Create(name: "mine", role: .admin, mode: .live, callerMode: .live))?.message == "answered mine")
+        #expect(
+            try await ask(gateway, Self.command(for: "asked"))
+                == ServiceError(.forbidden, "gateway may not send \(GrantCommand.type)"))
+        #expect(
+            try await ask(
+                coupons,
+                APIKeys.Create(
+                    name: "mine", role: .admin, mode: .live, callerMode: .live,
+                    app: DefaultApp.id))?.code == .forbidden)
+        #expect(
+            try await ask(
+                gateway,
+                APIKeys.Create(
+                    name: "mine", role: .admin, mode: .live, callerMode: .live,
+                    app: DefaultApp.id))?.message == "answered mine")
         #expect(granted.withLock { $0 } == ["from-coupons"])
     }
 

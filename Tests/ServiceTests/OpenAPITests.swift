@@ -198,7 +198,7 @@ import Testing
     }
 
     /// The headers: an API operation takes `X-Request-Id`, one for keys and members also
-    /// `Redeem-Mode`, every POST (with or without a credential) `Idempotency-Key`; every answer
+    /// `Redeem-Mode` and `Redeem-App`, every POST (with or without a credential) `Idempotency-Key`; every answer
     /// names `X-Request-Id` and `Redeem-Version`, a 429 or 503 and a POST's 409 `Retry-After`, and
     /// an answer a POST keeps for its key `Idempotent-Replayed`.
 
@@ -212,6 +212,9 @@ import Testing
             let forKeys = (d.operation["description"] as? String ?? "").contains("API key")
             #expect(
                 refs.contains("#/components/parameters/RedeemMode") == (forKeys && d.path.hasPrefix("/v1/")), "\(name)")
+            #expect(
+                refs.contains("#/components/parameters/RedeemApp") == (forKeys && d.path.hasPrefix("/v1/")),
+                "\(name)")
             // Every POST takes an Idempotency-Key, but those whose senders sign them (the stores)
             // and Apple's form post; nothing else does.
             let keyed = d.method == "POST" && !Self.ignoresIdempotencyKey(d.path)
@@ -235,6 +238,7 @@ import Testing
         let components = try #require(try document()["components"] as? [String: Any])
         let parameters = try #require(components["parameters"] as? [String: [String: Any]])
         #expect(parameters["RedeemMode"]?["name"] as? String == "Redeem-Mode")
+        #expect(parameters["RedeemApp"]?["name"] as? String == "Redeem-App")
         #expect(parameters["RequestId"]?["in"] as? String == "header")
         #expect(parameters["IdempotencyKey"]?["name"] as? String == "Idempotency-Key")
         let headers = try #require(components["headers"] as? [String: [String: Any]])

@@ -45,33 +45,58 @@ import Testing
         let pool = world.pool
         let made = try await pool.transaction {
             try PlanStore.create($0, PlanInput(productId: "pro.monthly", name: "Pro monthly", appStore: .init(subscriptionId: "6447000001"),
-                                               playStore: .init(productId: "pro_monthly", basePlanIds: ["monthly"])), mode: .live)
+                                               playStore: .init(productId: "pro_monthly", basePlanIds: ["monthly"])), mode: .live, app: DefaultApp.id)
         }
         #expect(made.productId == "pro.monthly" && made.appStore?.subscriptionId == "6447000001" && made.playStore?.basePlanIds == ["monthly"])
         #expect(made.mode == .live)
         let dup = await #expect(throws: ServiceError.self) {
-            try await pool.transaction { try PlanStore.create($0, PlanInput(productId: "pro.monthly", name: "Again"), mode: .live) }
+            try await pool.transaction {
+                try PlanStore.create(
+                    $0, PlanInput(productId: "pro.monthly", name: "Again"),
+                    mode: .live, app: DefaultApp.id)
+            }
         }
         #expect(dup?.code == .productInUse && dup?.field == "productId")
         // The test mode has its own catalog.
-        let test = try await pool.transaction { try PlanStore.create($0, PlanInput(productId: "pro.monthly", name: "Test"), mode: .test) }
+        let test = try await pool.transaction { try PlanStore.create($0, PlanInput(productId: "pro.monthly",
+            name: "Test"), mode: .test, app: DefaultApp.id) }
         #expect(test.mode == .test && test.appStore == nil)
-        #expect(try await pool.withConnection { try PlanStore.get($0, productId: "pro.monthly", mode: .test) }.name == "Test")
-        let missing = await #expect(throws: ServiceError.self) { try await pool.withConnection { try PlanStore.get($0, productId: "pro.weekly", mode: .live) } }
+        #expect(
+            try await pool.withConnection {
+                try PlanStore.get(
+                    $0, productId: "pro.monthly", mode: .test,
+                    app: DefaultApp.id)
+            }.name == "Test")
+        let missing = await #expect(throws: ServiceError.self) {
+            try await pool.withConnection {
+                try PlanStore.get(
+                    $0,
+                    productId: "pro.weekly", mode: .live, app: DefaultApp.id)
+            }
+        }
         #expect(missing?.code == .notFound)
         // Pages, newest first.
         for n in 1...3 { try await world.plan("pro.extra\(n)") }
-        let first = try await pool.withConnection { try PlanStore.list($0, Plans.List(limit: 2, cursor: nil, mode: .live)) }
+        let first = try await pool.withConnection { try PlanStore.list($0, Plans.List(limit: 2, cursor: nil,
+            mode: .live, app: DefaultApp.id)) }
         #expect(first.data.map(\.productId) == ["pro.extra3", "pro.extra2"] && first.nextCursor != nil)
-        let second = try await pool.withConnection { try PlanStore.list($0, Plans.List(limit: 2, cursor: first.nextCursor, mode: .live)) }
+        let second = try await pool.withConnection { try PlanStore.list($0, Plans.List(limit: 2,
+            cursor: first.nextCursor, mode: .live, app: DefaultApp.id)) }
         #expect(second.data.map(\.productId) == ["pro.extra1", "pro.monthly"] && second.nextCursor == nil)
         // A change: a new name, no Play side; the product id stays.
         let changed = try await pool.transaction {
-            try PlanStore.patch($0, Plans.Patch(productId: "pro.monthly", mode: .live, name: "Pro, monthly", removing: ["playStore"]))
+            try PlanStore.patch($0, Plans.Patch(productId: "pro.monthly", mode: .live, app: DefaultApp.id,
+                name: "Pro, monthly", removing: ["playStore"]))
         }
         #expect(changed.name == "Pro, monthly" && changed.playStore == nil && changed.appStore == made.appStore && changed.updatedAt >= made.updatedAt)
         let bad = await #expect(throws: ServiceError.self) {
-            try await pool.transaction { try PlanStore.patch($0, Plans.Patch(productId: "pro.monthly", mode: .live, removing: ["name"])) }
+            try await pool.transaction {
+                try PlanStore.patch(
+                    $0,
+                    Plans.Patch(
+                        productId: "pro.monthly", mode: .live,
+                        app: DefaultApp.id, removing: ["name"]))
+            }
         }
         #expect(bad?.field == "name")
         // The JSON shape: every field, a store the plan is not in as null.

@@ -297,9 +297,11 @@ import Telemetry
         try await w.coupons.coupon(Self.input("PINNED_PLAY"))
         func patch(_ p: Plans.Patch) async throws -> PlanView { try await w.pool.transaction { try PlanStore.patch($0, p) } }
         let refused: [Plans.Patch] = [
-            Plans.Patch(productId: "pro.monthly", mode: .live, playStore: .init(productId: "other_sub", basePlanIds: ["monthly", "annual"])),
-            Plans.Patch(productId: "pro.monthly", mode: .live, playStore: .init(productId: Self.playProduct, basePlanIds: ["monthly"])),
-            Plans.Patch(productId: "pro.monthly", mode: .live, removing: ["playStore"]),
+            Plans.Patch(productId: "pro.monthly", mode: .live, app: DefaultApp.id,
+                playStore: .init(productId: "other_sub", basePlanIds: ["monthly", "annual"])),
+            Plans.Patch(productId: "pro.monthly", mode: .live, app: DefaultApp.id,
+                playStore: .init(productId: Self.playProduct, basePlanIds: ["monthly"])),
+            Plans.Patch(productId: "pro.monthly", mode: .live, app: DefaultApp.id, removing: ["playStore"]),
         ]
         for p in refused {
             let error = await #expect(throws: ServiceError.self) { try await patch(p) }
@@ -307,8 +309,10 @@ import Telemetry
         }
         #expect(try await w.coupons.get("PINNED_PLAY").storeOffers?.count == 2)
         // A base plan more, the name: fine. The offers off: the base plan may go, and the product change.
-        let grown = try await patch(Plans.Patch(productId: "pro.monthly", mode: .live, name: "Pro",
-                                                playStore: .init(productId: Self.playProduct, basePlanIds: ["monthly", "annual", "weekly"])))
+        let grown = try await patch(
+            Plans.Patch(
+                productId: "pro.monthly", mode: .live, app: DefaultApp.id, name: "Pro",
+                playStore: .init(productId: Self.playProduct, basePlanIds: ["monthly", "annual", "weekly"])))
         #expect(grown.playStore?.basePlanIds == ["monthly", "annual", "weekly"] && grown.name == "Pro")
         let id = try await w.coupons.couponId("PINNED_PLAY")
         _ = try await w.pool.transaction { try StoreOffers.switchOff($0, coupon: id, reason: .deactivated) }

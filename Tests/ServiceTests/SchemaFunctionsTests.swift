@@ -54,7 +54,7 @@ import Testing
                 ($0, try String(contentsOf: dir.appendingPathComponent($0), encoding: .utf8))
             })
         }
-        let shared = try ["audit_log.sql", "audit_log_insert_only.sql"].map {
+        let shared = try ["audit_log.sql", "audit_log_insert_only.sql", "audit_log_per_app.sql"].map {
             try String(contentsOf: Project.root.appendingPathComponent("Sources/Shared/Database/SQL/\($0)"), encoding: .utf8)
         }
         for (dir, migrator) in services {

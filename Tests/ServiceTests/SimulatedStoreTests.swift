@@ -239,7 +239,7 @@ import Testing
         let stores = world.stores
         return try await world.pool.transaction {
             try StoreSimulation.ready(
-                $0, Coupons.SimulatedOfferReady(offerId: offerId, mode: mode), now: Date(), stores: stores)
+                $0, Coupons.SimulatedOfferReady(offerId: offerId, mode: mode, app: DefaultApp.id), now: Date(), stores: stores)
         }
     }
 
@@ -251,7 +251,7 @@ import Testing
             try StoreSimulation.purchase(
                 $0,
                 Coupons.SimulatedPurchase(
-                    redemptionId: id, mode: .test, pricePaid: Money(amount: price, currency: "USD"),
+                    redemptionId: id, mode: .test, app: DefaultApp.id, pricePaid: Money(amount: price, currency: "USD"),
                     sandbox: sandbox), now: Date(), stores: stores
             ).redemption
         }

@@ -150,7 +150,7 @@ import Testing
         struct Rollback: Error {}
         await #expect(throws: Rollback.self) {
             try await world.pool.transaction { tx in
-                _ = try CouponStore.create(tx, d, mode: .live, active: true, now: Date())
+                _ = try CouponStore.create(tx, d, mode: .live, app: DefaultApp.id, active: true, now: Date())
                 throw Rollback()
             }
         }
@@ -395,7 +395,8 @@ import Testing
             try await world.pool.transaction {
                 try CouponStore.patch(
                     $0,
-                    Coupons.Patch(code: "GOING-OFF", mode: .live, active: false, maxRedemptions: nil, expiresAt: nil),
+                    Coupons.Patch(code: "GOING-OFF", mode: .live, app: DefaultApp.id, active: false,
+                        maxRedemptions: nil, expiresAt: nil),
                     stores: stores, now: Date())
             }
         }
@@ -435,7 +436,9 @@ import Testing
             try await world.pool.transaction {
                 try CouponStore.patch(
                     $0,
-                    Coupons.Patch(code: "MOVING", mode: .live, active: nil, maxRedemptions: cap, expiresAt: expires),
+                    Coupons.Patch(
+                        code: "MOVING", mode: .live, app: DefaultApp.id, active: nil, maxRedemptions: cap,
+                        expiresAt: expires),
                     stores: stores, now: Date())
             }
         }
@@ -498,7 +501,10 @@ import Testing
         func patch(active: Bool? = nil, cap: Int? = nil) async throws -> CouponView {
             try await world.pool.transaction {
                 try CouponStore.patch(
-                    $0, Coupons.Patch(code: "AGAIN", mode: .live, active: active, maxRedemptions: cap, expiresAt: nil),
+                    $0,
+                    Coupons.Patch(
+                        code: "AGAIN", mode: .live, app: DefaultApp.id, active: active,
+                        maxRedemptions: cap, expiresAt: nil),
                     stores: stores, now: Date())
             }
         }
@@ -550,7 +556,8 @@ import Testing
         defer { world.close() }
         try await world.plan("pro.monthly", subscription: "6447000001")
         try await world.coupon(StoreWorld.discount("PINNED"))
-        let patch = Plans.Patch(productId: "pro.monthly", mode: .live, appStore: .init(subscriptionId: "6447000009"))
+        let patch = Plans.Patch(productId: "pro.monthly", mode: .live, app: DefaultApp.id,
+            appStore: .init(subscriptionId: "6447000009"))
         let error = await #expect(throws: ServiceError.self) {
             try await world.pool.transaction { try PlanStore.patch($0, patch) }
         }
@@ -558,12 +565,19 @@ import Testing
         // Its name may change; once the offers are off, so may its subscription.
         #expect(
             try await world.pool.transaction {
-                try PlanStore.patch($0, Plans.Patch(productId: "pro.monthly", mode: .live, name: "Pro, monthly"))
+                try PlanStore.patch(
+                    $0,
+                    Plans.Patch(
+                        productId: "pro.monthly", mode: .live, app: DefaultApp.id,
+                        name: "Pro, monthly"))
             }.name == "Pro, monthly")
         let stores = world.stores
         _ = try await world.pool.transaction {
             try CouponStore.patch(
-                $0, Coupons.Patch(code: "PINNED", mode: .live, active: false, maxRedemptions: nil, expiresAt: nil),
+                $0,
+                Coupons.Patch(
+                    code: "PINNED", mode: .live, app: DefaultApp.id, active: false, maxRedemptions: nil,
+                    expiresAt: nil),
                 stores: stores, now: Date())
         }
         #expect(

@@ -277,7 +277,10 @@ import Testing
             try RedemptionStore.purchase(
                 $0,
                 Coupons.Purchase(
-                    id: web.redemptionId, mode: .live, pricePaid: Money(amount: "4.99", currency: "EUR"),
+                    id: web.redemptionId, mode: .live, app: DefaultApp.id,
+                    pricePaid: Money(
+                        amount: "4.99",
+                        currency: "EUR"),
                     storeTransactionId: "by-hand-1"))
         }
         #expect(done.status == .completed && done.pricePaid == Money(amount: "4.99", currency: "EUR"))

@@ -285,7 +285,8 @@ import Testing
             _ = try await w.pool.transaction {
                 try CouponStore.patch(
                     $0,
-                    Coupons.Patch(code: "AGAIN-50", mode: .live, active: active, maxRedemptions: nil, expiresAt: nil),
+                    Coupons.Patch(code: "AGAIN-50", mode: .live, app: DefaultApp.id, active: active,
+                        maxRedemptions: nil, expiresAt: nil),
                     stores: stores, now: Date())
             }
         }

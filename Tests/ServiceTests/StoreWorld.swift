@@ -30,7 +30,7 @@ struct StoreWorld: Sendable {
         try await pool.transaction {
             try PlanStore.create($0, PlanInput(productId: productId, name: "Plan \(productId)",
                                                appStore: subscription.map { .init(subscriptionId: $0) },
-                                               playStore: play.map { .init(productId: $0.product, basePlanIds: $0.basePlans) }), mode: mode)
+                                               playStore: play.map { .init(productId: $0.product, basePlanIds: $0.basePlans) }), mode: mode, app: DefaultApp.id)
         }
     }
 
@@ -55,14 +55,18 @@ struct StoreWorld: Sendable {
         let d = try CouponRules.checked(input, defaultEntitlement: "pro", stores: stores, now: Date())
         let stores = self.stores
         return try await pool.transaction { tx in
-            _ = try CouponStore.create(tx, d, mode: mode, active: input.active ?? true, now: Date())
-            return try CouponStore.get(tx, code: d.code, mode: mode, stores: stores, now: Date())
+            _ = try CouponStore.create(tx, d, mode: mode, app: DefaultApp.id, active: input.active ?? true, now: Date())
+            return try CouponStore.get(tx, code: d.code, mode: mode, app: DefaultApp.id, stores: stores, now: Date())
         }
     }
 
     func get(_ code: String, mode: Mode = .live, now: Date = Date()) async throws -> CouponView {
         let stores = self.stores
-        return try await pool.withConnection { try CouponStore.get($0, code: code, mode: mode, stores: stores, now: now) }
+        return try await pool.withConnection {
+            try CouponStore.get(
+                $0, code: code, mode: mode, app: DefaultApp.id,
+                stores: stores, now: now)
+        }
     }
 
     func couponId(_ code: String) async throws -> UUID {

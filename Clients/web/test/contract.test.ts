@@ -42,6 +42,8 @@ const leftToOthers: Record<string, string> = {
   "POST /v1/coupons/{code}/codes": "operators': making unique codes (RedeemKit's OperatorClient, the redeem command)",
   "POST /v1/coupons/{code}/redemption-exports": "operators': a one-time CSV address (MCP's export_redemptions_csv)",
   "GET /v1/customers": "operators': finding a customer (the dashboard's Customers page)",
+  "GET /v1/apps": "deployment admins': the deployment's apps",
+  "POST /v1/apps": "deployment admins': making an app",
   "GET /v1/customers/{appUserId}": "operators': a customer's account, redemptions and entitlements (the dashboard)",
 };
 

@@ -27,5 +27,8 @@ enum AccountsMigrations {
         Migration(file: "014_mail_limits.sql", PackageResources._14_mail_limits_sql),
         Migration(file: "015_member_invite_mail.sql", PackageResources._15_member_invite_mail_sql),
         Migration(file: "016_idempotency_keys.sql", PackageResources._16_idempotency_keys_sql),
+        Migration(file: "017_apps.sql", PackageResources._17_apps_sql),
+        // Each entry belongs to one app (docs/apps.md).
+        AuditTable.perApp(18),
     ]
 }

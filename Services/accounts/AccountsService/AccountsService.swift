@@ -146,8 +146,12 @@ public final class AccountsService: BackendService {
         r.on(APIKeys.Create.self) { [self] req, context in
             let caller = Mode.of(req.callerMode)
             return try await pool.transaction { tx in
-                let made = try APIKeyStore.create(tx, name: req.name, role: req.role, mode: req.mode, by: caller)
-                try Self.audit(tx, req.actor, .apiKeyCreate, made.apiKey.id.uppercasedString, before: nil, after: made.apiKey, context, caller)
+                let made = try APIKeyStore.create(tx, name: req.name, role: req.role, mode: req.mode,
+                    app: DefaultApp.of(req.app), by: caller)
+                try Self.audit(
+                    tx, req.actor, .apiKeyCreate, made.apiKey.id.uppercasedString, before: nil,
+                    after: made.apiKey, context, caller,
+                               app: req.app)
                 return made
             }
         }
@@ -155,14 +159,17 @@ public final class AccountsService: BackendService {
         r.on(APIKeys.Revoke.self) { [self] req, context in
             let caller = Mode.of(req.callerMode)
             try await pool.transaction { tx in
-                let gone = try APIKeyStore.revoke(tx, id: req.id, by: caller)
-                try Self.audit(tx, req.actor, .apiKeyRevoke, req.id.uppercasedString, before: gone, after: nil, context, caller)
+                let gone = try APIKeyStore.revoke(tx, id: req.id, app: DefaultApp.of(req.app), by: caller)
+                try Self.audit(
+                    tx, req.actor, .apiKeyRevoke, req.id.uppercasedString, before: gone, after: nil,
+                    context, caller, app: req.app)
             }
             events.publish(APIKeyRevoked(id: req.id))
             return Empty()
         }
         r.on(Audit.ReadAccounts.self) { [self] req, _ in try await pool.withConnection { try AuditTable.read($0, schema: "accounts", req.query) } }
         addMemberRoutes(to: &r)
+        addAppRoutes(to: &r)
         addAppleWebRoutes(to: &r)
         addEmailRoutes(to: &r)
         r.on(APIKeys.Authenticate.self) { [self] req, _ in try await APIKeyStore.authenticate(pool, keyHash: req.keyHash) }

@@ -26,7 +26,7 @@ enum CouponEvents {
     /// released once).
     static func released(_ tx: PGConnection, _ ids: [UUID]) throws {
         for id in ids {
-            let view = try RedemptionStore.get(tx, id: id, account: nil, mode: nil)
+            let view = try RedemptionStore.get(tx, id: id, account: nil, mode: nil, app: nil)
             guard
                 let couponId = try tx.query("SELECT coupon_id FROM coupons.redemptions WHERE id = $1", [id]).first?
                     .decode(

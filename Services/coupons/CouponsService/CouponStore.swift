@@ -24,12 +24,12 @@ enum CouponStore {
         c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers, c.has_unique_codes
         """
 
-    /// The coupon of `code` in `mode`.
-    static func findDefinition(_ c: PGConnection, code: String, mode: Mode) throws -> PGRow? {
+    /// The coupon of `code` in `app` and `mode`.
+    static func findDefinition(_ c: PGConnection, code: String, mode: Mode, app: UUID) throws -> PGRow? {
         try c.prepared(
-            "coupon_definition_in_mode",
-            "SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1 AND c.mode = $2",
-            [CouponRules.normalizeCode(code), mode.rawValue]
+            "coupon_definition_in_app_mode",
+            "SELECT \(definitionColumns) FROM coupons.coupons c WHERE c.code = $1 AND c.mode = $2 AND c.app_id = $3",
+            [CouponRules.normalizeCode(code), mode.rawValue, app]
         ).first
     }
 
@@ -49,30 +49,35 @@ enum CouponStore {
     /// Makes a coupon: its row and, when it needs App Store offers (`hasStoreOffers`), an offer per
     /// plan with its provision command (every product must then be a plan with an App Store
     /// subscription, else 422 on `productIds`). One transaction: the caller's.
-    static func create(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, active: Bool, now: Date) throws -> UUID {
+    static func create(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, app: UUID, active: Bool,
+        now: Date) throws -> UUID {
         let subscriptions =
-            d.hasStoreOffers ? try PlanStore.appStoreSubscriptions(tx, productIds: d.productIds, mode: mode) : [:]
-        let basePlans = d.hasPlayOffers ? try PlanStore.playBasePlans(tx, productIds: d.productIds, mode: mode) : [:]
-        let prices = d.hasStripeOffers ? try PlanStore.stripePrices(tx, productIds: d.productIds, mode: mode) : [:]
-        let id = try insert(tx, d, mode: mode, active: active, now: now)
+            d.hasStoreOffers ? try PlanStore.appStoreSubscriptions(tx, productIds: d.productIds, mode: mode,
+                app: app) : [:]
+        let basePlans = d.hasPlayOffers ? try PlanStore.playBasePlans(tx, productIds: d.productIds, mode: mode,
+            app: app) : [:]
+        let prices = d.hasStripeOffers ? try PlanStore.stripePrices(tx, productIds: d.productIds, mode: mode,
+            app: app) : [:]
+        let id = try insert(tx, d, mode: mode, app: app, active: active, now: now)
         if d.hasStoreOffers { try StoreOffers.provision(tx, couponId: id, d, mode: mode, subscriptions: subscriptions) }
         if d.hasPlayOffers { try StoreOffers.provisionPlay(tx, couponId: id, d, mode: mode, basePlans: basePlans) }
         if d.hasStripeOffers { try StoreOffers.provisionStripe(tx, couponId: id, d, mode: mode, prices: prices) }
         return id
     }
 
-    static func insert(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, active: Bool, now: Date) throws -> UUID {
-        if active { try checkActivePerProduct(tx, d, mode: mode, excluding: nil) }
-        if d.hasStoreOffers { try checkAppStoreCodesFree(tx, d, mode: mode) }
+    static func insert(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, app: UUID, active: Bool,
+        now: Date) throws -> UUID {
+        if active { try checkActivePerProduct(tx, d, mode: mode, app: app, excluding: nil) }
+        if d.hasStoreOffers { try checkAppStoreCodesFree(tx, d, mode: mode, app: app) }
         let id = UUID.random()
         do {
             try tx.query(
                 """
                 INSERT INTO coupons.coupons (id, code, kind, percent_off, amount_off, currency, duration_unit, duration_count, period_count,
                     entitlement_id, product_ids, platforms, starts_at, expires_at, max_redemptions, new_customers_only, mode, active,
-                    has_store_offers, has_play_offers, allow_in_app, has_stripe_offers, name, metadata)
+                    has_store_offers, has_play_offers, allow_in_app, has_stripe_offers, name, metadata, app_id)
                 VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11::text[], $12::text[], $13, $14, $15, $16, $17, $18, $19, $20, $21,
-                    $22, $23, $24::jsonb)
+                    $22, $23, $24::jsonb, $25)
                 """,
                 [
                     id, d.code, d.kind, d.percentOff, d.amountOff, d.currency, d.duration.unit, d.duration.count,
@@ -80,7 +85,7 @@ enum CouponStore {
                     d.entitlementId, PGArray(d.productIds), PGArray(d.platforms.map(\.rawValue)), d.startsAt,
                     d.expiresAt, d.maxRedemptions,
                     d.newCustomersOnly, mode.rawValue, active, d.hasStoreOffers, d.hasPlayOffers, d.allowInApp,
-                    d.hasStripeOffers, d.name, try metadataJSON(d.metadata)
+                    d.hasStripeOffers, d.name, try metadataJSON(d.metadata), app,
                 ])
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError(.codeInUse, "a coupon with this code exists in \(mode.rawValue) mode", field: "code")
@@ -92,17 +97,19 @@ enum CouponStore {
     /// product, counted in each mode: a test key must
     /// not be able to stop live coupons from being made. Serialised per product and mode with an
     /// advisory lock, so two creations at once cannot both pass the count.
-    static func checkActivePerProduct(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, excluding: UUID?) throws {
+    static func checkActivePerProduct(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, app: UUID,
+        excluding: UUID?) throws {
         guard d.hasStoreLimits else { return }
         for product in d.productIds.sorted() {
             try tx.query(
-                "SELECT pg_advisory_xact_lock(hashtext($1))", ["coupons.store-product.\(mode.rawValue)." + product])
+                "SELECT pg_advisory_xact_lock(hashtext($1))",
+                    ["coupons.store-product.\(app.lowercasedString).\(mode.rawValue)." + product])
             let n = try tx.query(
                 """
                 SELECT count(*) AS n FROM coupons.coupons
-                WHERE active AND (kind <> 'freePeriod' OR has_store_offers) AND 'ios' = ANY(platforms) AND $1 = ANY(product_ids) AND mode = $3
+                WHERE active AND (kind <> 'freePeriod' OR has_store_offers) AND 'ios' = ANY(platforms) AND $1 = ANY(product_ids) AND mode = $3 AND app_id = $4
                   AND (expires_at IS NULL OR expires_at > now()) AND ($2::uuid IS NULL OR id <> $2::uuid)
-                """, [product, excluding, mode.rawValue]
+                """, [product, excluding, mode.rawValue, app]
             ).first!.decode("n", as: Int.self)
             guard n < CouponRules.storeMaxActivePerProduct else {
                 throw CouponRules.storeLimit(
@@ -117,14 +124,15 @@ enum CouponStore {
     /// may be one that another coupon's App Store offer has in this mode (`SPRING25-2` of a coupon
     /// `SPRING25` on two plans, or a coupon `SPRING25-2` made before), else 409 `codeInUse`.
     /// Serialised per mode with an advisory lock, so two coupons made at once can't both pass.
-    static func checkAppStoreCodesFree(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode) throws {
-        try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", ["coupons.app-store-codes." + mode.rawValue])
+    static func checkAppStoreCodesFree(_ tx: PGConnection, _ d: CouponDefinition, mode: Mode, app: UUID) throws {
+        try tx.query("SELECT pg_advisory_xact_lock(hashtext($1))",
+            ["coupons.app-store-codes.\(app.lowercasedString)." + mode.rawValue])
         let codes = Array(AppStoreCodes.byProduct(code: d.code, productIds: d.productIds).values)
         if let taken = try tx.query(
             """
             SELECT o.custom_code FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id
-            WHERE c.mode = $1 AND o.store = 'appStore' AND o.custom_code = ANY($2::text[]) LIMIT 1
-            """, [mode.rawValue, PGArray(codes)]
+            WHERE c.mode = $1 AND c.app_id = $3 AND o.store = 'appStore' AND o.custom_code = ANY($2::text[]) LIMIT 1
+            """, [mode.rawValue, PGArray(codes), app]
         ).first {
             let code = try taken.decode("custom_code", as: String.self)
             throw ServiceError(
@@ -133,17 +141,18 @@ enum CouponStore {
         }
     }
 
-    static func find(_ c: PGConnection, code: String, mode: Mode, lock: Bool = false) throws -> PGRow? {
+    static func find(_ c: PGConnection, code: String, mode: Mode, app: UUID, lock: Bool = false) throws -> PGRow? {
         try c.query(
-            "SELECT \(columns) FROM coupons.coupons c WHERE c.code = $1 AND c.mode = $2\(lock ? " FOR UPDATE" : "")",
-            [CouponRules.normalizeCode(code), mode.rawValue]
+            "SELECT \(columns) FROM coupons.coupons c WHERE c.code = $1 AND c.mode = $2 AND c.app_id = $3\(lock ? " FOR UPDATE" : "")",
+            [CouponRules.normalizeCode(code), mode.rawValue, app]
         ).first
     }
 
-    /// The coupon of `code` in `mode`; `notFound` also when only the other mode has one.
-    static func get(_ c: PGConnection, code: String, mode: Mode, stores: StoreSettings, now: Date) throws -> CouponView
+    /// The coupon of `code` in `app` and `mode`; `notFound` also when only another app or mode has one.
+    static func get(_ c: PGConnection, code: String, mode: Mode, app: UUID, stores: StoreSettings,
+        now: Date) throws -> CouponView
     {
-        guard let row = try find(c, code: code, mode: mode) else { throw notFound }
+        guard let row = try find(c, code: code, mode: mode, app: app) else { throw notFound }
         return try withStoreOffers(c, [row], stores: stores, now: now)[0]
     }
 
@@ -169,7 +178,7 @@ enum CouponStore {
     static let notFound = ServiceError(.notFound, "no coupon with this code")
 
     static func list(
-        _ c: PGConnection, mode: Mode, active: Bool?, limit: Int, cursor: String?, stores: StoreSettings, now: Date
+        _ c: PGConnection, mode: Mode, app: UUID, active: Bool?, limit: Int, cursor: String?, stores: StoreSettings, now: Date
     ) throws
         -> Coupons.List.Response
     {
@@ -177,9 +186,9 @@ enum CouponStore {
         let rows = try c.query(
             """
             SELECT \(columns) FROM coupons.coupons c
-            WHERE c.mode = $5 AND ($1::boolean IS NULL OR c.active = $1::boolean) AND \(Keyset.condition(time: "c.created_at", id: "c.id", parameter: 2))
+            WHERE c.mode = $5 AND c.app_id = $6 AND ($1::boolean IS NULL OR c.active = $1::boolean) AND \(Keyset.condition(time: "c.created_at", id: "c.id", parameter: 2))
             ORDER BY c.created_at DESC, c.id DESC LIMIT $4
-            """, [active, keyset.afterMicros, keyset.afterId, keyset.fetch, mode.rawValue]
+            """, [active, keyset.afterMicros, keyset.afterId, keyset.fetch, mode.rawValue, app]
         ).rows
         let page = try keyset.page(rows, micros: "created_us", view)
         return Page(
@@ -193,7 +202,8 @@ enum CouponStore {
     /// (`StoreOffers.switchOnIfOpen`).
     static func patch(_ tx: PGConnection, _ p: Coupons.Patch, stores: StoreSettings, now: Date) throws -> CouponView {
         let mode = Mode.of(p.mode)
-        guard let row = try find(tx, code: p.code, mode: mode, lock: true) else { throw notFound }
+        let app = DefaultApp.of(p.app)
+        guard let row = try find(tx, code: p.code, mode: mode, app: app, lock: true) else { throw notFound }
         var d = try definition(row)
         let id = try row.decode("id", as: UUID.self)
         let used = try row.decode("used_count", as: Int.self)
@@ -224,7 +234,7 @@ enum CouponStore {
         // after the coupon was (OfferProvisioner.codeTerms): its expiry may move within that.
         try CouponRules.checkStoreLimits(d, now: d.hasStoreOffers ? try row.decode("created_at", as: Date.self) : now)
         if let a = p.active {
-            if a && !active { try checkActivePerProduct(tx, d, mode: mode, excluding: id) }
+            if a && !active { try checkActivePerProduct(tx, d, mode: mode, app: app, excluding: id) }
             active = a
         }
         try tx.query(
@@ -241,7 +251,7 @@ enum CouponStore {
                 try StoreOffers.switchOnIfOpen(tx, coupon: id)
             }
         }
-        return try get(tx, code: d.code, mode: mode, stores: stores, now: now)
+        return try get(tx, code: d.code, mode: mode, app: app, stores: stores, now: now)
     }
 
     /// A stored platform; the column holds only what the rules let in, so anything else is a fault.

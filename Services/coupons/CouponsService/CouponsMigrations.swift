@@ -58,5 +58,8 @@ enum CouponsMigrations {
             file: "023_coupon_names_and_metadata.sql", PackageResources._23_coupon_names_and_metadata_sql),
         Migration(
             file: "024_held_uses_looked_up_by_coupon.sql", PackageResources._24_held_uses_looked_up_by_coupon_sql),
+        // Each entry belongs to one app (docs/apps.md).
+        AuditTable.perApp(25),
+        Migration(file: "026_coupons_and_plans_per_app.sql", PackageResources._26_coupons_and_plans_per_app_sql),
     ]
 }

@@ -9,20 +9,26 @@ extension CouponsService {
         let stores = config.stores
         r.on(Plans.Create.self) { [self] req, context in
             try await pool.transaction { tx in
-                let plan = try PlanStore.create(tx, req.input, mode: req.mode)
-                try Self.audit(tx, req.actor, .planCreate, plan.productId, before: nil, after: plan, context, req.mode)
+                let plan = try PlanStore.create(tx, req.input, mode: req.mode, app: DefaultApp.of(req.app))
+                try Self.audit(
+                    tx, req.actor, .planCreate, plan.productId, before: nil, after: plan, context,
+                    req.mode, app: req.app)
                 return plan
             }
         }
         r.on(Plans.List.self) { [self] req, _ in try await pool.withConnection { try PlanStore.list($0, req) } }
         r.on(Plans.Get.self) { [self] req, _ in
-            try await pool.withConnection { try PlanStore.get($0, productId: req.productId, mode: req.mode) }
+            try await pool.withConnection { try PlanStore.get($0, productId: req.productId, mode: req.mode,
+                app: DefaultApp.of(req.app)) }
         }
         r.on(Plans.Patch.self) { [self] req, context in
             try await pool.transaction { tx in
-                let before = try PlanStore.get(tx, productId: req.productId, mode: req.mode, lock: true)
+                let before = try PlanStore.get(tx, productId: req.productId, mode: req.mode,
+                    app: DefaultApp.of(req.app), lock: true)
                 let after = try PlanStore.patch(tx, req)
-                try Self.audit(tx, req.actor, .planUpdate, after.productId, before: before, after: after, context, req.mode)
+                try Self.audit(
+                    tx, req.actor, .planUpdate, after.productId, before: before, after: after, context,
+                    req.mode, app: req.app)
                 return after
             }
         }
@@ -49,11 +55,13 @@ extension CouponsService {
         r.on(Coupons.SimulatedPurchase.self) { [self] req, context in
             let done = try await Self.retryingConflicts { [pool] in
                 try await pool.transaction { tx in
-                    let before = try RedemptionStore.get(tx, id: req.redemptionId, account: nil, mode: req.mode)
+                    let before = try RedemptionStore.get(
+                        tx, id: req.redemptionId, account: nil, mode: req.mode,
+                        app: DefaultApp.of(req.app))
                     let after = try StoreSimulation.purchase(tx, req, now: Date(), stores: stores).redemption
                     try Self.audit(
                         tx, req.actor, .redemptionSimulatePurchase, after.redemptionId.uppercasedString, before: before,
-                        after: after, context, req.mode)
+                        after: after, context, req.mode, app: req.app)
                     return after
                 }
             }
@@ -64,7 +72,7 @@ extension CouponsService {
             try await pool.transaction { tx in
                 let after = try StoreSimulation.ready(tx, req, now: Date(), stores: stores)
                 try Self.audit(
-                    tx, req.actor, .storeOfferSimulateReady, req.offerId, before: nil, after: after, context, req.mode)
+                    tx, req.actor, .storeOfferSimulateReady, req.offerId, before: nil, after: after, context, req.mode, app: req.app)
                 return after
             }
         }

@@ -30,7 +30,11 @@ extension CouponsService {
             do {
                 return try await pool.transaction { tx in
                     let mode = Mode.of(req.mode)
-                    guard let coupon = try CouponStore.findDefinition(tx, code: req.code, mode: mode) else {
+                    guard
+                        let coupon = try CouponStore.findDefinition(
+                            tx, code: req.code, mode: mode,
+                            app: DefaultApp.of(req.app))
+                    else {
                         throw CouponStore.notFound
                     }
                     let id = try coupon.decode("id", as: UUID.self)
@@ -42,7 +46,7 @@ extension CouponsService {
                     }
                     try Self.audit(
                         tx, req.actor, .couponCreateCodes, code, before: nil, after: Made(count: count, prefix: prefix),
-                        context, mode)
+                        context, mode, app: req.app)
                     return .init(
                         code: code, count: count, prefix: prefix, downloadToken: made.token, expiresAt: made.expiresAt)
                 }

@@ -138,26 +138,35 @@ public final class CouponsService: BackendService {
         let stores = config.stores
         r.on(Coupons.List.self) { [self] req, _ in
             try await pool.withConnection {
-                try CouponStore.list($0, mode: Mode.of(req.mode), active: req.active, limit: req.limit, cursor: req.cursor, stores: stores, now: Date())
+                try CouponStore.list(
+                    $0, mode: Mode.of(req.mode), app: DefaultApp.of(req.app), active: req.active,
+                    limit: req.limit, cursor: req.cursor, stores: stores, now: Date())
             }
         }
         r.on(Coupons.Stats.self) { [self] req, _ in
             try await pool.withConnection {
-                try RedemptionStatsReport.query($0, mode: req.mode, days: req.days, now: Date())
+                try RedemptionStatsReport.query(
+                    $0, mode: req.mode, app: DefaultApp.of(req.app), days: req.days,
+                    now: Date())
             }
         }
         r.on(Coupons.Get.self) { [self] req, _ in
-            try await pool.withConnection { try CouponStore.get($0, code: req.code, mode: Mode.of(req.mode), stores: stores, now: Date()) }
+            try await pool.withConnection { try CouponStore.get($0, code: req.code, mode: Mode.of(req.mode),
+                app: DefaultApp.of(req.app), stores: stores, now: Date()) }
         }
         r.on(Coupons.Patch.self) { [self] req, context in
             let view = try await pool.transaction { tx in
                 let mode = Mode.of(req.mode)
-                guard try CouponStore.find(tx, code: req.code, mode: mode, lock: true) != nil else { throw CouponStore.notFound }
-                let before = try CouponStore.get(tx, code: req.code, mode: mode, stores: stores, now: Date())
+                let app = DefaultApp.of(req.app)
+                guard try CouponStore.find(tx, code: req.code, mode: mode, app: app, lock: true) != nil else { throw CouponStore.notFound }
+                let before = try CouponStore.get(tx, code: req.code, mode: mode, app: app, stores: stores, now: Date())
                 let after = try CouponStore.patch(tx, req, stores: stores, now: Date())
                 let deactivating = req.active == false && req.maxRedemptions == nil && req.expiresAt == nil && (req.removing ?? []).isEmpty
                     && req.name == nil && req.metadata == nil
-                try Self.audit(tx, req.actor, deactivating ? .couponDeactivate : .couponUpdate, after.code, before: before, after: after, context, mode)
+                try Self.audit(
+                    tx, req.actor, deactivating ? .couponDeactivate : .couponUpdate, after.code,
+                    before: before, after: after, context, mode,
+                               app: app)
                 return after
             }
             if view.storeOffers != nil { relay.nudge() }  // switch-off commands, if it wrote any
@@ -175,16 +184,25 @@ public final class CouponsService: BackendService {
         r.on(Coupons.GetRedemption.self) { [self] req, _ in
             // An end user reads their own redemptions of both modes; an operator its key's mode's.
             let mode = req.accountId == nil ? Mode.of(req.mode) : nil
-            return try await pool.withConnection { try RedemptionStore.get($0, id: req.id, account: req.accountId, mode: mode) }
+            let app = req.accountId == nil ? DefaultApp.of(req.app) : nil
+            return try await pool.withConnection {
+                try RedemptionStore.get(
+                    $0, id: req.id, account: req.accountId,
+                    mode: mode, app: app)
+            }
         }
         r.on(Coupons.MyRedemptions.self) { [self] req, _ in try await pool.withConnection { try RedemptionStore.forAccount($0, req) } }
         r.on(Coupons.Purchase.self) { [self] req, context in
             let done = try await pool.transaction { tx in
                 let mode = Mode.of(req.mode)
-                let before = try? RedemptionStore.get(tx, id: req.id, account: nil, mode: mode)
+                let before = try? RedemptionStore.get(tx, id: req.id, account: nil, mode: mode,
+                    app: DefaultApp.of(req.app))
                 let after = try RedemptionStore.purchase(tx, req)
                 if before?.status != after.status {
-                    try Self.audit(tx, req.actor, .redemptionConfirm, after.redemptionId.uppercasedString, before: before, after: after, context, mode)
+                    try Self.audit(
+                        tx, req.actor, .redemptionConfirm, after.redemptionId.uppercasedString,
+                        before: before, after: after, context, mode,
+                                   app: req.app)
                 }
                 return after
             }
@@ -215,6 +233,7 @@ public final class CouponsService: BackendService {
         let d = try CouponRules.checked(
             req.input, defaultEntitlement: config.defaultEntitlement, stores: config.stores, now: now, mode: req.mode)
         let active = req.input.active ?? true
+        let app = DefaultApp.of(req.app)
         if req.dryRun {
             // Everything a real creation checks, then rolled back; the Play offers it would make
             // are read from the plans on the way.
@@ -222,8 +241,12 @@ public final class CouponsService: BackendService {
             var basePlans: [String: [String]] = [:]
             do {
                 try await pool.transaction { tx in
-                    _ = try CouponStore.create(tx, d, mode: req.mode, active: active, now: now)
-                    let plans = d.hasPlayOffers ? try PlanStore.playBasePlans(tx, productIds: d.productIds, mode: req.mode) : [:]
+                    _ = try CouponStore.create(tx, d, mode: req.mode, app: app, active: active, now: now)
+                    let plans =
+                        d.hasPlayOffers
+                        ? try PlanStore.playBasePlans(
+                            tx, productIds: d.productIds,
+                            mode: req.mode, app: app) : [:]
                     throw DryRun(basePlans: plans.mapValues(\.basePlans))
                 }
             } catch let dry as DryRun { basePlans = dry.basePlans }
@@ -231,9 +254,11 @@ public final class CouponsService: BackendService {
         }
         let stores = config.stores
         let view = try await pool.transaction { tx in
-            _ = try CouponStore.create(tx, d, mode: req.mode, active: active, now: now)
-            let view = try CouponStore.get(tx, code: d.code, mode: req.mode, stores: stores, now: now)
-            try Self.audit(tx, req.actor, .couponCreate, view.code, before: nil, after: view, context, req.mode)
+            _ = try CouponStore.create(tx, d, mode: req.mode, app: app, active: active, now: now)
+            let view = try CouponStore.get(tx, code: d.code, mode: req.mode, app: app, stores: stores, now: now)
+            try Self.audit(
+                tx, req.actor, .couponCreate, view.code, before: nil, after: view, context, req.mode,
+                app: app)
             return view
         }
         if d.hasAnyStoreOffers { relay.nudge() }  // its provision commands

@@ -2,8 +2,8 @@ import Core
 import Database
 import Foundation
 
-/// Plans in SQL: one per product id in each mode (the primary key), made, read, listed and changed
-/// by operators of that mode.
+/// Plans in SQL: one per product id in each app and mode (the primary key), made, read, listed and
+/// changed by operators of that app and mode.
 enum PlanStore {
     static let columns = """
         p.id, p.mode, p.product_id, p.name, p.app_store_subscription_id, p.play_product_id, p.play_base_plan_ids, p.stripe_price_id, p.created_at,
@@ -12,24 +12,25 @@ enum PlanStore {
 
     static let notFound = ServiceError(.notFound, "no plan with this productId")
 
-    static func create(_ tx: PGConnection, _ input: PlanInput, mode: Mode) throws -> PlanView {
+    static func create(_ tx: PGConnection, _ input: PlanInput, mode: Mode, app: UUID) throws -> PlanView {
         let d = try PlanRules.definition(input)
         do {
             let row = try tx.query("""
                 INSERT INTO coupons.plans AS p (id, mode, product_id, name, app_store_subscription_id, play_product_id, play_base_plan_ids,
-                    stripe_price_id)
-                VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8) RETURNING \(columns)
+                    stripe_price_id, app_id)
+                VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8, $9) RETURNING \(columns)
                 """, [UUID.random(), mode.rawValue, d.productId, d.name, d.appStore?.subscriptionId, d.playStore?.productId,
-                      d.playStore.map { PGArray($0.basePlanIds) }, d.stripe?.priceId]).first!
+                      d.playStore.map { PGArray($0.basePlanIds) }, d.stripe?.priceId, app]).first!
             return try view(row)
         } catch let e as PGError where e.isUniqueViolation {
             throw ServiceError(.productInUse, "a plan with this productId exists in \(mode.rawValue) mode", field: "productId")
         }
     }
 
-    static func get(_ c: PGConnection, productId: String, mode: Mode, lock: Bool = false) throws -> PlanView {
-        guard let row = try c.query("SELECT \(columns) FROM coupons.plans p WHERE p.mode = $1 AND p.product_id = $2\(lock ? " FOR UPDATE" : "")",
-                                    [mode.rawValue, productId]).first else { throw notFound }
+    static func get(_ c: PGConnection, productId: String, mode: Mode, app: UUID, lock: Bool = false) throws -> PlanView {
+        guard let row = try c.query("""
+            SELECT \(columns) FROM coupons.plans p WHERE p.mode = $1 AND p.product_id = $2 AND p.app_id = $3\(lock ? " FOR UPDATE" : "")
+            """, [mode.rawValue, productId, app]).first else { throw notFound }
         return try view(row)
     }
 
@@ -37,9 +38,9 @@ enum PlanStore {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
         let rows = try c.query("""
             SELECT \(columns) FROM coupons.plans p
-            WHERE p.mode = $4 AND \(Keyset.condition(time: "p.created_at", id: "p.id", parameter: 1))
+            WHERE p.mode = $4 AND p.app_id = $5 AND \(Keyset.condition(time: "p.created_at", id: "p.id", parameter: 1))
             ORDER BY p.created_at DESC, p.id DESC LIMIT $3
-            """, [keyset.afterMicros, keyset.afterId, keyset.fetch, req.mode.rawValue]).rows
+            """, [keyset.afterMicros, keyset.afterId, keyset.fetch, req.mode.rawValue, DefaultApp.of(req.app)]).rows
         return try keyset.page(rows, micros: "created_us", view)
     }
 
@@ -50,7 +51,8 @@ enum PlanStore {
     /// product and base plan at Google. Adding a base plan is always allowed (coupons made before
     /// it have no offer there).
     static func patch(_ tx: PGConnection, _ p: Plans.Patch) throws -> PlanView {
-        let current = try get(tx, productId: p.productId, mode: p.mode, lock: true)
+        let app = DefaultApp.of(p.app)
+        let current = try get(tx, productId: p.productId, mode: p.mode, app: app, lock: true)
         let before = PlanDefinition(
             productId: current.productId, name: current.name, appStore: current.appStore, playStore: current.playStore,
             stripe: current.stripe)
@@ -58,8 +60,9 @@ enum PlanStore {
         if after.appStore != before.appStore, before.appStore != nil {
             let inUse = try tx.query("""
                 SELECT EXISTS (SELECT 1 FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id
-                               WHERE o.store = 'appStore' AND o.product_id = $1 AND c.mode = $2 AND o.switched_off_at IS NULL) AS yes
-                """, [p.productId, p.mode.rawValue]).first!.decode("yes", as: Bool.self)
+                               WHERE o.store = 'appStore' AND o.product_id = $1 AND c.mode = $2 AND c.app_id = $3
+                               AND o.switched_off_at IS NULL) AS yes
+                """, [p.productId, p.mode.rawValue, app]).first!.decode("yes", as: Bool.self)
             if inUse {
                 throw ServiceError(.invalidState, "coupons have App Store offers on this plan's subscription; it can't change until they are switched off",
                                    field: "appStore")
@@ -69,10 +72,11 @@ enum PlanStore {
             let kept = after.playStore?.productId == play.productId ? after.playStore?.basePlanIds ?? [] : []
             let live = try tx.query("""
                 SELECT DISTINCT o.base_plan_id FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id
-                WHERE o.store = 'playStore' AND o.product_id = $1 AND c.mode = $2 AND o.switched_off_at IS NULL
+                WHERE o.store = 'playStore' AND o.product_id = $1 AND c.mode = $2 AND c.app_id = $4 AND o.switched_off_at IS NULL
                   AND NOT (o.base_plan_id = ANY($3::text[]))
                 ORDER BY 1
-                """, [p.productId, p.mode.rawValue, PGArray(kept)]).rows.map { try $0.decode("base_plan_id", as: String.self) }
+                """, [p.productId, p.mode.rawValue, PGArray(kept), app]
+            ).rows.map { try $0.decode("base_plan_id", as: String.self) }
             if !live.isEmpty {
                 throw ServiceError(.invalidState, "coupons have Google Play offers on this plan's base plans \(live.joined(separator: ", ")) of "
                                    + "\(play.productId); its product and those base plans can't change until the offers are switched off",
@@ -82,20 +86,21 @@ enum PlanStore {
         let row = try tx.query("""
             UPDATE coupons.plans p SET name = $3, app_store_subscription_id = $4, play_product_id = $5, play_base_plan_ids = $6::text[],
                 stripe_price_id = $7, updated_at = now()
-            WHERE p.mode = $1 AND p.product_id = $2 RETURNING \(columns)
+            WHERE p.mode = $1 AND p.product_id = $2 AND p.app_id = $8 RETURNING \(columns)
             """, [p.mode.rawValue, p.productId, after.name, after.appStore?.subscriptionId, after.playStore?.productId,
-                  after.playStore.map { PGArray($0.basePlanIds) }, after.stripe?.priceId]).first!
+                  after.playStore.map { PGArray($0.basePlanIds) }, after.stripe?.priceId, app]).first!
         return try view(row)
     }
 
     /// The App Store subscription of each of `productIds` in `mode`, for a coupon that needs App
     /// Store offers: every product must be a plan of the mode with one, else 422 on `productIds`.
     /// Read with a share lock, so a plan can't lose its subscription before the coupon commits.
-    static func appStoreSubscriptions(_ tx: PGConnection, productIds: [String], mode: Mode) throws -> [String: String] {
+    static func appStoreSubscriptions(_ tx: PGConnection, productIds: [String], mode: Mode,
+        app: UUID) throws -> [String: String] {
         let rows = try tx.query("""
             SELECT p.product_id, p.app_store_subscription_id FROM coupons.plans p
-            WHERE p.mode = $1 AND p.product_id = ANY($2::text[]) FOR SHARE
-            """, [mode.rawValue, PGArray(productIds)]).rows
+            WHERE p.mode = $1 AND p.app_id = $3 AND p.product_id = ANY($2::text[]) FOR SHARE
+            """, [mode.rawValue, PGArray(productIds), app]).rows
         var found: [String: String?] = [:]
         for row in rows { found[try row.decode("product_id")] = try row.decodeIfPresent("app_store_subscription_id", as: String.self) }
         var subscriptions: [String: String] = [:]
@@ -114,11 +119,12 @@ enum PlanStore {
     /// The Google Play subscription and base plans of each of `productIds` (plans of `mode`),
     /// locked against a change while the coupon that offers them is made; 422 on `productIds` when
     /// one is not a plan or has no Play product.
-    static func playBasePlans(_ tx: PGConnection, productIds: [String], mode: Mode) throws -> [String: (product: String, basePlans: [String])] {
+    static func playBasePlans(_ tx: PGConnection, productIds: [String], mode: Mode,
+        app: UUID) throws -> [String: (product: String, basePlans: [String])] {
         let rows = try tx.query("""
             SELECT p.product_id, p.play_product_id, p.play_base_plan_ids FROM coupons.plans p
-            WHERE p.mode = $1 AND p.product_id = ANY($2::text[]) FOR SHARE
-            """, [mode.rawValue, PGArray(productIds)]).rows
+            WHERE p.mode = $1 AND p.app_id = $3 AND p.product_id = ANY($2::text[]) FOR SHARE
+            """, [mode.rawValue, PGArray(productIds), app]).rows
         var found: [String: (product: String, basePlans: [String])?] = [:]
         for row in rows {
             let product: String? = try row.decodeIfPresent("play_product_id")
@@ -141,7 +147,7 @@ enum PlanStore {
     /// The Stripe recurring price of each of `productIds` (plans of `mode`), for a coupon that
     /// becomes a Stripe coupon, locked against a change while the coupon is made; 422 on
     /// `productIds` when none is named, or one is not a plan or has no Stripe price.
-    static func stripePrices(_ tx: PGConnection, productIds: [String], mode: Mode) throws -> [String: String] {
+    static func stripePrices(_ tx: PGConnection, productIds: [String], mode: Mode, app: UUID) throws -> [String: String] {
         guard !productIds.isEmpty else {
             throw ServiceError(
                 .invalid, "a coupon sold through Stripe names the plans it covers (plans with stripe.priceId)",
@@ -149,8 +155,8 @@ enum PlanStore {
         }
         let rows = try tx.query("""
             SELECT p.product_id, p.stripe_price_id FROM coupons.plans p
-            WHERE p.mode = $1 AND p.product_id = ANY($2::text[]) FOR SHARE
-            """, [mode.rawValue, PGArray(productIds)]).rows
+            WHERE p.mode = $1 AND p.app_id = $3 AND p.product_id = ANY($2::text[]) FOR SHARE
+            """, [mode.rawValue, PGArray(productIds), app]).rows
         var found: [String: String?] = [:]
         for row in rows {
             found[try row.decode("product_id")] = try row.decodeIfPresent("stripe_price_id", as: String.self)
@@ -172,11 +178,11 @@ enum PlanStore {
     }
 
     /// The Google Play product of each of `productIds` that has one (plans of `mode`).
-    static func playProducts(_ c: PGConnection, productIds: [String], mode: Mode) throws -> [String: String] {
+    static func playProducts(_ c: PGConnection, productIds: [String], mode: Mode, app: UUID) throws -> [String: String] {
         let rows = try c.query("""
             SELECT p.product_id, p.play_product_id FROM coupons.plans p
-            WHERE p.mode = $1 AND p.product_id = ANY($2::text[]) AND p.play_product_id IS NOT NULL
-            """, [mode.rawValue, PGArray(productIds)]).rows
+            WHERE p.mode = $1 AND p.app_id = $3 AND p.product_id = ANY($2::text[]) AND p.play_product_id IS NOT NULL
+            """, [mode.rawValue, PGArray(productIds), app]).rows
         var products: [String: String] = [:]
         for row in rows { products[try row.decode("product_id")] = try row.decode("play_product_id", as: String.self) }
         return products

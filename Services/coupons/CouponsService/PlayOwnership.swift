@@ -18,7 +18,8 @@ struct PlayOwnership {
             playProducts = [:]
             return
         }
-        playProducts = try PlanStore.playProducts(c, productIds: d.productIds, mode: mode)
+        // End users redeem the default app's coupons (docs/apps.md), so its plans.
+        playProducts = try PlanStore.playProducts(c, productIds: d.productIds, mode: mode, app: DefaultApp.id)
     }
 
     /// The plans the account holds, for a request through Play that said what it holds; else nil.

@@ -19,7 +19,8 @@ enum RedemptionExportStore {
     ) throws
         -> Coupons.ExportRedemptions.Response
     {
-        guard let coupon = try CouponStore.findDefinition(tx, code: req.code, mode: req.mode) else {
+        guard let coupon = try CouponStore.findDefinition(tx, code: req.code, mode: req.mode,
+            app: DefaultApp.of(req.app)) else {
             throw CouponStore.notFound
         }
         let id = try coupon.decode("id", as: UUID.self)
@@ -43,12 +44,12 @@ enum RedemptionExportStore {
                 """
                 DELETE FROM coupons.redemption_exports e USING coupons.coupons c
                 WHERE e.token_hash = $1 AND c.id = e.coupon_id
-                RETURNING c.code, c.mode, e.expires_at > now() AS live
+                RETURNING c.code, c.mode, c.app_id, e.expires_at > now() AS live
                 """, [PGBytes(Data(Crypto.sha256(Array(token.utf8))))]
             ).first, try row.decode("live", as: Bool.self),
             let mode = Mode(rawValue: try row.decode("mode", as: String.self))
         else { throw gone }
-        return .init(code: try row.decode("code"), mode: mode)
+        return .init(code: try row.decode("code"), mode: mode, app: try row.decode("app_id"))
     }
 
     /// Deletes addresses past their download time (the reservation sweeper's round).

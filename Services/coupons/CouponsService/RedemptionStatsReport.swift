@@ -2,7 +2,7 @@ import Core
 import Database
 import Foundation
 
-/// The dashboard overview's figures: completed redemptions of a mode over the last days, read by
+/// The dashboard overview's figures: completed redemptions of an app and mode over the last days, read by
 /// `coupons.redemption_stats` (counted by day, platform, code and sandbox) and summed here.
 enum RedemptionStatsReport {
     struct Row: Equatable {
@@ -16,11 +16,11 @@ enum RedemptionStatsReport {
     /// The most days one report covers.
     static let maxDays = 366
 
-    static func query(_ c: PGConnection, mode: Mode, days: Int, now: Date) throws -> RedemptionStats {
+    static func query(_ c: PGConnection, mode: Mode, app: UUID, days: Int, now: Date) throws -> RedemptionStats {
         let window = window(days: min(max(days, 1), maxDays), endingAt: now)
         let rows = try c.query(
-            "SELECT day, platform, code, sandbox, redemptions FROM coupons.redemption_stats($1, $2)",
-            [mode.rawValue, window.since]
+            "SELECT day, platform, code, sandbox, redemptions FROM coupons.redemption_stats($1, $2, $3)",
+            [mode.rawValue, window.since, app]
         ).rows.map { row in
             Row(
                 day: try row.decode("day"), platform: try row.decode("platform", as: Platform.self),

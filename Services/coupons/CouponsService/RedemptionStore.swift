@@ -18,10 +18,14 @@ enum RedemptionStore {
     /// table for every batch until autovacuum first analyzed it: 28 % of its CPU in a flash sale.
     /// `RedemptionPlanTests` checks that no lookup reads the table sequentially once it has grown.
     enum BatchSQL {
+        /// The app whose coupons end users validate and redeem: the default app, until the
+        /// end-user routes name theirs (docs/apps.md).
+        static let endUsersApp = DefaultApp.id.lowercasedString
         /// The redemptions of the accounts in `$1` that hold a use of a coupon of code `$2` (live or
         /// test: the caller matches the one it locked).
         static let heldByAccount = """
-            SELECT \(columns), r.coupon_id FROM coupons.held_by_account($1, ARRAY(SELECT id FROM coupons.coupons WHERE code = $2)) r
+            SELECT \(columns), r.coupon_id FROM coupons.held_by_account($1, ARRAY(SELECT id FROM coupons.coupons WHERE code = $2
+                AND app_id = '\(endUsersApp)')) r
             """
         /// The same, of the coupon `$2` (by id: a unique code's).
         static let heldByAccountOfCoupon = """
@@ -32,7 +36,8 @@ enum RedemptionStore {
         /// The coupon of code `$1` in mode `$2`, else in the other mode (`Coupons.preferredMode`),
         /// locked until the transaction ends, and the transaction's time.
         static let lockCoupon = """
-            SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c WHERE c.code = $1
+            SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c
+            WHERE c.code = $1 AND c.app_id = '\(endUsersApp)'
             ORDER BY c.mode = $2 DESC LIMIT 1 FOR UPDATE
             """
         /// The coupon `$1` (by id: a unique code's), locked as `lockCoupon` locks it.
@@ -242,15 +247,17 @@ enum RedemptionStore {
 
     // MARK: - After the reservation
 
-    /// A redemption, if `account` (when given) owns it and its coupon is of `mode` (when given).
-    static func get(_ c: PGConnection, id: UUID, account: UUID?, mode: Mode?) throws -> RedemptionView {
+    /// A redemption, if `account` (when given) owns it and its coupon is of `mode` and `app` (when
+    /// given: an operator's read).
+    static func get(_ c: PGConnection, id: UUID, account: UUID?, mode: Mode?, app: UUID?) throws -> RedemptionView {
         guard
             let row = try c.query(
                 """
                 SELECT \(columns) FROM coupons.redemptions r
                 WHERE r.id = $1 AND ($2::uuid IS NULL OR r.account_id = $2::uuid)
-                  AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.mode = $3::text))
-                """, [id, account, mode?.rawValue]
+                  AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.mode = $3::text
+                                                   AND c.app_id = $4::uuid))
+                """, [id, account, mode?.rawValue, app]
             ).first
         else {
             throw ServiceError(.notFound, "no such redemption")
@@ -264,16 +271,22 @@ enum RedemptionStore {
             """
             SELECT \(columns) FROM coupons.redemptions r
             WHERE r.account_id = $1 AND \(Keyset.condition(time: "r.reserved_at", id: "r.id", parameter: 2))
-              AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.mode = $5::text))
+              AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.mode = $5::text
+                                               AND c.app_id = $6::uuid))
             ORDER BY r.reserved_at DESC, r.id DESC LIMIT $4
-            """, [req.accountId, keyset.afterMicros, keyset.afterId, keyset.fetch, req.mode?.rawValue]
+            """,
+            [
+                req.accountId, keyset.afterMicros, keyset.afterId, keyset.fetch, req.mode?.rawValue,
+                DefaultApp.of(req.app)
+            ]
         ).rows
         return try keyset.page(rows, micros: "reserved_us", view)
     }
 
     static func page(_ c: PGConnection, _ req: Coupons.Redemptions) throws -> Coupons.Redemptions.Response {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor, maxLimit: Coupons.Redemptions.maxLimit)
-        guard let coupon = try CouponStore.findDefinition(c, code: req.code, mode: Mode.of(req.mode)) else {
+        guard let coupon = try CouponStore.findDefinition(c, code: req.code, mode: Mode.of(req.mode),
+            app: DefaultApp.of(req.app)) else {
             throw CouponStore.notFound
         }
         let order = req.oldestFirst ? "ASC" : "DESC"
@@ -305,7 +318,7 @@ enum RedemptionStore {
     /// The owner's app gives its reservation back (`Coupons.GiveBack`): it ends `released` with the
     /// reason, and its use goes back to the coupon, which may switch its offers back on.
     static func giveBack(_ tx: PGConnection, _ req: Coupons.GiveBack) throws -> RedemptionView {
-        let current = try get(tx, id: req.id, account: req.accountId, mode: nil)
+        let current = try get(tx, id: req.id, account: req.accountId, mode: nil, app: nil)
         guard current.status == .reserved else {
             throw ServiceError(
                 .invalidState, "only a reserved redemption can be given back; this one is \(current.status.rawValue)")
@@ -323,7 +336,7 @@ enum RedemptionStore {
             try StoreOffers.switchOnIfOpen(tx, coupon: coupon)
         }
         try CouponEvents.released(tx, [req.id])
-        return try get(tx, id: req.id, account: req.accountId, mode: nil)
+        return try get(tx, id: req.id, account: req.accountId, mode: nil, app: nil)
     }
 
     /// A deleted account's redemptions stay, so caps still count their uses, but name no account
@@ -412,13 +425,14 @@ enum RedemptionStore {
             let row = try tx.query(
                 """
                 SELECT r.status, r.store_transaction_id, r.coupon_id, c.kind FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
-                WHERE r.id = $1 AND c.mode = $2 FOR UPDATE OF r
-                """, [req.id, mode.rawValue]
+                WHERE r.id = $1 AND c.mode = $2 AND c.app_id = $3 FOR UPDATE OF r
+                """, [req.id, mode.rawValue, DefaultApp.of(req.app)]
             ).first
         else { throw ServiceError(.notFound, "no such redemption") }
         let status = try row.decode("status", as: RedemptionStatus.self)
         let existing = try row.decodeIfPresent("store_transaction_id", as: String.self)
-        if status == .completed, existing == txn { return try get(tx, id: req.id, account: nil, mode: nil) }  // a repeat
+        // A repeat.
+        if status == .completed, existing == txn { return try get(tx, id: req.id, account: nil, mode: nil, app: nil) }
         guard try row.decode("kind", as: CouponKind.self).isDiscount, status == .reserved else {
             throw ServiceError(
                 .invalidState, "only a reserved discount redemption can be confirmed (this one is \(status.rawValue))")
@@ -434,7 +448,7 @@ enum RedemptionStore {
             throw ServiceError(
                 .transactionInUse, "this store transaction confirmed another redemption", field: "storeTransactionId")
         }
-        let done = try get(tx, id: req.id, account: nil, mode: nil)
+        let done = try get(tx, id: req.id, account: nil, mode: nil, app: nil)
         // coupon.redeemed goes out for discounts too: grants sends it, reached through the outbox.
         // The definition only: counting the coupon's redemptions would cost a scan of them all.
         guard let coupon = try CouponStore.findDefinition(tx, id: try row.decode("coupon_id")) else {

@@ -64,7 +64,7 @@ enum StorePurchases {
                     throw ServiceError(.notFound, "this notification's purchase is not recorded")
                 }
                 return Response(
-                    redemption: try RedemptionStore.get(tx, id: known, account: nil, mode: nil), created: false)
+                    redemption: try RedemptionStore.get(tx, id: known, account: nil, mode: nil, app: nil), created: false)
             }
         }
         // A chain already recorded names its coupon; a new one's offer does.
@@ -210,7 +210,8 @@ enum StorePurchases {
                 tx, redemption: id, coupon: try row.decode("coupon_id"), sandbox: try row.decode("sandbox"),
                 overCap: try chain.decode("over_cap"), account: account)
         }
-        return Response(redemption: try RedemptionStore.get(tx, id: id, account: nil, mode: nil), created: false)
+        return Response(redemption: try RedemptionStore.get(tx, id: id, account: nil, mode: nil, app: nil),
+            created: false)
     }
 
     /// An unattributed purchase becomes `account`'s; answers the redemption that now stands for
@@ -371,7 +372,7 @@ enum StorePurchases {
             UPDATE coupons.store_offers SET first_purchase_at = now(), updated_at = now()
             WHERE coupon_id = $1 AND store = $2 AND product_id = $3 AND first_purchase_at IS NULL
             """, [couponId, t.store.rawValue, productId])
-        let done = try RedemptionStore.get(tx, id: redemption, account: nil, mode: nil)
+        let done = try RedemptionStore.get(tx, id: redemption, account: nil, mode: nil, app: nil)
         try Outbox.add(
             tx, key: redemption,
             RedemptionCompletedNotice(redemption: done, coupon: CouponStore.publicView(d), mode: mode))

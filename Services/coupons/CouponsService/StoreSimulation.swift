@@ -39,8 +39,8 @@ enum StoreSimulation {
             let r = try tx.query(
                 """
                 SELECT r.status, r.platform, r.product_id, r.account_id, r.app_account_token, r.coupon_id FROM coupons.redemptions r
-                JOIN coupons.coupons c ON c.id = r.coupon_id WHERE r.id = $1 AND c.mode = 'test'
-                """, [req.redemptionId]
+                JOIN coupons.coupons c ON c.id = r.coupon_id WHERE r.id = $1 AND c.mode = 'test' AND c.app_id = $2
+                """, [req.redemptionId, DefaultApp.of(req.app)]
             ).first
         else { throw ServiceError(.notFound, "no such redemption") }
         let status = try r.decode("status", as: RedemptionStatus.self)
@@ -69,8 +69,8 @@ enum StoreSimulation {
         if store == .playStore {
             storeProduct =
                 try tx.query(
-                    "SELECT play_product_id FROM coupons.plans WHERE mode = 'test' AND product_id = $1",
-                    [offer.productId]
+                    "SELECT play_product_id FROM coupons.plans WHERE mode = 'test' AND product_id = $1 AND app_id = $2",
+                    [offer.productId, DefaultApp.of(req.app)]
                 )
                 .first?.decodeIfPresent("play_product_id") ?? offer.productId
         }
@@ -99,8 +99,8 @@ enum StoreSimulation {
             let found = try tx.query(
                 """
                 SELECT \(StoreOffers.columns) FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id
-                WHERE o.offer_id = $1 AND c.mode = 'test' FOR UPDATE OF o
-                """, [req.offerId]
+                WHERE o.offer_id = $1 AND c.mode = 'test' AND c.app_id = $2 FOR UPDATE OF o
+                """, [req.offerId, DefaultApp.of(req.app)]
             ).first
         else { throw ServiceError(.notFound, "no simulated store offer with this id") }
         var row = try StoreOffers.row(found)

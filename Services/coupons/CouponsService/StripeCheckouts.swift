@@ -22,7 +22,7 @@ enum StripeCheckouts {
                 """
                 SELECT r.coupon_id, r.status, r.platform, c.mode, c.has_stripe_offers, p.stripe_price_id
                 FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
-                LEFT JOIN coupons.plans p ON p.mode = c.mode AND p.product_id = COALESCE(r.product_id,
+                LEFT JOIN coupons.plans p ON p.mode = c.mode AND p.app_id = c.app_id AND p.product_id = COALESCE(r.product_id,
                     CASE WHEN cardinality(c.product_ids) = 1 THEN c.product_ids[1] END)
                 WHERE r.id = $1 AND r.account_id = $2
                 """, [req.redemptionId, req.accountId]
@@ -96,7 +96,7 @@ enum StripeCheckouts {
             throw ServiceError(
                 .transactionInUse, "this Stripe subscription completed another redemption", field: "subscription")
         }
-        let done = try RedemptionStore.get(tx, id: req.redemptionId, account: nil, mode: nil)
+        let done = try RedemptionStore.get(tx, id: req.redemptionId, account: nil, mode: nil, app: nil)
         guard let coupon = try CouponStore.findDefinition(tx, id: couponId) else { throw ServiceError.internal }
         try Outbox.add(
             tx, key: req.redemptionId,

@@ -25,18 +25,19 @@ enum UniqueCodeStore {
 
     static func hash(_ code: String) -> PGBytes { PGBytes(Data(Crypto.sha256(Array(code.utf8)))) }
 
-    /// The unique code `code` (as `UniqueCode.read` gave it), if one was made.
+    /// The unique code `code` (as `UniqueCode.read` gave it), if one was made for a coupon of the
+    /// app end users redeem in (the default app: docs/apps.md).
     static func find(_ c: PGConnection, code: String) throws -> Found? {
         guard
             let row = try c.prepared(
-                "unique_code_by_hash",
+                "unique_code_by_hash_in_app",
                 """
                 SELECT u.id, u.coupon_id, u.last4, c.code AS coupon_code, h.account_id AS holder, h.id IS NOT NULL AS held
                 FROM coupons.unique_codes u JOIN coupons.coupons c ON c.id = u.coupon_id
                 LEFT JOIN LATERAL (SELECT r.id, r.account_id FROM coupons.redemptions r
                                    WHERE r.unique_code_id = u.id AND r.holds_use LIMIT 1) h ON true
-                WHERE u.code_hash = $1
-                """, [hash(code)]
+                WHERE u.code_hash = $1 AND c.app_id = $2
+                """, [hash(code), DefaultApp.id]
             ).first
         else { return nil }
         return Found(
@@ -174,7 +175,8 @@ enum UniqueCodeStore {
             ).rows
         } else {
             guard let code = req.code,
-                let coupon = try CouponStore.findDefinition(c, code: code, mode: Mode.of(req.mode))
+                let coupon = try CouponStore.findDefinition(c, code: code, mode: Mode.of(req.mode),
+                    app: DefaultApp.of(req.app))
             else { throw CouponStore.notFound }
             rows = try c.query(
                 """

@@ -12,7 +12,7 @@ enum Principal: Sendable {
     /// `role`: a member's session (an operator account), which reaches the operator routes as a
     /// key of that role.
     case user(account: UUID, appUserId: String, session: UUID, role: Role?)
-    case apiKey(id: UUID, role: Role, mode: Mode)
+    case apiKey(id: UUID, role: Role, mode: Mode, app: UUID)
 }
 
 /// Authenticates requests at the gateway:
@@ -157,22 +157,26 @@ final class Authenticator: Sendable {
     private func apiKey(_ key: String) async throws -> Principal {
         let hash = Crypto.sha256(Array(key.utf8)).hex
         if let (cached, at) = apiKeyCache.withLock({ $0[hash] }), Date().timeIntervalSince(at) < Self.apiKeyCacheSeconds {
-            return .apiKey(id: cached.id, role: cached.role, mode: cached.mode)
+            return .apiKey(id: cached.id, role: cached.role, mode: cached.mode, app: DefaultApp.of(cached.app))
         }
         let answer = try await accounts.request(APIKeys.Authenticate(keyHash: hash))
         apiKeyCache.withLock { $0[hash] = (answer, Date()) }
-        return .apiKey(id: answer.id, role: answer.role, mode: answer.mode)
+        return .apiKey(id: answer.id, role: answer.role, mode: answer.mode, app: DefaultApp.of(answer.app))
     }
 
     /// A signed-in user, as a route's handler gets it (`Access.user`).
     typealias User = (account: UUID, appUserId: String, session: UUID)
-    /// An operator, as a route's handler gets it (`Access.key`): an API key, the mode it works in,
-    /// and who it is for the audit log.
+    /// An operator, as a route's handler gets it (`Access.key`): an API key, the mode and app it
+    /// works in, and who it is for the audit log.
     struct Key: Sendable {
         let id: UUID
         let role: Role
         let mode: Mode
+        let app: UUID
         let actor: AuditActor
+        /// May make and list apps: an admin of the whole deployment, i.e. a live admin key of the
+        /// default app, or a member whose role (the default app's) is admin.
+        let deploymentAdmin: Bool
     }
 
     /// The mode a member works in: the `Redeem-Mode` header (`live`, the default, or `test`), the
@@ -181,6 +185,33 @@ final class Authenticator: Sendable {
         guard let text = request.header("redeem-mode") else { return .live }
         guard let mode = Mode(rawValue: text.lowercased()) else { throw HTTPError.invalid("Redeem-Mode", "the Redeem-Mode header must be live or test") }
         return mode
+    }
+
+    /// The app a request names with `Redeem-App` (an app id), or nil without the header; 422 for
+    /// a text that is not an id. Whether the app exists is checked by `requireRole`.
+    static func requestedApp(_ request: HTTPRequest) throws -> UUID? {
+        guard let text = request.header("redeem-app") else { return nil }
+        guard let id = UUID(parsing: text.trimmingSpaces) else { throw HTTPError.invalid("Redeem-App",
+            "the Redeem-App header must be an app id") }
+        return id
+    }
+
+    static let otherApp = ServiceError(.forbidden, "this key belongs to another app than Redeem-App names")
+    static let noSuchApp = ServiceError(.notFound, "no such app")
+    static let defaultAppOnly = ServiceError(.forbidden, "this route serves the default app only")
+
+    /// Apps known to exist: an app is never deleted, so one found stays found.
+    private let knownApps = Mutex<Set<UUID>>([DefaultApp.id])
+
+    /// Whether `app` exists, asking accounts once per app.
+    private func checkExists(_ app: UUID) async throws {
+        if knownApps.withLock({ $0.contains(app) }) { return }
+        do {
+            _ = try await accounts.request(Apps.Get(id: app))
+        } catch let error as ServiceError where error.code == .notFound {
+            throw Self.noSuchApp
+        }
+        knownApps.withLock { _ = $0.insert(app) }
     }
 
     /// The signed-in user, or 401 `notIdentified` / 403 `forbidden` for an operator key.
@@ -192,15 +223,40 @@ final class Authenticator: Sendable {
         }
     }
 
-    /// An API key with at least `role`, or 401 / 403.
+    /// An API key with at least `role`, or 401 / 403, in the app it works in: a key's own (a
+    /// `Redeem-App` naming another is 403), or for a member the app `Redeem-App` names (the default
+    /// one without it). A deployment admin, key or member, works in any app it names; another
+    /// member works in the default app only.
+    /// `anyApp` false (a route not yet scoped by app): the default app only, 403 for any other.
     @discardableResult
-    func requireRole(_ request: HTTPRequest, _ role: Role) async throws -> Key {
+    func requireRole(_ request: HTTPRequest, _ role: Role, anyApp: Bool = false) async throws -> Key {
+        let named = try Self.requestedApp(request)
+        let key: Key
         switch try await principal(request) {
-        case .apiKey(let id, let r, let mode)? where r >= role: return Key(id: id, role: r, mode: mode, actor: AuditActor(type: .apiKey, id: id))
+        case .apiKey(let id, let r, let mode, let own)? where r >= role:
+            let deploymentAdmin = r == .admin && mode == .live && own == DefaultApp.id
+            var app = own
+            if let named, named != own {
+                // A deployment admin works in any app, as an admin member does: how an app gets its first key.
+                guard deploymentAdmin else { throw Self.otherApp }
+                try await checkExists(named)
+                app = named
+            }
+            key = Key(id: id, role: r, mode: mode, app: app, actor: AuditActor(type: .apiKey, id: id),
+                deploymentAdmin: deploymentAdmin)
         case .user(let account, _, _, let r?)? where r >= role:
-            return Key(id: account, role: r, mode: try Self.memberMode(request), actor: AuditActor(type: .member, id: account))
+            let app = named ?? DefaultApp.id
+            if app != DefaultApp.id {
+                try await checkExists(app)
+                guard r == .admin else { throw Self.forbidden }
+            }
+            key = Key(id: account, role: r, mode: try Self.memberMode(request), app: app,
+                actor: AuditActor(type: .member, id: account),
+                      deploymentAdmin: r == .admin)
         case .apiKey?, .user?: throw Self.forbidden
         case nil: throw Self.notIdentified
         }
+        if !anyApp && key.app != DefaultApp.id { throw Self.defaultAppOnly }
+        return key
     }
 }

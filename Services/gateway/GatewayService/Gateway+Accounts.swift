@@ -107,11 +107,15 @@ extension Gateway {
         .route(.post, "/v1/me/cloudkit", "Link a CloudKit record name (it may become the appUserId)", access: .user,
                answers: [200: .json(Accounts.LinkCloudKit.Response.self)], errors: [403, 404, 409, 422, 503], handle: Gateway.linkCloudKit),
         // A live admin key manages keys of both modes, a test one only test keys (accounts decides).
-        .route(.post, "/v1/api-keys", "Create an API key (the secret is shown once)", access: .key(.admin),
+        .route(.post, "/v1/api-keys", "Create an API key in the caller's app (the secret is shown once)",
+               access: .appKey(.admin),
                answers: [201: .json(CreatedKey.self)], errors: [422], handle: Gateway.createAPIKey),
-        .route(.get, "/v1/api-keys", "List API keys, newest first", access: .key(.admin), query: QueryParameter.page,
-               answers: [200: .json(Page<APIKeyView>.self)], errors: [422], handle: Gateway.listAPIKeys),
-        .route(.delete, "/v1/api-keys/{id}", "Revoke an API key", access: .key(.admin), answers: [204: .empty], errors: [404],
+        .route(.get, "/v1/api-keys", "List the caller's app's API keys, newest first", access: .appKey(.admin),
+            query: QueryParameter.page,
+            answers: [200: .json(Page<APIKeyView>.self)], errors: [422], handle: Gateway.listAPIKeys),
+        .route(
+            .delete, "/v1/api-keys/{id}", "Revoke an API key", access: .appKey(.admin), answers: [204: .empty],
+            errors: [404],
                handle: Gateway.revokeAPIKey),
     ]
 
@@ -182,19 +186,25 @@ extension Gateway {
 
     func createAPIKey(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<APIKeyBody>) async throws -> HTTPResponse {
         let b = try body.read()
-        let made = try await accounts.request(APIKeys.Create(name: b.name, role: b.role, mode: b.mode, callerMode: key.mode).by(key.actor))
+        let made = try await accounts.request(APIKeys.Create(name: b.name, role: b.role, mode: b.mode,
+            callerMode: key.mode, app: key.app).by(key.actor))
         let k = made.apiKey
         return .json(201, CreatedKey(id: k.id, prefix: k.prefix, name: k.name, role: k.role, mode: k.mode,
                                      createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, key: made.key))
     }
 
     func listAPIKeys(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
-        .json(200, try await accounts.request(APIKeys.List(limit: try Query.limit(req), cursor: req.query["cursor"], callerMode: key.mode)))
+        .json(
+            200,
+            try await accounts.request(
+                APIKeys.List(
+                    limit: try Query.limit(req), cursor: req.query["cursor"],
+                    callerMode: key.mode, app: key.app)))
     }
 
     func revokeAPIKey(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         let id = try req.id(or: "no such API key")
-        _ = try await accounts.request(APIKeys.Revoke(id: id, callerMode: key.mode).by(key.actor))
+        _ = try await accounts.request(APIKeys.Revoke(id: id, callerMode: key.mode, app: key.app).by(key.actor))
         auth.apiKeyRevoked(id)
         return .noContent()
     }

@@ -6,15 +6,27 @@ import HTTP
 /// in the transaction of the change, merged here newest first.
 extension Gateway {
     static let auditRoutes: [APIRoute] = [
-        .route(.get, "/v1/audit", "The audit log of operator changes in the caller's mode, newest first", access: .key(.admin),
-               query: [
-                   QueryParameter(name: "objectType", schema: .oneOf(Gateway.auditObjectTypes), description: "only changes to this kind of object"),
-                   QueryParameter(name: "objectId", schema: .string, description: "only changes to this object (a coupon's code, a plan's productId, an id)"),
-                   QueryParameter(name: "actorId", schema: { var s = JSONSchema.string; s.format = "uuid"; return s }(),
-                                  description: "only changes made by this API key or member"),
-                   QueryParameter(name: "action", schema: .string, description: "only this action, e.g. coupon.create"),
-               ] + QueryParameter.page,
-               answers: [200: .json(Page<AuditEntry>.self)], errors: [422], handle: Gateway.auditLog),
+        .route(
+            .get, "/v1/audit", "The audit log of operator changes in the caller's app and mode, newest first",
+            access: .appKey(.admin),
+            query: [
+                QueryParameter(
+                    name: "objectType", schema: .oneOf(Gateway.auditObjectTypes),
+                    description: "only changes to this kind of object"),
+                QueryParameter(
+                    name: "objectId", schema: .string,
+                    description: "only changes to this object (a coupon's code, a plan's productId, an id)"),
+                QueryParameter(
+                    name: "actorId",
+                    schema: {
+                        var s = JSONSchema.string
+                        s.format = "uuid"
+                        return s
+                    }(),
+                    description: "only changes made by this API key or member"),
+                QueryParameter(name: "action", schema: .string, description: "only this action, e.g. coupon.create")
+            ] + QueryParameter.page,
+            answers: [200: .json(Page<AuditEntry>.self)], errors: [422], handle: Gateway.auditLog)
     ]
 
     static let auditObjectTypes = AuditAction.objectTypes
@@ -36,7 +48,8 @@ extension Gateway {
         }
         // Ids are kept as the API writes them (upper case); one sent in lower case finds them too.
         let objectId = try text("objectId").map { UUID(parsing: $0)?.uppercasedString ?? $0 }
-        let query = AuditQuery(mode: key.mode, objectType: objectType, objectId: objectId, actorId: actorId, action: try text("action"),
+        let query = AuditQuery(mode: key.mode, app: key.app, objectType: objectType, objectId: objectId,
+            actorId: actorId, action: try text("action"),
                                limit: keyset.fetch, beforeMicros: keyset.afterMicros, beforeId: keyset.afterId)
         async let fromAccounts = accounts.request(Audit.ReadAccounts(query: query))
         async let fromCoupons = coupons.request(Audit.ReadCoupons(query: query))

@@ -88,7 +88,7 @@ extension Gateway {
         .route(
             .get, "/v1/stats/redemptions",
             "Completed redemptions per day, platform and coupon (the dashboard's overview)",
-            access: .key(.readonly), query: [statsDays], answers: [200: .json(RedemptionStats.self)], errors: [422],
+            access: .appKey(.readonly), query: [statsDays], answers: [200: .json(RedemptionStats.self)], errors: [422],
             handle: Gateway.redemptionStats)
     ]
 
@@ -108,33 +108,33 @@ extension Gateway {
             }
             days = n
         }
-        return .json(200, try await coupons.request(Coupons.Stats(mode: key.mode, days: days)))
+        return .json(200, try await coupons.request(Coupons.Stats(mode: key.mode, app: key.app, days: days)))
     }
 
     static let couponRoutes: [APIRoute] = [
         .route(
-            .post, "/v1/coupons", "Create a coupon", access: .key(.admin),
+            .post, "/v1/coupons", "Create a coupon", access: .appKey(.admin),
             query: [.flag("dryRun", "validate and show limits without saving")],
             answers: [200: .json(CouponView.self), 201: .json(CouponView.self)], errors: [409, 422],
             handle: Gateway.createCoupon),
         // Operators reach only their key's mode's coupons, redemptions and exports.
         .route(
-            .get, "/v1/coupons", "List coupons, newest first", access: .key(.readonly),
+            .get, "/v1/coupons", "List coupons, newest first", access: .appKey(.readonly),
             query: [.flag("active", "only active or inactive coupons")] + QueryParameter.page,
             answers: [200: .json(Page<CouponView>.self)], errors: [422], handle: Gateway.listCoupons),
         .route(
-            .get, "/v1/coupons/{code}", "One coupon with its counts", access: .key(.readonly),
+            .get, "/v1/coupons/{code}", "One coupon with its counts", access: .appKey(.readonly),
             answers: [200: .json(CouponView.self)], errors: [404], handle: Gateway.getCoupon),
         .route(
-            .patch, "/v1/coupons/{code}", "Change a coupon", access: .key(.admin),
+            .patch, "/v1/coupons/{code}", "Change a coupon", access: .appKey(.admin),
             answers: [200: .json(CouponView.self)], errors: [404, 422], handle: Gateway.changeCoupon),
         .route(
-            .delete, "/v1/coupons/{code}", "Deactivate a coupon", access: .key(.admin),
+            .delete, "/v1/coupons/{code}", "Deactivate a coupon", access: .appKey(.admin),
             answers: [204: .empty], errors: [404], handle: Gateway.deactivateCoupon),
         .route(
             .get, "/v1/coupons/{code}/redemptions",
             "A coupon's redemptions (JSON pages, or all as CSV with Accept: text/csv)",
-            access: .key(.readonly), query: QueryParameter.page,
+            access: .appKey(.readonly), query: QueryParameter.page,
             answers: [200: .json(Page<RedemptionView>.self)], errors: [404, 422], handle: Gateway.couponRedemptions),
         .route(
             .post, "/v1/coupons/validate", "Check a code", access: .user,
@@ -169,7 +169,7 @@ extension Gateway {
         let dryRun = try Query.bool(req, "dryRun") ?? false
         let input = try body.read()
         let coupon = try await coupons.request(
-            Coupons.Create(input: input, mode: key.mode, dryRun: dryRun).by(key.actor))
+            Coupons.Create(input: input, mode: key.mode, app: key.app, dryRun: dryRun).by(key.actor))
         return .json(dryRun ? 200 : 201, coupon)
     }
 
@@ -177,12 +177,13 @@ extension Gateway {
         let page = try await coupons.request(
             Coupons.List(
                 active: try Query.bool(req, "active"), limit: try Query.limit(req),
-                cursor: req.query["cursor"], mode: key.mode))
+                cursor: req.query["cursor"], mode: key.mode, app: key.app))
         return .json(200, page)
     }
 
     func getCoupon(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
-        .json(200, try await coupons.request(Coupons.Get(code: req.pathParameters["code"] ?? "", mode: key.mode)))
+        .json(200, try await coupons.request(Coupons.Get(code: req.pathParameters["code"] ?? "", mode: key.mode,
+            app: key.app)))
     }
 
     func changeCoupon(
@@ -193,7 +194,7 @@ extension Gateway {
             200,
             try await coupons.request(
                 Coupons.Patch(
-                    code: req.pathParameters["code"] ?? "", mode: key.mode, active: b.active,
+                    code: req.pathParameters["code"] ?? "", mode: key.mode, app: key.app, active: b.active,
                     maxRedemptions: b.maxRedemptions, expiresAt: b.expiresAt,
                     removing: b.removing.isEmpty ? nil : b.removing, name: b.name, metadata: b.metadata
                 ).by(key.actor)))
@@ -202,7 +203,7 @@ extension Gateway {
     func deactivateCoupon(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         _ = try await coupons.request(
             Coupons.Patch(
-                code: req.pathParameters["code"] ?? "", mode: key.mode, active: false,
+                code: req.pathParameters["code"] ?? "", mode: key.mode, app: key.app, active: false,
                 maxRedemptions: nil, expiresAt: nil
             ).by(key.actor))
         return .noContent()
@@ -211,10 +212,11 @@ extension Gateway {
     func couponRedemptions(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         let code = req.pathParameters["code"] ?? ""
         if req.header("accept")?.lowercased().contains("text/csv") == true {
-            return try await exportCSV(code: code, mode: key.mode)
+            return try await exportCSV(code: code, mode: key.mode, app: key.app)
         }
         let page = try await coupons.request(
-            Coupons.Redemptions(code: code, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
+            Coupons.Redemptions(code: code, mode: key.mode, app: key.app, limit: try Query.limit(req),
+                cursor: req.query["cursor"]))
         return .json(200, page)
     }
 
@@ -314,16 +316,21 @@ extension Gateway {
         }
     }
 
-    /// The owner, or an operator key of the redemption's coupon's mode; a member reads its own, or
-    /// as an operator those of its `Redeem-Mode`.
+    /// The owner, or an operator key of the redemption's coupon's app and mode; a member reads its
+    /// own, or as an operator those of its `Redeem-Mode` and `Redeem-App` (an admin member's: any app).
     func getRedemption(_ req: HTTPRequest, _ caller: Principal) async throws -> HTTPResponse {
         let reader: RedemptionReader
         var operatorReader: RedemptionReader?
         switch caller {
         case .user(let account, _, _, let role):
             reader = .owner(account)
-            if role != nil { operatorReader = .apiKey(try Authenticator.memberMode(req)) }
-        case .apiKey(_, _, let mode): reader = .apiKey(mode)
+            if let role {
+                let app = try Authenticator.requestedApp(req) ?? DefaultApp.id
+                if app == DefaultApp.id || role == .admin {
+                    operatorReader = .apiKey(try Authenticator.memberMode(req), app)
+                }
+            }
+        case .apiKey(_, _, let mode, let app): reader = .apiKey(mode, app)
         }
         let wait = try Query.wait(req)
         let id = try req.id(or: "no such redemption")
@@ -353,12 +360,12 @@ extension Gateway {
     /// its own mode's coupons.
     enum RedemptionReader {
         case owner(UUID)
-        case apiKey(Mode)
+        case apiKey(Mode, UUID)
 
         func request(_ id: UUID) -> Coupons.GetRedemption {
             switch self {
             case .owner(let account): Coupons.GetRedemption(id: id, accountId: account)
-            case .apiKey(let mode): Coupons.GetRedemption(id: id, mode: mode)
+            case .apiKey(let mode, let app): Coupons.GetRedemption(id: id, mode: mode, app: app)
             }
         }
     }
@@ -376,12 +383,12 @@ extension Gateway {
     }
 
     /// Streams every redemption of a coupon as CSV, a page at a time (never all in memory).
-    func exportCSV(code: String, mode: Mode) async throws -> HTTPResponse {
+    func exportCSV(code: String, mode: Mode, app: UUID) async throws -> HTTPResponse {
         // The first page is fetched before answering, so an unknown coupon is a 404, not a broken stream.
         let first = try await coupons.request(
             Coupons.Redemptions(
-                code: code, mode: mode, limit: Coupons.Redemptions.maxLimit, cursor: nil, oldestFirst: true))
-        let coupon = try await coupons.request(Coupons.Get(code: code, mode: mode))
+                code: code, mode: mode, app: app, limit: Coupons.Redemptions.maxLimit, cursor: nil, oldestFirst: true))
+        let coupon = try await coupons.request(Coupons.Get(code: code, mode: mode, app: app))
         let client = coupons
         let logger = self.logger
         let filename = code.filter { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
@@ -399,7 +406,7 @@ extension Gateway {
                 do {
                     page = try await client.request(
                         Coupons.Redemptions(
-                            code: code, mode: mode, limit: Coupons.Redemptions.maxLimit, cursor: next,
+                            code: code, mode: mode, app: app, limit: Coupons.Redemptions.maxLimit, cursor: next,
                             oldestFirst: true))
                 } catch {
                     logger.error("csv export stopped", ["error": String(describing: error)])

@@ -25,9 +25,10 @@ enum IdempotencyRule {
     /// Who a key belongs to.
     static func scope(of principal: Principal, request: HTTPRequest) -> String {
         switch principal {
-        case .apiKey(let id, _, let mode): "apiKey:\(id.lowercasedString):\(mode.rawValue)"
+        case .apiKey(let id, _, let mode, _): "apiKey:\(id.lowercasedString):\(mode.rawValue)"
         case .user(let account, _, _, _):
             "account:\(account.lowercasedString):\((request.header("redeem-mode") ?? Mode.live.rawValue).lowercased())"
+                + (request.header("redeem-app").map { ":\($0.lowercased())" } ?? "")
         }
     }
 

@@ -34,32 +34,44 @@ extension Gateway {
     }
 
     static let planRoutes: [APIRoute] = [
-        .route(.post, "/v1/plans", "Register a plan coupons can cover", access: .key(.admin),
-               answers: [201: .json(PlanView.self)], errors: [409, 422], handle: Gateway.createPlan),
-        .route(.get, "/v1/plans", "List plans, newest first", access: .key(.admin), query: QueryParameter.page,
-               answers: [200: .json(Page<PlanView>.self)], errors: [422], handle: Gateway.listPlans),
-        .route(.get, "/v1/plans/{productId}", "One plan", access: .key(.admin),
-               answers: [200: .json(PlanView.self)], errors: [404], handle: Gateway.getPlan),
-        .route(.patch, "/v1/plans/{productId}", "Change a plan", access: .key(.admin),
-               answers: [200: .json(PlanView.self)], errors: [404, 409, 422], handle: Gateway.changePlan),
+        .route(
+            .post, "/v1/plans", "Register a plan coupons can cover", access: .appKey(.admin),
+            answers: [201: .json(PlanView.self)], errors: [409, 422], handle: Gateway.createPlan),
+        .route(
+            .get, "/v1/plans", "List plans, newest first", access: .appKey(.admin), query: QueryParameter.page,
+            answers: [200: .json(Page<PlanView>.self)], errors: [422], handle: Gateway.listPlans),
+        .route(
+            .get, "/v1/plans/{productId}", "One plan", access: .appKey(.admin),
+            answers: [200: .json(PlanView.self)], errors: [404], handle: Gateway.getPlan),
+        .route(
+            .patch, "/v1/plans/{productId}", "Change a plan", access: .appKey(.admin),
+            answers: [200: .json(PlanView.self)], errors: [404, 409, 422], handle: Gateway.changePlan)
     ]
 
     func createPlan(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PlanInput>) async throws -> HTTPResponse {
-        .json(201, try await coupons.request(Plans.Create(input: try body.read(), mode: key.mode).by(key.actor)))
+        .json(201, try await coupons.request(Plans.Create(input: try body.read(), mode: key.mode,
+            app: key.app).by(key.actor)))
     }
 
     func listPlans(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
-        .json(200, try await coupons.request(Plans.List(limit: try Query.limit(req), cursor: req.query["cursor"], mode: key.mode)))
+        .json(
+            200,
+            try await coupons.request(
+                Plans.List(
+                    limit: try Query.limit(req), cursor: req.query["cursor"],
+                    mode: key.mode, app: key.app)))
     }
 
     func getPlan(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
-        .json(200, try await coupons.request(Plans.Get(productId: req.pathParameters["productId"] ?? "", mode: key.mode)))
+        .json(200, try await coupons.request(Plans.Get(productId: req.pathParameters["productId"] ?? "",
+            mode: key.mode, app: key.app)))
     }
 
     func changePlan(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<PlanPatchBody>) async throws -> HTTPResponse {
         let b = try body.read()
         let patch = Plans.Patch(
-            productId: req.pathParameters["productId"] ?? "", mode: key.mode, name: b.name, appStore: b.appStore,
+            productId: req.pathParameters["productId"] ?? "", mode: key.mode, app: key.app, name: b.name,
+                appStore: b.appStore,
             playStore: b.playStore, removing: b.removing.isEmpty ? nil : b.removing, stripe: b.stripe)
         return .json(200, try await coupons.request(patch.by(key.actor)))
     }

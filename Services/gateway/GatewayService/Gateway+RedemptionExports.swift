@@ -12,7 +12,7 @@ extension Gateway {
         .route(
             .post, "/v1/coupons/{code}/redemption-exports",
             "A one-time address (24 hours) where a person downloads a coupon's redemptions as CSV without a key",
-            access: .key(.readonly), answers: [201: .json(RedemptionExport.self)], errors: [404],
+            access: .appKey(.readonly), answers: [201: .json(RedemptionExport.self)], errors: [404],
             handle: Gateway.exportRedemptions),
         .route(
             .get, "/v1/redemption-downloads/{token}",
@@ -22,7 +22,7 @@ extension Gateway {
 
     func exportRedemptions(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         let made = try await coupons.request(
-            Coupons.ExportRedemptions(code: req.pathParameters["code"] ?? "", mode: key.mode))
+            Coupons.ExportRedemptions(code: req.pathParameters["code"] ?? "", mode: key.mode, app: key.app))
         return .json(
             201,
             RedemptionExport(
@@ -38,6 +38,6 @@ extension Gateway {
             throw ServiceError(.downloadGone, "this download address was used already, or has expired")
         }
         let taken = try await coupons.request(Coupons.TakeRedemptionExport(token: token))
-        return try await exportCSV(code: taken.code, mode: taken.mode)
+        return try await exportCSV(code: taken.code, mode: taken.mode, app: DefaultApp.of(taken.app))
     }
 }

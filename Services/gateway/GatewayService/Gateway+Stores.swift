@@ -69,17 +69,20 @@ extension Gateway {
         var caller = caller
         var member: AuditActor?
         if case .user(let account, _, _, let role?) = caller, role >= .support, b.pricePaid != nil || b.storeTransactionId != nil {
-            caller = .apiKey(id: account, role: role, mode: try Authenticator.memberMode(req))
+            let app = try Authenticator.requestedApp(req) ?? DefaultApp.id
+            guard app == DefaultApp.id || role == .admin else { throw Authenticator.forbidden }
+            caller = .apiKey(id: account, role: role, mode: try Authenticator.memberMode(req), app: app)
             member = AuditActor(type: .member, id: account)
         }
         switch caller {
-        case .apiKey(let keyId, _, let mode):
+        case .apiKey(let keyId, _, let mode, let app):
             guard b.signedTransaction == nil, b.transactionId == nil, b.purchaseToken == nil else {
                 throw HTTPError.invalid("signedTransaction", "an API key confirms by hand, with pricePaid and storeTransactionId")
             }
             guard let price = b.pricePaid else { throw HTTPError.invalid("pricePaid", "pricePaid is required") }
             guard let transaction = b.storeTransactionId else { throw HTTPError.invalid("storeTransactionId", "storeTransactionId is required") }
-            return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: mode, pricePaid: price, storeTransactionId: transaction)
+            return .json(200, try await coupons.request(Coupons.Purchase(id: id, mode: mode, app: app,
+                pricePaid: price, storeTransactionId: transaction)
                 .by(member ?? AuditActor(type: .apiKey, id: keyId))))
         case .user(let account, let appUserId, _, _):
             // A user's word on what was paid is not proof; only a support key may confirm by hand.

@@ -25,12 +25,12 @@ extension Gateway {
         .route(
             .post, "/v1/test_helpers/redemptions/{id}/purchase",
             "Test mode: complete a reservation on iOS or Android as if the store had sold its coupon's simulated offer",
-            access: .key(.support), answers: [200: .json(RedemptionView.self)], errors: [403, 404, 409, 422],
+            access: .appKey(.support), answers: [200: .json(RedemptionView.self)], errors: [403, 404, 409, 422],
             handle: Gateway.simulatePurchase),
         .route(
             .post, "/v1/test_helpers/store_offers/{id}/ready",
             "Test mode: a simulated store offer (by its offerId) skips the rest of its settle time and is ready",
-            access: .key(.admin), answers: [200: .json(StoreOfferView.self)], errors: [403, 404, 409],
+            access: .appKey(.admin), answers: [200: .json(StoreOfferView.self)], errors: [403, 404, 409],
             handle: Gateway.simulateOfferReady)
     ]
 
@@ -52,7 +52,7 @@ extension Gateway {
             200,
             try await coupons.request(
                 Coupons.SimulatedPurchase(
-                    redemptionId: id, mode: key.mode, pricePaid: b.pricePaid,
+                    redemptionId: id, mode: key.mode, app: key.app, pricePaid: b.pricePaid,
                     sandbox: b.sandbox
                 ).by(key.actor)))
     }
@@ -64,6 +64,7 @@ extension Gateway {
             throw ServiceError(.notFound, "no simulated store offer with this id")
         }
         return .json(
-            200, try await coupons.request(Coupons.SimulatedOfferReady(offerId: offerId, mode: key.mode).by(key.actor)))
+            200, try await coupons.request(Coupons.SimulatedOfferReady(offerId: offerId, mode: key.mode,
+                app: key.app).by(key.actor)))
     }
 }

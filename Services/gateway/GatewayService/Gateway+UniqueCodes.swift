@@ -13,11 +13,11 @@ extension Gateway {
     static let uniqueCodeRoutes: [APIRoute] = [
         .route(
             .post, "/v1/coupons/{code}/codes", "Make unique single-use codes of a coupon (their CSV downloads once)",
-            access: .key(.admin), answers: [201: .json(CodesCreated.self)], errors: [404, 422],
+            access: .appKey(.admin), answers: [201: .json(CodesCreated.self)], errors: [404, 422],
             handle: Gateway.createCodes),
         .route(
             .get, "/v1/coupons/{code}/codes.csv", "The CSV of a coupon's new unique codes: once, then 410",
-            access: .key(.admin), answers: [200: .text("text/csv")], errors: [404, 410],
+            access: .appKey(.admin), answers: [200: .text("text/csv")], errors: [404, 410],
             handle: Gateway.codesCSV),
         .route(
             .get, "/v1/code-downloads/{token}", "The CSV of new unique codes by its one-time address: once, then 410",
@@ -29,7 +29,7 @@ extension Gateway {
     ) async throws -> HTTPResponse {
         let input = try body.read()
         let made = try await coupons.request(
-            Coupons.CreateCodes(code: req.pathParameters["code"] ?? "", mode: key.mode, input: input).by(key.actor),
+            Coupons.CreateCodes(code: req.pathParameters["code"] ?? "", mode: key.mode, app: key.app, input: input).by(key.actor),
             timeout: Self.createCodesTimeout)
         let origin = Self.origin(req)
         return .json(
@@ -42,7 +42,10 @@ extension Gateway {
 
     func codesCSV(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         Self.csvAttachment(
-            try await coupons.request(Coupons.TakeCodes(code: req.pathParameters["code"] ?? "", mode: key.mode)))
+            try await coupons.request(
+                Coupons.TakeCodes(
+                    code: req.pathParameters["code"] ?? "", mode: key.mode,
+                    app: key.app)))
     }
 
     func codesDownload(_ req: HTTPRequest) async throws -> HTTPResponse {

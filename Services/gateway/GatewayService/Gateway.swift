@@ -87,7 +87,7 @@ public final class Gateway: Sendable {
         operationsRoutes + pageRoutes + accountRoutes + appleRoutes + emailRoutes + couponRoutes + statsRoutes
         + customerRoutes + uniqueCodeRoutes + redemptionExportRoutes
         + planRoutes
-        + storeRoutes + googleRoutes + stripeRoutes + testHelperRoutes + grantRoutes + auditRoutes + memberRoutes
+        + storeRoutes + googleRoutes + stripeRoutes + testHelperRoutes + grantRoutes + auditRoutes + memberRoutes + appRoutes
         + mcpRoutes + dashboardRoutes + dashboardSessionRoutes
 
     /// The router of `routes`.

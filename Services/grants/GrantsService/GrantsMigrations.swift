@@ -31,5 +31,7 @@ enum GrantsMigrations {
         Migration(
             file: "018_stripe_customers_and_receipts.sql", PackageResources._18_stripe_customers_and_receipts_sql),
         Migration(file: "019_stripe_customers_are_claimed.sql", PackageResources._19_stripe_customers_are_claimed_sql),
+        // Each entry belongs to one app (docs/apps.md).
+        AuditTable.perApp(20),
     ]
 }

@@ -250,3 +250,7 @@ extension RedemptionExport: APIBody {
     public static let schemaName: String? = "RedemptionExport"
     public static let fieldRules: [String: [JSONSchema.Rule]] = ["downloadUrl": [.format("uri")]]
 }
+
+extension AppView: APIBody {
+    public static let schemaName: String? = "App"
+}

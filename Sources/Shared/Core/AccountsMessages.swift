@@ -313,11 +313,14 @@ public enum APIKeys {
         public var mode: Mode?
         /// The mode of the key making it (`Mode.of`): a test key makes test keys only.
         public var callerMode: Mode?
-        public init(name: String, role: Role, mode: Mode?, callerMode: Mode) {
+        /// The app the key works in, the caller's (`DefaultApp.of`).
+        public var app: UUID?
+        public init(name: String, role: Role, mode: Mode?, callerMode: Mode, app: UUID) {
             self.name = name
             self.role = role
             self.mode = mode
             self.callerMode = callerMode
+            self.app = app
         }
     }
 
@@ -330,10 +333,13 @@ public enum APIKeys {
         public var cursor: String?
         /// The mode of the key asking (`Mode.of`): a test key lists test keys only.
         public var callerMode: Mode?
-        public init(limit: Int, cursor: String?, callerMode: Mode) {
+        /// The app asked about (`DefaultApp.of`): only its keys are listed.
+        public var app: UUID?
+        public init(limit: Int, cursor: String?, callerMode: Mode, app: UUID) {
             self.limit = limit
             self.cursor = cursor
             self.callerMode = callerMode
+            self.app = app
         }
     }
 
@@ -346,9 +352,12 @@ public enum APIKeys {
         public var id: UUID
         /// The mode of the key asking (`Mode.of`).
         public var callerMode: Mode?
-        public init(id: UUID, callerMode: Mode) {
+        /// The app asked about (`DefaultApp.of`): another app's key is `notFound`.
+        public var app: UUID?
+        public init(id: UUID, callerMode: Mode, app: UUID) {
             self.id = id
             self.callerMode = callerMode
+            self.app = app
         }
     }
 
@@ -360,10 +369,13 @@ public enum APIKeys {
             public var id: UUID
             public var role: Role
             public var mode: Mode
-            public init(id: UUID, role: Role, mode: Mode) {
+            /// The app the key works in (`DefaultApp.of`: nil from an accounts of an earlier version).
+            public var app: UUID?
+            public init(id: UUID, role: Role, mode: Mode, app: UUID) {
                 self.id = id
                 self.role = role
                 self.mode = mode
+                self.app = app
             }
         }
         public var keyHash: String

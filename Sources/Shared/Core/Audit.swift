@@ -77,6 +77,7 @@ public enum AuditAction: String, Codable, Sendable, CaseIterable {
     case memberSettingsUpdate = "memberSettings.update"
     case webhookCreate = "webhook.create", webhookDelete = "webhook.delete", webhookUpdate = "webhook.update"
     case webhookRotateSecret = "webhook.rotateSecret"
+    case appCreate = "app.create"
 
     /// The kind of object changed: the part before the dot.
     public var objectType: String { String(rawValue.prefix { $0 != "." }) }
@@ -95,8 +96,9 @@ public struct AuditChange: Sendable {
     public var after: JSONValue?
     public var requestId: String?
     public var mode: Mode
+    public var app: UUID
     public init(actor: AuditActor?, action: AuditAction, objectId: String, before: (any Encodable)?, after: (any Encodable)?,
-                requestId: String?, mode: Mode) throws {
+                requestId: String?, mode: Mode, app: UUID) throws {
         self.actor = actor
         self.action = action.rawValue
         self.objectType = action.objectType
@@ -105,6 +107,7 @@ public struct AuditChange: Sendable {
         self.after = try after.map { try JSONValue.of($0) }
         self.requestId = requestId
         self.mode = mode
+        self.app = app
     }
 }
 
@@ -113,6 +116,8 @@ public struct AuditChange: Sendable {
 public struct AuditQuery: Codable, Sendable {
     /// nil: every mode.
     public var mode: Mode?
+    /// The app whose entries are read (`DefaultApp.of`).
+    public var app: UUID?
     public var objectType: String?
     public var objectId: String?
     public var actorId: UUID?
@@ -122,9 +127,11 @@ public struct AuditQuery: Codable, Sendable {
     /// Only rows strictly before this (time in µs since 1970, id), newest first.
     public var beforeMicros: Int64?
     public var beforeId: UUID?
-    public init(mode: Mode?, objectType: String?, objectId: String?, actorId: UUID?, action: String?, limit: Int,
+    public init(mode: Mode?, app: UUID, objectType: String?, objectId: String?, actorId: UUID?, action: String?,
+        limit: Int,
                 beforeMicros: Int64?, beforeId: UUID?) {
         self.mode = mode
+        self.app = app
         self.objectType = objectType
         self.objectId = objectId
         self.actorId = actorId
@@ -207,3 +214,4 @@ extension Grants.CreateWebhook: AuditedRequest {}
 extension Grants.DeleteWebhook: AuditedRequest {}
 extension Grants.UpdateWebhook: AuditedRequest {}
 extension Grants.RotateWebhookSecret: AuditedRequest {}
+extension Apps.Create: AuditedRequest {}

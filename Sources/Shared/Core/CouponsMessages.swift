@@ -330,10 +330,13 @@ public enum Coupons {
         public typealias Response = CouponView
         public var input: CouponInput
         public var mode: Mode
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
         public var dryRun: Bool
-        public init(input: CouponInput, mode: Mode, dryRun: Bool) {
+        public init(input: CouponInput, mode: Mode, app: UUID, dryRun: Bool) {
             self.input = input
             self.mode = mode
+            self.app = app
             self.dryRun = dryRun
         }
     }
@@ -346,11 +349,14 @@ public enum Coupons {
         public var cursor: String?
         /// Only this mode's coupons (`Mode.of`).
         public var mode: Mode?
-        public init(active: Bool?, limit: Int, cursor: String?, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(active: Bool?, limit: Int, cursor: String?, mode: Mode, app: UUID) {
             self.active = active
             self.limit = limit
             self.cursor = cursor
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -361,9 +367,12 @@ public enum Coupons {
         public static let type = "coupons.stats"
         public typealias Response = RedemptionStats
         public var mode: Mode
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
         public var days: Int
-        public init(mode: Mode, days: Int) {
+        public init(mode: Mode, app: UUID, days: Int) {
             self.mode = mode
+            self.app = app
             self.days = days
         }
     }
@@ -373,9 +382,12 @@ public enum Coupons {
         public typealias Response = CouponView
         public var code: String
         public var mode: Mode?
-        public init(code: String, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(code: String, mode: Mode, app: UUID) {
             self.code = code
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -393,17 +405,21 @@ public enum Coupons {
         public var removing: [String]?
         /// The coupon of this mode (`Mode.of`).
         public var mode: Mode?
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
         public var name: String?
         /// Merged into the coupon's metadata; a key with an empty value is removed.
         public var metadata: [String: String]?
         public init(
-            code: String, mode: Mode, active: Bool?, maxRedemptions: Int?, expiresAt: Date?, removing: [String]? = nil,
+            code: String, mode: Mode, app: UUID, active: Bool?, maxRedemptions: Int?, expiresAt: Date?,
+                removing: [String]? = nil,
             name: String? = nil, metadata: [String: String]? = nil
         ) {
             self.name = name
             self.metadata = metadata
             self.code = code
             self.mode = mode
+            self.app = app
             self.active = active
             self.maxRedemptions = maxRedemptions
             self.expiresAt = expiresAt
@@ -423,9 +439,12 @@ public enum Coupons {
         public var oldestFirst: Bool
         /// The coupon of this mode (`Mode.of`).
         public var mode: Mode?
-        public init(code: String, mode: Mode, limit: Int, cursor: String?, oldestFirst: Bool = false) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(code: String, mode: Mode, app: UUID, limit: Int, cursor: String?, oldestFirst: Bool = false) {
             self.code = code
             self.mode = mode
+            self.app = app
             self.limit = limit
             self.cursor = cursor
             self.oldestFirst = oldestFirst
@@ -617,15 +636,18 @@ public enum Coupons {
         public var id: UUID
         public var accountId: UUID?
         public var mode: Mode?
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
         /// An end user's read: `accountId` must own it.
         public init(id: UUID, accountId: UUID) {
             self.id = id
             self.accountId = accountId
         }
         /// An operator's read, with a key of `mode`.
-        public init(id: UUID, mode: Mode) {
+        public init(id: UUID, mode: Mode, app: UUID) {
             self.id = id
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -640,11 +662,14 @@ public enum Coupons {
         /// Only those of this mode's coupons (an operator's look at a customer); nil: every one,
         /// as the account's owner sees them.
         public var mode: Mode?
-        public init(accountId: UUID, limit: Int, cursor: String?, mode: Mode? = nil) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(accountId: UUID, limit: Int, cursor: String?, mode: Mode? = nil, app: UUID? = nil) {
             self.accountId = accountId
             self.limit = limit
             self.cursor = cursor
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -658,9 +683,12 @@ public enum Coupons {
         public var pricePaid: Money
         public var storeTransactionId: String
         public var mode: Mode?
-        public init(id: UUID, mode: Mode, pricePaid: Money, storeTransactionId: String) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(id: UUID, mode: Mode, app: UUID, pricePaid: Money, storeTransactionId: String) {
             self.id = id
             self.mode = mode
+            self.app = app
             self.pricePaid = pricePaid
             self.storeTransactionId = storeTransactionId
         }

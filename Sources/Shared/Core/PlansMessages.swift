@@ -110,9 +110,12 @@ public enum Plans {
         public typealias Response = PlanView
         public var input: PlanInput
         public var mode: Mode
-        public init(input: PlanInput, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(input: PlanInput, mode: Mode, app: UUID) {
             self.input = input
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -123,10 +126,13 @@ public enum Plans {
         public var limit: Int?
         public var cursor: String?
         public var mode: Mode
-        public init(limit: Int?, cursor: String?, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(limit: Int?, cursor: String?, mode: Mode, app: UUID) {
             self.limit = limit
             self.cursor = cursor
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -136,9 +142,12 @@ public enum Plans {
         public typealias Response = PlanView
         public var productId: String
         public var mode: Mode
-        public init(productId: String, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(productId: String, mode: Mode, app: UUID) {
             self.productId = productId
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -158,11 +167,16 @@ public enum Plans {
         /// `appStore`, `playStore`, `stripe`: sent as null, to remove.
         public var removing: [String]?
         public var mode: Mode
-        public init(productId: String, mode: Mode, name: String? = nil, appStore: PlanInput.AppStore? = nil,
-                    playStore: PlanInput.PlayStore? = nil, removing: [String]? = nil, stripe: PlanInput.Stripe? = nil) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(
+            productId: String, mode: Mode, app: UUID, name: String? = nil, appStore: PlanInput.AppStore? = nil,
+            playStore: PlanInput.PlayStore? = nil, removing: [String]? = nil, stripe: PlanInput.Stripe? = nil
+        ) {
             self.stripe = stripe
             self.productId = productId
             self.mode = mode
+            self.app = app
             self.name = name
             self.appStore = appStore
             self.playStore = playStore

@@ -42,9 +42,12 @@ extension Coupons {
         }
         public var code: String
         public var mode: Mode
-        public init(code: String, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(code: String, mode: Mode, app: UUID) {
             self.code = code
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -56,9 +59,12 @@ extension Coupons {
         public struct Response: Codable, Sendable {
             public var code: String
             public var mode: Mode
-            public init(code: String, mode: Mode) {
+            /// The coupon's app (`DefaultApp.of`: nil from a coupons of an earlier version).
+            public var app: UUID?
+            public init(code: String, mode: Mode, app: UUID) {
                 self.code = code
                 self.mode = mode
+                self.app = app
             }
         }
         public var token: String

@@ -110,13 +110,16 @@ extension Coupons {
         public var actor: AuditActor? = nil
         public var redemptionId: UUID
         public var mode: Mode
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
         public var pricePaid: Money
         /// The simulated store's environment: true as if bought in Apple's or Google's sandbox.
         public var sandbox: Bool?
 
-        public init(redemptionId: UUID, mode: Mode, pricePaid: Money, sandbox: Bool? = nil) {
+        public init(redemptionId: UUID, mode: Mode, app: UUID, pricePaid: Money, sandbox: Bool? = nil) {
             self.redemptionId = redemptionId
             self.mode = mode
+            self.app = app
             self.pricePaid = pricePaid
             self.sandbox = sandbox
         }
@@ -131,10 +134,13 @@ extension Coupons {
         public var actor: AuditActor? = nil
         public var offerId: String
         public var mode: Mode
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
 
-        public init(offerId: String, mode: Mode) {
+        public init(offerId: String, mode: Mode, app: UUID) {
             self.offerId = offerId
             self.mode = mode
+            self.app = app
         }
     }
 

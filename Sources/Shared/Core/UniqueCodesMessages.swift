@@ -61,10 +61,13 @@ extension Coupons {
         }
         public var code: String
         public var mode: Mode
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
         public var input: CodesInput
-        public init(code: String, mode: Mode, input: CodesInput) {
+        public init(code: String, mode: Mode, app: UUID, input: CodesInput) {
             self.code = code
             self.mode = mode
+            self.app = app
             self.input = input
         }
     }
@@ -87,11 +90,14 @@ extension Coupons {
         }
         public var code: String?
         public var mode: Mode?
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
         public var token: String?
         /// An operator key's take of its mode's coupon's CSV.
-        public init(code: String, mode: Mode) {
+        public init(code: String, mode: Mode, app: UUID) {
             self.code = code
             self.mode = mode
+            self.app = app
         }
         /// A take by the one-time token of the download address.
         public init(token: String) { self.token = token }

@@ -142,7 +142,12 @@ extension Access where Caller == Authenticator.User {
 }
 
 extension Access where Caller == Authenticator.Key {
+    /// A key of the default app (a route not yet scoped by app; docs/apps.md).
     static func key(_ role: Role) -> Access { Access(requirement: .key(role)) { auth, request in try await auth.requireRole(request, role) } }
+    /// A key of any app: the handler scopes what it reads and changes by `Key.app`.
+    static func appKey(_ role: Role) -> Access {
+        Access(requirement: .key(role)) { auth, request in try await auth.requireRole(request, role, anyApp: true) }
+    }
 }
 
 extension Access where Caller == Principal {
@@ -153,7 +158,10 @@ extension Access where Caller == Principal {
         Access(requirement: .userOrKey(role)) { auth, request in
             switch try await auth.principal(request) {
             case nil: throw Authenticator.notIdentified
-            case .apiKey(_, let r, _)? where r < role: throw Authenticator.forbidden
+            case .apiKey(_, let r, _, _)? where r < role: throw Authenticator.forbidden
+            // A key works in its own app here (docs/apps.md).
+            case .apiKey(_, _, _, let app)? where try Authenticator.requestedApp(request).map({ $0 != app }) ?? false:
+                throw Authenticator.otherApp
             case let principal?: return principal
             }
         }

@@ -15,6 +15,10 @@ enum CommonHeaders {
             name: "Redeem-Mode", location: .header, required: false, schema: JSONSchema(.any),
             description: "With a member's session: the mode it works in (live when absent). An API key works in its"
                 + " own mode."),
+        "RedeemApp": OpenAPI.Parameter(
+            name: "Redeem-App", location: .header, required: false, schema: JSONSchema(.any),
+            description: "The app (its id) a member, or a deployment admin's key, works in (the default app when"
+                + " absent). Another API key works in its own app; naming another is 403 (docs/apps.md)."),
         "IdempotencyKey": OpenAPI.Parameter(
             name: "Idempotency-Key", location: .header, required: false, schema: idempotencyKeySchema,
             description: "Up to 255 bytes: the same key and body within 24 h answer the first answer again"
@@ -49,7 +53,7 @@ enum CommonHeaders {
         if route.path.hasPrefix("/v1/") {
             names.append("RequestId")
             switch route.access {
-            case .key, .userOrKey: names.append("RedeemMode")
+            case .key, .userOrKey: names += ["RedeemMode", "RedeemApp"]
             case .anyone, .user: break
             }
         }

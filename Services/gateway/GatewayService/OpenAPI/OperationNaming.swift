@@ -27,6 +27,8 @@ enum OperationNaming {
         "POST /v1/api-keys": "createApiKey",
         "DELETE /v1/api-keys/{id}": "revokeApiKey",
         "GET /v1/audit": "listAuditEntries",
+        "GET /v1/apps": "listApps",
+        "POST /v1/apps": "createApp",
         "GET /v1/code-downloads/{token}": "downloadCodesByAddress",
         "GET /v1/coupons": "listCoupons",
         "POST /v1/coupons": "createCoupon",
@@ -123,6 +125,7 @@ enum OperationNaming {
         ("Stores", "Signed notifications from the App Store and Google Play", ["/v1/stores"]),
         ("Test helpers", "Test mode only: what a store would do", ["/v1/test_helpers"]),
         ("Webhooks", "Endpoints, their signed events and delivery logs", ["/v1/webhooks"]),
+        ("Apps", "The deployment's apps: each has its own keys and objects", ["/v1/apps"]),
         ("API keys", "Operator keys, live and test", ["/v1/api-keys"]),
         (
             "Members", "The dashboard's team: invitations, roles, two-step verification",

@@ -48,6 +48,8 @@ class OpenApiContractTest {
         "POST /v1/coupons/{code}/codes" to "an operator's: unique codes are made with the CLI, the dashboard or MCP",
         "POST /v1/coupons/{code}/redemption-exports" to "an operator's: a one-time CSV address, for MCP's export_redemptions_csv",
         "GET /v1/customers" to "an operator's: finding a customer, on the dashboard's Customers page",
+        "GET /v1/apps" to "a deployment admin's: the deployment's apps",
+        "POST /v1/apps" to "a deployment admin's: making an app",
         "GET /v1/customers/{appUserId}" to "an operator's: a customer's account, redemptions and entitlements, on the dashboard"
     )
 
