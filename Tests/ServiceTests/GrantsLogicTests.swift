@@ -42,6 +42,13 @@ import Testing
         let stored = try ReceivedCommand.decodeStored(String(decoding: traced, as: UTF8.self))
         #expect(stored.command == command && stored.traceparent == parent)
         #expect(try ReceivedCommand.decodeStored(bare.text).traceparent == nil)
+        // A binary envelope is kept as its JSON (the column is text), span and all.
+        let binary = try BusBinary.encode(
+            Envelope(id: "m3", type: GrantCommand.type, traceparent: parent, body: command))
+        let kept = ReceivedCommand(command, message: binary)
+        #expect(kept.text.hasPrefix("{") && kept.text.contains(#""id":"m3""#))
+        let read = try ReceivedCommand.decodeStored(kept.text)
+        #expect(read.command == command && read.traceparent == parent)
     }
 
     @Test func theRateLimiterSpacesCallsSoNoSecondHoldsMoreThanTheRate() {

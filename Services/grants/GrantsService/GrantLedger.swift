@@ -38,7 +38,15 @@ struct ReceivedCommand: Sendable {
     init(_ command: GrantCommand, message: Data, traceparent: String? = LogContext.trace?.traceparent) {
         self.command = command
         self.traceparent = traceparent
-        text = String(decoding: message, as: UTF8.self)
+        // The ledger keeps text: a binary envelope (commands come from the coupons outbox, as JSON,
+        // but a router takes both formats) is kept as the same envelope in JSON.
+        if BusBinary.isBinary(message),
+           let envelope = try? BusBinary.decode(Envelope<GrantCommand>.self, from: message),
+           let json = try? JSONEncoder.bus.encode(envelope) {
+            text = String(decoding: json, as: UTF8.self)
+        } else {
+            text = String(decoding: message, as: UTF8.self)
+        }
     }
 
     /// A command as the ledger keeps it: the envelope it arrived in (with the span it was sent

@@ -8,7 +8,12 @@ import Telemetry
 /// flight. Each request carries a correlation id and a deadline; a reply that arrives after its
 /// deadline finds no waiter and is dropped. The correlation id travels twice: in the envelope,
 /// and as a routing frame before it (`["", id, envelope]`), which the server echoes, so a reply
-/// finds its waiter without its JSON being parsed twice.
+/// finds its waiter without its envelope being parsed twice.
+///
+/// Requests travel binary (`BusBinary`); replies are read in either format. A service of an earlier
+/// version cannot read a binary request and answers it `malformedMessage` in JSON: the request is
+/// then sent again as JSON, and so are later ones to that service for a minute before binary is
+/// tried again, so the upgrade order doesn't matter.
 public final class BusClient: Sendable {
     private struct Pending {
         /// Resumed with the reply's frames: its envelope, then the frames it carries.
@@ -67,6 +72,8 @@ public final class BusClient: Sendable {
     private let idPrefix: String
     /// Batch types the service refused (see `requestBatch`).
     let batches = BatchSupport()
+    /// Whether the service reads binary requests (an earlier version reads only JSON).
+    let formats = BinarySupport()
     private let metrics: MetricsRegistry?
     public let defaultTimeout: Duration
 
@@ -126,6 +133,16 @@ public final class BusClient: Sendable {
     /// Sends a request and waits for its answer. Throws `ServiceError`: the service's own error,
     /// `timeout` when no answer came before the deadline, `unavailable` when no instance is connected.
     public func request<R: BusRequest>(_ request: R, timeout: Duration? = nil) async throws -> R.Response {
+        let binary = formats.sendsBinary
+        do {
+            return try await self.request(request, timeout: timeout, binary: binary)
+        } catch BinarySupport.Refused.binary {
+            formats.refused()
+            return try await self.request(request, timeout: timeout, binary: false)
+        }
+    }
+
+    private func request<R: BusRequest>(_ request: R, timeout: Duration?, binary: Bool) async throws -> R.Response {
         let started = ContinuousClock.now
         let limit = timeout ?? defaultTimeout
         let id = "\(idPrefix)-\(nextId.wrappingAdd(1, ordering: .relaxed).newValue)"
@@ -138,7 +155,7 @@ public final class BusClient: Sendable {
         let frames = try await Tracer.shared.span(R.type, kind: .client, attributes: ["peer.service": service]) {
             let envelope = Envelope(id: id, type: R.type, deadlineMs: deadlineMs, frames: true, body: request)
             let payload: Data
-            do { payload = try JSONEncoder.bus.encode(envelope) } catch {
+            do { payload = binary ? try BusBinary.encode(envelope) : try JSONEncoder.bus.encode(envelope) } catch {
                 throw ServiceError.malformed("cannot encode \(R.type)")
             }
             return try await withCheckedThrowingContinuation { cont in
@@ -147,8 +164,12 @@ public final class BusClient: Sendable {
             }
         }
         let reply: ReplyEnvelope<R.Response>
-        do { reply = try JSONDecoder.busFrames(ReplyEnvelope<R.Response>.self, from: frames) } catch {
+        do { reply = try BusCoding.decodeFrames(ReplyEnvelope<R.Response>.self, from: frames) } catch {
             throw ServiceError.malformed("undecodable reply to \(R.type)")
+        }
+        if binary, reply.id.isEmpty, reply.error?.code == .malformedMessage, let envelope = frames.first,
+           !BusBinary.isBinary(envelope) {
+            throw BinarySupport.Refused.binary  // an earlier version, which did not read the request
         }
         if let error = reply.error { throw error }
         guard let body = reply.body else { throw ServiceError.malformed("empty reply to \(R.type)") }
@@ -168,4 +189,17 @@ public final class BusClient: Sendable {
         worker.stop()
         for p in pending.takeAll() { p.continuation.resume(throwing: ServiceError.unavailable) }
     }
+}
+
+/// Whether a service reads binary requests: until one answers that it cannot (an earlier version),
+/// and again a minute after that.
+final class BinarySupport: Sendable {
+    enum Refused: Error { case binary }
+
+    private let refusedUntil = Mutex<ContinuousClock.Instant?>(nil)
+    static let retryAfter = Duration.seconds(60)
+
+    var sendsBinary: Bool { refusedUntil.withLock { $0.map { ContinuousClock.now >= $0 } ?? true } }
+
+    func refused() { refusedUntil.withLock { $0 = ContinuousClock.now + Self.retryAfter } }
 }

@@ -7,8 +7,8 @@ public struct BusContext: Sendable {
     public let type: String
     public let requestId: String?
     public let deadline: Date?
-    /// The envelope as it arrived: a handler that keeps a request verbatim stores these bytes
-    /// instead of encoding the request again.
+    /// The envelope as it arrived (binary, or JSON from an earlier version or an outbox row): a
+    /// handler that keeps a request verbatim stores these bytes instead of encoding the request again.
     public let message: Data
 }
 
@@ -16,10 +16,13 @@ public struct BusContext: Sendable {
 /// then the frames of the `WireJSON` values it carries). It never throws and
 /// never traps on input: malformed frames, unknown types and versions, and handler errors all
 /// become error replies (and a log line). An envelope is parsed once: its header picks the body's
-/// type while the same JSON is decoded.
+/// type while the same bytes are decoded. Envelopes come binary (`BusBinary`) or as JSON (earlier
+/// versions, outbox rows); each is answered in the format it came in.
 public struct BusRouter: Sendable {
-    /// Runs a request; encodes its reply only when `replying` (a pushed message has nobody to answer).
-    typealias Handler = @Sendable (any Sendable, EnvelopeHeader, BusContext, _ replying: Bool) async -> [Data]
+    /// Runs a request; encodes its reply only when `replying` (a pushed message has nobody to answer),
+    /// in binary when the request was.
+    typealias Handler = @Sendable (any Sendable, EnvelopeHeader, BusContext, _ replying: Bool, _ binary: Bool) async
+        -> [Data]
 
     private struct Route: Sendable {
         let decodeBody: @Sendable (KeyedDecodingContainer<Incoming.Keys>) throws -> any Sendable
@@ -27,10 +30,22 @@ public struct BusRouter: Sendable {
     }
 
     private var routes: [String: Route] = [:] {
-        didSet { decoder = BusRouter.decoder(for: routes) }
+        didSet {
+            decoder = BusRouter.decoder(for: routes)
+            binaryUserInfo = UserInfo([Incoming.routesKey: routes])
+        }
     }
-    /// The bus decoder, carrying the routes so an envelope's body is decoded as its type.
+    /// The bus decoder of JSON envelopes, carrying the routes so an envelope's body is decoded as its type.
     private var decoder = BusRouter.decoder(for: [:])
+    /// The same for binary envelopes.
+    private var binaryUserInfo = UserInfo([:])
+
+    /// A decoder's `userInfo`. `@unchecked Sendable`: it is never changed after `init`, and holds
+    /// only the routes, which are `Sendable`.
+    private final class UserInfo: @unchecked Sendable {
+        let values: [CodingUserInfoKey: Any]
+        init(_ values: [CodingUserInfoKey: Any]) { self.values = values }
+    }
     private let logger: Logger
     /// Forbidden messages are logged once a minute per sender and type.
     private let forbidden = RefusalLog()
@@ -48,19 +63,22 @@ public struct BusRouter: Sendable {
     /// Registers the handler of one request type.
     public mutating func on<R: BusRequest>(_ type: R.Type, _ handler: @escaping @Sendable (R, BusContext) async throws -> R.Response) {
         let logger = self.logger
-        routes[R.type] = Route(decodeBody: { try $0.decode(R.self, forKey: .body) }, handle: { body, header, context, replying in
-            let reply: ReplyEnvelope<R.Response>
-            do {
-                guard let request = body as? R else { throw ServiceError.internal }
-                reply = ReplyEnvelope(v: 1, id: header.id, body: try await handler(request, context), error: nil)
-            } catch let error as ServiceError {
-                reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: error)
-            } catch {
-                logger.error("bus handler failed", ["bus.type": header.type, "error": String(describing: error)])
-                reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .carrying(error))
-            }
-            return replying ? BusRouter.encode(reply, id: header.id, frames: header.frames == true) : []
-        })
+        routes[R.type] = Route(
+            decodeBody: { try $0.decode(R.self, forKey: .body) },
+            handle: { body, header, context, replying, binary in
+                let reply: ReplyEnvelope<R.Response>
+                do {
+                    guard let request = body as? R else { throw ServiceError.internal }
+                    reply = ReplyEnvelope(v: 1, id: header.id, body: try await handler(request, context), error: nil)
+                } catch let error as ServiceError {
+                    reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: error)
+                } catch {
+                    logger.error("bus handler failed", ["bus.type": header.type, "error": String(describing: error)])
+                    reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .carrying(error))
+                }
+                return replying
+                    ? BusRouter.encode(reply, id: header.id, frames: header.frames == true, binary: binary) : []
+            })
     }
 
     /// An envelope decoded in one pass: the header, then the body as its route's type, or why not.
@@ -95,46 +113,49 @@ public struct BusRouter: Sendable {
     /// (`BusPermissions`) is answered `forbidden`, and logged, without being handled.
     public func handle(_ data: Data, replying: Bool = true, sender: String? = nil) async -> [Data] {
         let incoming: Incoming
+        let binary = BusBinary.isBinary(data)
         do {
-            incoming = try decoder.decode(Incoming.self, from: data)
+            incoming = binary
+                ? try BusBinary.decode(Incoming.self, from: data, userInfo: binaryUserInfo.values)
+                : try decoder.decode(Incoming.self, from: data)
         } catch {
             logger.warning("malformed bus frame", ["bytes": data.count])
-            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: "", body: nil, error: .malformed("not a bus envelope")), id: "")
+            return BusRouter.refusal(.malformed("not a bus envelope"), id: "", binary: binary)
         }
         let header = incoming.header
         guard header.v == Envelope<Empty>.currentVersion else {
             logger.warning("unsupported bus message version", ["bus.type": header.type, "bus.version": header.v])
-            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .unsupportedVersion(header.v)), id: header.id)
+            return BusRouter.refusal(.unsupportedVersion(header.v), id: header.id, binary: binary)
         }
         if let sender, !BusPermissions.allows(sender, toSend: header.type) {
             if forbidden.shouldLog("\(sender) \(header.type)", now: .now) {
                 logger.warning("forbidden bus message", ["bus.type": header.type, "bus.sender": sender, "error.code": ErrorCode.forbidden.rawValue])
             }
-            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil,
-                                                         error: ServiceError(.forbidden, "\(sender) may not send \(header.type)")), id: header.id)
+            return BusRouter.refusal(
+                ServiceError(.forbidden, "\(sender) may not send \(header.type)"), id: header.id, binary: binary)
         }
         guard let route = routes[header.type], let decoded = incoming.body else {
             logger.warning("unknown bus message type", ["bus.type": header.type])
-            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .unknownType(header.type)), id: header.id)
+            return BusRouter.refusal(.unknownType(header.type), id: header.id, binary: binary)
         }
         let body: any Sendable
         switch decoded {
         case .success(let b): body = b
         case .failure(let error):
             logger.warning("malformed bus message", ["bus.type": header.type, "error": BusRouter.describe(error)])
-            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil,
-                                                         error: .malformed("body of \(header.type) is malformed: \(BusRouter.describe(error))")), id: header.id)
+            let why = "body of \(header.type) is malformed: \(BusRouter.describe(error))"
+            return BusRouter.refusal(.malformed(why), id: header.id, binary: binary)
         }
         let deadline = header.deadlineMs.map { Date(timeIntervalSince1970: Double($0) / 1000) }
         if let deadline, deadline < Date() {
-            return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: header.id, body: nil, error: .timeout), id: header.id)
+            return BusRouter.refusal(.timeout, id: header.id, binary: binary)
         }
         let context = BusContext(type: header.type, requestId: header.requestId, deadline: deadline, message: data)
         // The handler's span joins the sender's trace (a message without one starts a trace).
         let parent = header.traceparent.flatMap(TraceContext.init(traceparent:))
         return await LogContext.$requestId.withValue(header.requestId) {
             await Tracer.shared.span(header.type, kind: replying ? .server : .consumer, parent: parent) {
-                await route.handle(body, header, context, replying)
+                await route.handle(body, header, context, replying, binary)
             }
         }
     }
@@ -142,17 +163,27 @@ public struct BusRouter: Sendable {
     /// The reply to a request that is not handled: `error`, for the envelope's id.
     public func refuse(_ data: Data, with error: ServiceError) -> [Data] {
         struct Header: Decodable { let id: String }
-        let id = (try? decoder.decode(Header.self, from: data))?.id ?? ""
-        return BusRouter.encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: error), id: id)
+        let binary = BusBinary.isBinary(data)
+        let header = binary
+            ? try? BusBinary.decode(Header.self, from: data) : try? decoder.decode(Header.self, from: data)
+        return BusRouter.refusal(error, id: header?.id ?? "", binary: binary)
     }
 
     /// The frames of a reply: `WireJSON` values in frames of their own when the caller reads
-    /// them (`frames`), else inline.
-    static func encode<B>(_ reply: ReplyEnvelope<B>, id: String, frames: Bool = false) -> [Data] {
+    /// them (`frames`), else inline. Binary when the request was, else JSON (an earlier version's
+    /// caller reads only that).
+    static func encode<B>(_ reply: ReplyEnvelope<B>, id: String, frames: Bool = false, binary: Bool = false) -> [Data] {
+        if binary, frames, let data = try? BusCoding.encodeFrames(reply) { return data }
+        if binary, !frames, let data = try? BusBinary.encode(reply) { return [data] }
         if frames, let data = try? JSONEncoder.busFrames(reply) { return data }
         if !frames, let data = try? JSONEncoder.bus.encode(reply) { return [data] }
         // Encoding our own types cannot fail in practice; answer something well-formed anyway.
         return [(try? JSONEncoder.bus.encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: .internal))) ?? Data()]
+    }
+
+    /// The reply to a request refused with `error`, in the request's format.
+    static func refusal(_ error: ServiceError, id: String, binary: Bool) -> [Data] {
+        encode(ReplyEnvelope<Empty>(v: 1, id: id, body: nil, error: error), id: id, binary: binary)
     }
 
     static func describe(_ error: DecodingError) -> String {

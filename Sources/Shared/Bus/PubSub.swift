@@ -4,6 +4,11 @@ import Telemetry
 
 /// Publishes events on a PUB socket: frames `[topic, JSON envelope]`. Events are hints:
 /// a subscriber that is not connected misses them, and the database stays the truth.
+///
+/// Events stay JSON while request-reply is binary (`BusBinary`): nothing answers a published event,
+/// so a publisher cannot learn that a subscriber of an earlier version (which reads only JSON)
+/// would drop a binary one, and a dropped `session.revoked` leaves a revoked token accepted.
+/// Subscribers read both formats, so a later version can publish binary once every reader does.
 public final class EventPublisher: Sendable {
     private let worker: SocketWorker
 
@@ -47,9 +52,9 @@ public final class EventSubscriber: Sendable {
             })
     }
 
-    /// Decodes an event envelope's body; nil (and a log line) for a malformed one.
+    /// Decodes an event envelope's body, binary or JSON; nil (and a log line) for a malformed one.
     public static func decode<E: BusEvent>(_ type: E.Type, _ data: Data, logger: Logger) -> Envelope<E>? {
-        do { return try JSONDecoder.bus.decode(Envelope<E>.self, from: data) } catch {
+        do { return try BusCoding.decode(Envelope<E>.self, from: data) } catch {
             logger.warning("malformed event", ["event.topic": E.topic])
             return nil
         }
@@ -61,7 +66,8 @@ public final class EventSubscriber: Sendable {
 /// The sending end of a PUSH/PULL pipeline (grant commands), load-balanced across every
 /// instance of the pulling service (every address its endpoints name). `push` is fire-and-forget:
 /// delivery is made reliable by the sender re-sending until the receiver acknowledges, which also
-/// covers messages queued for an instance that went away.
+/// covers messages queued for an instance that went away. Pushed envelopes stay JSON, as events do
+/// (nothing answers them); the receiving `Puller` reads both formats.
 public final class Pusher: Sendable {
     private let worker: SocketWorker
 

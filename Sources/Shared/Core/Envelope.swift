@@ -1,6 +1,6 @@
 import Foundation
 
-/// The one envelope every bus message travels in: versioned, typed, JSON.
+/// The one envelope every bus message travels in: versioned and typed; binary (`BusBinary`) or JSON.
 ///
 /// ```json
 /// {"v":1,"id":"…","type":"coupons.redeem","requestId":"…","traceparent":"00-…-…-01","deadlineMs":1764483573123,"body":{…}}
