@@ -13,7 +13,8 @@ final class AppsTests: StackTestCase {
     nonisolated(unsafe) static var minter: TokenMinter!
 
     override class func startSuite() throws {
-        stack = try Stack()
+        // Webhook endpoints on loopback (never called: these tests send no event).
+        stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"])
         minter = try stack.minter()
     }
     override class func stopSuite() { stack?.stop() }
@@ -166,7 +167,7 @@ final class AppsTests: StackTestCase {
                 "platforms": ["web"], "entitlementIds": ["pro"]
             ], token: admin)
         XCTAssertEqual(coupon.status, 201, coupon.text)
-        for path in ["/v1/webhooks", "/v1/members", "/v1/customers?appUserId=x"] {
+        for path in ["/v1/members", "/v1/customers?appUserId=x"] {
             let r = try await send("GET", path, token: adminA.key)
             XCTAssertEqual(r.status, 403, "\(path): \(r.text)")
             XCTAssertEqual(r.errorCode, "forbidden", path)
@@ -308,5 +309,36 @@ final class AppsTests: StackTestCase {
         XCTAssertEqual(try list(r104).count, 1)
         let usedA = try await send("GET", "/v1/coupons/\(shared)", token: adminA.key)
         XCTAssertEqual(try usedA.json()["remaining"] as? Int, 10, "app A's coupon of the same code kept its uses")
+    }
+
+    func testWebhookEndpointsBelongToTheirApp() async throws {
+        let a = try await makeApp("Hooks A")
+        let adminA = try await key(in: a.id, by: admin)
+        var ids: [String: String] = [:]
+        for (name, token) in [("a", adminA.key), ("default", admin)] {
+            let r = try await send(
+                "POST", "/v1/webhooks", ["url": "http://127.0.0.1:9/\(name)", "events": ["coupon.redeemed"]],
+                token: token)
+            XCTAssertEqual(r.status, 201, r.text)
+            ids[name] = try XCTUnwrap(try r.json()["id"] as? String)
+        }
+        let listedA = try list(try await send("GET", "/v1/webhooks?limit=100", token: adminA.key)).compactMap(\.id)
+        XCTAssertEqual(listedA, [ids["a"]!])
+        let listedDefault = try list(try await send("GET", "/v1/webhooks?limit=100", token: admin)).compactMap(\.id)
+        XCTAssertFalse(listedDefault.contains(ids["a"]!))
+        // Every route of the default app's endpoint answers app A's key with 404, and changes nothing.
+        let other = ids["default"]!
+        for (method, path, body) in [
+            ("PATCH", "/v1/webhooks/\(other)", ["enabled": false] as [String: Any]?),
+            ("POST", "/v1/webhooks/\(other)/rotate-secret", [:]), ("POST", "/v1/webhooks/\(other)/test", [:]),
+            ("GET", "/v1/webhooks/\(other)/deliveries", nil), ("DELETE", "/v1/webhooks/\(other)", nil),
+        ] {
+            let r = try await send(method, path, body, token: adminA.key)
+            XCTAssertEqual(r.status, 404, "\(method) \(path): \(r.text)")
+        }
+        let still = try list(try await send("GET", "/v1/webhooks?limit=100", token: admin))
+        XCTAssertTrue(still.contains { $0.id == other }, "the default app's endpoint is still there")
+        let r = try await send("DELETE", "/v1/webhooks/\(ids["a"]!)", token: adminA.key)
+        XCTAssertEqual(r.status, 204, r.text)
     }
 }

@@ -200,6 +200,40 @@ final class StoresTests: StackTestCase {
 
     // MARK: - Tests
 
+    /// Store offers are made with the environment's store settings, the default app's: another
+    /// app's coupon that would need one is refused, and nothing is made (docs/apps.md).
+    func testAnotherAppsCouponMakesNoStoreOfferWithTheDefaultAppsStore() async throws {
+        let app = try await client.json("POST", "/v1/apps", ["name": "No store yet"], token: admin)
+        XCTAssertEqual(app.status, 201, app.text)
+        let appId = try XCTUnwrap(try app.json()["id"] as? String)
+        let made = try await client.json(
+            "POST", "/v1/api-keys", ["name": "other app", "role": "admin"], token: admin, headers: ["Redeem-App": appId])
+        XCTAssertEqual(made.status, 201, made.text)
+        let key = try XCTUnwrap(try made.json()["key"] as? String)
+        let plan = "pro.other." + UUID().uuidString.prefix(6).lowercased()
+        let p = try await client.json(
+            "POST", "/v1/plans", ["productId": plan, "name": "Pro", "appStore": ["subscriptionId": "6444000001"]], token: key)
+        XCTAssertEqual(p.status, 201, p.text)
+        let code = "OTHER" + UUID().uuidString.prefix(8).uppercased().replacingOccurrences(of: "-", with: "")
+        let c = try await client.json(
+            "POST", "/v1/coupons",
+            [
+                "code": code, "kind": "percentOff", "percentOff": 50, "duration": ["unit": "month", "count": 1],
+                "periodCount": 1,
+                "productIds": [plan], "platforms": ["ios"], "maxRedemptions": 100,
+                "expiresAt": Timestamp.iso8601(Date().addingTimeInterval(30 * 86_400)),
+            ], token: key)
+        XCTAssertEqual(c.status, 422, c.text)
+        XCTAssertEqual(c.errorCode, "invalid")
+        XCTAssertEqual(c.errorField, "platforms")
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
+        let rows = try db.query("SELECT count(*)::int AS n FROM coupons.coupons WHERE code = $1", [code]).rows
+        XCTAssertEqual(try rows.first?.decode("n", as: Int.self), 0)
+        // The same coupon in the default app makes its offer, as before.
+        let made2 = try await coupon(ready: false)
+        XCTAssertFalse(made2.offerName.isEmpty)
+    }
+
     func testPlansAreAdminOnlyWithTheirErrors() async throws {
         let plan = "annual." + UUID().uuidString.prefix(6).lowercased()
         let made = try await client.json(

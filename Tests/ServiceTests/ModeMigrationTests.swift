@@ -60,7 +60,8 @@ import Testing
         #expect(mode == "live")
         #expect(test == nil, "the same code in the other mode")
         #expect(again?.isUniqueViolation == true)
-        #expect(again?.constraint == "coupons_code_mode_key")
+        // Since apps, a code is unique per app and mode (coupons migration 026).
+        #expect(again?.constraint == "coupons_code_app_mode_key")
         let migrated = try ReceivedCommand.decodeStored(payload).command
         #expect(migrated.mode == .live)
         #expect(migrated.couponMode == .live)
@@ -76,10 +77,10 @@ import Testing
         try await pool.query("INSERT INTO grants.webhook_endpoints (id, url, events, secret) VALUES ($1, 'https://example.com/h', '{coupon.redeemed}', 'whsec_x')",
                              [endpoint])
         #expect(try await GrantsService.migrator.apply(on: pool).first == 4)
-        let live = try await Webhooks.list(pool, .init(limit: 20, cursor: nil, mode: .live))
+        let live = try await Webhooks.list(pool, .init(limit: 20, cursor: nil, mode: .live, app: DefaultApp.id))
         #expect(live.data.map(\.id) == [endpoint])
         #expect(live.data.first?.mode == .live)
-        let test = try await Webhooks.list(pool, .init(limit: 20, cursor: nil, mode: .test))
+        let test = try await Webhooks.list(pool, .init(limit: 20, cursor: nil, mode: .test, app: DefaultApp.id))
         #expect(test.data.isEmpty)
         await #expect(throws: PGError.self, "every endpoint made from now on names its mode") {
             try await pool.query("INSERT INTO grants.webhook_endpoints (id, url, events, secret) VALUES ($1, 'https://example.com/h', '{coupon.redeemed}', 'whsec_y')",

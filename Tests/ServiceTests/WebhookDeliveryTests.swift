@@ -182,7 +182,8 @@ import Outbound
         defer { pool.close() }
         let port = try await offThePool { try Project.freePort() }
         let d = try await Self.due(pool, url: "http://127.0.0.1:\(port)/hooks")  // claimed: the attempt is under way
-        #expect(try await pool.withConnection { try Webhooks.delete($0, id: d.endpoint, mode: .live) })
+        #expect(
+            try await pool.withConnection { try Webhooks.delete($0, id: d.endpoint, mode: .live, app: DefaultApp.id) })
         await Self.deliverer(pool, allowPrivate: true).deliver(d)
         let log = try await Self.logged(pool, d)
         #expect(log.status == .failed)

@@ -234,6 +234,14 @@ public final class CouponsService: BackendService {
             req.input, defaultEntitlement: config.defaultEntitlement, stores: config.stores, now: now, mode: req.mode)
         let active = req.input.active ?? true
         let app = DefaultApp.of(req.app)
+        // Store offers are made with the store settings of the environment, which are the default
+        // app's: another app's coupon may not make them until apps have their own (docs/apps.md).
+        if app != DefaultApp.id && d.hasAnyStoreOffers {
+            throw ServiceError(
+                .invalid,
+                "this app has no store settings of its own yet: a coupon of another app than the default one"
+                    + " can't make App Store, Google Play or Stripe offers", field: "platforms")
+        }
         if req.dryRun {
             // Everything a real creation checks, then rolled back; the Play offers it would make
             // are read from the plans on the way.

@@ -190,7 +190,7 @@ final class Authenticator: Sendable {
     /// The app a request names with `Redeem-App` (an app id), or nil without the header; 422 for
     /// a text that is not an id. Whether the app exists is checked by `requireRole`.
     static func requestedApp(_ request: HTTPRequest) throws -> UUID? {
-        guard let text = request.header("redeem-app") else { return nil }
+        guard let text = request.header("redeem-app"), !text.trimmingSpaces.isEmpty else { return nil }
         guard let id = UUID(parsing: text.trimmingSpaces) else { throw HTTPError.invalid("Redeem-App",
             "the Redeem-App header must be an app id") }
         return id
@@ -230,9 +230,11 @@ final class Authenticator: Sendable {
     /// `anyApp` false (a route not yet scoped by app): the default app only, 403 for any other.
     @discardableResult
     func requireRole(_ request: HTTPRequest, _ role: Role, anyApp: Bool = false) async throws -> Key {
-        let named = try Self.requestedApp(request)
+        // Who asks comes first: without a credential the answer is 401, whatever the header says.
+        let principal = try await principal(request)
+        let named = principal == nil ? nil : try Self.requestedApp(request)
         let key: Key
-        switch try await principal(request) {
+        switch principal {
         case .apiKey(let id, let r, let mode, let own)? where r >= role:
             let deploymentAdmin = r == .admin && mode == .live && own == DefaultApp.id
             var app = own

@@ -33,5 +33,6 @@ enum GrantsMigrations {
         Migration(file: "019_stripe_customers_are_claimed.sql", PackageResources._19_stripe_customers_are_claimed_sql),
         // Each entry belongs to one app (docs/apps.md).
         AuditTable.perApp(20),
+        Migration(file: "021_webhook_endpoints_per_app.sql", PackageResources._21_webhook_endpoints_per_app_sql),
     ]
 }

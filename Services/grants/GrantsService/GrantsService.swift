@@ -255,30 +255,38 @@ public final class GrantsService: BackendService {
             let events = try Webhooks.checkEvents(req.events)
             let secret = Webhooks.newSecret()
             let mode = Mode.of(req.mode)
+            let app = DefaultApp.of(req.app)
             let id = UUID.random()
             let sealed = Webhooks.seal(secret: secret, endpoint: id, keyring: keyring)
             return try await pool.transaction { tx in
                 let row = try tx.query("""
-                    INSERT INTO grants.webhook_endpoints (id, url, events, secret, secret_key_id, mode) VALUES ($1, $2, $3::text[], $4, $5, $6)
+                    INSERT INTO grants.webhook_endpoints (id, url, events, secret, secret_key_id, mode, app_id)
+                    VALUES ($1, $2, $3::text[], $4, $5, $6, $7)
                     RETURNING id, url, events, active, mode, created_at
                     """,
-                    [id, url.absoluteString, PGArray(events.map(\.rawValue)), sealed.text, sealed.keyId, mode.rawValue]
+                    [
+                        id, url.absoluteString, PGArray(events.map(\.rawValue)), sealed.text, sealed.keyId,
+                        mode.rawValue, app
+                    ]
                 ).first!
                 let endpoint = try Webhooks.endpointView(row)  // never the secret
-                try Self.audit(tx, req.actor, .webhookCreate, endpoint.id.uppercasedString, before: nil, after: endpoint, context, mode)
+                try Self.audit(
+                    tx, req.actor, .webhookCreate, endpoint.id.uppercasedString, before: nil, after: endpoint, context,
+                    mode,
+                    app: app)
                 return .init(endpoint: endpoint, secret: secret)
             }
         }
         r.on(Grants.ListWebhooks.self) { [self] req, _ in try await Webhooks.list(pool, req) }
         r.on(Grants.DeleteWebhook.self) { [self] req, context in
             let mode = Mode.of(req.mode)
+            let app = DefaultApp.of(req.app)
             try await pool.transaction { tx in
-                let before = try tx.query("""
-                    SELECT id, url, events, active, mode, created_at FROM grants.webhook_endpoints
-                    WHERE id = $1 AND mode = $2 AND disabled_reason IS DISTINCT FROM 'deleted' FOR UPDATE
-                    """, [req.id, mode.rawValue]).first.map(Webhooks.endpointView)
-                guard let before, try Webhooks.delete(tx, id: req.id, mode: mode) else { throw ServiceError(.notFound, "no such webhook") }
-                try Self.audit(tx, req.actor, .webhookDelete, req.id.uppercasedString, before: before, after: nil, context, mode)
+                guard let before = try Webhooks.find(tx, id: req.id, mode: mode, app: app),
+                    try Webhooks.delete(tx, id: req.id, mode: mode, app: app)
+                else { throw ServiceError(.notFound, "no such webhook") }
+                try Self.audit(
+                    tx, req.actor, .webhookDelete, req.id.uppercasedString, before: before, after: nil, context, mode, app: app)
             }
             return Empty()
         }
@@ -288,7 +296,9 @@ public final class GrantsService: BackendService {
             try await pool.transaction { try Webhooks.retry($0, req) }
         }
         r.on(Grants.TestWebhook.self) { [self] req, _ in
-            try await pool.withConnection { try Webhooks.enqueueTest($0, endpoint: req.id, mode: Mode.of(req.mode)) }
+            try await pool.withConnection {
+                try Webhooks.enqueueTest($0, endpoint: req.id, mode: Mode.of(req.mode), app: DefaultApp.of(req.app))
+            }
         }
         r.on(Audit.ReadGrants.self) { [self] req, _ in try await pool.withConnection { try AuditTable.read($0, schema: "grants", req.query) } }
         r.on(Grants.Deliveries.self) { [self] req, _ in try await Webhooks.deliveries(pool, req) }

@@ -24,7 +24,8 @@ extension Webhooks {
     /// Queues one delivery of an event to every active endpoint of `mode` (the mode of the
     /// redemption's coupon) that takes it, in the caller's transaction; a repeat of the same event
     /// adds nothing. A test coupon's event never reaches a live endpoint, nor a live one a test
-    /// endpoint.
+    /// endpoint. Events go to the default app's endpoints: end users redeem its coupons only, and
+    /// another app's coupons make no store offers yet (docs/apps.md).
     static func enqueue(
         _ tx: PGConnection, type: WebhookEventType, redemption: UUID, data: some Encodable, mode: Mode
     ) throws {
@@ -34,14 +35,15 @@ extension Webhooks {
         try tx.query(
             """
             INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
-            SELECT gen_random_uuid(), e.id, $1, $2, $3 FROM grants.webhook_endpoints e WHERE e.active AND $2 = ANY(e.events) AND e.mode = $4
+            SELECT gen_random_uuid(), e.id, $1, $2, $3 FROM grants.webhook_endpoints e
+            WHERE e.active AND $2 = ANY(e.events) AND e.mode = $4 AND e.app_id = $5
             ON CONFLICT (endpoint_id, webhook_id) DO NOTHING
-            """, [eventId(type: type, redemption: redemption), type, payload, mode.rawValue])
+            """, [eventId(type: type, redemption: redemption), type, payload, mode.rawValue, DefaultApp.id])
     }
 
-    /// Queues a `webhook.test` event to the active endpoint `endpoint` of `mode`: `data` names the
-    /// endpoint. Its `webhook-id` is new each time (each test is its own event).
-    static func enqueueTest(_ c: PGConnection, endpoint: UUID, mode: Mode) throws -> WebhookDeliveryView {
+    /// Queues a `webhook.test` event to the active endpoint `endpoint` of `app` and `mode`: `data`
+    /// names the endpoint. Its `webhook-id` is new each time (each test is its own event).
+    static func enqueueTest(_ c: PGConnection, endpoint: UUID, mode: Mode, app: UUID) throws -> WebhookDeliveryView {
         let body = WebhookBody(
             type: .webhookTest, timestamp: Date(),
             data: WebhookTestData(endpointId: endpoint, message: "A test event from Redeem: this endpoint is reached."))
@@ -50,13 +52,14 @@ extension Webhooks {
             let row = try c.query(
                 """
                 INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
-                SELECT gen_random_uuid(), e.id, $2, $3, $4 FROM grants.webhook_endpoints e WHERE e.id = $1 AND e.mode = $5 AND e.active
+                SELECT gen_random_uuid(), e.id, $2, $3, $4 FROM grants.webhook_endpoints e WHERE e.id = $1 AND e.mode = $5 AND e.app_id = $6
+                    AND e.active
                 RETURNING id, webhook_id, type, status, attempts, last_status_code, last_error, last_response, created_at, delivered_at, next_attempt_at
                 """,
                 [
                     endpoint, "msg_test_" + UUID.random().lowercasedString.replacingOccurrences(of: "-", with: ""),
                     WebhookEventType.webhookTest,
-                    payload, mode.rawValue
+                    payload, mode.rawValue, app,
                 ]
             ).first
         else { throw ServiceError(.notFound, "no such active webhook") }
@@ -86,20 +89,20 @@ extension Webhooks {
         let attempts: Int
     }
 
-    /// Deletes (deactivates) an endpoint of `mode`, and its queue with it in the same statement: a
-    /// deleted endpoint is sent nothing more. Answers whether there was such an endpoint.
-    static func delete(_ c: PGConnection, id: UUID, mode: Mode) throws -> Bool {
+    /// Deletes (deactivates) an endpoint of `app` and `mode`, and its queue with it in the same
+    /// statement: a deleted endpoint is sent nothing more. Answers whether there was such an endpoint.
+    static func delete(_ c: PGConnection, id: UUID, mode: Mode, app: UUID) throws -> Bool {
         try c.query(
             """
             WITH gone AS (
                 UPDATE grants.webhook_endpoints SET active = false, disabled_at = now(), disabled_reason = 'deleted'
-                WHERE id = $1 AND mode = $2 AND disabled_reason IS DISTINCT FROM 'deleted' RETURNING id
+                WHERE id = $1 AND mode = $2 AND app_id = $3 AND disabled_reason IS DISTINCT FROM 'deleted' RETURNING id
             ), dropped AS (
                 UPDATE grants.webhook_deliveries d SET status = 'failed', last_error = 'endpoint deleted'
                 FROM gone WHERE d.endpoint_id = gone.id AND d.status = 'pending'
             )
             SELECT id FROM gone
-            """, [id, mode.rawValue]
+            """, [id, mode.rawValue, app]
         ).first != nil
     }
 

@@ -10,16 +10,17 @@ import Foundation
 extension GrantsService {
     func updateWebhook(_ req: Grants.UpdateWebhook, _ context: BusContext) async throws -> WebhookEndpointView {
         let mode = Mode.of(req.mode)
+        let app = DefaultApp.of(req.app)
         // Checked before anything is read: bad input is a 422 naming its field, for any endpoint.
         let url = try req.url.map { try Webhooks.checkURL($0, allowPrivate: config.webhookAllowPrivate).absoluteString }
         let events = try req.events.map { try Webhooks.checkEvents($0).map(\.rawValue) }
         return try await pool.transaction { tx in
-            guard let before = try Webhooks.find(tx, id: req.id, mode: mode) else {
+            guard let before = try Webhooks.find(tx, id: req.id, mode: mode, app: app) else {
                 throw ServiceError(.notFound, "no such webhook")
             }
             let after = try Webhooks.update(tx, id: req.id, url: url, events: events, enabled: req.enabled)
             try Self.audit(
-                tx, req.actor, .webhookUpdate, req.id.uppercasedString, before: before, after: after, context, mode)
+                tx, req.actor, .webhookUpdate, req.id.uppercasedString, before: before, after: after, context, mode, app: app)
             return after
         }
     }
@@ -28,10 +29,11 @@ extension GrantsService {
         _ req: Grants.RotateWebhookSecret, _ context: BusContext
     ) async throws -> Grants.RotateWebhookSecret.Response {
         let mode = Mode.of(req.mode)
+        let app = DefaultApp.of(req.app)
         let secret = Webhooks.newSecret()
         let sealed = Webhooks.seal(secret: secret, endpoint: req.id, keyring: keyring)
         return try await pool.transaction { tx in
-            guard let endpoint = try Webhooks.find(tx, id: req.id, mode: mode) else {
+            guard let endpoint = try Webhooks.find(tx, id: req.id, mode: mode, app: app) else {
                 throw ServiceError(.notFound, "no such webhook")
             }
             let until = try Webhooks.rotate(tx, id: req.id, sealed: sealed, overlap: Webhooks.secretOverlap)
@@ -42,7 +44,7 @@ extension GrantsService {
             }
             try Self.audit(
                 tx, req.actor, .webhookRotateSecret, req.id.uppercasedString, before: nil,
-                after: Rotated(endpoint: endpoint, previousSecretExpiresAt: until), context, mode)
+                after: Rotated(endpoint: endpoint, previousSecretExpiresAt: until), context, mode, app: app)
             return .init(endpoint: endpoint, secret: secret, previousSecretExpiresAt: until)
         }
     }
@@ -51,13 +53,13 @@ extension GrantsService {
 extension Webhooks {
     static let endpointColumns = "id, url, events, active, mode, created_at"
 
-    /// An endpoint of `mode` not deleted, locked for a change.
-    static func find(_ tx: PGConnection, id: UUID, mode: Mode) throws -> WebhookEndpointView? {
+    /// An endpoint of `app` and `mode` not deleted, locked for a change.
+    static func find(_ tx: PGConnection, id: UUID, mode: Mode, app: UUID) throws -> WebhookEndpointView? {
         try tx.query(
             """
             SELECT \(endpointColumns) FROM grants.webhook_endpoints
-            WHERE id = $1 AND mode = $2 AND disabled_reason IS DISTINCT FROM 'deleted' FOR UPDATE
-            """, [id, mode.rawValue]
+            WHERE id = $1 AND mode = $2 AND app_id = $3 AND disabled_reason IS DISTINCT FROM 'deleted' FOR UPDATE
+            """, [id, mode.rawValue, app]
         ).first.map(endpointView)
     }
 
@@ -109,7 +111,7 @@ extension Webhooks {
     /// `webhook-id` and body) again, as one more attempt. A failure after it is retried on the
     /// schedule's gaps that are left, if any.
     static func retry(_ tx: PGConnection, _ req: Grants.RetryDelivery) throws -> WebhookDeliveryView {
-        guard let endpoint = try find(tx, id: req.endpointId, mode: Mode.of(req.mode)) else {
+        guard let endpoint = try find(tx, id: req.endpointId, mode: Mode.of(req.mode), app: DefaultApp.of(req.app)) else {
             throw ServiceError(.notFound, "no such webhook")
         }
         guard endpoint.active else {

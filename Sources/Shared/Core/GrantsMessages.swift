@@ -196,10 +196,13 @@ public enum Grants {
         public var events: [String]
         /// The endpoint's mode: the creating key's (`Mode.of`).
         public var mode: Mode?
-        public init(url: String, events: [String], mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(url: String, events: [String], mode: Mode, app: UUID) {
             self.url = url
             self.events = events
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -211,10 +214,13 @@ public enum Grants {
         public var limit: Int?
         public var cursor: String?
         public var mode: Mode?
-        public init(limit: Int, cursor: String?, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(limit: Int, cursor: String?, mode: Mode, app: UUID) {
             self.limit = limit
             self.cursor = cursor
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -225,9 +231,12 @@ public enum Grants {
         public typealias Response = WebhookDeliveryView
         public var id: UUID
         public var mode: Mode?
-        public init(id: UUID, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(id: UUID, mode: Mode, app: UUID) {
             self.id = id
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -239,9 +248,12 @@ public enum Grants {
         public typealias Response = Empty
         public var id: UUID
         public var mode: Mode?
-        public init(id: UUID, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(id: UUID, mode: Mode, app: UUID) {
             self.id = id
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -255,13 +267,16 @@ public enum Grants {
         public var actor: AuditActor? = nil
         public var id: UUID
         public var mode: Mode?
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
         public var url: String?
         /// As the operator wrote them: grants checks each is a `WebhookEventType`.
         public var events: [String]?
         public var enabled: Bool?
-        public init(id: UUID, mode: Mode, url: String?, events: [String]?, enabled: Bool?) {
+        public init(id: UUID, mode: Mode, app: UUID, url: String?, events: [String]?, enabled: Bool?) {
             self.id = id
             self.mode = mode
+            self.app = app
             self.url = url
             self.events = events
             self.enabled = enabled
@@ -277,10 +292,13 @@ public enum Grants {
         public var endpointId: UUID
         public var deliveryId: UUID
         public var mode: Mode?
-        public init(endpointId: UUID, deliveryId: UUID, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(endpointId: UUID, deliveryId: UUID, mode: Mode, app: UUID) {
             self.endpointId = endpointId
             self.deliveryId = deliveryId
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -302,9 +320,12 @@ public enum Grants {
         }
         public var id: UUID
         public var mode: Mode?
-        public init(id: UUID, mode: Mode) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(id: UUID, mode: Mode, app: UUID) {
             self.id = id
             self.mode = mode
+            self.app = app
         }
     }
 
@@ -317,9 +338,12 @@ public enum Grants {
         public var limit: Int
         public var cursor: String?
         public var mode: Mode?
-        public init(endpointId: UUID, mode: Mode, limit: Int, cursor: String?) {
+        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        public var app: UUID?
+        public init(endpointId: UUID, mode: Mode, app: UUID, limit: Int, cursor: String?) {
             self.endpointId = endpointId
             self.mode = mode
+            self.app = app
             self.limit = limit
             self.cursor = cursor
         }

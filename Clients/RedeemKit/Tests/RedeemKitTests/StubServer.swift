@@ -88,6 +88,13 @@ final class StubServer: @unchecked Sendable {
 }
 
 final class StubProtocol: URLProtocol {
+    /// Every answer reaches its URLSession through this one serial queue. Foundation on Linux
+    /// keeps its tasks in a registry that is not thread-safe: one answer finishing (its task leaves
+    /// the registry) while another is handed its data (looked up there) crashed the tests now and
+    /// then, in the concurrent calls of the session tests (a null pointer in
+    /// `URLSession.behaviour(for:)`). A real server's answers come through the session's own queue.
+    static let deliveries = DispatchQueue(label: "StubProtocol.deliveries")
+
     /// Signalled by `stopLoading`; `stopped` is read and written under `lock`.
     private let stop = DispatchSemaphore(value: 0)
     private let lock = NSLock()
@@ -132,23 +139,28 @@ final class StubProtocol: URLProtocol {
                 if self.stop.wait(timeout: .now() + seconds) == .success { return }
                 answer = later
             }
-            guard !self.isStopped else { return }
-            switch answer {
-            case .delayed: return
-            case .drop:
-                client?.urlProtocol(self, didFailWithError: URLError(.networkConnectionLost))
-            case .empty(let status):
-                let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: ["X-Request-Id": "req-stub"])!
-                client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
-                client?.urlProtocolDidFinishLoading(self)
-            case .json(let status, let text, let headers):
-                var fields = ["Content-Type": "application/json; charset=utf-8", "X-Request-Id": "req-stub"]
-                for (k, v) in headers { fields[k] = v }
-                let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)!
-                client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
-                client?.urlProtocol(self, didLoad: Data(text.utf8))
-                client?.urlProtocolDidFinishLoading(self)
-            }
+            StubProtocol.deliveries.sync { self.deliver(answer, url: url, client: client) }
+        }
+    }
+
+    private func deliver(_ answer: StubServer.Answer, url: URL, client: (any URLProtocolClient)?) {
+        guard !self.isStopped else { return }
+        switch answer {
+        case .delayed: return
+        case .drop:
+            client?.urlProtocol(self, didFailWithError: URLError(.networkConnectionLost))
+        case .empty(let status):
+            let response = HTTPURLResponse(
+                url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: ["X-Request-Id": "req-stub"])!
+            client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+            client?.urlProtocolDidFinishLoading(self)
+        case .json(let status, let text, let headers):
+            var fields = ["Content-Type": "application/json; charset=utf-8", "X-Request-Id": "req-stub"]
+            for (k, v) in headers { fields[k] = v }
+            let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)!
+            client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+            client?.urlProtocol(self, didLoad: Data(text.utf8))
+            client?.urlProtocolDidFinishLoading(self)
         }
     }
 

@@ -144,11 +144,19 @@ enum OpenAPIDocument {
     }
 
     /// What any route of its kind may answer: 401 and 403 with a credential (none or a bad one;
-    /// the wrong kind or role), 400, 413 and 415 with a body that may be sent, 409 and 422 with an
+    /// the wrong kind or role), 404 and 422 where a key or member may name an app (`Redeem-App`:
+    /// unknown, not an id), 400, 413 and 415 with a body that may be sent, 409 and 422 with an
     /// Idempotency-Key (in use, reused), 500 always.
     static func commonErrors(_ route: APIRoute) -> [Int] {
-        (route.access == .anyone ? [] : [401, 403]) + (route.method == .get ? [] : [400, 413, 415])
+        let namesAnApp: Bool
+        switch route.access {
+        case .key, .userOrKey: namesAnApp = true
+        case .anyone, .user: namesAnApp = false
+        }
+        let statuses = (route.access == .anyone ? [] : [401, 403]) + (namesAnApp ? [404, 422] : [])
+            + (route.method == .get ? [] : [400, 413, 415])
             + (route.takesIdempotencyKey ? [409, 422] : []) + [500]
+        return statuses.reduce(into: []) { all, s in if !all.contains(s) { all.append(s) } }
     }
 
     static func pathParameters(_ path: String) -> [String] {
