@@ -97,6 +97,29 @@ final class ComposeStackTests: StackTestCase {
         if let reason = Self.skipReason { throw XCTSkip(reason) }
     }
 
+    nonisolated(unsafe) static var peersAnswered = false
+
+    /// Healthy containers are not yet a gateway whose bus reaches every peer: once per suite, the
+    /// operator routes that go to coupons and grants must answer (60 s at most) before a test
+    /// counts their answers. A stack that never does fails here, saying so.
+    override func setUp() async throws {
+        try await super.setUp()
+        guard Self.skipReason == nil, !Self.peersAnswered else { return }
+        let deadline = Date().addingTimeInterval(60)
+        var last = ""
+        while Date() < deadline {
+            let coupons = try await gateway.get("/v1/coupons?limit=1", token: admin)
+            let grants = try await gateway.get("/v1/webhooks?limit=1", token: admin)
+            if coupons.status == 200 && grants.status == 200 {
+                Self.peersAnswered = true
+                return
+            }
+            last = "coupons \(coupons.status), grants \(grants.status): \(coupons.text.prefix(200))"
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        XCTFail("the gateway did not reach coupons and grants within 60 s of a healthy stack; last: \(last)")
+    }
+
     var gateway: HTTPClient { Self.gateway }
     var admin: String { Self.adminKey }
 
