@@ -180,7 +180,8 @@ final class GrantWorker: Sendable {
                     case .fail(let reason):
                         guard try GrantLedger.settle(tx, g, succeeded: false, reason: reason) else { continue }
                         try Webhooks.enqueue(tx, type: .redemptionFailed, redemption: g.redemptionId,
-                                             data: WebhookData(g, status: .failed, reason: reason), mode: g.command.couponMode)
+                                             data: WebhookData(g, status: .failed, reason: reason), mode: g.command.couponMode,
+                                             app: DefaultApp.of(g.command.app))
                         settled.append(g.settled(status: .failed, reason: reason))
                     case .retry(let after, let reason):
                         try GrantLedger.retryLater(tx, g, after: after, reason: reason)
@@ -244,7 +245,7 @@ final class GrantWorker: Sendable {
                     try Webhooks.enqueue(tx, type: .couponRedeemed, redemption: g.redemptionId,
                                          data: WebhookData(g, status: .completed, reason: nil,
                                                            completedAt: completedAt[g.redemptionId.uppercasedString] ?? Date()),
-                                         mode: g.command.couponMode)
+                                         mode: g.command.couponMode, app: DefaultApp.of(g.command.app))
                 }
             }
         } catch {
