@@ -214,9 +214,8 @@ import Testing
             #expect(
                 refs.contains("#/components/parameters/RedeemMode") == (forKeys && d.path.hasPrefix("/v1/")), "\(name)")
             // An end user's app names its app as a member does (docs/apps.md).
-            #expect(
-                refs.contains("#/components/parameters/RedeemApp") == ((forKeys || forUsers) && d.path.hasPrefix("/v1/")),
-                "\(name)")
+            let namesApp = (forKeys || forUsers) && d.path.hasPrefix("/v1/")
+            #expect(refs.contains("#/components/parameters/RedeemApp") == namesApp, "\(name)")
             // Every POST takes an Idempotency-Key, but those whose senders sign them (the stores)
             // and Apple's form post; nothing else does.
             let keyed = d.method == "POST" && !Self.ignoresIdempotencyKey(d.path)

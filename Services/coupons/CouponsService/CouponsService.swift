@@ -320,7 +320,9 @@ public final class CouponsService: BackendService {
     static func batchKey(_ v: Coupons.Validate) -> String {
         Coupons.batchKey(code: v.code, sandbox: v.sandbox ?? false, app: v.app)
     }
-    static func batchKey(_ r: Coupons.Redeem) -> String { Coupons.batchKey(code: r.code, sandbox: r.sandbox, app: r.app) }
+    static func batchKey(_ r: Coupons.Redeem) -> String {
+        Coupons.batchKey(code: r.code, sandbox: r.sandbox, app: r.app)
+    }
 
     /// Runs `work` once per batch key over that key's items, in parallel when there are several,
     /// and answers each item's result in its place.

@@ -15,7 +15,8 @@ struct PlayOwnership {
 
     /// The plans of the coupon's `app` and `mode`.
     init(
-        _ c: PGConnection, _ d: CouponDefinition, mode: Mode, app: UUID, _ requests: [(platform: Platform?, owned: [String]?)]
+        _ c: PGConnection, _ d: CouponDefinition, mode: Mode, app: UUID,
+        _ requests: [(platform: Platform?, owned: [String]?)]
     ) throws {
         guard requests.contains(where: { d.store(through: $0.platform) == .playStore && !($0.owned ?? []).isEmpty }) else {
             playProducts = [:]

@@ -145,7 +145,9 @@ enum RedemptionStore {
         switch UniqueCode.read(code) {
         case .mistyped: return try refusedAll(.mistyped)
         case .unique(let typed):
-            guard let found = try UniqueCodeStore.find(c, code: typed, app: app) else { return try refusedAll(.notFound) }
+            guard let found = try UniqueCodeStore.find(c, code: typed, app: app) else {
+                return try refusedAll(.notFound)
+            }
             unique = found
             code = found.couponCode
         case .shared: break

@@ -12,7 +12,9 @@ extension Gateway {
         static let schemaName: String? = "Customer"
         static let fieldRules: [String: [JSONSchema.Rule]] = [
             "email": [.alwaysSent],
-            "redemptions": [.note("newest first, of the caller's app's and mode's coupons; limit and cursor page them")],
+            "redemptions": [
+                .note("newest first, of the caller's app's and mode's coupons; limit and cursor page them")
+            ],
             "entitlements": [.note("the caller's app's, as GET /v1/me/entitlements answers the account itself in it")]
         ]
         /// The ways the account signs in: a password (`email`), Sign in with Apple, a linked

@@ -236,7 +236,9 @@ public final class GrantsService: BackendService {
 
     public func router() -> BusRouter {
         var r = BusRouter(logger: logger)
-        r.on(Grants.Entitlements.self) { [self] req, _ in try await entitlements(req.appUserId, app: DefaultApp.of(req.app)) }
+        r.on(Grants.Entitlements.self) { [self] req, _ in
+            try await entitlements(req.appUserId, app: DefaultApp.of(req.app))
+        }
         r.on(Grants.StoreView.self) { [self] req, _ in
             let holder = try await pool.withConnection { try GrantLedger.currentHolder($0, req.appUserId) }
             guard let view = await storeViews.view(holder, fresh: req.fresh) else {

@@ -85,8 +85,8 @@ final class StubServer: @unchecked Sendable {
         RedeemClient(
             configuration: .init(
                 baseURL: baseURL, tokenStore: store, platform: .ios, environment: environment, timeout: timeout,
-                urlSession: session, storeTransactions: transactions, purchaseRetry: retry, offerCodePage: offerCodePage,
-                appId: appId))
+                urlSession: session, storeTransactions: transactions, purchaseRetry: retry,
+                offerCodePage: offerCodePage, appId: appId))
     }
 }
 
@@ -129,9 +129,10 @@ final class StubProtocol: URLProtocol {
         let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
         var query: [String: String] = [:]
         for item in components?.queryItems ?? [] { query[item.name] = item.value ?? "" }
-        let recorded = StubServer.Request(method: request.httpMethod ?? "GET", path: url.path, query: query,
-                                          authorization: request.value(forHTTPHeaderField: "Authorization"), body: body,
-                                          app: request.value(forHTTPHeaderField: "Redeem-App"))
+        let recorded = StubServer.Request(
+            method: request.httpMethod ?? "GET", path: url.path, query: query,
+            authorization: request.value(forHTTPHeaderField: "Authorization"), body: body,
+            app: request.value(forHTTPHeaderField: "Redeem-App"))
         // URLProtocol is not Sendable; the loading system expects its client called from any thread.
         let box = UncheckedBox(self)
         DispatchQueue.global().async {
