@@ -166,7 +166,10 @@ extension AppsTests {
                 token: token)
             XCTAssertEqual(r.status, 201, r.text)
             let id = try XCTUnwrap(try r.json()["id"] as? String)
-            addTeardownBlock { _ = try await self.send("DELETE", "/v1/webhooks/\(id)", token: token) }
+            let client = self.client
+            addTeardownBlock {
+                _ = try await client.send("DELETE", "/v1/webhooks/\(id)", headers: ["Authorization": "Bearer \(token)"])
+            }
             receivers[name] = receiver
         }
         let code = "HOOK-" + UUID().uuidString.prefix(8).uppercased()
