@@ -97,6 +97,19 @@ extension AppsTests {
         }
         let unknown = try await redeem(shared, token: user.token, app: UUID().uuidString)
         XCTAssertEqual(unknown.status, 404, unknown.text)
+
+        // A unique code is found in its coupon's app only.
+        let gift = "GIFT-B-\(tag)"
+        try await freeMonth(gift, entitlement: nil, token: adminB.key)
+        let made = try await send("POST", "/v1/coupons/\(gift)/codes", ["count": 1], token: adminB.key)
+        XCTAssertEqual(made.status, 201, made.text)
+        let csv = try await send("GET", "/v1/coupons/\(gift)/codes.csv", token: adminB.key)
+        XCTAssertEqual(csv.status, 200, csv.text)
+        let uniqueCode = try XCTUnwrap(csv.text.split(separator: "\n").dropFirst().first.map(String.init))
+        let notHere = try await redeem(uniqueCode, token: user.token, app: nil)
+        XCTAssertEqual(notHere.errorCode, "notFound", notHere.text)
+        let redeemedInB = try await redeem(uniqueCode, token: user.token, app: b.id)
+        XCTAssertEqual(redeemedInB.status, 201, redeemedInB.text)
     }
 
     func testAnAppsUserAndOperatorsSeeOnlyThatAppsEntitlementsAndRedemptions() async throws {
