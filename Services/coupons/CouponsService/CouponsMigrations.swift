@@ -61,7 +61,5 @@ enum CouponsMigrations {
         // Each entry belongs to one app (docs/apps.md).
         AuditTable.perApp(25),
         Migration(file: "026_coupons_and_plans_per_app.sql", PackageResources._26_coupons_and_plans_per_app_sql),
-        Migration(
-            file: "027_end_users_redeem_in_their_app.sql", PackageResources._27_end_users_redeem_in_their_app_sql),
     ]
 }

@@ -68,7 +68,7 @@ enum RedemptionStore {
         /// (asked only of new-customer coupons).
         static let validate = """
             SELECT \(CouponStore.definitionColumns), v.account, v.already, v.not_new
-            FROM coupons.validate_standing($1, $2, $3) v CROSS JOIN LATERAL (SELECT (v.coupon).*) c
+            FROM coupons.validate_standing_in_app($1, $2, $3) v CROSS JOIN LATERAL (SELECT (v.coupon).*) c
             """
     }
 
@@ -152,7 +152,7 @@ enum RedemptionStore {
             code = found.couponCode
         case .shared: break
         }
-        let all = try c.prepared("validate_standing", BatchSQL.validate, [code, accounts, app]).rows
+        let all = try c.prepared("validate_standing_in_app", BatchSQL.validate, [code, accounts, app]).rows
         let rows: [PGRow]
         if let unique {
             rows = try all.filter { try $0.decode("id", as: UUID.self) == unique.couponId }

@@ -1,7 +1,7 @@
--- For a code's coupons in one app and each account: whether it holds a live use of the coupon
--- already, and whether it is not a new customer (asked only of new-customer coupons). An account
--- is shared by every app; a coupon, and so its one use per account, is one app's.
-CREATE OR REPLACE FUNCTION validate_standing(wanted_code text, accounts uuid[], wanted_app uuid)
+-- The previous release's form of validate_standing_in_app, which reaches the default app's coupons
+-- only. This build no longer calls it; it stays so that a coupons instance of the previous release
+-- keeps validating during a rolling upgrade, and goes in the next release (docs/upgrading.md).
+CREATE OR REPLACE FUNCTION validate_standing(wanted_code text, accounts uuid[])
     RETURNS TABLE (coupon coupons.coupons, account uuid, already boolean, not_new boolean)
 LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 BEGIN
@@ -11,5 +11,5 @@ BEGIN
                        AND NOT r.sandbox AND r.holds_use LIMIT 1) held ON true
     LEFT JOIN LATERAL (SELECT 1 AS one FROM coupons.redemptions r WHERE c.new_customers_only AND r.account_id = a.account
                        AND r.holds_use AND r.status = 'completed' AND NOT r.sandbox LIMIT 1) done ON true
-    WHERE c.code = wanted_code AND c.app_id = wanted_app;
+    WHERE c.code = wanted_code AND c.app_id = '00000000-0000-0000-0000-000000000001';
 END $$;
