@@ -153,7 +153,8 @@ final class GrantWorker: Sendable {
         guard let resolved = await providers.resolve(g.provider) else { return .unknownProvider }
         await resolved.limiter?.acquire()
         return await LogContext.$trace.withValue(g.traceparent.flatMap(TraceContext.init(traceparent:))) {
-            await resolved.provider.grant(appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs)
+            await resolved.provider.grant(
+                appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs)
         }
     }
 

@@ -76,14 +76,17 @@ public final class GrantsService: BackendService {
         }
         keyring = try SecretKeyring(env: env)
         let directory = ProviderDirectory(
-            fixed: providers, limiters: limiters, pool: runtime.pool, keyring: keyring, revenueCatURL: config.revenueCatURL,
-            timeout: config.providerTimeout, rate: config.providerRate)
+            fixed: providers, limiters: limiters, pool: runtime.pool, keyring: keyring,
+            revenueCatURL: config.revenueCatURL, timeout: config.providerTimeout, rate: config.providerRate)
         self.providers = directory
-        worker = GrantWorker(pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, coupons: coupons, events: events,
-                             providers: directory, retry: RetryPolicy(initial: 1, max: config.maxRetryDelay),
-                             lease: config.providerTimeout + 5, claimLimit: limiters.isEmpty ? 500 : max(1, min(500, Int(config.providerRate * 4))))
-        transfers = TransferWorker(pool: runtime.pool, logger: runtime.logger, providers: directory,
-                                   retry: RetryPolicy(initial: 1, max: config.maxRetryDelay), lease: config.providerTimeout + 5)
+        worker = GrantWorker(
+            pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, coupons: coupons, events: events,
+            providers: directory, retry: RetryPolicy(initial: 1, max: config.maxRetryDelay),
+            lease: config.providerTimeout + 5,
+            claimLimit: limiters.isEmpty ? 500 : max(1, min(500, Int(config.providerRate * 4))))
+        transfers = TransferWorker(
+            pool: runtime.pool, logger: runtime.logger, providers: directory,
+            retry: RetryPolicy(initial: 1, max: config.maxRetryDelay), lease: config.providerTimeout + 5)
         deliverer = WebhookDeliverer(pool: runtime.pool, logger: runtime.logger, schedule: config.webhookSchedule, allowPrivate: config.webhookAllowPrivate,
                                      keyring: keyring)
         let appleRetry = AppleRetry(policy: RetryPolicy(initial: 1, max: config.maxRetryDelay)), timeout = config.providerTimeout
@@ -129,7 +132,8 @@ public final class GrantsService: BackendService {
         if resealed > 0 { logger.info("webhook secrets sealed under the current secret key", ["webhooks.resealed": resealed]) }
         let settingsResealed = try await AppCredentials.reseal(pool, keyring: keyring)
         if settingsResealed > 0 {
-            logger.info("apps' store settings sealed under the current secret key", ["settings.resealed": settingsResealed])
+            logger.info(
+                "apps' store settings sealed under the current secret key", ["settings.resealed": settingsResealed])
         }
         var commands = BusRouter(logger: logger)
         commands.on(GrantCommand.self) { [self] command, context in
