@@ -67,16 +67,16 @@ extension AppsTests {
         // Shown in StoreProvider's order, without a secret; a test key of the app sees its own mode's (none).
         let listed = try await send("GET", "/v1/apps/\(b.id)/stores", token: adminB.key)
         XCTAssertEqual(try list(listed).count, 4)
-        let shown1 = try await stores(b.id, token: adminB.key)
+        let ofB = try await stores(b.id, token: adminB.key)
         XCTAssertEqual(
-            shown1.map(\.provider),
+            ofB.map(\.provider),
             ["appstore", "googleplay", "stripe", "revenuecat"])
         for secret in [String(pemBody), stripeKey, revenueCatKey, "whsec_abc123", google.keyId] {
             XCTAssertFalse(listed.text.contains(secret), "no secret is shown")
         }
         let testB = try await key(in: nil, by: adminB.key, mode: "test")
-        let shown2 = try await stores(b.id, token: testB.key)
-        XCTAssertEqual(shown2.count, 0, "settings are per mode")
+        let ofBTest = try await stores(b.id, token: testB.key)
+        XCTAssertEqual(ofBTest.count, 0, "settings are per mode")
         let wrongMode = try await send(
             "PUT", "/v1/apps/\(b.id)/stores/stripe", ["secretKey": stripeKey], token: testB.key)
         XCTAssertEqual(wrongMode.status, 422, wrongMode.text)
@@ -112,8 +112,8 @@ extension AppsTests {
         XCTAssertEqual(removed.status, 204, removed.text)
         let again = try await send("DELETE", "/v1/apps/\(b.id)/stores/revenuecat", token: adminB.key)
         XCTAssertEqual(again.status, 404, again.text)
-        let shown3 = try await stores(b.id, token: adminB.key)
-        XCTAssertEqual(shown3.map(\.provider), ["appstore", "googleplay", "stripe"])
+        let left = try await stores(b.id, token: adminB.key)
+        XCTAssertEqual(left.map(\.provider), ["appstore", "googleplay", "stripe"])
         let audit = try await send("GET", "/v1/audit?limit=100&objectType=appStores", token: adminB.key)
         let entries = try list(audit)
         XCTAssertEqual(entries.filter { $0.action == "appStores.set" }.count, 4)
@@ -158,8 +158,8 @@ extension AppsTests {
         let unknown = try await send(
             "PUT", "/v1/apps/\(b.id)/stores/amazon", ["secretKey": "sk_live_abc"], token: adminB.key)
         XCTAssertEqual(unknown.status, 404, unknown.text)
-        let shown4 = try await stores(b.id, token: adminB.key)
-        XCTAssertEqual(shown4.count, 0, "nothing refused is stored")
+        let afterRefusals = try await stores(b.id, token: adminB.key)
+        XCTAssertEqual(afterRefusals.count, 0, "nothing refused is stored")
 
         // The default app's settings are the environment's: not stored, not shown here.
         let ofDefault = try await send(
@@ -167,8 +167,8 @@ extension AppsTests {
             token: admin)
         XCTAssertEqual(ofDefault.status, 422, ofDefault.text)
         XCTAssertEqual(ofDefault.errorField, "app")
-        let shown5 = try await stores(DefaultApp.id.uuidString, token: admin)
-        XCTAssertEqual(shown5.count, 0)
+        let ofDefaultApp = try await stores(DefaultApp.id.uuidString, token: admin)
+        XCTAssertEqual(ofDefaultApp.count, 0)
     }
 
     func testOnlyTheAppsAdminsOrADeploymentAdminManageItsStoreSettings() async throws {
@@ -191,10 +191,10 @@ extension AppsTests {
         // A deployment admin manages any app's; an id that names no app is 404.
         let byDeployment = try await send("PUT", "/v1/apps/\(b.id)/stores/revenuecat", body, token: admin)
         XCTAssertEqual(byDeployment.status, 200, byDeployment.text)
-        let shown6 = try await stores(b.id, token: adminB.key)
-        XCTAssertEqual(shown6.map(\.secretEnding), ["_key"])
-        let shown7 = try await stores(a.id, token: adminA.key)
-        XCTAssertEqual(shown7.count, 0, "app A has none")
+        let setByDeploymentAdmin = try await stores(b.id, token: adminB.key)
+        XCTAssertEqual(setByDeploymentAdmin.map(\.secretEnding), ["_key"])
+        let ofA = try await stores(a.id, token: adminA.key)
+        XCTAssertEqual(ofA.count, 0, "app A has none")
         let noApp = try await send("GET", "/v1/apps/\(UUID().uuidString)/stores", token: admin)
         XCTAssertEqual(noApp.status, 404, noApp.text)
     }
