@@ -12,9 +12,15 @@ final class AppsTests: StackTestCase {
 
     nonisolated(unsafe) static var minter: TokenMinter!
 
+    nonisolated(unsafe) static var revenueCat: FakeRevenueCat!
+
     override class func startSuite() throws {
-        // Webhook endpoints on loopback: receivers of this suite's own.
-        stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"])
+        // Webhook endpoints on loopback: receivers of this suite's own. The default app keeps its
+        // grants in Redeem's ledger; an app's own RevenueCat project is the fake's.
+        revenueCat = try FakeRevenueCat()
+        stack = try Stack(environment: [
+            "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
+        ])
         minter = try stack.minter()
     }
     override class func stopSuite() { stack?.stop() }

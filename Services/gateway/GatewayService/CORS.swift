@@ -13,7 +13,7 @@ struct CORSPolicy: Sendable, Equatable {
     /// Origins as browsers send them: `scheme://host[:port]`, lowercase, no path.
     let origins: Set<String>
 
-    static let methods = "GET, POST, PATCH, DELETE"
+    static let methods = "GET, POST, PUT, PATCH, DELETE"
     static let allowedHeaders =
         "Authorization, Content-Type, Idempotency-Key, Redeem-Mode, Redeem-App, X-Request-Id, traceparent"
     static let exposedHeaders = "X-Request-Id, Redeem-Version, Retry-After, Idempotent-Replayed"

@@ -88,6 +88,7 @@ public final class Gateway: Sendable {
         + customerRoutes + uniqueCodeRoutes + redemptionExportRoutes
         + planRoutes
         + storeRoutes + googleRoutes + stripeRoutes + testHelperRoutes + grantRoutes + auditRoutes + memberRoutes + appRoutes
+        + appStoreRoutes
         + mcpRoutes + dashboardRoutes + dashboardSessionRoutes
 
     /// The router of `routes`.

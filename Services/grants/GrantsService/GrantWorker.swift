@@ -19,8 +19,8 @@ final class GrantWorker: Sendable {
     let metrics: MetricsRegistry
     let coupons: BusClient
     let events: EventPublisher
-    let providers: [String: any EntitlementProvider]
-    let limiters: [String: RateLimiter]
+    /// The providers by the name each grant stores, the deployment's and each app's own.
+    let providers: ProviderDirectory
     let retry: RetryPolicy
     /// Rung when there is work: grants handed over, a call ended, a stop.
     private let bell = Doorbell()
@@ -43,7 +43,7 @@ final class GrantWorker: Sendable {
     let claimLimit: Int
 
     init(pool: PGPool, logger: Logger, metrics: MetricsRegistry, coupons: BusClient, events: EventPublisher,
-         providers: [String: any EntitlementProvider], limiters: [String: RateLimiter], retry: RetryPolicy, lease: TimeInterval,
+         providers: ProviderDirectory, retry: RetryPolicy, lease: TimeInterval,
          claimLimit: Int) {
         self.pool = pool
         self.logger = logger
@@ -51,7 +51,6 @@ final class GrantWorker: Sendable {
         self.coupons = coupons
         self.events = events
         self.providers = providers
-        self.limiters = limiters
         self.retry = retry
         self.lease = lease
         self.claimLimit = claimLimit
@@ -60,7 +59,7 @@ final class GrantWorker: Sendable {
     /// The lease a new grant of `provider` is stored with when this worker takes it at once: only
     /// for providers without a rate limit (a limited one could not be called before the lease ends).
     func leaseAtBirth(_ provider: String) -> TimeInterval? {
-        limiters[provider] == nil && providers[provider] != nil ? lease : nil
+        providers.unlimitedFixed(provider) ? lease : nil
     }
 
     /// Grants just stored, leased to this worker (see `leaseAtBirth`).
@@ -151,10 +150,11 @@ final class GrantWorker: Sendable {
 
     /// Calls the grant's provider (after waiting for its rate limiter).
     func call(_ g: Grant) async -> ProviderAnswer {
-        guard let provider = providers[g.provider] else { return .unknownProvider }
-        await limiters[g.provider]?.acquire()
+        guard let resolved = await providers.resolve(g.provider) else { return .unknownProvider }
+        await resolved.limiter?.acquire()
         return await LogContext.$trace.withValue(g.traceparent.flatMap(TraceContext.init(traceparent:))) {
-            await provider.grant(appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs)
+            await resolved.provider.grant(
+                appUserId: g.appUserId, entitlementId: g.entitlementId, endTimeMs: g.endTimeMs)
         }
     }
 

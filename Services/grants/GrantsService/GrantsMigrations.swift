@@ -35,5 +35,6 @@ enum GrantsMigrations {
         AuditTable.perApp(20),
         Migration(file: "021_webhook_endpoints_per_app.sql", PackageResources._21_webhook_endpoints_per_app_sql),
         Migration(file: "022_grants_per_app.sql", PackageResources._22_grants_per_app_sql),
+        Migration(file: "023_app_store_settings.sql", PackageResources._23_app_store_settings_sql),
     ]
 }

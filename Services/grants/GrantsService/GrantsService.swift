@@ -24,8 +24,10 @@ public final class GrantsService: BackendService {
     /// The store's view of holders, under `revenuecat`.
     let storeViews: StoreViews
     let deliverer: WebhookDeliverer
-    /// Seals the webhook secrets as they are stored (`REDEEM_SECRET_KEY`).
+    /// Seals the webhook secrets and the apps' store settings as they are stored (`REDEEM_SECRET_KEY`).
     let keyring: SecretKeyring
+    /// The entitlement providers by name: the deployment's and each app's RevenueCat project.
+    let providers: ProviderDirectory
     /// App Store Connect, when the App Store is connected (docs/stores.md).
     let appStoreConnect: AppStoreConnectClient?
     /// The App Store Server API, when configured (`grants.appleTransaction`).
@@ -74,12 +76,19 @@ public final class GrantsService: BackendService {
         } else {
             sandboxProvider = "local-sandbox"
         }
-        worker = GrantWorker(pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, coupons: coupons, events: events,
-                             providers: providers, limiters: limiters, retry: RetryPolicy(initial: 1, max: config.maxRetryDelay),
-                             lease: config.providerTimeout + 5, claimLimit: limiters.isEmpty ? 500 : max(1, min(500, Int(config.providerRate * 4))))
-        transfers = TransferWorker(pool: runtime.pool, logger: runtime.logger, providers: providers,
-                                   retry: RetryPolicy(initial: 1, max: config.maxRetryDelay), lease: config.providerTimeout + 5)
         keyring = try SecretKeyring(env: env)
+        let directory = ProviderDirectory(
+            fixed: providers, limiters: limiters, pool: runtime.pool, keyring: keyring,
+            revenueCatURL: config.revenueCatURL, timeout: config.providerTimeout, rate: config.providerRate)
+        self.providers = directory
+        worker = GrantWorker(
+            pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, coupons: coupons, events: events,
+            providers: directory, retry: RetryPolicy(initial: 1, max: config.maxRetryDelay),
+            lease: config.providerTimeout + 5,
+            claimLimit: limiters.isEmpty ? 500 : max(1, min(500, Int(config.providerRate * 4))))
+        transfers = TransferWorker(
+            pool: runtime.pool, logger: runtime.logger, providers: directory,
+            retry: RetryPolicy(initial: 1, max: config.maxRetryDelay), lease: config.providerTimeout + 5)
         deliverer = WebhookDeliverer(pool: runtime.pool, logger: runtime.logger, schedule: config.webhookSchedule, allowPrivate: config.webhookAllowPrivate,
                                      keyring: keyring)
         let appleRetry = AppleRetry(policy: RetryPolicy(initial: 1, max: config.maxRetryDelay)), timeout = config.providerTimeout
@@ -123,6 +132,11 @@ public final class GrantsService: BackendService {
     public func start() async throws {
         let resealed = try await Webhooks.resealSecrets(pool, keyring: keyring)
         if resealed > 0 { logger.info("webhook secrets sealed under the current secret key", ["webhooks.resealed": resealed]) }
+        let settingsResealed = try await AppCredentials.reseal(pool, keyring: keyring)
+        if settingsResealed > 0 {
+            logger.info(
+                "apps' store settings sealed under the current secret key", ["settings.resealed": settingsResealed])
+        }
         var commands = BusRouter(logger: logger)
         commands.on(GrantCommand.self) { [self] command, context in
             try await storeCommand(ReceivedCommand(command, message: context.message))
@@ -193,9 +207,15 @@ public final class GrantsService: BackendService {
 
     /// Stores a batch in one transaction, then acknowledges it.
     func storeCommands(_ commands: [ReceivedCommand]) async -> [Result<Empty, any Error>] {
-        let choice = providerChoice
         let worker = self.worker
         do {
+            // Another app's grants go to its own RevenueCat project when its settings set one:
+            // read once per app of the batch (the default app's need no read).
+            var connecting = providerChoice
+            for app in Set(commands.map { DefaultApp.of($0.command.app) }) where app != DefaultApp.id {
+                connecting.connected[app] = try await providers.names(forApp: app)
+            }
+            let choice = connecting
             let leased = try await pool.transaction { tx in
                 try GrantLedger.store(tx, commands, provider: choice.name(for:), lease: worker.leaseAtBirth)
             }
@@ -298,6 +318,11 @@ public final class GrantsService: BackendService {
         }
         r.on(Grants.UpdateWebhook.self) { [self] req, context in try await updateWebhook(req, context) }
         r.on(Grants.RotateWebhookSecret.self) { [self] req, context in try await rotateSecret(req, context) }
+        r.on(AppStores.Put.self) { [self] req, context in try await putAppStore(req, context) }
+        r.on(AppStores.List.self) { [self] req, _ in
+            try await pool.withConnection { .init(data: try AppCredentials.list($0, app: req.app, mode: req.mode)) }
+        }
+        r.on(AppStores.Clear.self) { [self] req, context in try await clearAppStore(req, context) }
         r.on(Grants.RetryDelivery.self) { [self] req, _ in
             try await pool.transaction { try Webhooks.retry($0, req) }
         }

@@ -8,12 +8,18 @@ struct ProviderChoice: Sendable {
     /// (`revenuecat` or `local`) and the sandbox one (`revenuecat-sandbox` or `local-sandbox`).
     let defaultLive: String
     let defaultSandbox: String
+    /// Other apps' own RevenueCat projects, where their settings name one
+    /// (`ProviderDirectory.names(forApp:)`: `revenuecat@<app>`, `revenuecat-sandbox@<app>`).
+    var connected: [UUID: (live: String?, sandbox: String?)] = [:]
 
     /// The providers of `app`'s live and sandbox grants: the default app keeps the environment's;
-    /// another app's grants are kept in Redeem's own ledger, as its RevenueCat project is not
-    /// connected (docs/apps.md).
+    /// another app's go to its own RevenueCat project of that mode where its settings set one, and
+    /// are kept in Redeem's own ledger otherwise (docs/apps.md).
     func names(app: UUID) -> (live: String, sandbox: String) {
-        guard app == DefaultApp.id else { return (live: "local", sandbox: "local-sandbox") }
+        guard app == DefaultApp.id else {
+            let own = connected[app]
+            return (live: own?.live ?? "local", sandbox: own?.sandbox ?? "local-sandbox")
+        }
         return (live: defaultLive, sandbox: defaultSandbox)
     }
 

@@ -20,12 +20,12 @@ final class TransferWorker: Sendable {
 
     let pool: PGPool
     let logger: Logger
-    let providers: [String: any EntitlementProvider]
+    let providers: ProviderDirectory
     let retry: RetryPolicy
     let lease: TimeInterval
     private let bell = Doorbell()
 
-    init(pool: PGPool, logger: Logger, providers: [String: any EntitlementProvider], retry: RetryPolicy, lease: TimeInterval) {
+    init(pool: PGPool, logger: Logger, providers: ProviderDirectory, retry: RetryPolicy, lease: TimeInterval) {
         self.pool = pool
         self.logger = logger
         self.providers = providers
@@ -47,7 +47,7 @@ final class TransferWorker: Sendable {
             let outcomes = await withTaskGroup(of: (Transfer, GrantDecision).self) { group in
                 for t in due {
                     group.addTask {
-                        guard let provider = self.providers[t.provider] else { return (t, .leave) }
+                        guard let provider = await self.providers.resolve(t.provider)?.provider else { return (t, .leave) }
                         let answer = await provider.grant(appUserId: t.appUserId, entitlementId: t.entitlementId, endTimeMs: Timestamp.milliseconds(t.endTime))
                         return (t, GrantDecision.decide(answer, attempt: t.attempts, policy: self.retry, random: Double.random(in: 0..<1)))
                     }

@@ -254,3 +254,14 @@ extension RedemptionExport: APIBody {
 extension AppView: APIBody {
     public static let schemaName: String? = "App"
 }
+
+extension StoreSettingsView: APIBody {
+    public static let schemaName: String? = "StoreSettings"
+    public static let fieldRules: [String: [JSONSchema.Rule]] = [
+        "secretEnding": [.note("the last four characters of the API key; for a key file, of a hash of its public key")]
+    ]
+}
+
+extension AppStores.List.Response: APIBody {
+    public static let schemaName: String? = "StoreSettingsList"
+}

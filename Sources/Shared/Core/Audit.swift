@@ -78,6 +78,8 @@ public enum AuditAction: String, Codable, Sendable, CaseIterable {
     case webhookCreate = "webhook.create", webhookDelete = "webhook.delete", webhookUpdate = "webhook.update"
     case webhookRotateSecret = "webhook.rotateSecret"
     case appCreate = "app.create"
+    /// An app's store or RevenueCat settings set or removed (never a secret in the entry).
+    case appStoresSet = "appStores.set", appStoresClear = "appStores.clear"
 
     /// The kind of object changed: the part before the dot.
     public var objectType: String { String(rawValue.prefix { $0 != "." }) }

@@ -7,7 +7,7 @@ import HTTP
 /// its query parameters and the type of its body are not only described: the handler gets the
 /// caller its access resolved, reads the body as that type, and sees only the parameters listed.
 struct APIRoute: Sendable {
-    enum Method: String, Sendable { case get = "GET", post = "POST", patch = "PATCH", delete = "DELETE" }
+    enum Method: String, Sendable { case get = "GET", post = "POST", put = "PUT", patch = "PATCH", delete = "DELETE" }
 
     /// What a successful answer holds.
     enum Answer: Sendable {
