@@ -222,6 +222,19 @@ final class Authenticator: Sendable {
     static let memberRoleCacheSeconds: TimeInterval = 30
     static let memberRoleCacheLimit = 10_000
 
+    /// A member's role in the app `request` names (`Redeem-App`; the default app without it), and
+    /// that app: the access token carries the default app's role (`claimed`), with which an admin
+    /// is the deployment's and admin in every app; another app's role is asked of accounts.
+    func memberRole(
+        _ request: HTTPRequest, account: UUID, session: UUID, claimed: Role?
+    ) async throws -> (role: Role?, app: UUID) {
+        let app = try Self.requestedApp(request) ?? DefaultApp.id
+        if app == DefaultApp.id { return (claimed, app) }
+        try await checkExists(app)
+        if claimed == .admin { return (.admin, app) }
+        return (try await memberRole(account: account, session: session, app: app), app)
+    }
+
     /// A member's role in `app` as `session` has it (nil: none), asked of accounts.
     private func memberRole(account: UUID, session: UUID, app: UUID) async throws -> Role? {
         let slot = MemberApp(session: session, app: app)
@@ -288,13 +301,7 @@ final class Authenticator: Sendable {
             key = Key(id: id, role: r, mode: mode, app: app, actor: AuditActor(type: .apiKey, id: id),
                 deploymentAdmin: deploymentAdmin)
         case .user(let account, _, let session, let claimed)?:
-            // The access token carries the default app's role; another app's is asked for.
-            let app = named ?? DefaultApp.id
-            var r = claimed
-            if app != DefaultApp.id {
-                try await checkExists(app)
-                if claimed != .admin { r = try await memberRole(account: account, session: session, app: app) }
-            }
+            let (r, app) = try await memberRole(request, account: account, session: session, claimed: claimed)
             guard let r, r >= role else { throw Self.forbidden }
             key = Key(id: account, role: r, mode: try Self.memberMode(request), app: app,
                 actor: AuditActor(type: .member, id: account), deploymentAdmin: claimed == .admin)
