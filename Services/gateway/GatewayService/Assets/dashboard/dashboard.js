@@ -221,16 +221,18 @@
       $("err-signin-totp").textContent = "";
       $("signin-totp-field").hidden = true;
       session = {accessToken: data.accessToken};
+      // A member has a role in at least one app; anyone else is listed none.
+      let apps = [];
       try {
-        await api("GET", "/v1/coupons?limit=1");
+        apps = (await api("GET", "/v1/apps?limit=1")).data || [];
       } catch (e) {
-        if (e instanceof APIError && e.status === 403) {
-          try { await api("DELETE", "/dashboard/session"); } catch (e2) { /* its cookie goes either way */ }
-          session = null;
-          say("This account is not a member of the team.", true);
-          return;
-        }
-        throw e;
+        if (!(e instanceof APIError && e.status === 403)) throw e;
+      }
+      if (!apps.length) {
+        try { await api("DELETE", "/dashboard/session"); } catch (e2) { /* its cookie goes either way */ }
+        session = null;
+        say("This account is not a member of the team.", true);
+        return;
       }
       say("");
       signedIn(data);
