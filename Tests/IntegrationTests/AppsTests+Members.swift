@@ -170,15 +170,7 @@ extension AppsTests {
 
     /// An MCP tool call with `token`: its `structuredContent`.
     func mcpTool(_ name: String, _ arguments: [String: Any], token: String) async throws -> [String: Any] {
-        let body: [String: Any] = [
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ["name": name, "arguments": arguments]
-        ]
-        let r = try await client.send(
-            "POST", "/mcp", body: try JSONSerialization.data(withJSONObject: body),
-            headers: [
-                "Authorization": "Bearer \(token)", "Content-Type": "application/json",
-                "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"
-            ])
+        let r = try await client.mcpToolCall(name, arguments, token: token)
         XCTAssertEqual(r.status, 200, r.text)
         let result = try XCTUnwrap(try r.json()["result"] as? [String: Any], r.text)
         return try XCTUnwrap(result["structuredContent"] as? [String: Any], r.text)
