@@ -5,16 +5,16 @@ import XCTest
 
 /// Apps (docs/apps.md): deployment admins make apps; each API key works in one app and sees only
 /// its app's keys, coupons, plans, redemptions and audit entries; a member names the app with
-/// `Redeem-App` and has a role in each app (`AppsTests+Members.swift`, with MCP in a key's app);
-/// a route not yet scoped by app serves the default app's keys only, so another app's key reads
-/// nothing there.
+/// `Redeem-App` and has a role in each app (`AppsTests+Members.swift`, with MCP in a key's app), and
+/// an end user's app names it too (`AppsTests+Users.swift`); a route of the whole deployment (the
+/// members' settings) serves the default app's keys only, so another app's key reads nothing there.
 final class AppsTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
 
     nonisolated(unsafe) static var minter: TokenMinter!
 
     override class func startSuite() throws {
-        // Webhook endpoints on loopback (never called: these tests send no event).
+        // Webhook endpoints on loopback: receivers of this suite's own.
         stack = try Stack(environment: ["REDEEM_WEBHOOK_ALLOW_PRIVATE": "1"])
         minter = try stack.minter()
     }
@@ -168,7 +168,7 @@ final class AppsTests: StackTestCase {
                 "platforms": ["web"], "entitlementIds": ["pro"]
             ], token: admin)
         XCTAssertEqual(coupon.status, 201, coupon.text)
-        for path in ["/v1/customers?appUserId=x"] {
+        for path in ["/v1/members/settings"] {
             let r = try await send("GET", path, token: adminA.key)
             XCTAssertEqual(r.status, 403, "\(path): \(r.text)")
             XCTAssertEqual(r.errorCode, "forbidden", path)
@@ -289,7 +289,7 @@ final class AppsTests: StackTestCase {
             XCTAssertEqual(r.status, 201, r.text)
         }
         let user = try Self.minter.user()
-        // Until end-user routes name their app, they reach the default app's coupons only.
+        // A user's request that names no app reaches the default app's coupons only.
         let refused = try await client.json(
             "POST", "/v1/redemptions", ["code": onlyA, "platform": "web"], token: user.token)
         XCTAssertEqual(refused.status, 422, refused.text)

@@ -84,4 +84,59 @@ import Testing
         #expect(try await pool.query("SELECT count(*)::int AS n FROM grants.grants WHERE attempts = 0").first!.decode("n", as: Int.self) == 3,
                 "without a lease, every grant is stored due")
     }
+
+    /// A holder's grants of one entitlement in two apps (an account is shared, an entitlement is
+    /// one app's): each is stored in its app, with its app's provider, and neither period waits
+    /// for the other; in one app the second still extends the first.
+    @Test func aHoldersPeriodsRunPerApp() async throws {
+        let url = try await TestPostgres.shared().freshDatabase()
+        let pool = PGPool(url: url, maxConnections: 1)
+        defer { pool.close() }
+        try await GrantsService.migrator.apply(on: pool)
+        let other = UUID.random()
+        var inOther = Self.command(holder: "shared", unit: "month")
+        inOther.app = other
+        var againInOther = Self.command(holder: "shared", unit: "month")
+        againInOther.app = other
+        let inDefault = Self.command(holder: "shared", unit: "month")
+        let choice = ProviderChoice(defaultLive: "revenuecat", defaultSandbox: "revenuecat-sandbox")
+        let received = try [inOther, inDefault, againInOther].map { try ReceivedCommand($0) }
+        _ = try await pool.transaction { tx in
+            try GrantLedger.store(tx, received, provider: choice.name(for:), lease: { _ in nil })
+        }
+        let rows = try await pool.query("""
+            SELECT redemption_id, app_id, provider, start_time = (SELECT min(start_time) FROM grants.grants) AS first
+            FROM grants.grants
+            """).rows
+        func row(_ c: GrantCommand) throws -> PGRow {
+            try #require(try rows.first { try $0.decode("redemption_id", as: UUID.self) == c.redemptionId })
+        }
+        #expect(try row(inDefault).decode("app_id", as: UUID.self) == DefaultApp.id)
+        #expect(try row(inDefault).decode("provider", as: String.self) == "revenuecat")
+        #expect(try row(inDefault).decode("first", as: Bool.self), "the default app's month waits for no other app's")
+        #expect(try row(inOther).decode("app_id", as: UUID.self) == other)
+        #expect(try row(inOther).decode("provider", as: String.self) == "local")
+        let firstInOther = try [inOther, againInOther].filter { try row($0).decode("first", as: Bool.self) }
+        #expect(firstInOther.count == 1, "in one app, the second month extends the first")
+        let ledger = try await pool.withConnection { try GrantLedger.entitlements($0, appUserId: "shared", app: other) }
+        #expect(ledger.isEmpty, "nothing is granted until the provider answers")
+    }
+}
+
+/// Which provider records an app's grants: the default app the environment's, another app
+/// Redeem's own ledger.
+@Suite struct ProviderChoiceTests {
+    @Test(arguments: [
+        ("revenuecat", "revenuecat-sandbox", DefaultApp.id, false, "revenuecat"),
+        ("revenuecat", "revenuecat-sandbox", DefaultApp.id, true, "revenuecat-sandbox"),
+        ("local", "local-sandbox", DefaultApp.id, false, "local"),
+        ("revenuecat", "revenuecat-sandbox", UUID(uuidString: "6F1C0000-0000-0000-0000-000000000002")!, false, "local"),
+        ("revenuecat", "revenuecat-sandbox", UUID(uuidString: "6F1C0000-0000-0000-0000-000000000002")!, true,
+         "local-sandbox"),
+    ])
+    func aGrantsProviderIsItsAppsChoice(live: String, sandbox: String, app: UUID, isSandbox: Bool, expected: String) {
+        var command = GrantLedgerTests.command(holder: "h", unit: "day", sandbox: isSandbox)
+        command.app = app
+        #expect(ProviderChoice(defaultLive: live, defaultSandbox: sandbox).name(for: command) == expected)
+    }
 }

@@ -42,7 +42,8 @@ import Testing
             func lookUp(_ accounts: [UUID]) throws -> [Int] {
                 let array = PGArray(accounts.map { $0.lowercasedString })
                 let validations = try RedemptionStore.validateBatch(c, accounts.map { Coupons.Validate(accountId: $0, code: "PLAN", platform: .web) }, now: Date())
-                let held = try c.prepared("held_by_account", RedemptionStore.BatchSQL.heldByAccount, [array, "PLAN"])
+                let held = try c.prepared(
+                    "held_by_account", RedemptionStore.BatchSQL.heldByAccount, [array, "PLAN", DefaultApp.id])
                 return [held.rows.count,
                         try c.prepared("veterans_by_account", RedemptionStore.BatchSQL.veteransByAccount, [array]).rows.count,
                         validations.filter { $0.reason == .alreadyRedeemed }.count]

@@ -324,6 +324,11 @@ export interface RedeemClientOptions {
   environment?: Environment;
   /** Called when the session changes: signed in, refreshed, or gone (null). Tokens are otherwise kept in memory only. */
   onSessionChange?: (session: AuthResult | null) => void;
+  /**
+   * The app's id in a deployment that serves several apps, sent as `Redeem-App` with every call:
+   * codes, redemptions and entitlements are then that app's. Leave it out for the default app.
+   */
+  app?: string;
 }
 
 const pendingKey = "redeem.pendingRedemptions";
@@ -336,6 +341,7 @@ export class RedeemClient {
   private readonly storage: KeyValueStorage;
   private readonly environment: Environment;
   private readonly onSessionChange?: (session: AuthResult | null) => void;
+  private readonly app?: string;
   private current: AuthResult | null = null;
   private refreshing: Promise<Session> | null = null;
 
@@ -345,6 +351,7 @@ export class RedeemClient {
     this.storage = options.storage ?? new MemoryStorage();
     this.environment = options.environment ?? "production";
     this.onSessionChange = options.onSessionChange;
+    this.app = options.app;
   }
 
   /** The signed-in account and its tokens, or null. */
@@ -613,6 +620,7 @@ export class RedeemClient {
     const headers: Record<string, string> = { Accept: "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (token) headers.Authorization = `Bearer ${token}`;
+    if (this.app) headers["Redeem-App"] = this.app;
     let response: Response;
     try {
       response = await this.fetcher(this.baseUrl + path, {

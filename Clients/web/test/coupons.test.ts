@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { CouponRefusedError, MemoryStorage, RedeemClient } from "../src/index.js";
-import { createCoupon, gateway, rejection, signedUp, unique } from "./stack.js";
+import { createApp, createCoupon, gateway, rejection, signedUp, unique } from "./stack.js";
 
 test("validates, redeems a free period on the web, awaits it and sees the entitlement", async () => {
   const code = await createCoupon({ duration: { unit: "month", count: 1 } });
@@ -100,4 +100,22 @@ test("awaitCouponCompletion of a redemption that is not there fails and forgets 
   const e = await rejection(c.awaitCouponCompletion(id, { timeout: 5000 }));
   assert.equal(e.status, 404);
   assert.deepEqual(c.pendingRedemptions(), []);
+});
+
+test("a client with an app id redeems that app's coupons and lists that app's redemptions", async () => {
+  const app = await createApp("Web client app");
+  const code = await createCoupon({ platforms: ["web"] }, app);
+  const { client: plain } = await signedUp();
+  const elsewhere = await plain.validateCoupon(code, { platform: "web" });
+  assert.equal(elsewhere.valid, false, "the code is another app's");
+  assert.equal(elsewhere.reason, "notFound");
+
+  const inApp = new RedeemClient({ baseUrl: gateway, app });
+  inApp.restoreSession(plain.session);
+  assert.equal((await inApp.validateCoupon(code, { platform: "web" })).valid, true);
+  const redemption = await inApp.redeemCoupon(code);
+  assert.equal(redemption.code, code);
+  const page = await inApp.redemptions({ limit: 10 });
+  assert.deepEqual(page.data.map((r) => r.redemptionId), [redemption.redemptionId]);
+  assert.deepEqual((await plain.redemptions({ limit: 10 })).data, [], "the default app's list holds none of it");
 });

@@ -20,12 +20,25 @@ export function unique(prefix: string): string {
   return `${prefix}-${Math.random().toString(36).slice(2, 10)}`.toUpperCase();
 }
 
-/** `POST /v1/coupons` with the admin key: an operator's call, not the client's. */
-export async function createCoupon(fields: Record<string, unknown>): Promise<string> {
-  const code = (fields.code as string | undefined) ?? unique("WEB");
-  const r = await fetch(`${gateway}/v1/coupons`, {
+/** `POST /v1/apps` with the admin key (a deployment admin's): the new app's id. */
+export async function createApp(name: string): Promise<string> {
+  const r = await fetch(`${gateway}/v1/apps`, {
     method: "POST",
     headers: { "Content-Type": "application/json", Authorization: `Bearer ${adminKey}` },
+    body: JSON.stringify({ name }),
+  });
+  assert.equal(r.status, 201);
+  return ((await r.json()) as { id: string }).id;
+}
+
+/** `POST /v1/coupons` with the admin key: an operator's call, not the client's; in `app` when given. */
+export async function createCoupon(fields: Record<string, unknown>, app?: string): Promise<string> {
+  const code = (fields.code as string | undefined) ?? unique("WEB");
+  const headers: Record<string, string> = { "Content-Type": "application/json", Authorization: `Bearer ${adminKey}` };
+  if (app) headers["Redeem-App"] = app;
+  const r = await fetch(`${gateway}/v1/coupons`, {
+    method: "POST",
+    headers,
     body: JSON.stringify({ kind: "freePeriod", duration: { unit: "month", count: 1 }, entitlementId: "pro", ...fields, code }),
   });
   assert.equal(r.status, 201, await r.text());

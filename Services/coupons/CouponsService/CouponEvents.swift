@@ -18,7 +18,8 @@ enum CouponEvents {
         let data = CouponExhaustedData(coupon: CouponStore.publicView(d), maxRedemptions: cap, redemptionCount: used)
         try Outbox.add(
             tx, key: subject,
-            try WebhookEventNotice(event: .couponExhausted, subject: subject, mode: try mode(row), data: data))
+            try WebhookEventNotice(
+                event: .couponExhausted, subject: subject, mode: try mode(row), app: try CouponStore.app(row), data: data))
     }
 
     /// `redemption.released` for each of `ids`, released in the caller's transaction: the
@@ -36,7 +37,9 @@ enum CouponEvents {
             let data = RedemptionEventData(view, coupon: try CouponStore.publicView(coupon))
             try Outbox.add(
                 tx, key: id,
-                try WebhookEventNotice(event: .redemptionReleased, subject: id, mode: try mode(coupon), data: data))
+                try WebhookEventNotice(
+                    event: .redemptionReleased, subject: id, mode: try mode(coupon), app: try CouponStore.app(coupon),
+                    data: data))
         }
     }
 
@@ -55,7 +58,8 @@ enum CouponEvents {
         guard
             let row = try tx.query(
                 """
-                SELECT c.code, c.mode, o.switch_generation FROM coupons.store_offers o JOIN coupons.coupons c ON c.id = o.coupon_id
+                SELECT c.code, c.mode, c.app_id, o.switch_generation FROM coupons.store_offers o
+                JOIN coupons.coupons c ON c.id = o.coupon_id
                 WHERE o.coupon_id = $1 AND o.store = $2 AND o.product_id = $3 AND o.base_plan_id = $4
                 """, [offer.couponId, offer.store.rawValue, offer.productId, offer.basePlanId]
             ).first
@@ -69,7 +73,9 @@ enum CouponEvents {
             basePlanId: offer.basePlanId.isEmpty ? nil : offer.basePlanId, offerId: offer.offerId,
             message: offer.message)
         try Outbox.add(
-            tx, key: subject, try WebhookEventNotice(event: event, subject: subject, mode: try mode(row), data: data))
+            tx, key: subject,
+            try WebhookEventNotice(
+                event: event, subject: subject, mode: try mode(row), app: try CouponStore.app(row), data: data))
     }
 
     /// The outbox key (and event subject) of an event named by `text`.

@@ -21,8 +21,12 @@ enum CouponStore {
     static let definitionColumns = """
         c.id, c.code, c.kind, c.percent_off, c.amount_off, c.currency, c.duration_unit, c.duration_count, c.period_count,
         c.entitlement_id, c.product_ids, c.platforms, c.starts_at, c.expires_at, c.max_redemptions, c.new_customers_only, c.allow_in_app,
-        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers, c.has_unique_codes
+        c.active, c.mode, c.used_count, c.has_store_offers, c.has_play_offers, c.has_stripe_offers, c.has_unique_codes,
+        c.app_id
         """
+
+    /// The app of a coupon's row (of `definitionColumns`): its events go to that app's endpoints.
+    static func app(_ row: PGRow) throws -> UUID { try row.decode("app_id") }
 
     /// The coupon of `code` in `app` and `mode`.
     static func findDefinition(_ c: PGConnection, code: String, mode: Mode, app: UUID) throws -> PGRow? {

@@ -317,8 +317,12 @@ public final class CouponsService: BackendService {
     }
 
     /// The batch a validation or reservation joins: its code and environment, which pick one coupon.
-    static func batchKey(_ v: Coupons.Validate) -> String { Coupons.batchKey(code: v.code, sandbox: v.sandbox ?? false) }
-    static func batchKey(_ r: Coupons.Redeem) -> String { Coupons.batchKey(code: r.code, sandbox: r.sandbox) }
+    static func batchKey(_ v: Coupons.Validate) -> String {
+        Coupons.batchKey(code: v.code, sandbox: v.sandbox ?? false, app: v.app)
+    }
+    static func batchKey(_ r: Coupons.Redeem) -> String {
+        Coupons.batchKey(code: r.code, sandbox: r.sandbox, app: r.app)
+    }
 
     /// Runs `work` once per batch key over that key's items, in parallel when there are several,
     /// and answers each item's result in its place.

@@ -13,13 +13,16 @@ struct PlayOwnership {
 
     init(playProducts: [String: String]) { self.playProducts = playProducts }
 
-    init(_ c: PGConnection, _ d: CouponDefinition, mode: Mode, _ requests: [(platform: Platform?, owned: [String]?)]) throws {
+    /// The plans of the coupon's `app` and `mode`.
+    init(
+        _ c: PGConnection, _ d: CouponDefinition, mode: Mode, app: UUID,
+        _ requests: [(platform: Platform?, owned: [String]?)]
+    ) throws {
         guard requests.contains(where: { d.store(through: $0.platform) == .playStore && !($0.owned ?? []).isEmpty }) else {
             playProducts = [:]
             return
         }
-        // End users redeem the default app's coupons (docs/apps.md), so its plans.
-        playProducts = try PlanStore.playProducts(c, productIds: d.productIds, mode: mode, app: DefaultApp.id)
+        playProducts = try PlanStore.playProducts(c, productIds: d.productIds, mode: mode, app: app)
     }
 
     /// The plans the account holds, for a request through Play that said what it holds; else nil.

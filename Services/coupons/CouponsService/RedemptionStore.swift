@@ -18,14 +18,12 @@ enum RedemptionStore {
     /// table for every batch until autovacuum first analyzed it: 28 % of its CPU in a flash sale.
     /// `RedemptionPlanTests` checks that no lookup reads the table sequentially once it has grown.
     enum BatchSQL {
-        /// The app whose coupons end users validate and redeem: the default app, until the
-        /// end-user routes name theirs (docs/apps.md).
-        static let endUsersApp = DefaultApp.id.lowercasedString
-        /// The redemptions of the accounts in `$1` that hold a use of a coupon of code `$2` (live or
-        /// test: the caller matches the one it locked).
+        /// The redemptions of the accounts in `$1` that hold a use of a coupon of code `$2` in app
+        /// `$3` (live or test: the caller matches the one it locked). An account is shared by every
+        /// app, a coupon is one app's: one use per account and coupon.
         static let heldByAccount = """
             SELECT \(columns), r.coupon_id FROM coupons.held_by_account($1, ARRAY(SELECT id FROM coupons.coupons WHERE code = $2
-                AND app_id = '\(endUsersApp)')) r
+                AND app_id = $3)) r
             """
         /// The same, of the coupon `$2` (by id: a unique code's).
         static let heldByAccountOfCoupon = """
@@ -33,11 +31,11 @@ enum RedemptionStore {
             """
         /// The accounts of `$1` with a completed live redemption (no longer new customers).
         static let veteransByAccount = "SELECT v AS account_id FROM coupons.veterans_by_account($1) v"
-        /// The coupon of code `$1` in mode `$2`, else in the other mode (`Coupons.preferredMode`),
-        /// locked until the transaction ends, and the transaction's time.
+        /// The coupon of code `$1` in app `$3` and mode `$2`, else in the other mode
+        /// (`Coupons.preferredMode`), locked until the transaction ends, and the transaction's time.
         static let lockCoupon = """
             SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c
-            WHERE c.code = $1 AND c.app_id = '\(endUsersApp)'
+            WHERE c.code = $1 AND c.app_id = $3
             ORDER BY c.mode = $2 DESC LIMIT 1 FOR UPDATE
             """
         /// The coupon `$1` (by id: a unique code's), locked as `lockCoupon` locks it.
@@ -65,12 +63,12 @@ enum RedemptionStore {
             )
             SELECT * FROM inserted
             """
-        /// The coupon of code `$1` (of each mode that has one) and, per account of `$2`, whether it
-        /// holds a live redemption of it and whether it is no longer a new customer (asked only of
-        /// new-customer coupons).
+        /// The coupon of code `$1` in app `$3` (of each mode that has one) and, per account of `$2`,
+        /// whether it holds a live redemption of it and whether it is no longer a new customer
+        /// (asked only of new-customer coupons).
         static let validate = """
             SELECT \(CouponStore.definitionColumns), v.account, v.already, v.not_new
-            FROM coupons.validate_standing($1, $2) v CROSS JOIN LATERAL (SELECT (v.coupon).*) c
+            FROM coupons.validate_standing_in_app($1, $2, $3) v CROSS JOIN LATERAL (SELECT (v.coupon).*) c
             """
     }
 
@@ -133,6 +131,8 @@ enum RedemptionStore {
     {
         let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
         let requestedSandbox = reqs[0].sandbox ?? false
+        // Every request of a batch names the same app (`Coupons.batchKey`).
+        let app = DefaultApp.of(reqs[0].app)
         let refusedAll = { (reason: RefusalReason) throws -> [Coupons.Validate.Response] in
             let refused = try Coupons.Validate.Response(
                 .init(valid: false, reason: reason, coupon: nil, eligibleProductIds: []))
@@ -145,12 +145,14 @@ enum RedemptionStore {
         switch UniqueCode.read(code) {
         case .mistyped: return try refusedAll(.mistyped)
         case .unique(let typed):
-            guard let found = try UniqueCodeStore.find(c, code: typed) else { return try refusedAll(.notFound) }
+            guard let found = try UniqueCodeStore.find(c, code: typed, app: app) else {
+                return try refusedAll(.notFound)
+            }
             unique = found
             code = found.couponCode
         case .shared: break
         }
-        let all = try c.prepared("validate_standing", BatchSQL.validate, [code, accounts]).rows
+        let all = try c.prepared("validate_standing_in_app", BatchSQL.validate, [code, accounts, app]).rows
         let rows: [PGRow]
         if let unique {
             rows = try all.filter { try $0.decode("id", as: UUID.self) == unique.couponId }
@@ -181,7 +183,7 @@ enum RedemptionStore {
             ? StoreOffers.ready(c, coupon: couponId, now: now, settle: stores.settle) : StoreOffers.Ready()
         let ready = offers.plans
         let owning = try PlayOwnership(
-            c, d, mode: mode.flatMap(Mode.init(rawValue:)) ?? .live, reqs.map { ($0.platform, $0.playOwned) })
+            c, d, mode: mode.flatMap(Mode.init(rawValue:)) ?? .live, app: app, reqs.map { ($0.platform, $0.playOwned) })
         // Answers differ only by reason (and, valid, by the store they hand off to and the plans
         // the account already holds there), so each is encoded once per batch.
         struct Key: Hashable {
@@ -271,8 +273,8 @@ enum RedemptionStore {
             """
             SELECT \(columns) FROM coupons.redemptions r
             WHERE r.account_id = $1 AND \(Keyset.condition(time: "r.reserved_at", id: "r.id", parameter: 2))
-              AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.mode = $5::text
-                                               AND c.app_id = $6::uuid))
+              AND EXISTS (SELECT 1 FROM coupons.coupons c WHERE c.id = r.coupon_id AND c.app_id = $6::uuid
+                          AND ($5::text IS NULL OR c.mode = $5::text))
             ORDER BY r.reserved_at DESC, r.id DESC LIMIT $4
             """,
             [
@@ -456,7 +458,9 @@ enum RedemptionStore {
         }
         try Outbox.add(
             tx, key: req.id,
-            RedemptionCompletedNotice(redemption: done, coupon: try CouponStore.publicView(coupon), mode: mode))
+            RedemptionCompletedNotice(
+                redemption: done, coupon: try CouponStore.publicView(coupon), mode: mode,
+                app: try CouponStore.app(coupon)))
         if try coupon.decode("has_store_offers", as: Bool.self) || coupon.decode("has_play_offers", as: Bool.self)
             || coupon.decode("has_stripe_offers", as: Bool.self)
         {
@@ -503,22 +507,26 @@ extension RedemptionStore {
         // (statistics lag behind a flash sale's inserts: `RedemptionPlanTests`), nor read every
         // earlier redemption of the account (a customer's history costs nothing). The lookup runs
         // after the lock is granted, so it sees every use the batch before took.
-        // Every request of a batch has the same code and environment (`Coupons.batchKey`), so they
-        // reach the same coupon.
+        // Every request of a batch has the same code, environment and app (`Coupons.batchKey`), so
+        // they reach the same coupon.
         // A unique code reaches its own coupon (by id), and whether a redemption holds the code is
         // read after the lock, with the rest.
         var unique: UniqueCodeStore.Found?
+        let app = DefaultApp.of(reqs[0].app)
         var statements: [PGConnection.PreparedStatement] = [
             (
                 "coupon_lock_preferred", BatchSQL.lockCoupon,
-                [CouponRules.normalizeCode(reqs[0].code), Coupons.preferredMode(sandbox: reqs[0].sandbox).rawValue]
+                [
+                    CouponRules.normalizeCode(reqs[0].code), Coupons.preferredMode(sandbox: reqs[0].sandbox).rawValue,
+                    app
+                ]
             ),
-            ("held_by_account", BatchSQL.heldByAccount, [accounts, CouponRules.normalizeCode(reqs[0].code)])
+            ("held_by_account", BatchSQL.heldByAccount, [accounts, CouponRules.normalizeCode(reqs[0].code), app])
         ]
         switch UniqueCode.read(reqs[0].code) {
         case .mistyped: return (reqs.map { _ in refused(.mistyped) }, [])
         case .unique(let typed):
-            guard let found = try UniqueCodeStore.find(tx, code: typed) else {
+            guard let found = try UniqueCodeStore.find(tx, code: typed, app: app) else {
                 return (reqs.map { _ in refused(.notFound) }, [])
             }
             unique = found
@@ -576,7 +584,7 @@ extension RedemptionStore {
             }
             return v
         }
-        inputs.owning = try PlayOwnership(tx, d, mode: mode, reqs.map { ($0.platform, $0.playOwned) })
+        inputs.owning = try PlayOwnership(tx, d, mode: mode, app: app, reqs.map { ($0.platform, $0.playOwned) })
         if d.newCustomersOnly {
             for row in try tx.prepared("veterans_by_account", BatchSQL.veteransByAccount, [accounts]).rows {
                 inputs.veterans.insert(try row.decode("account_id"))
@@ -609,7 +617,7 @@ extension RedemptionStore {
                     redemptionId: n.id, accountId: n.request.accountId, appUserId: n.request.appUserId,
                     entitlementId: entitlement,
                     duration: d.duration, sandbox: n.sandbox, coupon: publicCoupon, platform: n.request.platform,
-                    productId: n.productId, reservedAt: reservedAt, mode: mode)
+                    productId: n.productId, reservedAt: reservedAt, mode: mode, app: app)
                 let envelope = Envelope(
                     id: UUID.random().lowercasedString, type: GrantCommand.type,
                     traceparent: n.request.traceparent ?? LogContext.trace?.traceparent, body: command)

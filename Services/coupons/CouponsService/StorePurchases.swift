@@ -375,7 +375,8 @@ enum StorePurchases {
         let done = try RedemptionStore.get(tx, id: redemption, account: nil, mode: nil, app: nil)
         try Outbox.add(
             tx, key: redemption,
-            RedemptionCompletedNotice(redemption: done, coupon: CouponStore.publicView(d), mode: mode))
+            RedemptionCompletedNotice(
+                redemption: done, coupon: CouponStore.publicView(d), mode: mode, app: try CouponStore.app(coupon)))
         if !sandbox && d.hasAnyStoreOffers { try StoreOffers.switchOffIfCapFull(tx, coupon: couponId) }
         return Response(redemption: done, created: true)
     }

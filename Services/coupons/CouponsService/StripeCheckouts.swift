@@ -102,7 +102,8 @@ enum StripeCheckouts {
             tx, key: req.redemptionId,
             RedemptionCompletedNotice(
                 redemption: done, coupon: try CouponStore.publicView(coupon), mode: mode,
-                stripeReceipt: appUserId.map { StripeReceipt(subscriptionId: subscription, appUserId: $0) }))
+                stripeReceipt: appUserId.map { StripeReceipt(subscriptionId: subscription, appUserId: $0) },
+                app: try CouponStore.app(coupon)))
         _ = try StoreOffers.switchOffIfCapFull(tx, coupon: couponId)
     }
 }

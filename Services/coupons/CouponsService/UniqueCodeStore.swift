@@ -25,9 +25,9 @@ enum UniqueCodeStore {
 
     static func hash(_ code: String) -> PGBytes { PGBytes(Data(Crypto.sha256(Array(code.utf8)))) }
 
-    /// The unique code `code` (as `UniqueCode.read` gave it), if one was made for a coupon of the
-    /// app end users redeem in (the default app: docs/apps.md).
-    static func find(_ c: PGConnection, code: String) throws -> Found? {
+    /// The unique code `code` (as `UniqueCode.read` gave it), if one was made for a coupon of
+    /// `app`, the app the end user redeems in.
+    static func find(_ c: PGConnection, code: String, app: UUID) throws -> Found? {
         guard
             let row = try c.prepared(
                 "unique_code_by_hash_in_app",
@@ -37,7 +37,7 @@ enum UniqueCodeStore {
                 LEFT JOIN LATERAL (SELECT r.id, r.account_id FROM coupons.redemptions r
                                    WHERE r.unique_code_id = u.id AND r.holds_use LIMIT 1) h ON true
                 WHERE u.code_hash = $1 AND c.app_id = $2
-                """, [hash(code), DefaultApp.id]
+                """, [hash(code), app]
             ).first
         else { return nil }
         return Found(

@@ -164,8 +164,9 @@ final class Authenticator: Sendable {
         return .apiKey(id: answer.id, role: answer.role, mode: answer.mode, app: DefaultApp.of(answer.app))
     }
 
-    /// A signed-in user, as a route's handler gets it (`Access.user`).
-    typealias User = (account: UUID, appUserId: String, session: UUID)
+    /// A signed-in user, as a route's handler gets it (`Access.user`), and the app its request
+    /// names (`Redeem-App`; the default app without it).
+    typealias User = (account: UUID, appUserId: String, session: UUID, app: UUID)
     /// An operator, as a route's handler gets it (`Access.key`): an API key, the mode and app it
     /// works in, and who it is for the audit log.
     struct Key: Sendable {
@@ -268,10 +269,20 @@ final class Authenticator: Sendable {
         }
     }
 
+    /// The app an end user's request names with `Redeem-App`, the default app without it: an
+    /// account is shared by every app, so the header, not the account, says whose coupons and
+    /// entitlements it reaches. 422 for a text that is not an id, 404 for an id of no app.
+    func endUserApp(_ request: HTTPRequest) async throws -> UUID {
+        guard let named = try Self.requestedApp(request) else { return DefaultApp.id }
+        try await checkExists(named)
+        return named
+    }
+
     /// The signed-in user, or 401 `notIdentified` / 403 `forbidden` for an operator key.
     func requireUser(_ request: HTTPRequest) async throws -> User {
         switch try await principal(request) {
-        case .user(let account, let appUserId, let session, _)?: return (account, appUserId, session)
+        case .user(let account, let appUserId, let session, _)?:
+            return (account, appUserId, session, try await endUserApp(request))
         case .apiKey?: throw Self.forbidden
         case nil: throw Self.notIdentified
         }

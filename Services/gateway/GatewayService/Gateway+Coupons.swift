@@ -234,14 +234,16 @@ extension Gateway {
                 200, Coupons.Validate.Answer(valid: false, reason: .mistyped, coupon: nil, eligibleProductIds: []))
         }
         var request = Coupons.Validate(
-            accountId: user.account, code: b.code, platform: platform, sandbox: sandbox, productId: b.productId)
-        var a = try await validations.submit(Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+            accountId: user.account, code: b.code, platform: platform, sandbox: sandbox, productId: b.productId,
+            app: user.app)
+        let batch = Coupons.batchKey(code: b.code, sandbox: sandbox, app: user.app)
+        var a = try await validations.submit(Queued(request), key: batch)
         if a.asksPlayOwnership {
             // Valid unless the account holds a plan on Play already: asked again only when it holds any.
             let owned = await playSubscriptions(of: user.appUserId)
             if !owned.isEmpty {
                 request.playOwned = owned
-                a = try await validations.submit(Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+                a = try await validations.submit(Queued(request), key: batch)
             }
         }
         if a.reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
@@ -266,13 +268,12 @@ extension Gateway {
         }
         var request = Coupons.Redeem(
             accountId: user.account, appUserId: user.appUserId, code: b.code, productId: b.productId,
-            platform: platform, sandbox: sandbox)
-        var answer = try await reservations.submit(
-            Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+            platform: platform, sandbox: sandbox, app: user.app)
+        let batch = Coupons.batchKey(code: b.code, sandbox: sandbox, app: user.app)
+        var answer = try await reservations.submit(Queued(request), key: batch)
         if answer.asksPlayOwnership == true {
             request.playOwned = await playSubscriptions(of: user.appUserId)
-            answer = try await reservations.submit(
-                Queued(request), key: Coupons.batchKey(code: b.code, sandbox: sandbox))
+            answer = try await reservations.submit(Queued(request), key: batch)
         }
         if let reason = answer.refusal {
             if reason == .notFound { abuse.invalidCode(ip: req.clientAddress, account: user.account) }
@@ -344,7 +345,8 @@ extension Gateway {
 
     func myRedemptions(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
         let page = try await coupons.request(
-            Coupons.MyRedemptions(accountId: user.account, limit: try Query.limit(req), cursor: req.query["cursor"]))
+            Coupons.MyRedemptions(
+                accountId: user.account, limit: try Query.limit(req), cursor: req.query["cursor"], app: user.app))
         return .json(200, page)
     }
 

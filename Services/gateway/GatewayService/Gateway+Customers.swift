@@ -12,8 +12,10 @@ extension Gateway {
         static let schemaName: String? = "Customer"
         static let fieldRules: [String: [JSONSchema.Rule]] = [
             "email": [.alwaysSent],
-            "redemptions": [.note("newest first, of the caller's mode's coupons; limit and cursor page them")],
-            "entitlements": [.note("as GET /v1/me/entitlements answers the account itself")]
+            "redemptions": [
+                .note("newest first, of the caller's app's and mode's coupons; limit and cursor page them")
+            ],
+            "entitlements": [.note("the caller's app's, as GET /v1/me/entitlements answers the account itself in it")]
         ]
         /// The ways the account signs in: a password (`email`), Sign in with Apple, a linked
         /// CloudKit record name.
@@ -65,10 +67,11 @@ extension Gateway {
     }
 
     static let customerRoutes: [APIRoute] = [
-        // Accounts are shared by the modes; a key sees the redemptions of its own mode's coupons only.
+        // Accounts are shared by the modes and apps; a key sees the redemptions of its own app's and
+        // mode's coupons, and its app's entitlements, only.
         .route(
             .get, "/v1/customers", "Find customers by email or appUserId (at most one each), with their redemptions",
-            access: .key(.readonly),
+            access: .appKey(.readonly),
             query: [
                 QueryParameter(name: "email", schema: .string, description: "the account's email (any case)"),
                 QueryParameter(
@@ -78,7 +81,7 @@ extension Gateway {
             answers: [200: .json(Page<CustomerBody>.self)], errors: [422], handle: Gateway.findCustomers),
         .route(
             .get, "/v1/customers/{appUserId}", "One customer: the account, its redemptions and entitlements",
-            access: .key(.readonly), query: QueryParameter.page,
+            access: .appKey(.readonly), query: QueryParameter.page,
             answers: [200: .json(CustomerBody.self)], errors: [404, 422], handle: Gateway.getCustomer)
     ]
 
@@ -89,7 +92,8 @@ extension Gateway {
         }
         return .json(
             200,
-            try await customer(account, mode: key.mode, limit: try Query.limit(req), cursor: req.query["cursor"]))
+            try await customer(
+                account, mode: key.mode, app: key.app, limit: try Query.limit(req), cursor: req.query["cursor"]))
     }
 
     func findCustomers(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
@@ -101,18 +105,21 @@ extension Gateway {
         let found = try await accounts.request(Accounts.Customers(appUserId: appUserId, email: email)).data
         var data: [CustomerBody] = []
         for account in found {
-            data.append(try await customer(account, mode: key.mode, limit: Keyset.defaultLimit, cursor: nil))
+            data.append(
+                try await customer(account, mode: key.mode, app: key.app, limit: Keyset.defaultLimit, cursor: nil))
         }
         return .json(200, Page(data: data, nextCursor: nil))
     }
 
-    /// The account with the first page of its redemptions of `mode`'s coupons and its entitlements,
-    /// read by the same requests the account's own `GET /v1/me/redemptions` and
-    /// `GET /v1/me/entitlements` make.
-    func customer(_ account: AccountView, mode: Mode, limit: Int, cursor: String?) async throws -> CustomerBody {
+    /// The account with the first page of its redemptions of `app`'s and `mode`'s coupons and its
+    /// entitlements in `app`, read by the same requests the account's own `GET /v1/me/redemptions`
+    /// and `GET /v1/me/entitlements` make in that app.
+    func customer(
+        _ account: AccountView, mode: Mode, app: UUID, limit: Int, cursor: String?
+    ) async throws -> CustomerBody {
         async let redemptions = coupons.request(
-            Coupons.MyRedemptions(accountId: account.id, limit: limit, cursor: cursor, mode: mode))
-        async let entitlements = grants.request(Grants.Entitlements(appUserId: account.appUserId))
+            Coupons.MyRedemptions(accountId: account.id, limit: limit, cursor: cursor, mode: mode, app: app))
+        async let entitlements = grants.request(Grants.Entitlements(appUserId: account.appUserId, app: app))
         return CustomerBody(account, redemptions: try await redemptions, entitlements: try await entitlements)
     }
 }

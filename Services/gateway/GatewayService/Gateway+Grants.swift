@@ -74,7 +74,7 @@ extension Gateway {
     ]
 
     func entitlements(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
-        .json(200, try await grants.request(Grants.Entitlements(appUserId: user.appUserId)))
+        .json(200, try await grants.request(Grants.Entitlements(appUserId: user.appUserId, app: user.app)))
     }
 
     func createWebhook(_ req: HTTPRequest, _ key: Authenticator.Key, _ body: Incoming<WebhookBody>) async throws -> HTTPResponse {

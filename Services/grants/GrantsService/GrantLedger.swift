@@ -86,7 +86,12 @@ enum GrantLedger {
     static func store(_ tx: PGConnection, _ received: [ReceivedCommand], provider: (GrantCommand) -> String,
                       lease: (String) -> TimeInterval?) throws -> [Grant] {
         guard !received.isEmpty else { return [] }
-        let holderRest = { (c: GrantCommand) in "|\(c.entitlementId)|\(c.sandbox)" }
+        // A holder's periods run per app (an account is shared by every app, an entitlement is one app's).
+        let holderRest = { (c: GrantCommand) in
+            let app = DefaultApp.of(c.app)
+            return app == DefaultApp.id
+                ? "|\(c.entitlementId)|\(c.sandbox)" : "|\(app.lowercasedString)|\(c.entitlementId)|\(c.sandbox)"
+        }
         let holder = { (c: GrantCommand) in "grants.holder.\(c.appUserId)" + holderRest(c) }
         let commands = received.map(\.command)
         // Each round keeps the commands' texts beside them, in the same order.
@@ -150,6 +155,13 @@ enum GrantLedger {
         var command: String
         /// Stored leased for this many seconds, its first attempt counted (`leaseAtBirth`); absent: stored due.
         var lease: TimeInterval?
+        /// The app of the redemption's coupon; absent: the default app.
+        var inApp: String?
+
+        enum CodingKeys: String, CodingKey {
+            case id, account, app, ent, sandbox, provider, years, months, weeks, days, command, lease
+            case inApp = "in_app"
+        }
 
         init(_ c: GrantCommand, provider: String, text: String, lease: TimeInterval?) {
             id = c.redemptionId.lowercasedString
@@ -160,6 +172,7 @@ enum GrantLedger {
             self.provider = provider
             command = text
             self.lease = lease
+            inApp = c.app.flatMap { $0 == DefaultApp.id ? nil : $0.lowercasedString }
             switch c.duration.unit {
             case "year": years = c.duration.count
             case "month": months = c.duration.count
@@ -235,12 +248,12 @@ enum GrantLedger {
 
 
     /// Active entitlements of a holder: the latest expiry per entitlement and environment.
-    static func entitlements(_ c: PGConnection, appUserId: String) throws -> [EntitlementView] {
+    static func entitlements(_ c: PGConnection, appUserId: String, app: UUID) throws -> [EntitlementView] {
         try c.query("""
             SELECT entitlement_id, sandbox, max(end_time) AS expires_at, min(provider) AS provider FROM grants.grants
-            WHERE app_user_id = $1 AND status = 'succeeded' GROUP BY entitlement_id, sandbox
+            WHERE app_user_id = $1 AND app_id = $2 AND status = 'succeeded' GROUP BY entitlement_id, sandbox
             HAVING max(end_time) > now() ORDER BY entitlement_id, sandbox
-            """, [appUserId]).rows.map {
+            """, [appUserId, app]).rows.map {
             EntitlementView(entitlementId: try $0.decode("entitlement_id"), expiresAt: try $0.decode("expires_at"),
                             sandbox: try $0.decode("sandbox"), source: try $0.decode("provider"))
         }

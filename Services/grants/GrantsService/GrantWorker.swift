@@ -179,8 +179,10 @@ final class GrantWorker: Sendable {
                         continue
                     case .fail(let reason):
                         guard try GrantLedger.settle(tx, g, succeeded: false, reason: reason) else { continue }
-                        try Webhooks.enqueue(tx, type: .redemptionFailed, redemption: g.redemptionId,
-                                             data: WebhookData(g, status: .failed, reason: reason), mode: g.command.couponMode)
+                        try Webhooks.enqueue(
+                            tx, type: .redemptionFailed, redemption: g.redemptionId,
+                            data: WebhookData(g, status: .failed, reason: reason), mode: g.command.couponMode,
+                            app: DefaultApp.of(g.command.app))
                         settled.append(g.settled(status: .failed, reason: reason))
                     case .retry(let after, let reason):
                         try GrantLedger.retryLater(tx, g, after: after, reason: reason)
@@ -241,10 +243,12 @@ final class GrantWorker: Sendable {
                 try GrantLedger.markNotified(tx, told.map(\.redemptionId))
                 guard try Webhooks.anyEndpoint(tx, type: .couponRedeemed) else { return }
                 for g in told {
-                    try Webhooks.enqueue(tx, type: .couponRedeemed, redemption: g.redemptionId,
-                                         data: WebhookData(g, status: .completed, reason: nil,
-                                                           completedAt: completedAt[g.redemptionId.uppercasedString] ?? Date()),
-                                         mode: g.command.couponMode)
+                    try Webhooks.enqueue(
+                        tx, type: .couponRedeemed, redemption: g.redemptionId,
+                        data: WebhookData(
+                            g, status: .completed, reason: nil,
+                            completedAt: completedAt[g.redemptionId.uppercasedString] ?? Date()),
+                        mode: g.command.couponMode, app: DefaultApp.of(g.command.app))
                 }
             }
         } catch {

@@ -34,5 +34,6 @@ enum GrantsMigrations {
         // Each entry belongs to one app (docs/apps.md).
         AuditTable.perApp(20),
         Migration(file: "021_webhook_endpoints_per_app.sql", PackageResources._21_webhook_endpoints_per_app_sql),
+        Migration(file: "022_grants_per_app.sql", PackageResources._22_grants_per_app_sql),
     ]
 }

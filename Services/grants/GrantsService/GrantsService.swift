@@ -41,9 +41,11 @@ public final class GrantsService: BackendService {
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
     private let commandBatches = Mutex<Coalescer<ReceivedCommand, Empty>?>(nil)
-    /// The provider for live grants and the one for sandbox grants.
+    /// The provider for live grants and the one for sandbox grants, of the default app.
     let liveProvider: String
     let sandboxProvider: String
+    /// The providers of each app's grants.
+    var providerChoice: ProviderChoice { ProviderChoice(defaultLive: liveProvider, defaultSandbox: sandboxProvider) }
 
     var pool: PGPool { runtime.pool }
     var logger: Logger { runtime.logger }
@@ -137,7 +139,8 @@ public final class GrantsService: BackendService {
         commands.on(WebhookEventNotice.self) { [self] notice, _ in
             try await pool.transaction { tx in
                 try Webhooks.enqueue(
-                    tx, type: notice.event, redemption: notice.subject, data: notice.data, mode: notice.mode)
+                    tx, type: notice.event, redemption: notice.subject, data: notice.data, mode: notice.mode,
+                    app: DefaultApp.of(notice.app))
             }
             ack([notice.subject], type: WebhookEventNotice.type)
             return Empty()
@@ -145,7 +148,8 @@ public final class GrantsService: BackendService {
         commands.on(RedemptionCompletedNotice.self) { [self] notice, _ in
             try await pool.transaction { [receipts] tx in
                 try Webhooks.enqueue(tx, type: .couponRedeemed, redemption: notice.redemption.redemptionId,
-                                     data: WebhookData(notice.redemption, coupon: notice.coupon), mode: notice.couponMode)
+                                     data: WebhookData(notice.redemption, coupon: notice.coupon), mode: notice.couponMode,
+                                     app: DefaultApp.of(notice.app))
                 if let receipt = notice.stripeReceipt {
                     try receipts.store(tx, receipt, redemption: notice.redemption.redemptionId, mode: notice.couponMode)
                 }
@@ -189,11 +193,11 @@ public final class GrantsService: BackendService {
 
     /// Stores a batch in one transaction, then acknowledges it.
     func storeCommands(_ commands: [ReceivedCommand]) async -> [Result<Empty, any Error>] {
-        let live = liveProvider, sandbox = sandboxProvider
+        let choice = providerChoice
         let worker = self.worker
         do {
             let leased = try await pool.transaction { tx in
-                try GrantLedger.store(tx, commands, provider: { $0.sandbox ? sandbox : live }, lease: worker.leaseAtBirth)
+                try GrantLedger.store(tx, commands, provider: choice.name(for:), lease: worker.leaseAtBirth)
             }
             worker.take(leased)
         } catch {
@@ -232,7 +236,9 @@ public final class GrantsService: BackendService {
 
     public func router() -> BusRouter {
         var r = BusRouter(logger: logger)
-        r.on(Grants.Entitlements.self) { [self] req, _ in try await entitlements(req.appUserId) }
+        r.on(Grants.Entitlements.self) { [self] req, _ in
+            try await entitlements(req.appUserId, app: DefaultApp.of(req.app))
+        }
         r.on(Grants.StoreView.self) { [self] req, _ in
             let holder = try await pool.withConnection { try GrantLedger.currentHolder($0, req.appUserId) }
             guard let view = await storeViews.view(holder, fresh: req.fresh) else {
@@ -310,15 +316,15 @@ public final class GrantsService: BackendService {
         return r
     }
 
-    /// Redeem's grants of the holder (under the id it moved to, if it moved), merged under
-    /// `revenuecat` with the store's entries; Redeem's alone, `partial`, when the store is slow or
-    /// down.
-    func entitlements(_ appUserId: String) async throws -> Grants.Entitlements.Response {
+    /// Redeem's grants of the holder in `app` (under the id it moved to, if it moved), merged
+    /// when the app's grants go to `revenuecat` with the store's entries; Redeem's alone,
+    /// `partial`, when the store is slow or down.
+    func entitlements(_ appUserId: String, app: UUID) async throws -> Grants.Entitlements.Response {
         let (holder, ledger) = try await pool.withConnection { c in
             let holder = try GrantLedger.currentHolder(c, appUserId)
-            return (holder, try GrantLedger.entitlements(c, appUserId: holder))
+            return (holder, try GrantLedger.entitlements(c, appUserId: holder, app: app))
         }
-        guard liveProvider == "revenuecat" else { return .init(data: ledger) }
+        guard providerChoice.names(app: app).live == "revenuecat" else { return .init(data: ledger) }
         guard let view = await storeViews.view(holder, fresh: false) else { return .init(data: ledger, partial: true) }
         return .init(data: StoreViews.merge(ledger: ledger, store: view.entitlements))
     }

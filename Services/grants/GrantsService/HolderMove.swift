@@ -44,7 +44,8 @@ extension GrantLedger {
             """, [account, from, to]).rows.count
         if new {
             try Webhooks.enqueue(tx, type: .appUserIdChanged, redemption: account,
-                                 data: AppUserIdChangedData(accountId: account, appUserId: to, previousAppUserId: from), mode: .live)
+                                 data: AppUserIdChangedData(accountId: account, appUserId: to, previousAppUserId: from), mode: .live,
+                                 app: DefaultApp.id)
         }
         return Moved(new: new, transfers: queued)
     }

@@ -21,13 +21,13 @@ extension Webhooks {
             createdAt: try row.decode("created_at"))
     }
 
-    /// Queues one delivery of an event to every active endpoint of `mode` (the mode of the
+    /// Queues one delivery of an event to every active endpoint of `app` and `mode` (those of the
     /// redemption's coupon) that takes it, in the caller's transaction; a repeat of the same event
     /// adds nothing. A test coupon's event never reaches a live endpoint, nor a live one a test
-    /// endpoint. Events go to the default app's endpoints: end users redeem its coupons only, and
-    /// another app's coupons make no store offers yet (docs/apps.md).
+    /// endpoint, and one app's event never reaches another app's endpoint. An account's own event
+    /// (`appUserId.changed`: accounts are shared by every app) goes to the default app's (docs/apps.md).
     static func enqueue(
-        _ tx: PGConnection, type: WebhookEventType, redemption: UUID, data: some Encodable, mode: Mode
+        _ tx: PGConnection, type: WebhookEventType, redemption: UUID, data: some Encodable, mode: Mode, app: UUID
     ) throws {
         let payload = String(
             decoding: try JSONEncoder.wire().encode(WebhookBody(type: type, timestamp: Date(), data: data)),
@@ -38,7 +38,7 @@ extension Webhooks {
             SELECT gen_random_uuid(), e.id, $1, $2, $3 FROM grants.webhook_endpoints e
             WHERE e.active AND $2 = ANY(e.events) AND e.mode = $4 AND e.app_id = $5
             ON CONFLICT (endpoint_id, webhook_id) DO NOTHING
-            """, [eventId(type: type, redemption: redemption), type, payload, mode.rawValue, DefaultApp.id])
+            """, [eventId(type: type, redemption: redemption), type, payload, mode.rawValue, app])
     }
 
     /// Queues a `webhook.test` event to the active endpoint `endpoint` of `app` and `mode`: `data`

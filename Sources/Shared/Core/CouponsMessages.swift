@@ -321,7 +321,13 @@ public enum Coupons {
 
     /// The key that validations and reservations are gathered into batches by: one batch reaches
     /// one coupon, so the code and the environment that picks between its modes.
-    public static func batchKey(code: String, sandbox: Bool) -> String { (sandbox ? "s:" : "p:") + normalizeCode(code) }
+    /// Requests that go together (validated or reserved in one batch): one code, environment and
+    /// app. The default app's key names no app, so its requests pay nothing for apps.
+    public static func batchKey(code: String, sandbox: Bool, app: UUID? = nil) -> String {
+        let prefix = sandbox ? "s:" : "p:"
+        guard let app, app != DefaultApp.id else { return prefix + normalizeCode(code) }
+        return prefix + app.lowercasedString + ":" + normalizeCode(code)
+    }
 
     public struct Create: BusRequest {
         public static let type = "coupons.create"
@@ -538,10 +544,14 @@ public enum Coupons {
         /// The plan the client means to buy, when it knows: refused as redeem would refuse it
         /// (not covered, its offer not ready), and on iOS handed that plan's offer-code page.
         public var productId: String?
+        /// The app whose coupons the code is looked up in (`Redeem-App`; `DefaultApp.of`: nil from
+        /// a gateway of an earlier version).
+        public var app: UUID?
         public init(
             accountId: UUID, code: String, platform: Platform?, sandbox: Bool = false, playOwned: [String]? = nil,
-            productId: String? = nil
+            productId: String? = nil, app: UUID? = nil
         ) {
+            self.app = app
             self.accountId = accountId
             self.code = code
             self.platform = platform
@@ -598,10 +608,13 @@ public enum Coupons {
         /// The span of the request that asked (W3C `traceparent`): requests share a batch message,
         /// and the grant command of each carries its own request's trace.
         public var traceparent: String?
+        /// The app whose coupons the code is looked up in (see `Validate.app`).
+        public var app: UUID?
         public init(
             accountId: UUID, appUserId: String, code: String, productId: String?, platform: Platform, sandbox: Bool,
-            playOwned: [String]? = nil, traceparent: String? = LogContext.trace?.traceparent
+            playOwned: [String]? = nil, traceparent: String? = LogContext.trace?.traceparent, app: UUID? = nil
         ) {
+            self.app = app
             self.traceparent = traceparent
             self.accountId = accountId
             self.appUserId = appUserId
@@ -659,10 +672,11 @@ public enum Coupons {
         /// nil (a caller from before pages): the default page size.
         public var limit: Int?
         public var cursor: String?
-        /// Only those of this mode's coupons (an operator's look at a customer); nil: every one,
-        /// as the account's owner sees them.
+        /// Only those of this mode's coupons (an operator's look at a customer); nil: those of
+        /// either mode, as the account's owner sees them.
         public var mode: Mode?
-        /// The app of the key asking (`DefaultApp.of`: nil from a gateway of an earlier version).
+        /// Only those of this app's coupons: the key's, or the app the owner's request names
+        /// (`DefaultApp.of`: nil from a gateway of an earlier version).
         public var app: UUID?
         public init(accountId: UUID, limit: Int, cursor: String?, mode: Mode? = nil, app: UUID? = nil) {
             self.accountId = accountId

@@ -18,8 +18,12 @@ public struct GrantCommand: BusRequest, Equatable {
     public var reservedAt: Date
     /// The mode of the redemption's coupon: its webhooks go to that mode's endpoints only.
     public var mode: Mode?
+    /// The app of the redemption's coupon: the grant is that app's entitlement, and its webhooks
+    /// go to that app's endpoints (`DefaultApp.of`: nil for the default app, and from earlier versions).
+    public var app: UUID?
     public init(redemptionId: UUID, accountId: UUID, appUserId: String, entitlementId: String, duration: CouponDuration, sandbox: Bool,
-                coupon: PublicCoupon, platform: Platform, productId: String?, reservedAt: Date, mode: Mode) {
+                coupon: PublicCoupon, platform: Platform, productId: String?, reservedAt: Date, mode: Mode, app: UUID? = nil) {
+        self.app = app == DefaultApp.id ? nil : app
         self.redemptionId = redemptionId
         self.accountId = accountId
         self.appUserId = appUserId
@@ -50,7 +54,13 @@ public struct RedemptionCompletedNotice: BusRequest, Equatable {
     public var mode: Mode?
     /// A Stripe checkout's subscription, for grants to tell RevenueCat (docs/stripe.md).
     public var stripeReceipt: StripeReceipt?
-    public init(redemption: RedemptionView, coupon: PublicCoupon, mode: Mode, stripeReceipt: StripeReceipt? = nil) {
+    /// The coupon's app: the webhook goes to that app's endpoints only (`DefaultApp.of`).
+    public var app: UUID?
+    public init(
+        redemption: RedemptionView, coupon: PublicCoupon, mode: Mode, stripeReceipt: StripeReceipt? = nil,
+        app: UUID? = nil
+    ) {
+        self.app = app == DefaultApp.id ? nil : app
         self.redemption = redemption
         self.coupon = coupon
         self.mode = mode
@@ -176,7 +186,12 @@ public enum Grants {
             private enum CodingKeys: String, CodingKey { case data, partial }
         }
         public var appUserId: String
-        public init(appUserId: String) { self.appUserId = appUserId }
+        /// Only this app's entitlements: the app the end user's request names (`DefaultApp.of`).
+        public var app: UUID?
+        public init(appUserId: String, app: UUID? = nil) {
+            self.appUserId = appUserId
+            self.app = app
+        }
     }
 
     public struct CreateWebhook: BusRequest {

@@ -16,7 +16,10 @@ public struct WebhookEventNotice: BusRequest, Equatable {
     /// The event's `data`, as the public JSON of its type (`RedemptionEventData`,
     /// `CouponExhaustedData`, `StoreOfferEventData`).
     public var data: JSONValue
-    public init(event: WebhookEventType, subject: UUID, mode: Mode, data: some Encodable) throws {
+    /// The app of the coupon: the event goes to that app's endpoints only (`DefaultApp.of`).
+    public var app: UUID?
+    public init(event: WebhookEventType, subject: UUID, mode: Mode, app: UUID? = nil, data: some Encodable) throws {
+        self.app = app == DefaultApp.id ? nil : app
         self.event = event
         self.subject = subject
         self.mode = mode

@@ -56,6 +56,9 @@ public actor RedeemClient {
         public var purchaseRetry: PurchaseRetryPolicy
         /// Opens Apple's offer-code page, or its sheet: the system's on iOS and macOS, none elsewhere.
         public var offerCodePage: (any OfferCodePage)?
+        /// The app's id in a deployment that serves several apps, sent as `Redeem-App` with every
+        /// call; nil (the default) for the deployment's default app.
+        public var appId: String?
 
         /// A configuration; by default the Keychain (Apple) or memory (elsewhere), this device's
         /// platform, production, 30 s calls, and on Apple platforms StoreKit and the system's
@@ -66,9 +69,10 @@ public actor RedeemClient {
             urlSession: URLSession = .shared, cloudKit: (any CloudKitIdentityProvider)? = nil,
             storeTransactions: (any StoreTransactionSource)? = defaultStoreTransactions(),
             purchaseRetry: PurchaseRetryPolicy = PurchaseRetryPolicy(),
-            offerCodePage: (any OfferCodePage)? = defaultOfferCodePage()
+            offerCodePage: (any OfferCodePage)? = defaultOfferCodePage(), appId: String? = nil
         ) {
             self.baseURL = baseURL
+            self.appId = appId
             self.cloudKit = cloudKit
             self.storeTransactions = storeTransactions
             self.purchaseRetry = purchaseRetry
@@ -108,7 +112,9 @@ public actor RedeemClient {
     /// A client with `configuration`.
     public init(configuration: Configuration) {
         self.configuration = configuration
-        transport = Transport(baseURL: configuration.baseURL, session: configuration.urlSession, timeout: configuration.timeout)
+        transport = Transport(
+            baseURL: configuration.baseURL, session: configuration.urlSession, timeout: configuration.timeout,
+            app: configuration.appId)
     }
 
     /// A client of the gateway at `baseURL`, keeping its session in `tokenStore`.

@@ -90,6 +90,8 @@ struct Transport: Sendable {
     let baseURL: URL
     let session: URLSession
     let timeout: TimeInterval
+    /// Sent as `Redeem-App` with every call, when set.
+    var app: String? = nil
 
     func send(_ request: APIRequest, token: String?) async throws -> APIResponse {
         let urlRequest = try makeRequest(request, token: token)
@@ -116,6 +118,7 @@ struct Transport: Sendable {
         r.timeoutInterval = (request.timeout ?? timeout) + 5
         r.setValue(request.accept, forHTTPHeaderField: "Accept")
         if let token { r.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let app { r.setValue(app, forHTTPHeaderField: "Redeem-App") }
         if let body = request.body {
             r.httpBody = body
             r.setValue("application/json; charset=utf-8", forHTTPHeaderField: "Content-Type")

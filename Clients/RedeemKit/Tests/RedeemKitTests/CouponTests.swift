@@ -42,6 +42,26 @@ import Testing
         #expect(server.requests("POST", "/v1/redemptions").first?.json["productId"] as? String == "pro.monthly")
     }
 
+    /// An app of a deployment that serves several names its app on every call; the default app's
+    /// client names none.
+    @Test func anAppIdIsSentAsRedeemApp() async throws {
+        let app = "6F1C0000-0000-0000-0000-000000000002"
+        let server = StubServer { r in
+            switch r.path {
+            case "/v1/coupons/validate": .json(200, #"{"valid":false,"reason":"expired","eligibleProductIds":[]}"#)
+            default: .json(422, Fixture.error("notFound", "No such coupon."))
+            }
+        }
+        let named = server.client(store: try Fixture.signedInStore(expiresIn: 600), appId: app)
+        _ = try await named.validateCoupon("SUMMER")
+        _ = try await named.redeemCoupon("SUMMER")
+        #expect(server.requests.count == 2)
+        #expect(server.requests.allSatisfy { $0.app == app })
+        let plain = server.client(store: try Fixture.signedInStore(expiresIn: 600))
+        _ = try await plain.validateCoupon("SUMMER")
+        #expect(server.requests.last?.app == nil)
+    }
+
     /// A free period redeemed in an iOS app (App Review 3.1.1): refused with the redeem page,
     /// from today's server (no URL) as from the next.
     @Test func webOnlyCarriesTheRedeemPage() async throws {

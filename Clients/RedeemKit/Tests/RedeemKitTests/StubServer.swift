@@ -24,6 +24,8 @@ final class StubServer: @unchecked Sendable {
         var query: [String: String]
         var authorization: String?
         var body: Data
+        /// The `Redeem-App` header.
+        var app: String? = nil
 
         var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body) as? [String: Any]) ?? [:] }
     }
@@ -78,12 +80,13 @@ final class StubServer: @unchecked Sendable {
         store: any TokenStore = MemoryTokenStore(), timeout: TimeInterval = 5,
         environment: RedeemClient.Environment = .production, transactions: (any StoreTransactionSource)? = nil,
         offerCodePage: (any OfferCodePage)? = nil,
-        retry: PurchaseRetryPolicy = PurchaseRetryPolicy(firstDelay: 0.001, maximumDelay: 0.01)
+        retry: PurchaseRetryPolicy = PurchaseRetryPolicy(firstDelay: 0.001, maximumDelay: 0.01), appId: String? = nil
     ) -> RedeemClient {
         RedeemClient(
             configuration: .init(
                 baseURL: baseURL, tokenStore: store, platform: .ios, environment: environment, timeout: timeout,
-                urlSession: session, storeTransactions: transactions, purchaseRetry: retry, offerCodePage: offerCodePage))
+                urlSession: session, storeTransactions: transactions, purchaseRetry: retry,
+                offerCodePage: offerCodePage, appId: appId))
     }
 }
 
@@ -126,8 +129,10 @@ final class StubProtocol: URLProtocol {
         let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
         var query: [String: String] = [:]
         for item in components?.queryItems ?? [] { query[item.name] = item.value ?? "" }
-        let recorded = StubServer.Request(method: request.httpMethod ?? "GET", path: url.path, query: query,
-                                          authorization: request.value(forHTTPHeaderField: "Authorization"), body: body)
+        let recorded = StubServer.Request(
+            method: request.httpMethod ?? "GET", path: url.path, query: query,
+            authorization: request.value(forHTTPHeaderField: "Authorization"), body: body,
+            app: request.value(forHTTPHeaderField: "Redeem-App"))
         // URLProtocol is not Sendable; the loading system expects its client called from any thread.
         let box = UncheckedBox(self)
         DispatchQueue.global().async {

@@ -1,6 +1,6 @@
--- For a code's coupons and each account: whether it holds a live use of the coupon already,
--- and whether it is not a new customer (asked only of new-customer coupons). End users reach the
--- default app's coupons only, until the end-user routes name their app (docs/apps.md).
+-- The previous release's form of validate_standing_in_app, which reaches the default app's coupons
+-- only. This build no longer calls it; it stays so that a coupons instance of the previous release
+-- keeps validating during a rolling upgrade, and goes in the next release (docs/upgrading.md).
 CREATE OR REPLACE FUNCTION validate_standing(wanted_code text, accounts uuid[])
     RETURNS TABLE (coupon coupons.coupons, account uuid, already boolean, not_new boolean)
 LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$

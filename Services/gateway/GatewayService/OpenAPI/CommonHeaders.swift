@@ -17,8 +17,9 @@ enum CommonHeaders {
                 + " own mode."),
         "RedeemApp": OpenAPI.Parameter(
             name: "Redeem-App", location: .header, required: false, schema: JSONSchema(.any),
-            description: "The app (its id) a member, or a deployment admin's key, works in (the default app when"
-                + " absent). Another API key works in its own app; naming another is 403 (docs/apps.md)."),
+            description: "The app (its id) an end user's app, a member, or a deployment admin's key, works in (the"
+                + " default app when absent). Another API key works in its own app; naming another is 403"
+                + " (docs/apps.md)."),
         "IdempotencyKey": OpenAPI.Parameter(
             name: "Idempotency-Key", location: .header, required: false, schema: idempotencyKeySchema,
             description: "Up to 255 bytes: the same key and body within 24 h answer the first answer again"
@@ -47,14 +48,15 @@ enum CommonHeaders {
     ]
 
     /// The header parameters an operation takes: every API route its request id, a route for
-    /// keys and members the mode, and a POST (`APIRoute.takesIdempotencyKey`) an idempotency key.
+    /// keys and members the mode and app, a route for end users the app, and a POST (`APIRoute.takesIdempotencyKey`) an idempotency key.
     static func taken(by route: APIRoute) -> [String] {
         var names: [String] = []
         if route.path.hasPrefix("/v1/") {
             names.append("RequestId")
             switch route.access {
             case .key, .userOrKey: names += ["RedeemMode", "RedeemApp"]
-            case .anyone, .user: break
+            case .user: names.append("RedeemApp")
+            case .anyone: break
             }
         }
         if route.takesIdempotencyKey { names.append("IdempotencyKey") }

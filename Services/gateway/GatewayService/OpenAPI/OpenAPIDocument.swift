@@ -144,14 +144,14 @@ enum OpenAPIDocument {
     }
 
     /// What any route of its kind may answer: 401 and 403 with a credential (none or a bad one;
-    /// the wrong kind or role), 404 and 422 where a key or member may name an app (`Redeem-App`:
-    /// unknown, not an id), 400, 413 and 415 with a body that may be sent, 409 and 422 with an
+    /// the wrong kind or role), 404 and 422 where a key, member or end user may name an app
+    /// (`Redeem-App`: unknown, not an id), 400, 413 and 415 with a body that may be sent, 409 and 422 with an
     /// Idempotency-Key (in use, reused), 500 always.
     static func commonErrors(_ route: APIRoute) -> [Int] {
         let namesAnApp: Bool
         switch route.access {
-        case .key, .userOrKey: namesAnApp = true
-        case .anyone, .user: namesAnApp = false
+        case .key, .userOrKey, .user: namesAnApp = true
+        case .anyone: namesAnApp = false
         }
         let statuses = (route.access == .anyone ? [] : [401, 403]) + (namesAnApp ? [404, 422] : [])
             + (route.method == .get ? [] : [400, 413, 415])

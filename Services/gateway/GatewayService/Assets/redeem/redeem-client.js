@@ -203,6 +203,7 @@ export class RedeemClient {
         this.storage = options.storage ?? new MemoryStorage();
         this.environment = options.environment ?? "production";
         this.onSessionChange = options.onSessionChange;
+        this.app = options.app;
     }
     /** The signed-in account and its tokens, or null. */
     get session() { return this.current; }
@@ -465,6 +466,8 @@ export class RedeemClient {
             headers["Content-Type"] = "application/json";
         if (token)
             headers.Authorization = `Bearer ${token}`;
+        if (this.app)
+            headers["Redeem-App"] = this.app;
         let response;
         try {
             response = await this.fetcher(this.baseUrl + path, {

@@ -21,19 +21,22 @@ import java.net.URLEncoder
  * @param pendingStore where redemptions in progress are kept across launches
  * @param session a session the app kept from an earlier launch, if any
  * @param timeoutMillis how long one request may take (a long poll adds its wait)
+ * @param appId the app's id in a deployment that serves several apps, sent as `Redeem-App` with
+ *   every call (codes, redemptions and entitlements are then that app's); null for the default app
  */
 class RedeemClient(
     val baseUrl: String,
     private val pendingStore: PendingStore,
     session: Session? = null,
-    timeoutMillis: Int = 30_000
+    timeoutMillis: Int = 30_000,
+    val appId: String? = null
 ) {
     /** A client keeping its pending redemptions in `redeem-pending.json` under [directory]
      * (on Android, `context.filesDir`). */
     constructor(baseUrl: String, directory: File, session: Session? = null) :
         this(baseUrl, FilePendingStore(File(directory, "redeem-pending.json")), session)
 
-    private val transport = Transport(baseUrl, timeoutMillis)
+    private val transport = Transport(baseUrl, timeoutMillis, appId)
     private val pendingLock = Any()
     private val refreshLock = Any()
 

@@ -22,7 +22,7 @@ internal class Answer(val status: Int, val text: String, val location: String?, 
  * API's shape (`{"error": {"code", "message", "field"?}}`) become [RedeemApiException]; anything
  * else that went wrong, [RedeemNetworkException].
  */
-internal class Transport(baseUrl: String, private val timeoutMillis: Int) {
+internal class Transport(baseUrl: String, private val timeoutMillis: Int, private val appId: String? = null) {
     private val base = baseUrl.trimEnd('/')
 
     /**
@@ -42,6 +42,7 @@ internal class Transport(baseUrl: String, private val timeoutMillis: Int) {
             connection.readTimeout = timeoutMillis + extraReadMillis
             connection.setRequestProperty("Accept", "application/json")
             if (token != null) connection.setRequestProperty("Authorization", "Bearer $token")
+            if (appId != null) connection.setRequestProperty("Redeem-App", appId)
             if (body != null) {
                 val bytes = body.toString().toByteArray(Charsets.UTF_8)
                 connection.doOutput = true

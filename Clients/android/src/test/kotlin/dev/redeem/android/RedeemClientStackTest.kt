@@ -45,6 +45,24 @@ class RedeemClientStackTest {
     }
 
     @Test
+    fun aClientWithAnAppIdReachesThatAppsCoupons() {
+        val made = Operator.call("POST", "/v1/apps", JSONObject().put("name", "Android app"))
+        assertEquals(201, made.status, made.text)
+        val app = made.json().getString("id")
+        val code = StackEnv.unique("APP")
+        val coupon = JSONObject().put("code", code).put("kind", "freePeriod")
+            .put("duration", JSONObject().put("unit", "month").put("count", 1)).put("allowInApp", true)
+        val created = Operator.call("POST", "/v1/coupons", coupon, app = app)
+        assertEquals(201, created.status, created.text)
+        val (plain, _) = signedUpClient()
+        val elsewhere = blocking { plain.validateCoupon(code) }
+        assertFalse(elsewhere.valid)
+        assertEquals("notFound", elsewhere.reason)
+        val inApp = RedeemClient(StackEnv.gateway, MemoryPendingStore(), plain.session, appId = app)
+        assertTrue(blocking { inApp.validateCoupon(code) }.valid)
+    }
+
+    @Test
     fun aPlaySubscriberSeesWhereToManageItAndItsStoreEntitlement() {
         // The suite gave RevenueCat an active Play subscription for this account.
         val client = RedeemClient(StackEnv.gateway, MemoryPendingStore())

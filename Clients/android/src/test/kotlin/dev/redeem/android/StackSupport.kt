@@ -41,12 +41,16 @@ object Operator {
         fun json() = JSONObject(text)
     }
 
-    fun call(method: String, path: String, body: JSONObject? = null, base: String = StackEnv.gateway, token: String? = StackEnv.adminKey): Reply {
+    fun call(
+        method: String, path: String, body: JSONObject? = null, base: String = StackEnv.gateway,
+        token: String? = StackEnv.adminKey, app: String? = null
+    ): Reply {
         val c = URL(base.trimEnd('/') + path).openConnection() as HttpURLConnection
         c.requestMethod = method
         c.connectTimeout = 10_000
         c.readTimeout = 30_000
         if (token != null) c.setRequestProperty("Authorization", "Bearer $token")
+        if (app != null) c.setRequestProperty("Redeem-App", app)
         if (body != null) {
             c.doOutput = true
             c.setRequestProperty("Content-Type", "application/json")
