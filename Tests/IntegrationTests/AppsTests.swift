@@ -5,8 +5,9 @@ import XCTest
 
 /// Apps (docs/apps.md): deployment admins make apps; each API key works in one app and sees only
 /// its app's keys, coupons, plans, redemptions and audit entries; a member names the app with
-/// `Redeem-App`, and so does an end user's app (`AppsTests+Users.swift`); a route not yet scoped by
-/// app serves the default app's keys only, so another app's key reads nothing there.
+/// `Redeem-App` and has a role in each app (`AppsTests+Members.swift`, with MCP in a key's app), and
+/// an end user's app names it too (`AppsTests+Users.swift`); a route of the whole deployment (the
+/// members' settings) serves the default app's keys only, so another app's key reads nothing there.
 final class AppsTests: StackTestCase {
     nonisolated(unsafe) static var stack: Stack!
 
@@ -173,7 +174,7 @@ final class AppsTests: StackTestCase {
                 "platforms": ["web"], "entitlementIds": ["pro"]
             ], token: admin)
         XCTAssertEqual(coupon.status, 201, coupon.text)
-        for path in ["/v1/members"] {
+        for path in ["/v1/members/settings"] {
             let r = try await send("GET", path, token: adminA.key)
             XCTAssertEqual(r.status, 403, "\(path): \(r.text)")
             XCTAssertEqual(r.errorCode, "forbidden", path)

@@ -213,6 +213,50 @@ final class DashboardTests: StackTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: shot))
     }
 
+    /// The app switcher (Tests/Browser/dashboard_apps.py): a member with a role in two apps and none
+    /// in the default app is offered exactly those two, sees the second one's coupon after
+    /// switching, and finds that choice again after a reload.
+    func testAMemberSwitchesBetweenTheAppsTheyWorkIn() async throws {
+        let client = Self.stack.client
+        let admin = ["Authorization": "Bearer \(Self.stack.adminKey)"]
+        var apps: [String] = []
+        for name in ["Switcher A", "Switcher B"] {
+            let made = try await client.json("POST", "/v1/apps", ["name": name], headers: admin)
+            XCTAssertEqual(made.status, 201, made.text)
+            apps.append(try XCTUnwrap(try made.json()["id"] as? String))
+        }
+        let email = "switcher-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+        let password = "a long dashboard passphrase"
+        for (app, role) in zip(apps, ["support", "admin"]) {
+            let invited = try await client.json(
+                "POST", "/v1/members", ["email": email, "role": role],
+                headers: admin.merging(["Redeem-App": app]) { $1 })
+            XCTAssertEqual(invited.status, 201, invited.text)
+            let token = try XCTUnwrap(try invited.decode(Invitation.self).token)
+            let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
+            XCTAssertTrue([200, 201].contains(joined.status), joined.text)
+        }
+        let code = "SWITCH-" + UUID().uuidString.prefix(6).uppercased()
+        let made = try await client.json(
+            "POST", "/v1/coupons", ["code": code, "kind": "freePeriod", "duration": ["unit": "month", "count": 1]],
+            headers: admin.merging(["Redeem-App": apps[1]]) { $1 })
+        XCTAssertEqual(made.status, 201, made.text)
+
+        let out = try browser(
+            "dashboard_apps.py", [Self.stack.gateway.absoluteString, email, password, code, output.path])
+        let r = try XCTUnwrap(
+            try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8))
+                as? [String: Any], out)
+        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
+        XCTAssertEqual(r["apps"] as? [String], ["Switcher A", "Switcher B"])
+        XCTAssertEqual(r["first"] as? String, "Switcher A")
+        XCTAssertEqual(r["firstListsCode"] as? Bool, false, "the first app has no such coupon")
+        XCTAssertEqual(r["switched"] as? String, "Switcher B")
+        XCTAssertEqual(r["afterReload"] as? String, "Switcher B", "the choice is remembered")
+        XCTAssertEqual(r["exceptions"] as? [String], [])
+        XCTAssertEqual(r["violations"] as? [String], [])
+    }
+
     /// The dashboard's session over HTTP: the refresh token only in a strict cookie, a refresh from
     /// the cookie rotating it, and a sign-out ending it and clearing the cookie.
     func testTheDashboardSessionKeepsItsRefreshTokenInAStrictCookie() async throws {
@@ -273,8 +317,12 @@ final class DashboardTests: StackTestCase {
         XCTAssertFalse(html.text.lowercased().contains(" on") && html.text.range(of: #"\son[a-z]+="#, options: .regularExpression) != nil, "no inline handlers")
         let script = try await Self.stack.client.get("/dashboard/app.js")
         XCTAssertFalse(script.text.contains("innerHTML"), "markup is never built from strings")
-        XCTAssertFalse(script.text.contains("localStorage") || script.text.contains("sessionStorage") || script.text.contains("document.cookie"),
-                       "tokens stay in memory")
+        // The one thing kept in storage is the app chosen (an id, no secret).
+        let kept = script.text.replacingOccurrences(of: "localStorage.getItem(appKey)", with: "")
+            .replacingOccurrences(of: "localStorage.setItem(appKey, app)", with: "")
+        XCTAssertFalse(
+            kept.contains("localStorage") || kept.contains("sessionStorage") || kept.contains("document.cookie"),
+            "tokens stay in memory")
     }
 }
 

@@ -365,7 +365,10 @@ final class EmailTests: StackTestCase {
         XCTAssertEqual(ck.status, 200, ck.text)
         XCTAssertEqual(try ck.json()["appUserId"] as? String, record)
         // A member from before invitations needed a proven email: its key names it in the audit log.
-        try await sql("INSERT INTO accounts.members (account_id, role) VALUES ($1, 'admin')", [UUID(uuidString: attacker.accountId)!])
+        try await sql("INSERT INTO accounts.members (account_id) VALUES ($1)", [UUID(uuidString: attacker.accountId)!])
+        try await sql(
+            "INSERT INTO accounts.member_apps (account_id, app_id, role) VALUES ($1, $2, 'admin')",
+            [UUID(uuidString: attacker.accountId)!, DefaultApp.id])
         let asMember = try session(try await client.json("POST", "/v1/sessions", ["email": email, "password": "the attacker's passphrase"]))
         let made = try await client.json("POST", "/v1/api-keys", ["name": "attacker's", "role": "admin"], token: asMember.access)
         XCTAssertEqual(made.status, 201, made.text)

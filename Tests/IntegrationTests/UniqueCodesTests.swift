@@ -411,16 +411,8 @@ final class UniqueCodesTests: StackTestCase {
     /// `create_codes` answers a count and a one-time address; no code is in the tool's answer.
     func testMCPCreateCodesAnswersACountAndAOneTimeAddressNeverACode() async throws {
         let coupon = try await coupon()
-        let body: [String: Any] = [
-            "jsonrpc": "2.0", "id": 3, "method": "tools/call",
-            "params": ["name": "create_codes", "arguments": ["code": coupon, "count": 25, "prefix": "CLUB"]]
-        ]
-        let r = try await client.send(
-            "POST", "/mcp", body: try JSONSerialization.data(withJSONObject: body),
-            headers: [
-                "Authorization": "Bearer \(admin)", "Content-Type": "application/json",
-                "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"
-            ])
+        let r = try await client.mcpToolCall(
+            "create_codes", ["code": coupon, "count": 25, "prefix": "CLUB"], token: admin, id: 3)
         XCTAssertEqual(r.status, 200, r.text)
         let result = try XCTUnwrap(try r.json()["result"] as? [String: Any], r.text)
         XCTAssertEqual(result["isError"] as? Bool, false, r.text)

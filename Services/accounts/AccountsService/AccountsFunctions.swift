@@ -5,6 +5,8 @@ import Database
 /// whose steps must happen under one row lock, and an operator's lookup of end users' accounts.
 enum AccountsFunctions {
     static let all: [SQLFunction] = [
+        // The previous release's `members.role`, kept for its pods during a rolling upgrade only.
+        SQLFunction(file: "member_default_role.sql", PackageResources.member_default_role_sql),
         SQLFunction(file: "idempotency_begin.sql", PackageResources.idempotency_begin_sql),
         SQLFunction(file: "idempotency_finish.sql", PackageResources.idempotency_finish_sql),
         SQLFunction(file: "idempotency_release.sql", PackageResources.idempotency_release_sql),

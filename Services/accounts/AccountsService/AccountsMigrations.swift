@@ -30,5 +30,6 @@ enum AccountsMigrations {
         Migration(file: "017_apps.sql", PackageResources._17_apps_sql),
         // Each entry belongs to one app (docs/apps.md).
         AuditTable.perApp(18),
+        Migration(file: "019_member_roles_per_app.sql", PackageResources._19_member_roles_per_app_sql),
     ]
 }

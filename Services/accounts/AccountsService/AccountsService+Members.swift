@@ -4,18 +4,20 @@ import Cryptography
 import Database
 import Foundation
 
-/// The bus requests of members. Each change is recorded in `accounts.audit_log` in its
-/// transaction; a change of role or a removal ends the member's sessions, so no access token keeps
-/// a role it no longer has.
+/// The bus requests of members. Each is of one app (a member has a role in each app they are in;
+/// docs/apps.md). Each change is recorded in `accounts.audit_log`, under its app, in its
+/// transaction; a change of role or a removal, in any app, ends the member's sessions, so no
+/// access token (nor the gateway's cache of a role in another app, kept per session) keeps a role
+/// it no longer has.
 extension AccountsService {
     func addMemberRoutes(to r: inout BusRouter) {
         r.on(Members.Invite.self) { [self] req, context in
             let email = try AccountRules.checkEmail(req.email)
             return try await pool.transaction { [config, keyring] tx in
-                var made = try MemberStore.invite(tx, email: email, role: req.role)
+                var made = try MemberStore.invite(tx, email: email, role: req.role, app: DefaultApp.of(req.app))
                 try Self.audit(
                     tx, req.actor, .memberInvite, made.invite.id.uppercasedString, before: nil, after: made.invite,
-                    context, req.mode)
+                    context, req.mode, app: req.app)
                 // With mail, the invitation goes out from the outbox, in this transaction: it is
                 // mailed exactly when it exists. The answer still carries the URL, shown once.
                 if let mail = config.mail, let dashboard = req.dashboardUrl {
@@ -36,29 +38,44 @@ extension AccountsService {
         r.on(Members.ListInvites.self) { [self] req, _ in try await pool.withConnection { try MemberStore.listInvites($0, req) } }
         r.on(Members.RevokeInvite.self) { [self] req, context in
             try await pool.transaction { tx in
-                let before = try MemberStore.revokeInvite(tx, id: req.id)
-                try Self.audit(tx, req.actor, .memberInviteRevoke, req.id.uppercasedString, before: before, after: nil, context, req.mode)
+                let before = try MemberStore.revokeInvite(tx, id: req.id, app: DefaultApp.of(req.app))
+                try Self.audit(
+                    tx, req.actor, .memberInviteRevoke, req.id.uppercasedString, before: before, after: nil, context,
+                    req.mode, app: req.app)
                 return Empty()
             }
         }
         r.on(Members.Update.self) { [self] req, context in
             let (view, revoked) = try await pool.transaction { [sessions] tx in
-                guard let before = try MemberStore.get(tx, id: req.id, lock: true) else { throw MemberStore.notFound }
-                try MemberStore.setRole(tx, id: req.id, role: req.role)
-                guard let after = try MemberStore.get(tx, id: req.id) else { throw ServiceError.internal }
-                try Self.audit(tx, req.actor, .memberUpdate, req.id.uppercasedString, before: before, after: after, context, req.mode)
+                let app = DefaultApp.of(req.app)
+                guard let before = try MemberStore.get(tx, id: req.id, app: app, lock: true) else {
+                    throw MemberStore.notFound
+                }
+                try MemberStore.setRole(tx, id: req.id, app: app, role: req.role)
+                guard let after = try MemberStore.get(tx, id: req.id, app: app) else { throw ServiceError.internal }
+                try Self.audit(
+                    tx, req.actor, .memberUpdate, req.id.uppercasedString, before: before, after: after, context,
+                    req.mode, app: app)
                 let revoked = before.role == after.role ? [] : try sessions.revokeAll(tx, account: req.id, reason: "roleChanged")
                 return (after, revoked)
             }
             for event in revoked { events.publish(event) }
             return view
         }
+        r.on(Members.AppRole.self) { [self] req, _ in
+            try await pool.withConnection { .init(role: try MemberStore.appRole($0, req)) }
+        }
         addTOTPRoutes(to: &r)
         r.on(Members.Remove.self) { [self] req, context in
             let revoked = try await pool.transaction { [sessions] tx in
-                guard let before = try MemberStore.get(tx, id: req.id, lock: true) else { throw MemberStore.notFound }
-                try MemberStore.remove(tx, id: req.id)
-                try Self.audit(tx, req.actor, .memberRemove, req.id.uppercasedString, before: before, after: nil, context, req.mode)
+                let app = DefaultApp.of(req.app)
+                guard try MemberStore.isMember(tx, id: req.id, lock: true),
+                      let before = try MemberStore.get(tx, id: req.id, app: app, lock: true)
+                else { throw MemberStore.notFound }
+                try MemberStore.remove(tx, id: req.id, app: app)
+                try Self.audit(
+                    tx, req.actor, .memberRemove, req.id.uppercasedString, before: before, after: nil, context,
+                    req.mode, app: app)
                 return try sessions.revokeAll(tx, account: req.id, reason: "memberRemoved")
             }
             for event in revoked { events.publish(event) }
@@ -97,9 +114,10 @@ extension AccountsService {
         return try await pool.transaction { [sessions] tx in
             let invite = try MemberStore.spend(tx, token: req.token)
             let account = try existing?.id ?? AccountStore.create(tx, email: invite.email, emailVerified: true, passwordHash: passwordHash, recordName: nil)
-            let member = try MemberStore.add(tx, account: account, role: invite.role, invite: invite.id)
+            let member = try MemberStore.add(
+                tx, account: account, role: invite.role, app: invite.app, invite: invite.id)
             try Self.audit(tx, AuditActor(type: .member, id: account), .memberJoin, account.uppercasedString, before: nil, after: member,
-                           context, .live)
+                           context, .live, app: invite.app)
             return AuthResult(account: try AccountStore.view(tx, account: account), session: try sessions.open(tx, account: account, password: true),
                               created: existing == nil)
         }

@@ -116,11 +116,14 @@ public final class AccountsService: BackendService {
             // Apple's tokens go to the revocation outbox in the deletion's transaction: Apple
             // being down never fails a deletion, and the revocation outlives a restart.
             let (revoked, owed) = try await pool.transaction { [sessions] tx in
-                // A member who deletes their account leaves the members, in the audit log too.
-                if let member = try MemberStore.get(tx, id: req.accountId, lock: true) {
-                    try MemberStore.remove(tx, id: req.accountId)
-                    try Self.audit(tx, AuditActor(type: .member, id: req.accountId), .memberRemove, req.accountId.uppercasedString,
-                                   before: member, after: nil, context, .live)
+                // A member who deletes their account leaves every app's members, in each app's audit log too.
+                if try MemberStore.isMember(tx, id: req.accountId, lock: true) {
+                    for (app, member) in try MemberStore.memberships(tx, id: req.accountId) {
+                        try MemberStore.remove(tx, id: req.accountId, app: app)
+                        try Self.audit(
+                            tx, AuditActor(type: .member, id: req.accountId), .memberRemove,
+                            req.accountId.uppercasedString, before: member, after: nil, context, .live, app: app)
+                    }
                 }
                 let owed = try Self.queueAppleRevocations(tx, account: req.accountId)
                 return (try AccountStore.delete(tx, account: req.accountId, sessions: sessions), owed)

@@ -19,15 +19,20 @@ enum AppStore {
         return try view(row)
     }
 
-    /// Oldest first, so the default app leads.
+    /// Oldest first, so the default app leads. With `member`: the apps where that member's
+    /// session has a role (`SessionIssuer.memberRole`).
     static func list(_ c: PGConnection, _ req: Apps.List) throws -> Page<AppView> {
         let keyset = try Keyset(limit: req.limit, cursor: req.cursor)
+        let role = SessionIssuer.memberRole(
+            account: "$4::uuid",
+            secondFactor: "(SELECT s.second_factor FROM accounts.sessions s WHERE s.id = $5::uuid)", app: "apps.id")
         let rows = try c.query(
             """
             SELECT \(columns) FROM accounts.apps
             WHERE \(Keyset.condition(time: "created_at", id: "id", parameter: 1, ascending: true))
+              AND ($4::uuid IS NULL OR \(role) IS NOT NULL)
             ORDER BY created_at, id LIMIT $3
-            """, [keyset.afterMicros, keyset.afterId, keyset.fetch]
+            """, [keyset.afterMicros, keyset.afterId, keyset.fetch, req.member, req.session]
         ).rows
         return try keyset.page(rows, micros: "created_us", view)
     }

@@ -29,7 +29,7 @@ enum MemberTOTP {
     static func start(
         _ tx: PGConnection, account: UUID, email: String, keyring: SecretKeyring
     ) throws -> Members.TOTPSetup {
-        guard try MemberStore.get(tx, id: account, lock: true) != nil else {
+        guard try MemberStore.isMember(tx, id: account, lock: true) else {
             throw ServiceError(.forbidden, "two-step verification is for members")
         }
         guard try !isOn(tx, account: account) else {

@@ -49,12 +49,13 @@ final class SessionIssuer: Sendable {
         })
     }
 
-    /// A member's role as a session carries it: only a session opened with the second factor
-    /// (`secondFactor`, an SQL boolean) carries it when the member has TOTP turned on or every
-    /// member must (docs/security.md, "Members").
-    static func memberRole(account: String, secondFactor: String) -> String {
+    /// A member's role in `app` (an SQL uuid; the default app's is the one access tokens carry)
+    /// as a session has it: only a session opened with the second factor (`secondFactor`, an SQL
+    /// boolean) has it when the member has TOTP turned on or every member must (docs/security.md,
+    /// "Members").
+    static func memberRole(account: String, secondFactor: String, app: String = "'\(DefaultApp.id)'::uuid") -> String {
         """
-        (SELECT m.role FROM accounts.members m WHERE m.account_id = \(account) AND (\(secondFactor)
+        (SELECT m.role FROM accounts.member_apps m WHERE m.account_id = \(account) AND m.app_id = \(app) AND (\(secondFactor)
             OR NOT (EXISTS (SELECT 1 FROM accounts.member_totp t WHERE t.account_id = m.account_id AND t.enabled_at IS NOT NULL)
                     OR (SELECT require_totp FROM accounts.member_settings))))
         """

@@ -176,7 +176,7 @@ final class Authenticator: Sendable {
         let app: UUID
         let actor: AuditActor
         /// May make and list apps: an admin of the whole deployment, i.e. a live admin key of the
-        /// default app, or a member whose role (the default app's) is admin.
+        /// default app, or an admin member of the default app (who works in every app as admin).
         let deploymentAdmin: Bool
     }
 
@@ -215,6 +215,60 @@ final class Authenticator: Sendable {
         knownApps.withLock { _ = $0.insert(app) }
     }
 
+    /// Members' roles in apps other than the default one, by session and app, kept
+    /// `memberRoleCacheSeconds`. A change of a member's role (or removal) in any app ends their
+    /// sessions, and a revoked session is refused before this is read, so no stale role is used.
+    private let memberRoles = Mutex<[MemberApp: (Role?, Date)]>([:])
+    private struct MemberApp: Hashable { let session: UUID, app: UUID }
+    static let memberRoleCacheSeconds: TimeInterval = 30
+    static let memberRoleCacheLimit = 10_000
+
+    /// A member's role in the app `request` names (`Redeem-App`; the default app without it), and
+    /// that app: the access token carries the default app's role (`claimed`), with which an admin
+    /// is the deployment's and admin in every app; another app's role is asked of accounts.
+    func memberRole(
+        _ request: HTTPRequest, account: UUID, session: UUID, claimed: Role?
+    ) async throws -> (role: Role?, app: UUID) {
+        let app = try Self.requestedApp(request) ?? DefaultApp.id
+        if app == DefaultApp.id { return (claimed, app) }
+        try await checkExists(app)
+        if claimed == .admin { return (.admin, app) }
+        return (try await memberRole(account: account, session: session, app: app), app)
+    }
+
+    /// A member's role in `app` as `session` has it (nil: none), asked of accounts.
+    private func memberRole(account: UUID, session: UUID, app: UUID) async throws -> Role? {
+        let slot = MemberApp(session: session, app: app)
+        if let (role, at) = memberRoles.withLock({ $0[slot] }),
+            Date().timeIntervalSince(at) < Self.memberRoleCacheSeconds
+        {
+            return role
+        }
+        let role = try await accounts.request(Members.AppRole(account: account, session: session, app: app)).role
+        memberRoles.withLock { cache in
+            if cache.count >= Self.memberRoleCacheLimit {
+                let now = Date()
+                cache = cache.filter { now.timeIntervalSince($0.value.1) < Self.memberRoleCacheSeconds }
+                if cache.count >= Self.memberRoleCacheLimit { cache.removeAll() }
+            }
+            cache[slot] = (role, Date())
+        }
+        return role
+    }
+
+    /// Whose apps `GET /v1/apps` lists: every app for a deployment admin (nil), or a member's
+    /// (their account and session): the apps they have a role in. 401 without a credential, 403
+    /// for a key that is no deployment admin.
+    func requireAppsReader(_ request: HTTPRequest) async throws -> (account: UUID, session: UUID)? {
+        switch try await principal(request) {
+        case .user(_, _, _, .admin?)?: return nil
+        case .user(let account, _, let session, _)?: return (account, session)
+        case .apiKey(_, .admin, .live, DefaultApp.id)?: return nil
+        case .apiKey?: throw Self.forbidden
+        case nil: throw Self.notIdentified
+        }
+    }
+
     /// The app an end user's request names with `Redeem-App`, the default app without it: an
     /// account is shared by every app, so the header, not the account, says whose coupons and
     /// entitlements it reaches. 422 for a text that is not an id, 404 for an id of no app.
@@ -236,8 +290,8 @@ final class Authenticator: Sendable {
 
     /// An API key with at least `role`, or 401 / 403, in the app it works in: a key's own (a
     /// `Redeem-App` naming another is 403), or for a member the app `Redeem-App` names (the default
-    /// one without it). A deployment admin, key or member, works in any app it names; another
-    /// member works in the default app only.
+    /// one without it), with the member's role there (`memberRole`; 403 with none). A deployment
+    /// admin, key or member, works in any app it names, as admin.
     /// `anyApp` false (a route not yet scoped by app): the default app only, 403 for any other.
     @discardableResult
     func requireRole(_ request: HTTPRequest, _ role: Role, anyApp: Bool = false) async throws -> Key {
@@ -257,16 +311,12 @@ final class Authenticator: Sendable {
             }
             key = Key(id: id, role: r, mode: mode, app: app, actor: AuditActor(type: .apiKey, id: id),
                 deploymentAdmin: deploymentAdmin)
-        case .user(let account, _, _, let r?)? where r >= role:
-            let app = named ?? DefaultApp.id
-            if app != DefaultApp.id {
-                try await checkExists(app)
-                guard r == .admin else { throw Self.forbidden }
-            }
+        case .user(let account, _, let session, let claimed)?:
+            let (r, app) = try await memberRole(request, account: account, session: session, claimed: claimed)
+            guard let r, r >= role else { throw Self.forbidden }
             key = Key(id: account, role: r, mode: try Self.memberMode(request), app: app,
-                actor: AuditActor(type: .member, id: account),
-                      deploymentAdmin: r == .admin)
-        case .apiKey?, .user?: throw Self.forbidden
+                actor: AuditActor(type: .member, id: account), deploymentAdmin: claimed == .admin)
+        case .apiKey?: throw Self.forbidden
         case nil: throw Self.notIdentified
         }
         if !anyApp && key.app != DefaultApp.id { throw Self.defaultAppOnly }

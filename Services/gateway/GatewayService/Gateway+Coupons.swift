@@ -318,27 +318,28 @@ extension Gateway {
     }
 
     /// The owner, or an operator key of the redemption's coupon's app and mode; a member reads its
-    /// own, or as an operator those of its `Redeem-Mode` and `Redeem-App` (an admin member's: any app).
+    /// own, or as an operator those of its `Redeem-Mode` and `Redeem-App` where it has a role.
     func getRedemption(_ req: HTTPRequest, _ caller: Principal) async throws -> HTTPResponse {
         let reader: RedemptionReader
-        var operatorReader: RedemptionReader?
+        var member: (account: UUID, session: UUID, role: Role?)?
         switch caller {
-        case .user(let account, _, _, let role):
+        case .user(let account, _, let session, let role):
             reader = .owner(account)
-            if let role {
-                let app = try Authenticator.requestedApp(req) ?? DefaultApp.id
-                if app == DefaultApp.id || role == .admin {
-                    operatorReader = .apiKey(try Authenticator.memberMode(req), app)
-                }
-            }
+            member = (account, session, role)
         case .apiKey(_, _, let mode, let app): reader = .apiKey(mode, app)
         }
         let wait = try Query.wait(req)
         let id = try req.id(or: "no such redemption")
         do {
             return .json(200, try await redemption(id, for: reader, wait: wait))
-        } catch let e as ServiceError where e.code == .notFound && operatorReader != nil {
-            return .json(200, try await redemption(id, for: operatorReader!, wait: wait))
+        } catch let e as ServiceError where e.code == .notFound && member != nil {
+            // Not its own: a member reads it as an operator of the app it names, with a role there.
+            guard let member,
+                case (_?, let app) = try await auth.memberRole(
+                    req, account: member.account, session: member.session, claimed: member.role)
+            else { throw e }
+            let asOperator = RedemptionReader.apiKey(try Authenticator.memberMode(req), app)
+            return .json(200, try await redemption(id, for: asOperator, wait: wait))
         }
     }
 

@@ -30,12 +30,14 @@ extension Gateway {
                answers: [204: .empty], handle: Gateway.endMCPSession),
     ]
 
-    /// Any API key or member, as the API's readonly routes. A refusal says `WWW-Authenticate: Bearer`
+    /// Any API key or member, as the API's readonly routes, in its app (a key's own, or the one a
+    /// member's `Redeem-App` names): each tool's route scopes what it reads and changes by that
+    /// app, as over HTTP. A refusal says `WWW-Authenticate: Bearer`
     /// and no more: there is no authorization server, so no protected-resource metadata (RFC 9728)
     /// is advertised, and a client does not try OAuth; it sends the key it was configured with.
     static let mcpAccess = Access<Authenticator.Key>(requirement: .key(.readonly)) { auth, request in
         do {
-            return try await auth.requireRole(request, .readonly)
+            return try await auth.requireRole(request, .readonly, anyApp: true)
         } catch let e as ServiceError where e.code == .notIdentified {
             throw HTTPError(
                 401, e.code.rawValue, "send an API key as a bearer token", headers: [("WWW-Authenticate", "Bearer")])
@@ -158,7 +160,7 @@ extension Gateway {
         return .json(status, JSONValue.object(["jsonrpc": .string("2.0"), "id": id ?? .null, "error": .object(error)]))
     }
 
-    /// Runs `tool`'s route with the caller's credential and mode, as the same request id, and
+    /// Runs `tool`'s route with the caller's credential, mode and app, as the same request id, and
     /// answers its result: the route's answer as `structuredContent` (as `MCPTool.outputSchema`
     /// describes it) and as text, or its error (`isError`, with the API's code).
     func call(_ tool: MCPTool, _ arguments: [String: JSONValue], like outer: HTTPRequest) async -> JSONValue {
@@ -179,7 +181,9 @@ extension Gateway {
             }
         }
         var headers = ["host": outer.header("host") ?? "localhost"]
-        for name in ["authorization", "redeem-mode"] { if let v = outer.header(name) { headers[name] = v } }
+        for name in ["authorization", "redeem-mode", "redeem-app"] {
+            if let v = outer.header(name) { headers[name] = v }
+        }
         var body = Data()
         if tool.route.body != nil {
             let taken = Set(tool.pathParameters + tool.queryArguments.map(\.argument))

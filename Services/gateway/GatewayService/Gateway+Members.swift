@@ -5,7 +5,10 @@ import HTTP
 /// Members: operator accounts with a role. An admin invites by email and gets a one-time
 /// invite URL, which accounts also mails when it sends mail; accepting it sets a password (or joins the email's
 /// existing account) and signs the member in. A member's session reaches the operator routes as a
-/// key of its role, in the mode its `Redeem-Mode` header names.
+/// key of its role, in the mode its `Redeem-Mode` header names. A member has a role in each app
+/// they are in: these routes work in the caller's app (a key's, or the one a member's `Redeem-App`
+/// names), and invite to, list, change and remove from that app only. The settings (TOTP) are the
+/// whole deployment's, so the default app's admins keep them.
 extension Gateway {
     struct MemberInviteBody: APIBody {
         static let schemaName: String? = "MemberInviteInput"
@@ -70,25 +73,27 @@ extension Gateway {
 
     static let memberRoutes: [APIRoute] = [
         .route(
-            .post, "/v1/members", "Invite a member (the one-time invite URL is shown once)", access: .key(.admin),
+            .post, "/v1/members", "Invite a member to the app (the one-time invite URL is shown once)",
+            access: .appKey(.admin),
             answers: [201: .json(CreatedInvite.self)], errors: [422], handle: Gateway.inviteMember),
         .route(
-            .get, "/v1/members", "List members, newest first", access: .key(.admin), query: QueryParameter.page,
+            .get, "/v1/members", "List the app's members with their role in it, newest first", access: .appKey(.admin), query: QueryParameter.page,
             answers: [200: .json(Page<MemberView>.self)], errors: [422], handle: Gateway.listMembers),
         .route(
-            .get, "/v1/members/invites", "List pending invitations (never their tokens), newest first",
-            access: .key(.admin),
+            .get, "/v1/members/invites", "List the app's pending invitations (never their tokens), newest first",
+            access: .appKey(.admin),
             query: QueryParameter.page, answers: [200: .json(Page<MemberInviteView>.self)], errors: [422],
             handle: Gateway.listInvites),
         .route(
             .delete, "/v1/members/invites/{id}", "Revoke a pending invitation: its URL no longer makes a member",
-            access: .key(.admin),
+            access: .appKey(.admin),
             answers: [204: .empty], errors: [404], handle: Gateway.revokeInvite),
         .route(
-            .patch, "/v1/members/{id}", "Change a member's role (their sessions end)", access: .key(.admin),
+            .patch, "/v1/members/{id}", "Change a member's role in the app (their sessions end)",
+            access: .appKey(.admin),
             answers: [200: .json(MemberView.self)], errors: [404, 422], handle: Gateway.changeMember),
         .route(
-            .delete, "/v1/members/{id}", "Remove a member (the account stays; its sessions end)", access: .key(.admin),
+            .delete, "/v1/members/{id}", "Remove a member from the app (the account stays; its sessions end)", access: .appKey(.admin),
             answers: [204: .empty], errors: [404], handle: Gateway.removeMember),
         .route(
             .get, "/v1/members/settings", "What applies to every member (whether TOTP is required)",
@@ -129,7 +134,8 @@ extension Gateway {
         try Self.checkManagesMembers(key)
         let b = try body.read()
         let made = try await accounts.request(
-            Members.Invite(email: b.email, role: b.role, mode: key.mode, dashboardUrl: Self.dashboardURL(req))
+            Members.Invite(
+                email: b.email, role: b.role, mode: key.mode, dashboardUrl: Self.dashboardURL(req), app: key.app)
                 .by(key.actor))
         let i = made.invite
         return .json(
@@ -148,20 +154,23 @@ extension Gateway {
     func listMembers(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)
         return .json(
-            200, try await accounts.request(Members.List(limit: try Query.limit(req), cursor: req.query["cursor"])))
+            200,
+            try await accounts.request(
+                Members.List(limit: try Query.limit(req), cursor: req.query["cursor"], app: key.app)))
     }
 
     func listInvites(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)
         return .json(
             200,
-            try await accounts.request(Members.ListInvites(limit: try Query.limit(req), cursor: req.query["cursor"])))
+            try await accounts.request(
+                Members.ListInvites(limit: try Query.limit(req), cursor: req.query["cursor"], app: key.app)))
     }
 
     func revokeInvite(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)
         let id = try req.id(or: "no such pending invitation")
-        _ = try await accounts.request(Members.RevokeInvite(id: id, mode: key.mode).by(key.actor))
+        _ = try await accounts.request(Members.RevokeInvite(id: id, mode: key.mode, app: key.app).by(key.actor))
         return .noContent()
     }
 
@@ -172,13 +181,15 @@ extension Gateway {
         let id = try req.id(or: "no such member")
         let b = try body.read()
         return .json(
-            200, try await accounts.request(Members.Update(id: id, role: b.role, mode: key.mode).by(key.actor)))
+            200,
+            try await accounts.request(
+                Members.Update(id: id, role: b.role, mode: key.mode, app: key.app).by(key.actor)))
     }
 
     func removeMember(_ req: HTTPRequest, _ key: Authenticator.Key) async throws -> HTTPResponse {
         try Self.checkManagesMembers(key)
         let id = try req.id(or: "no such member")
-        _ = try await accounts.request(Members.Remove(id: id, mode: key.mode).by(key.actor))
+        _ = try await accounts.request(Members.Remove(id: id, mode: key.mode, app: key.app).by(key.actor))
         return .noContent()
     }
 

@@ -68,9 +68,13 @@ extension Gateway {
         // A support member confirms by hand as a support key does.
         var caller = caller
         var member: AuditActor?
-        if case .user(let account, _, _, let role?) = caller, role >= .support, b.pricePaid != nil || b.storeTransactionId != nil {
-            let app = try Authenticator.requestedApp(req) ?? DefaultApp.id
-            guard app == DefaultApp.id || role == .admin else { throw Authenticator.forbidden }
+        if case .user(let account, _, let session, let claimed) = caller,
+            b.pricePaid != nil || b.storeTransactionId != nil,
+            case (let role?, let app) = try await auth.memberRole(
+                req, account: account, session: session, claimed: claimed)
+        {
+            // Its role in the app it names (`Redeem-App`); without one there, none.
+            guard role >= .support else { throw Authenticator.forbidden }
             caller = .apiKey(id: account, role: role, mode: try Authenticator.memberMode(req), app: app)
             member = AuditActor(type: .member, id: account)
         }

@@ -35,15 +35,20 @@ public enum Apps {
         public init(name: String) { self.name = name }
     }
 
-    /// Every app, oldest first (the default app first), a page at a time (`Keyset`).
+    /// Every app, oldest first (the default app first), a page at a time (`Keyset`); with
+    /// `member`, only the apps that member's session `session` has a role in.
     public struct List: BusRequest {
         public static let type = "apps.list"
         public typealias Response = Page<AppView>
         public var limit: Int?
         public var cursor: String?
-        public init(limit: Int, cursor: String?) {
+        public var member: UUID?
+        public var session: UUID?
+        public init(limit: Int, cursor: String?, member: UUID? = nil, session: UUID? = nil) {
             self.limit = limit
             self.cursor = cursor
+            self.member = member
+            self.session = session
         }
     }
 

@@ -1,7 +1,8 @@
 import Foundation
 
-/// A member: an operator account with a role (`admin`, `support`, `readonly`, as keys have), which
-/// signs in with its email and password and reaches the operator routes as a key of its role.
+/// A member: an operator account with a role in an app (`admin`, `support`, `readonly`, as keys
+/// have), which signs in with its email and password and reaches the operator routes as a key of
+/// its role there. A view is of one app: `role` is the member's role in it.
 public struct MemberView: Codable, Sendable, Equatable {
     /// The member's account id.
     public var id: UUID
@@ -57,12 +58,15 @@ public enum Members {
         /// The dashboard's address that the invitation's token is appended to (`…#invite=`), for
         /// the mail; nil mails nothing.
         public var dashboardUrl: String?
+        /// The app the invitation gives a role in (nil: the default app).
+        public var app: UUID?
         public var actor: AuditActor?
-        public init(email: String, role: Role, mode: Mode, dashboardUrl: String? = nil) {
+        public init(email: String, role: Role, mode: Mode, dashboardUrl: String? = nil, app: UUID? = nil) {
             self.email = email
             self.role = role
             self.mode = mode
             self.dashboardUrl = dashboardUrl
+            self.app = app
         }
     }
 
@@ -79,42 +83,69 @@ public enum Members {
         }
     }
 
+    /// The members of one app (nil: the default app), each with their role there, newest first.
     public struct List: BusRequest {
         public static let type = "members.list"
         public typealias Response = Page<MemberView>
         public var limit: Int
         public var cursor: String?
-        public init(limit: Int, cursor: String?) {
+        public var app: UUID?
+        public init(limit: Int, cursor: String?, app: UUID? = nil) {
             self.limit = limit
             self.cursor = cursor
+            self.app = app
         }
     }
 
-    /// A new role; the member's sessions end, so the next sign-in carries it.
+    /// A new role in one app (nil: the default app), whose members only it changes; the
+    /// member's sessions end, so the next sign-in carries it.
     public struct Update: AuditedRequest {
         public static let type = "members.update"
         public typealias Response = MemberView
         public var id: UUID
         public var role: Role
         public var mode: Mode
+        public var app: UUID?
         public var actor: AuditActor?
-        public init(id: UUID, role: Role, mode: Mode) {
+        public init(id: UUID, role: Role, mode: Mode, app: UUID? = nil) {
             self.id = id
             self.role = role
             self.mode = mode
+            self.app = app
         }
     }
 
-    /// The account stays (as an end user's); its operator role and its sessions end.
+    /// Ends the member's role in one app (nil: the default app), and their sessions. Out of
+    /// their last app, the account stays (as an end user's) and is no member.
     public struct Remove: AuditedRequest {
         public static let type = "members.remove"
         public typealias Response = Empty
         public var id: UUID
         public var mode: Mode
+        public var app: UUID?
         public var actor: AuditActor?
-        public init(id: UUID, mode: Mode) {
+        public init(id: UUID, mode: Mode, app: UUID? = nil) {
             self.id = id
             self.mode = mode
+            self.app = app
+        }
+    }
+
+    /// A member's role in `app` as the session `session` carries it (nil: none), for the
+    /// gateway: the second factor applies as at sign-in.
+    public struct AppRole: BusRequest {
+        public static let type = "members.appRole"
+        public struct Response: Codable, Sendable {
+            public var role: Role?
+            public init(role: Role?) { self.role = role }
+        }
+        public var account: UUID
+        public var session: UUID
+        public var app: UUID
+        public init(account: UUID, session: UUID, app: UUID) {
+            self.account = account
+            self.session = session
+            self.app = app
         }
     }
 
@@ -124,22 +155,28 @@ public enum Members {
         public typealias Response = Page<MemberInviteView>
         public var limit: Int
         public var cursor: String?
-        public init(limit: Int, cursor: String?) {
+        /// One app's invitations (nil: the default app's).
+        public var app: UUID?
+        public init(limit: Int, cursor: String?, app: UUID? = nil) {
             self.limit = limit
             self.cursor = cursor
+            self.app = app
         }
     }
 
-    /// Revokes a pending invitation: its token no longer makes a member.
+    /// Revokes a pending invitation of one app (nil: the default app): its token no longer makes
+    /// a member.
     public struct RevokeInvite: AuditedRequest {
         public static let type = "members.revokeInvite"
         public typealias Response = Empty
         public var id: UUID
         public var mode: Mode
+        public var app: UUID?
         public var actor: AuditActor?
-        public init(id: UUID, mode: Mode) {
+        public init(id: UUID, mode: Mode, app: UUID? = nil) {
             self.id = id
             self.mode = mode
+            self.app = app
         }
     }
 

@@ -3,6 +3,7 @@
   const $ = (id) => document.getElementById(id);
   let session = null;          // {accessToken}: the refresh token is in an HttpOnly cookie the page never reads
   let mode = "live";
+  let app = null;              // the app worked in (its id, sent as Redeem-App); null: the default app
   let couponCursors = [null];  // the cursor of each page seen, for Previous
   let couponPage = 0;
   let currentCoupon = null;
@@ -61,6 +62,7 @@
   async function api(method, path, body, options) {
     options = options || {};
     const headers = {"Redeem-Mode": mode};
+    if (app) headers["Redeem-App"] = app;
     if (session) headers["Authorization"] = "Bearer " + session.accessToken;
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (options.accept) headers["Accept"] = options.accept;
@@ -153,13 +155,37 @@
 
   // MARK: session
 
-  function signedIn(data) {
+  async function signedIn(data) {
     session = {accessToken: data.accessToken || data.session.accessToken};
     $("who").textContent = data.account.email || "";
     $("nav").hidden = false;
     $("session").hidden = false;
     inviteToken = null;
+    await loadApps();
     if (location.hash === "" || location.hash === "#signin") location.hash = "#coupons"; else route();
+  }
+
+  // The app switcher: the apps this member may work in (every app for a deployment admin). The
+  // choice is remembered in this browser (an app id, no secret); without one, the first app.
+  const appKey = "redeem.dashboard.app";
+  async function loadApps() {
+    let apps = [];
+    try {
+      apps = (await api("GET", "/v1/apps?limit=100")).data || [];
+    } catch (e) { /* no apps to switch between */ }
+    const select = $("app");
+    select.replaceChildren();
+    apps.forEach((a) => {
+      const o = el("option", a.name);
+      o.value = a.id;
+      select.appendChild(o);
+    });
+    let stored = null;
+    try { stored = localStorage.getItem(appKey); } catch (e) { /* storage refused */ }
+    const chosen = apps.find((a) => a.id === stored) || apps[0];
+    app = chosen ? chosen.id : null;
+    if (chosen) select.value = chosen.id;
+    $("app-field").hidden = apps.length === 0;
   }
 
   function signedOut(message) {
@@ -195,16 +221,18 @@
       $("err-signin-totp").textContent = "";
       $("signin-totp-field").hidden = true;
       session = {accessToken: data.accessToken};
+      // A member has a role in at least one app; anyone else is listed none.
+      let apps = [];
       try {
-        await api("GET", "/v1/coupons?limit=1");
+        apps = (await api("GET", "/v1/apps?limit=1")).data || [];
       } catch (e) {
-        if (e instanceof APIError && e.status === 403) {
-          try { await api("DELETE", "/dashboard/session"); } catch (e2) { /* its cookie goes either way */ }
-          session = null;
-          say("This account is not a member of the team.", true);
-          return;
-        }
-        throw e;
+        if (!(e instanceof APIError && e.status === 403)) throw e;
+      }
+      if (!apps.length) {
+        try { await api("DELETE", "/dashboard/session"); } catch (e2) { /* its cookie goes either way */ }
+        session = null;
+        say("This account is not a member of the team.", true);
+        return;
       }
       say("");
       signedIn(data);
@@ -276,6 +304,12 @@
     try { await api("DELETE", "/dashboard/session"); } catch (e) { /* signed out either way */ }
     signedOut("You are signed out.");
     $("status").className = "status";
+  });
+
+  $("app").addEventListener("change", () => {
+    app = $("app").value || null;
+    try { if (app) localStorage.setItem(appKey, app); } catch (e) { /* remembered for this page only */ }
+    if (location.hash.indexOf("#coupon/") === 0) location.hash = "#coupons"; else route();
   });
 
   $("mode").addEventListener("change", () => {
