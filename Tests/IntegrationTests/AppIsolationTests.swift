@@ -5,7 +5,7 @@ import XCTest
 
 /// Isolation between apps on every route a key may call (docs/apps.md): app A's objects are
 /// made, then app B's admin key calls every operation of `/openapi.json` that takes the
-/// `Redeem-App` header, with A's codes and ids in its path. Each route must answer 404 for A's
+/// `Redeem-Mode` header (a key route), with A's codes and ids in its path. Each route must answer 404 for A's
 /// object, or a body without any of A's codes and ids; afterwards A's objects read exactly as
 /// before. A route added later without an entry for its path parameters fails this test, so a new
 /// route cannot skip the check.
@@ -24,7 +24,9 @@ final class AppIsolationTests: StackTestCase {
     var client: HTTPClient { Self.stack.client }
 
     /// The routes only a deployment admin calls: another app's admin is refused there.
-    static let deploymentRoutes: Set<String> = ["/v1/apps"]
+    /// The routes only a deployment admin calls (the apps, and the members' settings, which are the
+    /// whole deployment's): another app's admin is refused there.
+    static let deploymentRoutes: Set<String> = ["/v1/apps", "/v1/members/settings"]
 
     /// App A's objects in one mode: what B must never see or change.
     struct Fixtures {
@@ -130,6 +132,8 @@ final class AppIsolationTests: StackTestCase {
         case ("productId", _): f.productId
         case ("appUserId", _): f.appUserId
         case ("deliveryId", _): UUID().uuidString
+        case ("id", let t) where t.hasPrefix("/v1/apps/"): DefaultApp.id.uuidString
+        case ("provider", _): "revenuecat"
         case ("id", let t) where t.hasPrefix("/v1/api-keys/"): f.apiKey
         case ("id", let t) where t.hasPrefix("/v1/webhooks/"): f.webhook
         case ("id", let t) where t.hasPrefix("/v1/members/invites/"): f.invite.isEmpty ? UUID().uuidString : f.invite
@@ -181,13 +185,13 @@ final class AppIsolationTests: StackTestCase {
         let paths: [String: [String: Operation]]
     }
 
-    /// Every operation that takes `Redeem-App`, i.e. every route a key may call.
+    /// Every operation that takes `Redeem-Mode` (and `Redeem-App`), i.e. every route a key may call.
     func keyOperations() async throws -> [(method: String, template: String)] {
         let paths = try await client.get("/openapi.json").decode(Document.self).paths
         var out: [(String, String)] = []
         for (template, operations) in paths {
             for (method, operation) in operations
-            where (operation.parameters ?? []).contains(where: { $0.ref?.hasSuffix("/RedeemApp") == true }) {
+            where (operation.parameters ?? []).contains(where: { $0.ref?.hasSuffix("/RedeemMode") == true }) {
                 out.append((method.uppercased(), template))
             }
         }
@@ -218,7 +222,7 @@ final class AppIsolationTests: StackTestCase {
                     XCTFail("\(name): no value for {\(parameter)}; add one to `value(of:in:_:)`")
                     continue
                 }
-                namesA = namesA || f.secrets.contains(v) || v == f.appUserId
+                namesA = namesA || f.secrets.contains(v) || v == DefaultApp.id.uuidString
                 path = path.replacingOccurrences(of: "{\(parameter)}", with: v)
             }
             if template == "/v1/customers" { path += "?appUserId=\(f.appUserId)" }
@@ -230,7 +234,10 @@ final class AppIsolationTests: StackTestCase {
                 mode == "test" ? template.hasPrefix("/v1/members") : template.hasPrefix("/v1/test_helpers/")
             if Self.deploymentRoutes.contains(template) || otherModesRoute {
                 XCTAssertEqual(r.status, 403, "\(name) is refused to this key: \(r.text.prefix(200))")
-            } else if namesA && template != "/v1/customers/{appUserId}" {
+            } else if template == "/v1/customers/{appUserId}" {
+                // Accounts are shared: B may find the account (without A's records), or not at all.
+                XCTAssertTrue([200, 404].contains(r.status), "\(name): \(r.text.prefix(200))")
+            } else if namesA {
                 XCTAssertEqual(r.status, 404, "\(name) answered \(r.status) for A's object: \(r.text.prefix(200))")
             } else if method == "GET" {
                 XCTAssertEqual(r.status, 200, "\(name): \(r.text.prefix(200))")
