@@ -9,10 +9,12 @@ import XCTest
 /// coupon's app's endpoints only, and a customer is shown with the caller's app's records.
 extension AppsTests {
     /// A free month of `entitlement` for the web, made by `token` in its app.
-    func freeMonth(_ code: String, entitlement: String?, token: String) async throws {
+    func freeMonth(
+        _ code: String, entitlement: String?, token: String, newCustomersOnly: Bool = false
+    ) async throws {
         var body: [String: Any] = [
             "code": code, "kind": "freePeriod", "duration": ["unit": "month", "count": 1], "platforms": ["web"],
-            "maxRedemptions": 10
+            "maxRedemptions": 10, "newCustomersOnly": newCustomersOnly
         ]
         if let entitlement { body["entitlementId"] = entitlement }
         let r = try await send("POST", "/v1/coupons", body, token: token)
@@ -110,6 +112,34 @@ extension AppsTests {
         XCTAssertEqual(notHere.errorCode, "notFound", notHere.text)
         let redeemedInB = try await redeem(uniqueCode, token: user.token, app: b.id)
         XCTAssertEqual(redeemedInB.status, 201, redeemedInB.text)
+    }
+
+    func testACustomerOfOneAppIsStillANewCustomerOfAnother() async throws {
+        let b = try await makeApp("New customers B")
+        let adminB = try await key(in: b.id, by: admin)
+        let tag = UUID().uuidString.prefix(8).uppercased()
+        let first = "FIRST-\(tag)", newHere = "NEW-D-\(tag)", newInB = "NEW-B-\(tag)"
+        try await freeMonth(first, entitlement: "pro", token: admin)
+        try await freeMonth(newHere, entitlement: "pro", token: admin, newCustomersOnly: true)
+        try await freeMonth(newInB, entitlement: "pro", token: adminB.key, newCustomersOnly: true)
+        let user = try Self.minter.user()
+        func validate(_ code: String, app: String?) async throws -> [String: Any] {
+            let r = try await send(
+                "POST", "/v1/coupons/validate", ["code": code, "platform": "web"], token: user.token, app: app)
+            return try r.json()
+        }
+        let before = try await validate(newHere, app: nil)
+        XCTAssertEqual(before["valid"] as? Bool, true, "a new customer of the default app until it redeems there")
+
+        // A completed redemption in the default app: no longer its new customer, still app B's.
+        _ = try await redeemed(first, token: user.token, app: nil)
+        let here = try await validate(newHere, app: nil)
+        XCTAssertEqual(here["reason"] as? String, "notEligible", "\(here)")
+        let refused = try await redeem(newHere, token: user.token, app: nil)
+        XCTAssertEqual(refused.errorCode, "notEligible", refused.text)
+        let inB = try await validate(newInB, app: b.id)
+        XCTAssertEqual(inB["valid"] as? Bool, true, "\(inB)")
+        _ = try await redeemed(newInB, token: user.token, app: b.id)
     }
 
     func testAnAppsUserAndOperatorsSeeOnlyThatAppsEntitlementsAndRedemptions() async throws {

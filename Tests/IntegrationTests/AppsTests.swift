@@ -126,6 +126,18 @@ final class AppsTests: StackTestCase {
         let refused = try await send(
             "POST", "/v1/api-keys", ["name": "x", "role": "readonly"], token: adminA.key, app: b.id)
         XCTAssertEqual(refused.status, 403, refused.text)
+        // A key below the route's role is refused before its Redeem-App is read, whatever it names;
+        // a key of the role gets the header's own answer.
+        for app in ["vulture", UUID().uuidString, b.id] {
+            let r = try await coupon("ROLE-FIRST", token: readerA.key, app: app)
+            XCTAssertEqual(r.status, 403, "\(app): \(r.text)")
+            XCTAssertEqual(r.errorCode, "forbidden", app)
+        }
+        let malformed = try await coupon("ROLE-FIRST", token: adminA.key, app: "vulture")
+        XCTAssertEqual(malformed.status, 422, malformed.text)
+        XCTAssertEqual(malformed.errorCode, "invalid")
+        let unknown = try await coupon("ROLE-FIRST", token: adminA.key, app: UUID().uuidString)
+        XCTAssertEqual(unknown.status, 403, "another app than the key's, known or not: \(unknown.text)")
 
         let keysA = try list(try await send("GET", "/v1/api-keys?limit=100", token: adminA.key)).compactMap(\.id)
         XCTAssertEqual(Set(keysA), [adminA.id, readerA.id])

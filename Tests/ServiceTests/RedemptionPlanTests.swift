@@ -45,7 +45,9 @@ import Testing
                 let held = try c.prepared(
                     "held_by_account", RedemptionStore.BatchSQL.heldByAccount, [array, "PLAN", DefaultApp.id])
                 return [held.rows.count,
-                        try c.prepared("veterans_by_account", RedemptionStore.BatchSQL.veteransByAccount, [array]).rows.count,
+                        try c.prepared(
+                            "veterans_by_account_in_app", RedemptionStore.BatchSQL.veteransByAccount, [array, DefaultApp.id]
+                        ).rows.count,
                         validations.filter { $0.reason == .alreadyRedeemed }.count]
             }
             func complete(_ ids: [UUID]) throws {

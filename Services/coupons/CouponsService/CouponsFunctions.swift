@@ -12,10 +12,11 @@ import Database
 enum CouponsFunctions {
     static let all: [SQLFunction] = [
         SQLFunction(file: "held_by_account.sql", PackageResources.held_by_account_sql),
-        SQLFunction(file: "veterans_by_account.sql", PackageResources.veterans_by_account_sql),
+        SQLFunction(file: "veterans_by_account_in_app.sql", PackageResources.veterans_by_account_in_app_sql),
         SQLFunction(file: "validate_standing_in_app.sql", PackageResources.validate_standing_in_app_sql),
-        // The previous release's form, for its instances during a rolling upgrade only.
+        // The previous release's forms, for its instances during a rolling upgrade only.
         SQLFunction(file: "validate_standing.sql", PackageResources.validate_standing_sql),
+        SQLFunction(file: "veterans_by_account.sql", PackageResources.veterans_by_account_sql),
         SQLFunction(file: "ack_outbox.sql", PackageResources.ack_outbox_sql),
         SQLFunction(file: "complete_many_at.sql", PackageResources.complete_many_at_sql),
         SQLFunction(file: "store_offers_of.sql", PackageResources.store_offers_of_sql),

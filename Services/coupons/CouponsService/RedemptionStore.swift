@@ -29,8 +29,9 @@ enum RedemptionStore {
         static let heldByAccountOfCoupon = """
             SELECT \(columns), r.coupon_id FROM coupons.held_by_account($1, ARRAY[$2::uuid]) r
             """
-        /// The accounts of `$1` with a completed live redemption (no longer new customers).
-        static let veteransByAccount = "SELECT v AS account_id FROM coupons.veterans_by_account($1) v"
+        /// The accounts of `$1` with a completed live redemption of a coupon of app `$2` (no longer
+        /// its new customers: a redemption in another app does not count).
+        static let veteransByAccount = "SELECT v AS account_id FROM coupons.veterans_by_account_in_app($1, $2) v"
         /// The coupon of code `$1` in app `$3` and mode `$2`, else in the other mode
         /// (`Coupons.preferredMode`), locked until the transaction ends, and the transaction's time.
         static let lockCoupon = """
@@ -586,7 +587,9 @@ extension RedemptionStore {
         }
         inputs.owning = try PlayOwnership(tx, d, mode: mode, app: app, reqs.map { ($0.platform, $0.playOwned) })
         if d.newCustomersOnly {
-            for row in try tx.prepared("veterans_by_account", BatchSQL.veteransByAccount, [accounts]).rows {
+            let veterans = try tx.prepared(
+                "veterans_by_account_in_app", BatchSQL.veteransByAccount, [accounts, try CouponStore.app(coupon)])
+            for row in veterans.rows {
                 inputs.veterans.insert(try row.decode("account_id"))
             }
         }

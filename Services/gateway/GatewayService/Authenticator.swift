@@ -296,25 +296,27 @@ final class Authenticator: Sendable {
     @discardableResult
     func requireRole(_ request: HTTPRequest, _ role: Role, anyApp: Bool = false) async throws -> Key {
         // Who asks comes first: without a credential the answer is 401, whatever the header says.
-        let principal = try await principal(request)
-        let named = principal == nil ? nil : try Self.requestedApp(request)
+        // Then a key's role (403 below the route's), and only then the header it sends.
         let key: Key
-        switch principal {
+        switch try await principal(request) {
         case .apiKey(let id, let r, let mode, let own)? where r >= role:
             let deploymentAdmin = r == .admin && mode == .live && own == DefaultApp.id
             var app = own
-            if let named, named != own {
+            if let named = try Self.requestedApp(request), named != own {
                 // A deployment admin works in any app, as an admin member does: how an app gets its first key.
                 guard deploymentAdmin else { throw Self.otherApp }
                 try await checkExists(named)
                 app = named
             }
-            key = Key(id: id, role: r, mode: mode, app: app, actor: AuditActor(type: .apiKey, id: id),
+            key = Key(
+                id: id, role: r, mode: mode, app: app, actor: AuditActor(type: .apiKey, id: id),
                 deploymentAdmin: deploymentAdmin)
         case .user(let account, _, let session, let claimed)?:
+            // A member's role is per app: the header comes first, to know which app's.
             let (r, app) = try await memberRole(request, account: account, session: session, claimed: claimed)
             guard let r, r >= role else { throw Self.forbidden }
-            key = Key(id: account, role: r, mode: try Self.memberMode(request), app: app,
+            key = Key(
+                id: account, role: r, mode: try Self.memberMode(request), app: app,
                 actor: AuditActor(type: .member, id: account), deploymentAdmin: claimed == .admin)
         case .apiKey?: throw Self.forbidden
         case nil: throw Self.notIdentified

@@ -1,6 +1,7 @@
 -- For a code's coupons in one app and each account: whether it holds a live use of the coupon
--- already, and whether it is not a new customer (asked only of new-customer coupons). An account
--- is shared by every app; a coupon, and so its one use per account, is one app's.
+-- already, and whether it is not a new customer of the app (asked only of new-customer coupons). An
+-- account is shared by every app; a coupon, and so its one use per account, is one app's, and an
+-- account that redeemed in another app only is still a new customer of this one.
 CREATE OR REPLACE FUNCTION validate_standing_in_app(wanted_code text, accounts uuid[], wanted_app uuid)
     RETURNS TABLE (coupon coupons.coupons, account uuid, already boolean, not_new boolean)
 LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
@@ -10,6 +11,7 @@ BEGIN
     LEFT JOIN LATERAL (SELECT 1 AS one FROM coupons.redemptions r WHERE r.account_id = a.account AND r.coupon_id = c.id
                        AND NOT r.sandbox AND r.holds_use LIMIT 1) held ON true
     LEFT JOIN LATERAL (SELECT 1 AS one FROM coupons.redemptions r WHERE c.new_customers_only AND r.account_id = a.account
-                       AND r.holds_use AND r.status = 'completed' AND NOT r.sandbox LIMIT 1) done ON true
+                       AND r.holds_use AND r.status = 'completed' AND NOT r.sandbox
+                       AND (SELECT o.app_id FROM coupons.coupons o WHERE o.id = r.coupon_id) = c.app_id LIMIT 1) done ON true
     WHERE c.code = wanted_code AND c.app_id = wanted_app;
 END $$;

@@ -1,4 +1,6 @@
--- The accounts asked about that completed a live redemption already (not new customers).
+-- The previous release's form of veterans_by_account_in_app, which asks across every app. This build
+-- no longer calls it; it stays so that a coupons instance of the previous release keeps redeeming
+-- during a rolling upgrade, and goes in the next release (docs/upgrading.md).
 CREATE OR REPLACE FUNCTION veterans_by_account(accounts uuid[]) RETURNS SETOF uuid
 LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 BEGIN
