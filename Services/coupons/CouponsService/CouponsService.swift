@@ -234,8 +234,8 @@ public final class CouponsService: BackendService {
     func create(_ req: Coupons.Create, _ context: BusContext) async throws -> CouponView {
         let now = Date()
         let app = DefaultApp.of(req.app)
-        var stores = config.stores
-        if app != DefaultApp.id { stores = try await appStores(of: app, req.input, mode: req.mode, now: now) }
+        let stores =
+            try await app == DefaultApp.id ? config.stores : appStores(of: app, req.input, mode: req.mode, now: now)
         let d = try CouponRules.checked(
             req.input, defaultEntitlement: config.defaultEntitlement, stores: stores, now: now, mode: req.mode)
         let active = req.input.active ?? true
