@@ -15,16 +15,32 @@ final class AppsTests: StackTestCase {
 
     nonisolated(unsafe) static var revenueCat: FakeRevenueCat!
 
+    /// App Store Connect, taking only the API key of app B's own settings (`appleB`).
+    nonisolated(unsafe) static var appStoreConnect: FakeAppStoreConnect!
+    nonisolated(unsafe) static var appleB: TestAppleAPIKey!
+
     override class func startSuite() throws {
         // Webhook endpoints on loopback: receivers of this suite's own. The default app keeps its
-        // grants in Redeem's ledger; an app's own RevenueCat project is the fake's.
+        // grants in Redeem's ledger; an app's own RevenueCat project is the fake's. The default
+        // app has no App Store settings: only an app's own reach the fake App Store Connect.
         revenueCat = try FakeRevenueCat()
+        appleB = try TestAppleAPIKey()
+        appStoreConnect = try FakeAppStoreConnect(key: appleB)
         stack = try Stack(environment: [
             "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
+            "REDEEM_ASC_URL": appStoreConnect.url.absoluteString, "REDEEM_APPLE_OFFER_SETTLE": "1",
         ])
         minter = try stack.minter()
     }
-    override class func stopSuite() { stack?.stop() }
+    override class func stopSuite() {
+        stack?.stop()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            await appStoreConnect?.stop()
+            done.signal()
+        }
+        done.wait()
+    }
 
     var client: HTTPClient { Self.stack.client }
     /// The bootstrap key: a live admin key of the default app, so a deployment admin.

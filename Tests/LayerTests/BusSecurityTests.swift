@@ -239,6 +239,8 @@ import Testing
         ("gateway", Coupons.Redeem.type, true), ("coupons", Coupons.Redeem.type, false), ("accounts", Grants.MoveHolder.type, true),
         ("gateway", Grants.MoveHolder.type, false), ("gateway", Grants.StoreView.type, true), ("accounts", Grants.StoreView.type, true),
         ("ops-tool", Ping.type, true), ("ops-tool", Coupons.Redeem.type, false), ("grants", Ping.type, true),
+        ("coupons", AppStores.List.type, true), ("gateway", AppStores.List.type, true),
+        ("accounts", AppStores.List.type, false), ("coupons", AppStores.Put.type, false),
     ])
     func eachKeySendsOnlyItsMessages(sender: String, type: String, allowed: Bool) {
         #expect(BusPermissions.allows(sender, toSend: type) == allowed)

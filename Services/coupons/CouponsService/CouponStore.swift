@@ -63,7 +63,9 @@ enum CouponStore {
         let prices = d.hasStripeOffers ? try PlanStore.stripePrices(tx, productIds: d.productIds, mode: mode,
             app: app) : [:]
         let id = try insert(tx, d, mode: mode, app: app, active: active, now: now)
-        if d.hasStoreOffers { try StoreOffers.provision(tx, couponId: id, d, mode: mode, subscriptions: subscriptions) }
+        if d.hasStoreOffers {
+            try StoreOffers.provision(tx, couponId: id, d, mode: mode, app: app, subscriptions: subscriptions)
+        }
         if d.hasPlayOffers { try StoreOffers.provisionPlay(tx, couponId: id, d, mode: mode, basePlans: basePlans) }
         if d.hasStripeOffers { try StoreOffers.provisionStripe(tx, couponId: id, d, mode: mode, prices: prices) }
         return id

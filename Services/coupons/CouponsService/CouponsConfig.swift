@@ -11,6 +11,8 @@ struct CouponsConfig: Sendable {
     var defaultEntitlement: String
     /// Where grants pulls grant commands (PUSH connects here).
     var grantCommands: [String]
+    /// Where grants answers requests (`REDEEM_GRANTS_BUS`): another app's store settings.
+    var grantsBus: [String]
     var stores: StoreSettings
 
     init(env: Environment) throws {
@@ -19,6 +21,7 @@ struct CouponsConfig: Sendable {
             try env.int("REDEEM_RESERVATION_SWEEP_MS", default: 30_000, range: 100...3_600_000))
         defaultEntitlement = env.string("REDEEM_DEFAULT_ENTITLEMENT", default: "all")
         grantCommands = try BusAddress.grantCommands(env)
+        grantsBus = try BusAddress.requests("grants", env)
         stores = try StoreSettings(env: env)
     }
 }

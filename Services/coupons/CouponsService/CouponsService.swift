@@ -20,6 +20,8 @@ public final class CouponsService: BackendService {
     let keyring: SecretKeyring
     private let batcher: ReservationBatcher
     private let pusher: Pusher
+    /// Grants' requests: which store settings another app has (`AppStores.List`).
+    private let grants: BusClient
     /// Read coalescing: concurrent validations of one code share one query.
     private let validations: Coalescer<Coupons.Validate, Coupons.Validate.Response>
     /// Outbox messages not yet acknowledged, as last sampled (`redeem_outbox_depth`).
@@ -36,6 +38,7 @@ public final class CouponsService: BackendService {
         config = try CouponsConfig(env: env)
         keyring = try SecretKeyring(env: env)
         pusher = try Pusher(bus: runtime.bus, service: "grants", connect: config.grantCommands, logger: runtime.logger)
+        grants = try BusClient(bus: runtime.bus, service: "grants", connect: config.grantsBus, metrics: runtime.metrics)
         relay = OutboxRelay(pool: runtime.pool, pusher: pusher, logger: runtime.logger)
         let pool = runtime.pool
         let metrics = runtime.metrics
@@ -230,18 +233,12 @@ public final class CouponsService: BackendService {
 
     func create(_ req: Coupons.Create, _ context: BusContext) async throws -> CouponView {
         let now = Date()
-        let d = try CouponRules.checked(
-            req.input, defaultEntitlement: config.defaultEntitlement, stores: config.stores, now: now, mode: req.mode)
-        let active = req.input.active ?? true
         let app = DefaultApp.of(req.app)
-        // Store offers are made with the store settings of the environment, which are the default
-        // app's: another app's coupon may not make them until apps have their own (docs/apps.md).
-        if app != DefaultApp.id && d.hasAnyStoreOffers {
-            throw ServiceError(
-                .invalid,
-                "this app has no store settings of its own yet: a coupon of another app than the default one"
-                    + " can't make App Store, Google Play or Stripe offers", field: "platforms")
-        }
+        let stores =
+            try await app == DefaultApp.id ? config.stores : appStores(of: app, req.input, mode: req.mode, now: now)
+        let d = try CouponRules.checked(
+            req.input, defaultEntitlement: config.defaultEntitlement, stores: stores, now: now, mode: req.mode)
+        let active = req.input.active ?? true
         if req.dryRun {
             // Everything a real creation checks, then rolled back; the Play offers it would make
             // are read from the plans on the way.
@@ -260,7 +257,6 @@ public final class CouponsService: BackendService {
             } catch let dry as DryRun { basePlans = dry.basePlans }
             return CouponStore.preview(d, mode: req.mode, active: active, now: now, playBasePlans: basePlans)
         }
-        let stores = config.stores
         let view = try await pool.transaction { tx in
             _ = try CouponStore.create(tx, d, mode: req.mode, app: app, active: active, now: now)
             let view = try CouponStore.get(tx, code: d.code, mode: req.mode, app: app, stores: stores, now: now)
@@ -271,6 +267,38 @@ public final class CouponsService: BackendService {
         }
         if d.hasAnyStoreOffers { relay.nudge() }  // its provision commands
         return view
+    }
+
+    /// What a new coupon of an app other than the default one knows of the stores: App Store
+    /// offers are made with the app's own App Store settings of the coupon's mode, which grants
+    /// keeps (asked only when the coupon would make such offers), and refused with `invalid` on
+    /// `platforms` naming the store when the app has none. Its Google Play and Stripe offers are
+    /// not built yet: refused where the environment's store would make them (docs/apps.md).
+    private func appStores(of app: UUID, _ input: CouponInput, mode: Mode, now: Date) async throws -> StoreSettings {
+        let plain = try CouponRules.definition(input, defaultEntitlement: config.defaultEntitlement, now: now)
+        let env = config.stores
+        if plain.needsOffers(in: .playStore, connected: env.playConnected)
+            || plain.needsOffers(in: .stripe, connected: env.stripeModes.contains(mode))
+        {
+            throw ServiceError(
+                .invalid,
+                "a coupon of another app than the default one can't make Google Play or Stripe offers yet;"
+                    + " leave android and web out of platforms", field: "platforms")
+        }
+        var stores = StoreSettings.none
+        stores.offerSettle = env.offerSettle
+        guard plain.needsOffers(in: .appStore, connected: true) else { return stores }
+        let set = try await grants.request(AppStores.List(app: app, mode: mode)).data
+        guard let apple = set.first(where: { $0.provider == .appStore }) else {
+            throw ServiceError(
+                .invalid,
+                "this app has no App Store settings in \(mode.rawValue) mode: set them"
+                    + " (PUT /v1/apps/{id}/stores/appstore) before making a coupon with App Store offers,"
+                    + " or leave ios out of platforms", field: "platforms")
+        }
+        stores.appStoreConnected = true
+        stores.appleAppId = apple.appAppleId
+        return stores
     }
 
     /// Validations that came in one message (or one alone): each code's join that code's queue,

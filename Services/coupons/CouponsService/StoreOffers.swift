@@ -67,7 +67,8 @@ enum StoreOffers {
     /// in `subscriptions`) with its own custom code (`AppStoreCodes`), and a provision command per
     /// offer in the outbox: the coupon's own transaction, so either all of it is there or none.
     static func provision(
-        _ tx: PGConnection, couponId: UUID, _ d: CouponDefinition, mode: Mode, subscriptions: [String: String]
+        _ tx: PGConnection, couponId: UUID, _ d: CouponDefinition, mode: Mode, app: UUID,
+        subscriptions: [String: String]
     ) throws {
         let products = d.productIds
         let names = products.map { StoreIds.offerName(coupon: couponId, store: .appStore, productId: $0) }
@@ -86,7 +87,7 @@ enum StoreOffers {
                 subscriptionId: subscription,
                 offerName: name, offer: d.offerTerms, newCustomersOnly: d.newCustomersOnly,
                 maxRedemptions: d.maxRedemptions,
-                expiresAt: d.expiresAt)
+                expiresAt: d.expiresAt, app: app == DefaultApp.id ? nil : app)
             try Outbox.add(tx, key: command.commandId, command)
         }
     }

@@ -19,6 +19,8 @@ struct GrantsConfig: Sendable {
     var providerTimeout: TimeInterval
     /// Set when the App Store is connected (`REDEEM_ASC_KEY_ID`): offers and their codes.
     var appStoreConnect: AppStoreConnectSettings?
+    /// Where App Store Connect is (`REDEEM_ASC_URL`), for other apps' own settings too.
+    var appStoreConnectURL: URL
     /// Set when `REDEEM_APPSTORE_KEY_ID` is: purchases fetched from the App Store Server API.
     var appStoreServer: AppStoreServerSettings?
     /// Set when Google Play is connected (`REDEEM_PLAY_SERVICE_ACCOUNT`): offers on base plans,
@@ -54,6 +56,7 @@ struct GrantsConfig: Sendable {
         maxRetryDelay = TimeInterval(try env.int("REDEEM_GRANT_MAX_RETRY_SECONDS", default: 300, range: 1...3600))
         providerTimeout = TimeInterval(try env.int("REDEEM_PROVIDER_TIMEOUT_SECONDS", default: 10, range: 1...120))
         appStoreConnect = try AppStoreConnectSettings(env: env)
+        appStoreConnectURL = try env.url("REDEEM_ASC_URL", default: "https://api.appstoreconnect.apple.com")
         appStoreServer = try AppStoreServerSettings(env: env)
         play = try PlaySettings(env: env)
         stripe = try StripeSettings(env: env)

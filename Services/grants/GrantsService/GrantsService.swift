@@ -124,7 +124,18 @@ public final class GrantsService: BackendService {
         // Always there: test mode's tasks are simulated, with or without a store connected.
         storeWorker = StoreTaskWorker(
             pool: runtime.pool, logger: runtime.logger, report: { report in _ = try await couponsBus.request(report) },
-            client: storeClient, play: playClient, stripe: stripeClients, retry: storeRetry, lease: timeout * 8 + 30)
+            client: storeClient, play: playClient, stripe: stripeClients,
+            appStores: { [keyring, url = config.appStoreConnectURL] c, app, mode in
+                // Another app's own App Store settings (docs/apps.md), opened for this run.
+                guard let o = try AppCredentials.opened(c, app: app, mode: mode, provider: .appStore, keyring: keyring),
+                    let keyId = o.shown.keyId, let issuerId = o.shown.issuerId,
+                    let key = o.secrets.privateKey.flatMap({ ES256Key.privateKey(pem: $0) })
+                else { return nil }
+                return AppStoreConnectClient(
+                    base: url, token: AppleAPIToken(api: .appStoreConnect, keyId: keyId, issuerId: issuerId, key: key),
+                    timeout: timeout, retry: once)
+            },
+            retry: storeRetry, lease: timeout * 8 + 30)
     }
 
     /// Commands are taken only once the schema exists; until then they stay in the coupons

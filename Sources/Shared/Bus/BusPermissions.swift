@@ -7,6 +7,7 @@ import Core
 ///
 /// - `coupons` sends the commands and notices of its outbox: grant commands, completed
 ///   redemptions, store offer commands and webhook events; nobody else may, so no other key can grant.
+///   It asks grants which store settings another app has (`AppStores.List`, as the gateway does).
 /// - `grants` answers back to coupons: acknowledgements, completions, releases, store reports.
 /// - `accounts` asks grants about a record name's store purchases, and moves its holder.
 /// - `gateway` sends what the HTTP API asks for: every other request, and API key messages
@@ -17,14 +18,14 @@ public enum BusPermissions {
     static let serviceMessages: [String: Set<String>] = [
         "coupons": [
             GrantCommand.type, RedemptionCompletedNotice.type, StoreProvisionCommand.type, StoreSwitchCommand.type,
-            WebhookEventNotice.type,
+            WebhookEventNotice.type, AppStores.List.type,
         ],
         "grants": [OutboxAck.type, Coupons.Release.type, Coupons.CompleteMany.type, Coupons.StoreOfferReport.type],
         "accounts": [Grants.StoreView.type, Grants.MoveHolder.type]
     ]
 
     /// The messages of `serviceMessages` the gateway sends as well.
-    static let alsoFromTheGateway: Set<String> = [Grants.StoreView.type]
+    static let alsoFromTheGateway: Set<String> = [Grants.StoreView.type, AppStores.List.type]
 
     /// Whether the key listed as `sender` may send a message of `type`.
     public static func allows(_ sender: String, toSend type: String) -> Bool {

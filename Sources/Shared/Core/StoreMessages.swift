@@ -208,10 +208,14 @@ public struct StoreProvisionCommand: BusRequest, Equatable {
     public var newCustomersOnly: Bool
     public var maxRedemptions: Int?
     public var expiresAt: Date?
+    /// The coupon's app (nil: the default app, whose offers are made with the environment's store
+    /// settings); another app's are made with its own stored settings (docs/apps.md).
+    public var app: UUID?
 
     public init(commandId: UUID, couponId: UUID, code: String, mode: Mode, store: Store, productId: String, subscriptionId: String,
                 basePlanId: String? = nil, offerName: String, offer: StoreOfferTerms, newCustomersOnly: Bool, maxRedemptions: Int?,
-                expiresAt: Date?) {
+                expiresAt: Date?, app: UUID? = nil) {
+        self.app = app
         self.commandId = commandId
         self.couponId = couponId
         self.code = code

@@ -25,7 +25,12 @@ final class StoreTaskWorker: Sendable {
     /// did not answer.
     let report: Report
     typealias Report = @Sendable (Coupons.StoreOfferReport) async throws -> Void
+    /// The default app's App Store client (the environment's settings).
     let provisioner: OfferProvisioner?
+    /// Opens another app's App Store settings of a mode and builds its client (docs/apps.md); nil
+    /// when this worker makes no other app's offers.
+    let appStores: AppStoreMaker?
+    typealias AppStoreMaker = @Sendable (PGConnection, UUID, Mode) throws -> AppStoreConnectClient?
     let play: PlayOfferProvisioner?
     /// Stripe, per Redeem mode: a test coupon's Stripe objects are made with the test key only.
     let stripe: [Mode: StripeOfferProvisioner]
@@ -38,8 +43,9 @@ final class StoreTaskWorker: Sendable {
     static let maxInFlight = 8
 
     init(pool: PGPool, logger: Logger, report: @escaping Report, client: AppStoreConnectClient?, play: PlayDeveloperClient? = nil,
-         stripe: [Mode: StripeClient] = [:], retry: RetryPolicy, lease: TimeInterval,
+         stripe: [Mode: StripeClient] = [:], appStores: AppStoreMaker? = nil, retry: RetryPolicy, lease: TimeInterval,
          interval: Duration = .seconds(1)) {
+        self.appStores = appStores
         self.stripe = stripe.mapValues(StripeOfferProvisioner.init(client:))
         self.pool = pool
         self.logger = logger
@@ -72,7 +78,8 @@ final class StoreTaskWorker: Sendable {
         }
     }
 
-    /// The stores this worker can call; tasks of the others wait for an instance that can.
+    /// The stores this worker can call for the default app; tasks of the others wait for an
+    /// instance that can. Another app's App Store tasks are claimed while it has settings.
     var stores: [Store] {
         (provisioner == nil ? [] : [.appStore]) + (play == nil ? [] : [.playStore]) + (stripe.isEmpty ? [] : [.stripe])
     }
@@ -157,7 +164,8 @@ final class StoreTaskWorker: Sendable {
     /// An App Store provisioning's outcome: refused before any call when another plan holds the
     /// code, else `OfferProvisioner`'s.
     private func appStoreOutcome(_ claimed: StoreTasks.Claimed, _ command: StoreProvisionCommand) async throws -> AppStoreTaskOutcome {
-        guard let provisioner else { throw StoreTasks.LeaseLost() }  // never claimed without the client
+        // No client (another app's settings just removed): due again after its lease.
+        guard let provisioner = try await appStore(claimed) else { throw StoreTasks.LeaseLost() }
         let (own, holder) = try await pool.withConnection { c in
             (try StoreTasks.ownActiveOffers(c, subscriptionId: command.subscriptionId, besides: claimed.id),
              try claimed.progress.offerId == nil ? StoreTasks.codeHolder(c, id: claimed.id) : nil)
@@ -168,6 +176,16 @@ final class StoreTaskWorker: Sendable {
                            + "make one coupon per App Store plan", claimed.progress)
         }
         return await provisioner.provision(AppStoreOfferSpec(command), from: claimed.progress, ownActiveOffers: own, record: record(claimed))
+    }
+
+    /// The App Store client of a task's app: the environment's for the default app (no read);
+    /// another app's built from its own App Store settings of the task's mode, read at each run
+    /// (tasks are few), nil when it has none now.
+    private func appStore(_ task: StoreTasks.Claimed) async throws -> OfferProvisioner? {
+        guard task.app != DefaultApp.id else { return provisioner }
+        guard let appStores else { return nil }
+        let client = try await pool.withConnection { c in try appStores(c, task.app, task.mode) }
+        return client.map(OfferProvisioner.init(client:))
     }
 
     /// Reports the end of a task that has one (`report`) to coupons, then ends it; a report coupons
@@ -198,7 +216,9 @@ final class StoreTaskWorker: Sendable {
             if start.offerId == nil { start.offerId = command.offerId }
             if start.customCodeId == nil { start.customCodeId = command.customCodeId }
             let outcome: AppStoreTaskOutcome
-            switch (command.store, provisioner, play) {
+            var apple: OfferProvisioner?
+            if command.store == .appStore && task.mode == .live { apple = try await appStore(task) }
+            switch (command.store, apple, play) {
             case (.stripe, _, _):
                 guard let maker = self.stripe[task.mode] else { throw StoreTasks.LeaseLost() }  // no key of this mode here
                 outcome = await maker.switchTo(active: command.active, from: start, record: record(task))

@@ -32,6 +32,9 @@ enum StoreTasks {
         var subscriptionId: String?
         /// `test`: simulated (`SimulatedStore`), never sent to the store.
         var mode: Mode
+        /// The coupon's app: the default app's tasks use the environment's store settings, another
+        /// app's its own (`AppCredentials`).
+        var app: UUID
         var progress: AppStoreOfferProgress
         var attempts: Int
         var report: StoreOfferState?
@@ -39,33 +42,35 @@ enum StoreTasks {
         var lease: UUID
     }
 
-    /// Stores a provision command, in its coupon's mode; a repeat (the same coupon, store and
-    /// plan) changes nothing. True when this call stored it.
+    /// Stores a provision command, in its coupon's mode and app; a repeat (the same coupon, store
+    /// and plan) changes nothing. True when this call stored it.
     @discardableResult
     static func store(_ c: PGConnection, _ command: StoreProvisionCommand) throws -> Bool {
         try c.query("""
-            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, command, subscription_id, offer_name, code, base_plan_id, mode)
-            VALUES ($1, $2, $3, $4, 'provision', $5, $6, $7, upper($8), $9, $10) ON CONFLICT DO NOTHING RETURNING id
+            INSERT INTO grants.store_tasks (id, coupon_id, store, product_id, action, command, subscription_id, offer_name, code, base_plan_id, mode,
+                app_id)
+            VALUES ($1, $2, $3, $4, 'provision', $5, $6, $7, upper($8), $9, $10, $11) ON CONFLICT DO NOTHING RETURNING id
             """, [command.commandId, command.couponId, command.store.rawValue, command.productId, try json(command),
-                  command.subscriptionId, command.offerName, command.code, command.basePlanId ?? "", command.mode.rawValue]).rows.count == 1
+                  command.subscriptionId, command.offerName, command.code, command.basePlanId ?? "",
+                  command.mode.rawValue, DefaultApp.of(command.app)]).rows.count == 1
     }
 
     /// Stores a switch command (off or on), with the ids coupons knew; a repeat changes nothing.
-    /// It takes the mode of its offer's provisioning (a switch reaches the store when the offer
-    /// was made there), else its coupon's.
+    /// It takes the mode and app of its offer's provisioning (a switch reaches the store when the
+    /// offer was made there, with the same settings), else its coupon's mode and the default app.
     @discardableResult
     static func store(_ c: PGConnection, _ command: StoreSwitchCommand) throws -> Bool {
         let action: StoreTaskAction = command.active ? .switchOn : .switchOff
         return try c.query("""
             INSERT INTO grants.store_tasks AS t (id, coupon_id, store, product_id, action, generation, command, offer_name, code, offer_id, custom_code_id,
-                base_plan_id, mode)
-            SELECT $1, $2, $3, $4, $5, $6, $7, $8, upper($9), $10, $11, $12, COALESCE(
-                (SELECT p.mode FROM grants.store_tasks p WHERE p.coupon_id = $2 AND p.store = $3 AND p.product_id = $4 AND p.base_plan_id = $12
-                   AND p.action = 'provision'), $13)
+                base_plan_id, mode, app_id)
+            SELECT $1, $2, $3, $4, $5, $6, $7, $8, upper($9), $10, $11, $12, COALESCE(p.mode, $13), COALESCE(p.app_id, $14)
+            FROM (SELECT 1) AS one LEFT JOIN grants.store_tasks p ON p.coupon_id = $2 AND p.store = $3 AND p.product_id = $4
+                AND p.base_plan_id = $12 AND p.action = 'provision'
             ON CONFLICT DO NOTHING RETURNING id
             """, [command.commandId, command.couponId, command.store.rawValue, command.productId, action.rawValue, command.generation,
                   try json(command), command.offerName, command.code, command.offerId, command.customCodeId, command.basePlanId ?? "",
-                  command.mode.rawValue]).rows.count == 1
+                  command.mode.rawValue, DefaultApp.id]).rows.count == 1
     }
 
     static func json<T: Encodable>(_ value: T) throws -> String {
@@ -79,14 +84,19 @@ enum StoreTasks {
     /// coupons asked for is the one Apple is left with. A switch starts from the ids its
     /// provisioning recorded. Only tasks of `stores` (those this instance is connected to) are
     /// claimed; the others wait. Test-mode tasks are simulated, so any instance claims them, except
-    /// Stripe's, which go to Stripe's own test mode with the test key (docs/stripe.md). An
-    /// offer is (coupon, store, plan, base plan).
+    /// Stripe's, which go to Stripe's own test mode with the test key (docs/stripe.md). `stores`
+    /// are the default app's; another app's live App Store tasks are claimed by any instance while
+    /// the app has App Store settings of the task's mode (docs/apps.md). An offer is (coupon,
+    /// store, plan, base plan).
     static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval, stores: [Store] = Store.allCases) throws -> [Claimed] {
         try c.query("""
             UPDATE grants.store_tasks t SET attempts = t.attempts + 1, next_attempt_at = now() + make_interval(secs => $2), lease_token = gen_random_uuid()
             WHERE t.id IN (
                 SELECT s.id FROM grants.store_tasks s
-                WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now() AND (s.store = ANY($3::text[]) OR (s.mode = 'test' AND s.store <> 'stripe'))
+                WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now()
+                  AND ((s.store = ANY($3::text[]) AND s.app_id = $4) OR (s.mode = 'test' AND s.store <> 'stripe')
+                    OR (s.app_id <> $4 AND s.store = 'appStore' AND EXISTS (SELECT 1 FROM grants.app_store_settings a
+                        WHERE a.app_id = s.app_id AND a.mode = s.mode AND a.provider = 'appstore')))
                   AND (s.action = 'provision' OR (COALESCE(
                         (SELECT p.status <> 'pending' FROM grants.store_tasks p
                          WHERE p.coupon_id = s.coupon_id AND p.store = s.store AND p.product_id = s.product_id
@@ -98,16 +108,17 @@ enum StoreTasks {
                           AND e.generation < s.generation AND e.status IN ('pending', 'reporting'))))
                 ORDER BY s.next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
             )
-            RETURNING t.id, t.action, t.status, t.command, t.mode, t.attempts, t.report, t.last_error, t.lease_token,
+            RETURNING t.id, t.action, t.status, t.command, t.mode, t.app_id, t.attempts, t.report, t.last_error, t.lease_token,
                 t.code_created_at, t.code_switched, t.offer_switched,
                 COALESCE(t.subscription_id, (SELECT p.subscription_id FROM grants.store_tasks p WHERE \(provisionOf))) AS subscription_id,
                 COALESCE(t.offer_id, (SELECT p.offer_id FROM grants.store_tasks p WHERE \(provisionOf))) AS offer_id,
                 COALESCE(t.custom_code_id, (SELECT p.custom_code_id FROM grants.store_tasks p WHERE \(provisionOf))) AS custom_code_id
-            """, [limit, lease, PGArray(stores.map(\.rawValue))]).rows.map { row in
+            """, [limit, lease, PGArray(stores.map(\.rawValue)), DefaultApp.id]).rows.map { row in
             Claimed(id: try row.decode("id"), action: StoreTaskAction(rawValue: try row.decode("action")) ?? .provision,
                     status: StoreTaskStatus(rawValue: try row.decode("status")) ?? .pending, command: try row.decode("command"),
                     subscriptionId: try row.decodeIfPresent("subscription_id"),
                     mode: Mode(rawValue: try row.decode("mode")) ?? .live,
+                    app: try row.decode("app_id"),
                     progress: AppStoreOfferProgress(offerId: try row.decodeIfPresent("offer_id"), customCodeId: try row.decodeIfPresent("custom_code_id"),
                                                     codeCreatedAt: try row.decodeIfPresent("code_created_at"),
                                                     codeSwitched: try row.decode("code_switched"), offerSwitched: try row.decode("offer_switched")),
@@ -165,11 +176,13 @@ enum StoreTasks {
     /// (docs/stores.md, "One App Store plan per code"). Another goes first when it has its code
     /// already; else, of the same coupon, when its product id sorts first; else, of another coupon
     /// (the same code, made again after a deactivation), when it was stored first. A provisioning
-    /// that failed holds nothing, nor does a test coupon's: its code is simulated, never Apple's.
+    /// that failed holds nothing, nor does a test coupon's: its code is simulated, never Apple's,
+    /// nor another app's: its codes are of its own Apple app.
     static func codeHolder(_ c: PGConnection, id: UUID) throws -> String? {
         try c.query("""
             SELECT o.product_id, o.coupon_id = t.coupon_id AS same_coupon FROM grants.store_tasks t
             JOIN grants.store_tasks o ON o.code = t.code AND o.store = t.store AND o.action = 'provision' AND o.id <> t.id AND o.mode = 'live'
+                AND o.app_id = t.app_id
                 AND o.report IS DISTINCT FROM 'failed'
             WHERE t.id = $1 AND (o.custom_code_id IS NOT NULL
                 OR (o.coupon_id = t.coupon_id AND o.product_id < t.product_id)
