@@ -19,6 +19,10 @@ final class AppsTests: StackTestCase {
     nonisolated(unsafe) static var appStoreConnect: FakeAppStoreConnect!
     nonisolated(unsafe) static var appleB: TestAppleAPIKey!
 
+    /// Stripe: the default app has no Stripe settings here; apps add their own accounts' keys
+    /// (`FakeStripe.addAccount`), and the fake records which key each call carried.
+    nonisolated(unsafe) static var stripe: FakeStripe!
+
     override class func startSuite() throws {
         // Webhook endpoints on loopback: receivers of this suite's own. The default app keeps its
         // grants in Redeem's ledger; an app's own RevenueCat project is the fake's. The default
@@ -26,9 +30,11 @@ final class AppsTests: StackTestCase {
         revenueCat = try FakeRevenueCat()
         appleB = try TestAppleAPIKey()
         appStoreConnect = try FakeAppStoreConnect(key: appleB)
+        stripe = try FakeStripe()
         stack = try Stack(environment: [
             "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
             "REDEEM_ASC_URL": appStoreConnect.url.absoluteString, "REDEEM_APPLE_OFFER_SETTLE": "1",
+            "REDEEM_STRIPE_API_URL": stripe.url.absoluteString,
         ])
         minter = try stack.minter()
     }
@@ -37,6 +43,7 @@ final class AppsTests: StackTestCase {
         let done = DispatchSemaphore(value: 0)
         Task {
             await appStoreConnect?.stop()
+            await stripe?.stop()
             done.signal()
         }
         done.wait()

@@ -67,7 +67,9 @@ enum CouponStore {
             try StoreOffers.provision(tx, couponId: id, d, mode: mode, app: app, subscriptions: subscriptions)
         }
         if d.hasPlayOffers { try StoreOffers.provisionPlay(tx, couponId: id, d, mode: mode, basePlans: basePlans) }
-        if d.hasStripeOffers { try StoreOffers.provisionStripe(tx, couponId: id, d, mode: mode, prices: prices) }
+        if d.hasStripeOffers {
+            try StoreOffers.provisionStripe(tx, couponId: id, d, mode: mode, app: app, prices: prices)
+        }
         return id
     }
 

@@ -270,25 +270,36 @@ public final class CouponsService: BackendService {
     }
 
     /// What a new coupon of an app other than the default one knows of the stores: App Store
-    /// offers are made with the app's own App Store settings of the coupon's mode, which grants
-    /// keeps (asked only when the coupon would make such offers), and refused with `invalid` on
-    /// `platforms` naming the store when the app has none. Its Google Play and Stripe offers are
-    /// not built yet: refused where the environment's store would make them (docs/apps.md).
+    /// offers are made with the app's own App Store settings of the coupon's mode, and Stripe
+    /// offers with its own Stripe settings of that mode, which grants keeps (asked only when the
+    /// coupon would make such offers); refused with `invalid` on `platforms` naming the store when
+    /// the app has none. Its Google Play offers are not built yet: refused where the environment's
+    /// store would make them (docs/apps.md).
     private func appStores(of app: UUID, _ input: CouponInput, mode: Mode, now: Date) async throws -> StoreSettings {
         let plain = try CouponRules.definition(input, defaultEntitlement: config.defaultEntitlement, now: now)
         let env = config.stores
-        if plain.needsOffers(in: .playStore, connected: env.playConnected)
-            || plain.needsOffers(in: .stripe, connected: env.stripeModes.contains(mode))
-        {
+        if plain.needsOffers(in: .playStore, connected: env.playConnected) {
             throw ServiceError(
                 .invalid,
-                "a coupon of another app than the default one can't make Google Play or Stripe offers yet;"
-                    + " leave android and web out of platforms", field: "platforms")
+                "a coupon of another app than the default one can't make Google Play offers yet;"
+                    + " leave android out of platforms", field: "platforms")
         }
         var stores = StoreSettings.none
         stores.offerSettle = env.offerSettle
-        guard plain.needsOffers(in: .appStore, connected: true) else { return stores }
+        let web = plain.needsOffers(in: .stripe, connected: true)
+        guard plain.needsOffers(in: .appStore, connected: true) || web else { return stores }
         let set = try await grants.request(AppStores.List(app: app, mode: mode)).data
+        if web {
+            guard set.contains(where: { $0.provider == .stripe }) else {
+                throw ServiceError(
+                    .invalid,
+                    "this app has no Stripe settings in \(mode.rawValue) mode: set them"
+                        + " (PUT /v1/apps/{id}/stores/stripe) before making a coupon with Stripe offers,"
+                        + " or leave web out of platforms", field: "platforms")
+            }
+            stores.stripeModes = [mode]
+        }
+        guard plain.needsOffers(in: .appStore, connected: true) else { return stores }
         guard let apple = set.first(where: { $0.provider == .appStore }) else {
             throw ServiceError(
                 .invalid,

@@ -117,9 +117,8 @@ public final class GrantsService: BackendService {
         stripe = checkoutClients
         receipts = StripeReceiptWorker(
             pool: runtime.pool, logger: runtime.logger,
-            receipts: config.revenueCatStripeKey.map { [revenueCatURL = config.revenueCatURL] in
-                RevenueCatStripeReceipts(base: revenueCatURL, key: $0, timeout: timeout)
-            },
+            receipts: RevenueCatStripeReceipts(base: config.revenueCatURL, timeout: timeout),
+            defaultKey: config.revenueCatStripeKey,
             retry: RetryPolicy(initial: 1, max: config.maxRetryDelay), lease: timeout + 5)
         // Always there: test mode's tasks are simulated, with or without a store connected.
         storeWorker = StoreTaskWorker(
@@ -134,6 +133,11 @@ public final class GrantsService: BackendService {
                 return AppStoreConnectClient(
                     base: url, token: AppleAPIToken(api: .appStoreConnect, keyId: keyId, issuerId: issuerId, key: key),
                     timeout: timeout, retry: once)
+            },
+            appStripe: { [keyring, config] c, app, mode in
+                // Another app's own Stripe settings (docs/apps.md), opened for this run.
+                try AppCredentials.opened(c, app: app, mode: mode, provider: .stripe, keyring: keyring)
+                    .flatMap { GrantsService.appStripeClient($0, config: config) }
             },
             retry: storeRetry, lease: timeout * 8 + 30)
     }
@@ -176,7 +180,9 @@ public final class GrantsService: BackendService {
                                      data: WebhookData(notice.redemption, coupon: notice.coupon), mode: notice.couponMode,
                                      app: DefaultApp.of(notice.app))
                 if let receipt = notice.stripeReceipt {
-                    try receipts.store(tx, receipt, redemption: notice.redemption.redemptionId, mode: notice.couponMode)
+                    try receipts.store(
+                        tx, receipt, redemption: notice.redemption.redemptionId, mode: notice.couponMode,
+                        app: DefaultApp.of(notice.app))
                 }
             }
             ack([notice.redemption.redemptionId], type: RedemptionCompletedNotice.type)
@@ -349,6 +355,7 @@ public final class GrantsService: BackendService {
         r.on(Grants.StripeCheckout.self) { [self] req, _ in try await stripeCheckout(req) }
         r.on(Grants.StripePortal.self) { [self] req, _ in try await stripePortal(req) }
         r.on(Grants.StripePortalLink.self) { [self] req, _ in try await stripePortalLink(req) }
+        r.on(Grants.StripeVerify.self) { [self] req, _ in try await stripeVerify(req) }
         return r
     }
 

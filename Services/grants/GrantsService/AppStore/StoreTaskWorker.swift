@@ -31,6 +31,10 @@ final class StoreTaskWorker: Sendable {
     /// when this worker makes no other app's offers.
     let appStores: AppStoreMaker?
     typealias AppStoreMaker = @Sendable (PGConnection, UUID, Mode) throws -> AppStoreConnectClient?
+    /// Opens another app's Stripe settings of a mode and builds its client (docs/apps.md); nil
+    /// when this worker makes no other app's Stripe objects.
+    let appStripe: StripeMaker?
+    typealias StripeMaker = @Sendable (PGConnection, UUID, Mode) throws -> StripeClient?
     let play: PlayOfferProvisioner?
     /// Stripe, per Redeem mode: a test coupon's Stripe objects are made with the test key only.
     let stripe: [Mode: StripeOfferProvisioner]
@@ -43,9 +47,10 @@ final class StoreTaskWorker: Sendable {
     static let maxInFlight = 8
 
     init(pool: PGPool, logger: Logger, report: @escaping Report, client: AppStoreConnectClient?, play: PlayDeveloperClient? = nil,
-         stripe: [Mode: StripeClient] = [:], appStores: AppStoreMaker? = nil, retry: RetryPolicy, lease: TimeInterval,
-         interval: Duration = .seconds(1)) {
+         stripe: [Mode: StripeClient] = [:], appStores: AppStoreMaker? = nil, appStripe: StripeMaker? = nil,
+         retry: RetryPolicy, lease: TimeInterval, interval: Duration = .seconds(1)) {
         self.appStores = appStores
+        self.appStripe = appStripe
         self.stripe = stripe.mapValues(StripeOfferProvisioner.init(client:))
         self.pool = pool
         self.logger = logger
@@ -129,7 +134,8 @@ final class StoreTaskWorker: Sendable {
             switch command.store {
             case .stripe:
                 // Stripe's own test mode, with the test key: never simulated.
-                guard let maker = self.stripe[task.mode] else { throw StoreTasks.LeaseLost() }  // no key of this mode here
+                // No key of this mode here (or another app's settings just removed): due after its lease.
+                guard let maker = try await stripeProvisioner(task) else { throw StoreTasks.LeaseLost() }
                 outcome = await maker.provision(command, from: task.progress, record: record(task))
             case _ where task.mode == .test:
                 outcome = SimulatedStore.provision(command, from: task.progress, now: Date())
@@ -188,6 +194,16 @@ final class StoreTaskWorker: Sendable {
         return client.map(OfferProvisioner.init(client:))
     }
 
+    /// The Stripe provisioner of a task's app and mode: the environment's key for the default app
+    /// (no read); another app's built from its own Stripe settings of the task's mode, read at
+    /// each run, nil when it has none now.
+    private func stripeProvisioner(_ task: StoreTasks.Claimed) async throws -> StripeOfferProvisioner? {
+        guard task.app != DefaultApp.id else { return stripe[task.mode] }
+        guard let appStripe else { return nil }
+        let client = try await pool.withConnection { c in try appStripe(c, task.app, task.mode) }
+        return client.map(StripeOfferProvisioner.init(client:))
+    }
+
     /// Reports the end of a task that has one (`report`) to coupons, then ends it; a report coupons
     /// did not answer is sent again after the backoff.
     private func sendReport(_ task: StoreTasks.Claimed, couponId: UUID, store: Store, productId: String, basePlanId: String?) async throws {
@@ -220,7 +236,8 @@ final class StoreTaskWorker: Sendable {
             if command.store == .appStore && task.mode == .live { apple = try await appStore(task) }
             switch (command.store, apple, play) {
             case (.stripe, _, _):
-                guard let maker = self.stripe[task.mode] else { throw StoreTasks.LeaseLost() }  // no key of this mode here
+                // No key of this mode here (or another app's settings just removed): due after its lease.
+                guard let maker = try await stripeProvisioner(task) else { throw StoreTasks.LeaseLost() }
                 outcome = await maker.switchTo(active: command.active, from: start, record: record(task))
             case _ where task.mode == .test:
                 outcome = SimulatedStore.switchTo(from: start)
