@@ -259,4 +259,34 @@ extension AppsTests {
         let nowhere = try await postStripeEvent(expired.payload, signature: expired.signature, app: UUID().uuidString)
         XCTAssertEqual(nowhere.status, 404, nowhere.text)
     }
+
+    /// Without a webhook secret nothing would complete a checkout: the app's web redemption is
+    /// answered 503 and no session is made.
+    func testAnAppWithoutAWebhookSecretMakesNoCheckoutSession() async throws {
+        let d = try await makeApp("Stripe no hook D")
+        let adminD = try await key(in: d.id, by: admin).key
+        let stripeKey = "sk_live_" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        Self.stripe.addAccount([.live: stripeKey])
+        let set = try await send("PUT", "/v1/apps/\(d.id)/stores/stripe", ["secretKey": stripeKey], token: adminD)
+        XCTAssertEqual(set.status, 200, set.text)
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        Self.stripe.addPrice("price_\(suffix)", product: "prod_\(suffix)")
+        let plan = try await send(
+            "POST", "/v1/plans",
+            ["productId": "web.\(suffix)", "name": "Pro", "stripe": ["priceId": "price_\(suffix)"]],
+            token: adminD)
+        XCTAssertEqual(plan.status, 201, plan.text)
+        let code = "NOHOOK-" + UUID().uuidString.prefix(6).uppercased()
+        let made = try await webCoupon(code, plan: "web.\(suffix)", token: adminD)
+        XCTAssertEqual(made.status, 201, made.text)
+        _ = try await readyStripeOffer(code, token: adminD)
+        let sessionsBefore = Self.stripe.sessions.count
+        let user = try Self.minter.user()
+        let r = try await send(
+            "POST", "/v1/redemptions", ["code": code, "platform": "web", "productId": "web.\(suffix)"],
+            token: user.token, app: d.id)
+        XCTAssertEqual(r.status, 503, r.text)
+        XCTAssertTrue(r.text.contains("webhookSecret"), r.text)
+        XCTAssertEqual(Self.stripe.sessions.count, sessionsBefore, "no Checkout Session")
+    }
 }

@@ -10,12 +10,28 @@ extension GrantsService {
     /// applied, the redemption's id as `client_reference_id`, the account's Stripe customer.
     func stripeCheckout(_ req: Grants.StripeCheckout) async throws -> Grants.StripeCheckout.Response {
         let app = DefaultApp.of(req.app)
-        guard let client = try await stripeClient(app: app, mode: req.mode) else {
-            throw ServiceError(
-                .unavailable,
-                app == DefaultApp.id
-                    ? "Stripe is not connected in \(req.mode.rawValue) mode"
-                    : "this app has no Stripe settings in \(req.mode.rawValue) mode")
+        let client: StripeClient
+        if app == DefaultApp.id {
+            guard let made = stripe[req.mode] else {
+                throw ServiceError(.unavailable, "Stripe is not connected in \(req.mode.rawValue) mode")
+            }
+            client = made
+        } else {
+            // Another app's own settings; without its webhook secret nothing would complete the
+            // reservation, so no session is made.
+            let opened = try await pool.withConnection { [keyring] c in
+                try AppCredentials.opened(c, app: app, mode: req.mode, provider: .stripe, keyring: keyring)
+            }
+            guard let opened, let made = Self.appStripeClient(opened, config: config) else {
+                throw ServiceError(.unavailable, "this app has no Stripe settings in \(req.mode.rawValue) mode")
+            }
+            guard opened.secrets.webhookSecret != nil else {
+                throw ServiceError(
+                    .unavailable,
+                    "this app's Stripe settings in \(req.mode.rawValue) mode have no webhookSecret, so nothing"
+                        + " would complete a checkout: set it (its endpoint is /v1/apps/{id}/stores/stripe/webhooks)")
+            }
+            client = made
         }
         let promotion = try await pool.withConnection { c in
             try c.query(
