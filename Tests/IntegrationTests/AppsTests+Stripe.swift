@@ -1,4 +1,5 @@
 import Core
+import Database
 import Foundation
 import TestSupport
 import XCTest
@@ -208,6 +209,17 @@ extension AppsTests {
         XCTAssertEqual(receipts.first?.platform, "stripe")
         XCTAssertEqual(receipts.first?.authorization, "Bearer \(b.revenueCatStripeKey)", "B's RevenueCat Stripe key")
         XCTAssertEqual(receipts.first?.appUserId, user.account.appUserId)
+        // Kept apart from the default app's receipts, which the previous release's pods send.
+        let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
+        let kept = try db.query(
+            """
+            SELECT (SELECT count(*)::int FROM grants.stripe_receipts WHERE subscription_id = $1) AS default_rows,
+                (SELECT count(*)::int FROM grants.stripe_app_receipts WHERE subscription_id = $1 AND status = 'sent')
+                AS app_rows
+            """, [subscription]
+        ).first
+        XCTAssertEqual(try kept?.decode("default_rows", as: Int.self), 0)
+        XCTAssertEqual(try kept?.decode("app_rows", as: Int.self), 1)
 
         // The billing portal, in B: with B's key, for B's customer; none in A.
         let portal = try await send("POST", "/v1/me/billing-portal", token: token, app: b.id)

@@ -12,6 +12,22 @@ CREATE TABLE stripe_app_customers (
     PRIMARY KEY (account_id, app_id, mode),
     CONSTRAINT stripe_app_customers_made_or_claimed CHECK (customer_id IS NOT NULL OR claimed_until IS NOT NULL)
 );
--- A receipt belongs to its coupon's app: the default app's go to the environment's RevenueCat
--- project, another app's to its own (its `revenuecat` settings' Stripe public key).
-ALTER TABLE stripe_receipts ADD COLUMN app_id uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001';
+-- The receipts of another app's Stripe checkouts, told to the app's own RevenueCat project (its
+-- `revenuecat` settings' Stripe public key), kept and sent as `stripe_receipts` are. A table of
+-- their own: the previous release's pods claim every pending row of `stripe_receipts` and would
+-- send another app's receipt with the environment's key.
+CREATE TABLE stripe_app_receipts (
+    subscription_id text PRIMARY KEY CHECK (subscription_id ~ '^[A-Za-z0-9_]{1,200}$'),
+    redemption_id uuid NOT NULL UNIQUE,
+    app_id uuid NOT NULL CHECK (app_id <> '00000000-0000-0000-0000-000000000001'),
+    app_user_id text NOT NULL CHECK (length(app_user_id) BETWEEN 1 AND 200),
+    mode text NOT NULL CHECK (mode IN ('live', 'test')),
+    status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'sent', 'failed')),
+    attempts int NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    last_error text,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    settled_at timestamptz,
+    CHECK ((status = 'pending') = (settled_at IS NULL))
+);
+CREATE INDEX stripe_app_receipts_due ON stripe_app_receipts (next_attempt_at) WHERE status = 'pending';

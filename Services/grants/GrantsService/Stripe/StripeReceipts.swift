@@ -48,7 +48,8 @@ struct RevenueCatStripeReceipts: Sendable {
     }
 }
 
-/// Sends the receipts of completed Stripe checkouts (`grants.stripe_receipts`) to RevenueCat:
+/// Sends the receipts of completed Stripe checkouts (`grants.stripe_receipts`, and another app's
+/// `grants.stripe_app_receipts`) to RevenueCat:
 /// stored in the transaction that takes coupons' completion notice (so once per subscription,
 /// whatever coupons' outbox sends again), then claimed with a lease, sent, and settled as grants
 /// are (`GrantDecision`: retried with backoff on 429, 5xx and no answer). A grants killed between
@@ -95,11 +96,25 @@ final class StripeReceiptWorker: Sendable {
         } else {
             guard try Self.appKey(tx, app: app, mode: mode) != nil else { return }
         }
-        try tx.query(
-            """
-            INSERT INTO grants.stripe_receipts (subscription_id, redemption_id, app_user_id, mode, app_id)
-            VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING
-            """, [receipt.subscriptionId, redemption, receipt.appUserId, mode.rawValue, app])
+        if app == DefaultApp.id {
+            try tx.query(
+                """
+                INSERT INTO grants.stripe_receipts (subscription_id, redemption_id, app_user_id, mode)
+                VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
+                """, [receipt.subscriptionId, redemption, receipt.appUserId, mode.rawValue])
+        } else {
+            try tx.query(
+                """
+                INSERT INTO grants.stripe_app_receipts (subscription_id, redemption_id, app_user_id, mode, app_id)
+                VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING
+                """, [receipt.subscriptionId, redemption, receipt.appUserId, mode.rawValue, app])
+        }
+    }
+
+    /// Where an app's receipts are kept: the default app's in `stripe_receipts`, another app's in
+    /// `stripe_app_receipts` (which the previous release's pods do not read).
+    static func table(_ app: UUID) -> String {
+        app == DefaultApp.id ? "grants.stripe_receipts" : "grants.stripe_app_receipts"
     }
 
     /// Another app's RevenueCat Stripe key in a mode: the `stripePublicKey` of its `revenuecat`
@@ -148,24 +163,30 @@ final class StripeReceiptWorker: Sendable {
         return try? await pool.withConnection { c in try Self.appKey(c, app: r.app, mode: r.mode) }
     }
 
-    /// Leases the receipts due: `next_attempt_at` moves past the lease, so another instance (or
-    /// this one after a restart) takes one only once its lease has run out.
+    /// Leases the receipts due, the default app's then other apps': `next_attempt_at` moves past
+    /// the lease, so another instance (or this one after a restart) takes one only once its lease
+    /// has run out.
     static func claim(_ c: PGConnection, limit: Int, lease: TimeInterval) throws -> [Receipt] {
-        try c.query(
-            """
-            UPDATE grants.stripe_receipts SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
-            WHERE subscription_id IN (
-                SELECT subscription_id FROM grants.stripe_receipts WHERE status = 'pending' AND next_attempt_at <= now()
-                ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
-            )
-            RETURNING subscription_id, app_user_id, attempts, app_id, mode
-            """, [limit, lease]
-        ).rows.map {
-            Receipt(
-                subscriptionId: try $0.decode("subscription_id"), appUserId: try $0.decode("app_user_id"),
-                attempts: try $0.decode("attempts"), app: try $0.decode("app_id"),
-                mode: Mode(rawValue: try $0.decode("mode")) ?? .live)
+        var due: [Receipt] = []
+        for table in ["grants.stripe_receipts", "grants.stripe_app_receipts"] where due.count < limit {
+            let app = table == "grants.stripe_receipts" ? "NULL::uuid" : "app_id"
+            due += try c.query(
+                """
+                UPDATE \(table) SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
+                WHERE subscription_id IN (
+                    SELECT subscription_id FROM \(table) WHERE status = 'pending' AND next_attempt_at <= now()
+                    ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+                )
+                RETURNING subscription_id, app_user_id, attempts, \(app) AS app_id, mode
+                """, [limit - due.count, lease]
+            ).rows.map {
+                Receipt(
+                    subscriptionId: try $0.decode("subscription_id"), appUserId: try $0.decode("app_user_id"),
+                    attempts: try $0.decode("attempts"), app: try $0.decodeIfPresent("app_id") ?? DefaultApp.id,
+                    mode: Mode(rawValue: try $0.decode("mode")) ?? .live)
+            }
         }
+        return due
     }
 
     static func record(_ c: PGConnection, _ r: Receipt, _ decision: GrantDecision) throws {
@@ -173,17 +194,17 @@ final class StripeReceiptWorker: Sendable {
         case .succeed:
             try c.query(
                 """
-                UPDATE grants.stripe_receipts SET status = 'sent', settled_at = now(), last_error = NULL WHERE subscription_id = $1
+                UPDATE \(table(r.app)) SET status = 'sent', settled_at = now(), last_error = NULL WHERE subscription_id = $1
                 """, [r.subscriptionId])
         case .fail(let reason):
             try c.query(
                 """
-                UPDATE grants.stripe_receipts SET status = 'failed', settled_at = now(), last_error = $2 WHERE subscription_id = $1
+                UPDATE \(table(r.app)) SET status = 'failed', settled_at = now(), last_error = $2 WHERE subscription_id = $1
                 """, [r.subscriptionId, reason])
         case .retry(let after, let reason):
             try c.query(
                 """
-                UPDATE grants.stripe_receipts SET next_attempt_at = now() + make_interval(secs => $2), last_error = $3
+                UPDATE \(table(r.app)) SET next_attempt_at = now() + make_interval(secs => $2), last_error = $3
                 WHERE subscription_id = $1
                 """, [r.subscriptionId, after, reason])
         case .leave:
