@@ -40,6 +40,8 @@ public final class GrantsService: BackendService {
     let stripe: [Mode: StripeClient]
     /// Tells RevenueCat of completed Stripe checkouts.
     let receipts: StripeReceiptWorker
+    /// Other apps' Stripe clients, by app and mode, kept while their settings' version holds.
+    let appStripeClients = Mutex<[String: AppStripeClient]>([:])
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
     private let commandBatches = Mutex<Coalescer<ReceivedCommand, Empty>?>(nil)

@@ -19,19 +19,16 @@ extension GrantsService {
         } else {
             // Another app's own settings; without its webhook secret nothing would complete the
             // reservation, so no session is made.
-            let opened = try await pool.withConnection { [keyring] c in
-                try AppCredentials.opened(c, app: app, mode: req.mode, provider: .stripe, keyring: keyring)
-            }
-            guard let opened, let made = Self.appStripeClient(opened, config: config) else {
+            guard let own = try await appStripe(app: app, mode: req.mode) else {
                 throw ServiceError(.unavailable, "this app has no Stripe settings in \(req.mode.rawValue) mode")
             }
-            guard opened.secrets.webhookSecret != nil else {
+            guard own.takesEvents else {
                 throw ServiceError(
                     .unavailable,
                     "this app's Stripe settings in \(req.mode.rawValue) mode have no webhookSecret, so nothing"
                         + " would complete a checkout: set it (its endpoint is /v1/apps/{id}/stores/stripe/webhooks)")
             }
-            client = made
+            client = own.client
         }
         let promotion = try await pool.withConnection { c in
             try c.query(
@@ -135,10 +132,30 @@ extension GrantsService {
     /// app's built from its own Stripe settings of that mode, read at each call; nil without a key.
     func stripeClient(app: UUID, mode: Mode) async throws -> StripeClient? {
         guard app != DefaultApp.id else { return stripe[mode] }
+        return try await appStripe(app: app, mode: mode)?.client
+    }
+
+    /// Another app's Stripe client of a mode, built from its settings once per version of them
+    /// (a cheap read checks the version at each call, so a change is used at once); nil when the
+    /// app has none.
+    func appStripe(app: UUID, mode: Mode) async throws -> AppStripeClient? {
+        let name = app.lowercasedString + "/" + mode.rawValue
+        let version = try await pool.withConnection { c in
+            try AppCredentials.version(c, app: app, mode: mode, provider: .stripe)
+        }
+        guard let version else {
+            appStripeClients.withLock { $0[name] = nil }
+            return nil
+        }
+        if let kept = appStripeClients.withLock({ $0[name] }), kept.version == version { return kept }
         let opened = try await pool.withConnection { [keyring] c in
             try AppCredentials.opened(c, app: app, mode: mode, provider: .stripe, keyring: keyring)
         }
-        return opened.flatMap { Self.appStripeClient($0, config: config) }
+        guard let opened, let client = Self.appStripeClient(opened, config: config) else { return nil }
+        let made = AppStripeClient(
+            client: client, version: opened.version, takesEvents: opened.secrets.webhookSecret != nil)
+        appStripeClients.withLock { $0[name] = made }
+        return made
     }
 
     /// A client of another app's Stripe account, from its opened settings; one try per call, as
@@ -272,4 +289,12 @@ extension GrantsService {
         case .refused(_, let message): ServiceError(.unavailable, String(message.prefix(300)))
         }
     }
+}
+
+/// Another app's Stripe client (docs/apps.md), with the version of the settings it was built from.
+struct AppStripeClient: Sendable {
+    let client: StripeClient
+    let version: Int64
+    /// The settings have a webhook secret: the app's endpoint takes Stripe's events.
+    let takesEvents: Bool
 }
