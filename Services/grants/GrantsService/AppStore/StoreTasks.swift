@@ -87,8 +87,7 @@ enum StoreTasks {
     /// Stripe's, which go to Stripe's own test mode with the test key (docs/stripe.md). `stores`
     /// are the default app's; another app's live App Store tasks, and its Stripe tasks of either
     /// mode, are claimed by any instance while the app has settings of that store and the task's
-    /// mode (docs/apps.md). An offer is (coupon,
-    /// store, plan, base plan).
+    /// mode (docs/apps.md). An offer is (coupon, store, plan, base plan).
     static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval, stores: [Store] = Store.allCases) throws -> [Claimed] {
         try c.query("""
             UPDATE grants.store_tasks t SET attempts = t.attempts + 1, next_attempt_at = now() + make_interval(secs => $2), lease_token = gen_random_uuid()
