@@ -18,17 +18,21 @@ final class AppsTests: StackTestCase {
     /// App Store Connect, taking only the API key of app B's own settings (`appleB`).
     nonisolated(unsafe) static var appStoreConnect: FakeAppStoreConnect!
     nonisolated(unsafe) static var appleB: TestAppleAPIKey!
+    /// The environment's `REDEEM_APPLE_APP_ID`: the default app's offer-code page, never another app's.
+    static let defaultAppleAppId = "6450000001"
 
     override class func startSuite() throws {
         // Webhook endpoints on loopback: receivers of this suite's own. The default app keeps its
         // grants in Redeem's ledger; an app's own RevenueCat project is the fake's. The default
-        // app has no App Store settings: only an app's own reach the fake App Store Connect.
+        // app has no App Store settings (only its Apple id): only an app's own reach the fake
+        // App Store Connect.
         revenueCat = try FakeRevenueCat()
         appleB = try TestAppleAPIKey()
         appStoreConnect = try FakeAppStoreConnect(key: appleB)
         stack = try Stack(environment: [
             "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
             "REDEEM_ASC_URL": appStoreConnect.url.absoluteString, "REDEEM_APPLE_OFFER_SETTLE": "1",
+            "REDEEM_APPLE_APP_ID": defaultAppleAppId
         ])
         minter = try stack.minter()
     }
@@ -366,7 +370,7 @@ final class AppsTests: StackTestCase {
         for (method, path, body) in [
             ("PATCH", "/v1/webhooks/\(other)", ["enabled": false] as [String: Any]?),
             ("POST", "/v1/webhooks/\(other)/rotate-secret", [:]), ("POST", "/v1/webhooks/\(other)/test", [:]),
-            ("GET", "/v1/webhooks/\(other)/deliveries", nil), ("DELETE", "/v1/webhooks/\(other)", nil),
+            ("GET", "/v1/webhooks/\(other)/deliveries", nil), ("DELETE", "/v1/webhooks/\(other)", nil)
         ] {
             let r = try await send(method, path, body, token: adminA.key)
             XCTAssertEqual(r.status, 404, "\(method) \(path): \(r.text)")

@@ -43,17 +43,24 @@ public final class CouponsService: BackendService {
         let pool = runtime.pool
         let metrics = runtime.metrics
         let stores = config.stores
+        let appleAppIds = AppleAppIds(grants: grants, logger: runtime.logger)
         validations = Coalescer(maxBatch: 256) { requests in
             metrics.observe("redeem_validation_batch_size", help: "Validations answered together by one query.",
                             Double(requests.count), buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
             do {
-                return try await pool.withConnection { try RedemptionStore.validateBatch($0, requests, stores: stores, now: Date()) }.map { .success($0) }
+                return try await appleAppIds.running(app: requests[0].app, stores) { stores in
+                    try await pool.withConnection {
+                        try RedemptionStore.validateBatch($0, requests, stores: stores, now: Date())
+                    }
+                }.map { .success($0) }
             } catch {
                 return requests.map { _ in .failure(error) }
             }
         }
-        batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, stores: stores, logger: runtime.logger,
-                                     metrics: runtime.metrics, resendAfter: relay.resendAfter, granted: { [relay] in relay.send($0) })
+        batcher = ReservationBatcher(
+            pool: runtime.pool, reservationTTL: config.reservationTTL, stores: stores, appleAppIds: appleAppIds,
+            logger: runtime.logger, metrics: runtime.metrics, resendAfter: relay.resendAfter,
+            granted: { [relay] in relay.send($0) })
         runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") { [self] in
             [([:], Double(outboxDepth.withLock { $0.depth }))]
         }
