@@ -34,6 +34,8 @@ public final class GrantsService: BackendService {
     let appStoreServer: AppStoreServerClient?
     /// The Google Play Developer API, when Google Play is connected (`grants.playPurchase`).
     let play: PlayDeveloperClient?
+    /// Other apps' Google Play Developer API clients, from their own settings (docs/apps.md).
+    let appPlay: AppPlayClients
     /// Makes and switches off store offers, when the App Store or Google Play is connected.
     let storeWorker: StoreTaskWorker
     /// Stripe, by the mode each key serves (docs/stripe.md): checkout and the billing portal.
@@ -95,11 +97,16 @@ public final class GrantsService: BackendService {
         appStoreConnect = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: appleRetry) }
         appStoreServer = config.appStoreServer.map { AppStoreServerClient(settings: $0, timeout: timeout, retry: appleRetry) }
         play = config.play.map { PlayDeveloperClient(settings: $0, timeout: timeout, retry: appleRetry) }
+        appPlay = AppPlayClients(
+            keyring: keyring, tokenURL: config.googleTokenURL, apiURL: config.playAPIURL, timeout: timeout,
+            retry: appleRetry)
         // One try per call: a task Apple throttles is due again after its wait, holding up no other.
         let couponsBus = coupons, storeRetry = RetryPolicy(initial: 1, max: config.maxRetryDelay)
         let once = AppleRetry(policy: appleRetry.policy, maxAttempts: 1)
         let storeClient = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: once) }
         let playClient = config.play.map { PlayDeveloperClient(settings: $0, timeout: timeout, retry: once) }
+        let appPlayTasks = AppPlayClients(
+            keyring: keyring, tokenURL: config.googleTokenURL, apiURL: config.playAPIURL, timeout: timeout, retry: once)
         var stripeClients: [Mode: StripeClient] = [:]
         if let stripe = config.stripe {
             for mode in stripe.keys.modes {
@@ -135,6 +142,7 @@ public final class GrantsService: BackendService {
                     base: url, token: AppleAPIToken(api: .appStoreConnect, keyId: keyId, issuerId: issuerId, key: key),
                     timeout: timeout, retry: once)
             },
+            playApps: { c, app, mode in try appPlayTasks.client(c, app: app, mode: mode) },
             retry: storeRetry, lease: timeout * 8 + 30)
     }
 

@@ -381,10 +381,27 @@ extension Grants {
         public static let type = "grants.playPurchase"
         public struct Response: Codable, Sendable, Equatable {
             public var transaction: VerifiedStoreTransaction
-            public init(transaction: VerifiedStoreTransaction) { self.transaction = transaction }
+            /// The app whose Google Play settings read it; nil: the default app.
+            public var app: UUID?
+            public init(transaction: VerifiedStoreTransaction, app: UUID? = nil) {
+                self.transaction = transaction
+                self.app = app
+            }
         }
         public var purchaseToken: String
-        public init(purchaseToken: String) { self.purchaseToken = purchaseToken }
+        /// The app whose Google Play settings read it: nil (or the default app) the environment's,
+        /// another app its own live `googleplay` settings (docs/apps.md); `invalid` on
+        /// `purchaseToken` when it has none.
+        public var app: UUID?
+        /// A push's package name, when it is not the environment's (`app` nil): read with the
+        /// settings of the one app whose live Google Play settings name it; `notFound` when none
+        /// or several do.
+        public var packageName: String?
+        public init(purchaseToken: String, app: UUID? = nil, packageName: String? = nil) {
+            self.purchaseToken = purchaseToken
+            self.app = app
+            self.packageName = packageName
+        }
     }
 
     public struct AppleTransaction: BusRequest {
