@@ -262,4 +262,34 @@ extension AppsTests {
         let done = try await send("GET", "/v1/redemptions/\(reserved.redemptionId)", token: u.token, app: b.app.id)
         XCTAssertEqual(try done.decode(RedemptionBody.self).status, "completed", done.text)
     }
+
+    func testAnAppsPlaySubscriberIsSentToTheAppsOwnPackageToManageIt() async throws {
+        let b = try await playApp("Play manage B")
+        let rcKey = "sk_rc_manage_" + UUID().uuidString.prefix(8).lowercased()
+        let set = try await send("PUT", "/v1/apps/\(b.app.id)/stores/revenuecat", ["secretKey": rcKey], token: b.admin)
+        XCTAssertEqual(set.status, 200, set.text)
+        let signed = try await client.json(
+            "POST", "/v1/accounts",
+            ["email": "manage-\(UUID().uuidString.prefix(8))@example.com", "password": "correct horse battery"])
+        XCTAssertEqual(signed.status, 201, signed.text)
+        let user = try signed.decode(AccountSessionBody.self)
+        let appUserId = try XCTUnwrap(user.account.appUserId)
+        func managementUrl(_ app: String?) async throws -> String? {
+            let me = try await send("GET", "/v1/me", token: user.session.accessToken, app: app)
+            XCTAssertEqual(me.status, 200, me.text)
+            return try me.json()["managementUrl"] as? String
+        }
+        // A Google Play subscription in B's RevenueCat project: Google's page of B's own package.
+        Self.revenueCat.addStorePurchase(
+            appUserId,
+            .init(
+                productId: "vpro_sub", store: "play_store", entitlementId: "pro",
+                expires: Date().addingTimeInterval(30 * 86_400), basePlanId: "monthly"))
+        let url = try await managementUrl(b.app.id)
+        XCTAssertEqual(
+            url, "https://play.google.com/store/account/subscriptions?sku=vpro_sub&package=\(Self.playPackageB)")
+        // The default app's view is the environment's (Redeem's own ledger here): no URL.
+        let inDefault = try await managementUrl(nil)
+        XCTAssertNil(inDefault)
+    }
 }

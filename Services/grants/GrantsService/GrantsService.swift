@@ -23,6 +23,8 @@ public final class GrantsService: BackendService {
     let transfers: TransferWorker
     /// The store's view of holders, under `revenuecat`.
     let storeViews: StoreViews
+    /// Another app's view of a holder, in its own RevenueCat project (docs/apps.md).
+    let appStoreViews: AppStoreViews
     let deliverer: WebhookDeliverer
     /// Seals the webhook secrets and the apps' store settings as they are stored (`REDEEM_SECRET_KEY`).
     let keyring: SecretKeyring
@@ -83,6 +85,7 @@ public final class GrantsService: BackendService {
             fixed: providers, limiters: limiters, pool: runtime.pool, keyring: keyring,
             revenueCatURL: config.revenueCatURL, timeout: config.providerTimeout, rate: config.providerRate)
         self.providers = directory
+        appStoreViews = AppStoreViews(providers: directory, pool: runtime.pool)
         worker = GrantWorker(
             pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, coupons: coupons, events: events,
             providers: directory, retry: RetryPolicy(initial: 1, max: config.maxRetryDelay),
@@ -280,7 +283,13 @@ public final class GrantsService: BackendService {
         }
         r.on(Grants.StoreView.self) { [self] req, _ in
             let holder = try await pool.withConnection { try GrantLedger.currentHolder($0, req.appUserId) }
-            guard let view = await storeViews.view(holder, fresh: req.fresh) else {
+            let view: Grants.StoreView.Response?
+            if let app = req.app, app != DefaultApp.id {
+                view = try await appStoreViews.view(holder, app: app, fresh: req.fresh)
+            } else {
+                view = await storeViews.view(holder, fresh: req.fresh)
+            }
+            guard let view else {
                 throw ServiceError(.unavailable, "the entitlement provider could not be read; try again")
             }
             return view

@@ -441,9 +441,14 @@ extension Grants {
         public var appUserId: String
         /// Ask the provider now, not a cached answer (a link decides on it).
         public var fresh: Bool
-        public init(appUserId: String, fresh: Bool) {
+        /// The app whose view it is: nil (or the default app) the environment's provider, another
+        /// app its own live RevenueCat project (none: no purchase, no URL), with a Google Play
+        /// subscription's page in the app's own package (docs/apps.md).
+        public var app: UUID?
+        public init(appUserId: String, fresh: Bool, app: UUID? = nil) {
             self.appUserId = appUserId
             self.fresh = fresh
+            self.app = app
         }
     }
 
