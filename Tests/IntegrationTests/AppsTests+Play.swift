@@ -291,5 +291,23 @@ extension AppsTests {
         // The default app's view is the environment's (Redeem's own ledger here): no URL.
         let inDefault = try await managementUrl(nil)
         XCTAssertNil(inDefault)
+
+        // B's RevenueCat project says the account holds B's Play product: B's Android discount on
+        // it is refused as already owned, and nothing is reserved.
+        let code = "PLAYO" + UUID().uuidString.prefix(6).uppercased().replacingOccurrences(of: "-", with: "")
+        let made = try await playDiscount(code, plan: b.plan, token: b.admin)
+        XCTAssertEqual(made.status, 201, made.text)
+        let ready = try await Self.stack.eventually(30) {
+            try await self.send("GET", "/v1/coupons/\(code)", token: b.admin).decode(CouponBody.self).storeOffers?
+                .first?.state == "ready"
+        }
+        XCTAssertTrue(ready, Self.stack.logs())
+        let owned = try await send(
+            "POST", "/v1/redemptions", ["code": code, "platform": "android"], token: user.session.accessToken,
+            app: b.app.id)
+        XCTAssertEqual(owned.status, 422, owned.text)
+        XCTAssertEqual(owned.errorCode, "alreadyOwned", owned.text)
+        let coupon = try await send("GET", "/v1/coupons/\(code)", token: b.admin).decode(CouponBody.self)
+        XCTAssertEqual(coupon.remaining, 100, "nothing reserved")
     }
 }
