@@ -21,18 +21,33 @@ final class AppsTests: StackTestCase {
     /// The environment's `REDEEM_APPLE_APP_ID`: the default app's offer-code page, never another app's.
     static let defaultAppleAppId = "6450000001"
 
+    /// Google Play, taking only the service account and package of app B's own settings (`playB`).
+    nonisolated(unsafe) static var playB: TestGoogleServiceAccount!
+    nonisolated(unsafe) static var googleOAuth: FakeGoogleOAuth!
+    nonisolated(unsafe) static var play: FakePlayDeveloperAPI!
+    static let playPackageB = "com.example.appb"
+    /// Pub/Sub's pushes of Google Play's notifications; the default app has no package of its own.
+    nonisolated(unsafe) static var pusher: GooglePushSender!
+
     override class func startSuite() throws {
         // Webhook endpoints on loopback: receivers of this suite's own. The default app keeps its
         // grants in Redeem's ledger; an app's own RevenueCat project is the fake's. The default
-        // app has no App Store settings (only its Apple id): only an app's own reach the fake
-        // App Store Connect.
+        // app has no App Store or Google Play settings (only its Apple id): only an app's own reach
+        // the fake App Store Connect and the fake Google Play.
         revenueCat = try FakeRevenueCat()
         appleB = try TestAppleAPIKey()
         appStoreConnect = try FakeAppStoreConnect(key: appleB)
+        playB = try TestGoogleServiceAccount(email: "app-b@redeem-tests.iam.gserviceaccount.com")
+        googleOAuth = try FakeGoogleOAuth(account: playB)
+        play = try FakePlayDeveloperAPI(oauth: googleOAuth, packageName: playPackageB)
+        pusher = try GooglePushSender()
         stack = try Stack(environment: [
             "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
             "REDEEM_ASC_URL": appStoreConnect.url.absoluteString, "REDEEM_APPLE_OFFER_SETTLE": "1",
-            "REDEEM_APPLE_APP_ID": defaultAppleAppId
+            "REDEEM_APPLE_APP_ID": defaultAppleAppId,
+            "REDEEM_GOOGLE_TOKEN_URL": googleOAuth.url.absoluteString, "REDEEM_PLAY_API_URL": play.url.absoluteString,
+            "REDEEM_PLAY_OFFER_SETTLE": "1", "REDEEM_GOOGLE_JWKS": pusher.jwksFile.path,
+            "REDEEM_PLAY_PUSH_AUDIENCE": pusher.audience, "REDEEM_PLAY_PUSH_SERVICE_ACCOUNT": pusher.serviceAccount,
         ])
         minter = try stack.minter()
     }
@@ -41,6 +56,8 @@ final class AppsTests: StackTestCase {
         let done = DispatchSemaphore(value: 0)
         Task {
             await appStoreConnect?.stop()
+            await play?.stop()
+            await googleOAuth?.stop()
             done.signal()
         }
         done.wait()

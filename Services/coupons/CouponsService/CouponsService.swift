@@ -276,35 +276,48 @@ public final class CouponsService: BackendService {
         return view
     }
 
-    /// What a new coupon of an app other than the default one knows of the stores: App Store
-    /// offers are made with the app's own App Store settings of the coupon's mode, which grants
-    /// keeps (asked only when the coupon would make such offers), and refused with `invalid` on
-    /// `platforms` naming the store when the app has none. Its Google Play and Stripe offers are
-    /// not built yet: refused where the environment's store would make them (docs/apps.md).
+    /// What a new coupon of an app other than the default one knows of the stores: App Store and
+    /// Google Play offers are made with the app's own settings of that store in the coupon's mode,
+    /// which grants keeps (asked only when the coupon would make such offers), and refused with
+    /// `invalid` on `platforms` naming the store when the app has none. Its Stripe offers are not
+    /// built yet: refused where the environment's Stripe would make them (docs/apps.md).
     private func appStores(of app: UUID, _ input: CouponInput, mode: Mode, now: Date) async throws -> StoreSettings {
         let plain = try CouponRules.definition(input, defaultEntitlement: config.defaultEntitlement, now: now)
         let env = config.stores
-        if plain.needsOffers(in: .playStore, connected: env.playConnected)
-            || plain.needsOffers(in: .stripe, connected: env.stripeModes.contains(mode))
-        {
+        if plain.needsOffers(in: .stripe, connected: env.stripeModes.contains(mode)) {
             throw ServiceError(
                 .invalid,
-                "a coupon of another app than the default one can't make Google Play or Stripe offers yet;"
-                    + " leave android and web out of platforms", field: "platforms")
+                "a coupon of another app than the default one can't make Stripe offers yet;"
+                    + " leave web out of platforms", field: "platforms")
         }
         var stores = StoreSettings.none
         stores.offerSettle = env.offerSettle
-        guard plain.needsOffers(in: .appStore, connected: true) else { return stores }
+        stores.playOfferSettle = env.playOfferSettle
+        let needsApple = plain.needsOffers(in: .appStore, connected: true)
+        let needsPlay = plain.needsOffers(in: .playStore, connected: true)
+        guard needsApple || needsPlay else { return stores }
         let set = try await grants.request(AppStores.List(app: app, mode: mode)).data
-        guard let apple = set.first(where: { $0.provider == .appStore }) else {
-            throw ServiceError(
-                .invalid,
-                "this app has no App Store settings in \(mode.rawValue) mode: set them"
-                    + " (PUT /v1/apps/{id}/stores/appstore) before making a coupon with App Store offers,"
-                    + " or leave ios out of platforms", field: "platforms")
+        if needsApple {
+            guard let apple = set.first(where: { $0.provider == .appStore }) else {
+                throw ServiceError(
+                    .invalid,
+                    "this app has no App Store settings in \(mode.rawValue) mode: set them"
+                        + " (PUT /v1/apps/{id}/stores/appstore) before making a coupon with App Store offers,"
+                        + " or leave ios out of platforms", field: "platforms")
+            }
+            stores.appStoreConnected = true
+            stores.appleAppId = apple.appAppleId
         }
-        stores.appStoreConnected = true
-        stores.appleAppId = apple.appAppleId
+        if needsPlay {
+            guard set.contains(where: { $0.provider == .googlePlay }) else {
+                throw ServiceError(
+                    .invalid,
+                    "this app has no Google Play settings in \(mode.rawValue) mode: set them"
+                        + " (PUT /v1/apps/{id}/stores/googleplay) before making a coupon with Google Play offers,"
+                        + " or leave android out of platforms", field: "platforms")
+            }
+            stores.playConnected = true
+        }
         return stores
     }
 

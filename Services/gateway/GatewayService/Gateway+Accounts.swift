@@ -160,9 +160,14 @@ extension Gateway {
 
     func me(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
         let view = try await accounts.request(Accounts.Me(accountId: user.account))
-        // The store and Stripe settings are the default app's (docs/apps.md): another app's user
-        // gets no management URL from them.
-        guard user.app == DefaultApp.id else { return .json(200, MeBody(view, managementUrl: nil)) }
+        // The environment's store and Stripe settings are the default app's (docs/apps.md): another
+        // app's user gets the management URL of the app's own RevenueCat project, a Google Play
+        // subscription's in the app's own package.
+        guard user.app == DefaultApp.id else {
+            let store = try? await grants.request(
+                Grants.StoreView(appUserId: view.appUserId, fresh: false, app: user.app))
+            return .json(200, MeBody(view, managementUrl: store?.managementUrl))
+        }
         // The store's view is extra: slow or down, the account is answered without it.
         async let store = try? await grants.request(Grants.StoreView(appUserId: view.appUserId, fresh: false))
         // RevenueCat's URL names the store of the latest subscription; without one, a Stripe
