@@ -60,6 +60,23 @@ extension AppsTests {
             Self.appStoreConnect.received.allSatisfy { $0.status != 401 },
             "every call was signed with B's key id and issuer")
 
+        // B's iOS clients are handed the offer-code page of B's own Apple id, not the
+        // environment's REDEEM_APPLE_APP_ID (the default app's), by validate and by redeem.
+        let page = "https://apps.apple.com/redeem?ctx=offercodes&id=6450000002&code=\(code)"
+        let user = try Self.minter.user()
+        let valid = try await send(
+            "POST", "/v1/coupons/validate", ["code": code, "platform": "ios"], token: user.token, app: b.id)
+        XCTAssertEqual(valid.status, 200, valid.text)
+        let handoff = try XCTUnwrap(try valid.json()["appStore"] as? [String: Any], valid.text)
+        XCTAssertEqual(handoff["redemptionUrl"] as? String, page, valid.text)
+        XCTAssertEqual(handoff["redemptionUrls"] as? [String: String], [product: page], valid.text)
+        let redeemed = try await send(
+            "POST", "/v1/redemptions", ["code": code, "platform": "ios", "productId": product], token: user.token,
+            app: b.id)
+        XCTAssertEqual(redeemed.status, 201, redeemed.text)
+        XCTAssertEqual(try redeemed.decode(RedemptionBody.self).appStore?.redemptionUrl, page, redeemed.text)
+        XCTAssertFalse(redeemed.text.contains(Self.defaultAppleAppId), "not the environment's page")
+
         // C has no App Store settings: its coupon is refused, naming the store, and nothing is made.
         let refused = try await discount("APPC-" + UUID().uuidString.prefix(6).uppercased(), token: adminC.key)
         XCTAssertEqual(refused.status, 422, refused.text)

@@ -18,6 +18,16 @@ final class AppsTests: StackTestCase {
     /// App Store Connect, taking only the API key of app B's own settings (`appleB`).
     nonisolated(unsafe) static var appStoreConnect: FakeAppStoreConnect!
     nonisolated(unsafe) static var appleB: TestAppleAPIKey!
+    /// The environment's `REDEEM_APPLE_APP_ID`: the default app's offer-code page, never another app's.
+    static let defaultAppleAppId = "6450000001"
+
+    /// Google Play, taking only the service account and package of app B's own settings (`playB`).
+    nonisolated(unsafe) static var playB: TestGoogleServiceAccount!
+    nonisolated(unsafe) static var googleOAuth: FakeGoogleOAuth!
+    nonisolated(unsafe) static var play: FakePlayDeveloperAPI!
+    static let playPackageB = "com.example.appb"
+    /// Pub/Sub's pushes of Google Play's notifications; the default app has no package of its own.
+    nonisolated(unsafe) static var pusher: GooglePushSender!
 
     /// Stripe: the default app has no Stripe settings here; apps add their own accounts' keys
     /// (`FakeStripe.addAccount`), and the fake records which key each call carried.
@@ -26,14 +36,23 @@ final class AppsTests: StackTestCase {
     override class func startSuite() throws {
         // Webhook endpoints on loopback: receivers of this suite's own. The default app keeps its
         // grants in Redeem's ledger; an app's own RevenueCat project is the fake's. The default
-        // app has no App Store settings: only an app's own reach the fake App Store Connect.
+        // app has no App Store or Google Play settings (only its Apple id): only an app's own reach
+        // the fake App Store Connect and the fake Google Play.
         revenueCat = try FakeRevenueCat()
         appleB = try TestAppleAPIKey()
         appStoreConnect = try FakeAppStoreConnect(key: appleB)
+        playB = try TestGoogleServiceAccount(email: "app-b@redeem-tests.iam.gserviceaccount.com")
+        googleOAuth = try FakeGoogleOAuth(account: playB)
+        play = try FakePlayDeveloperAPI(oauth: googleOAuth, packageName: playPackageB)
+        pusher = try GooglePushSender()
         stripe = try FakeStripe()
         stack = try Stack(environment: [
             "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
             "REDEEM_ASC_URL": appStoreConnect.url.absoluteString, "REDEEM_APPLE_OFFER_SETTLE": "1",
+            "REDEEM_APPLE_APP_ID": defaultAppleAppId,
+            "REDEEM_GOOGLE_TOKEN_URL": googleOAuth.url.absoluteString, "REDEEM_PLAY_API_URL": play.url.absoluteString,
+            "REDEEM_PLAY_OFFER_SETTLE": "1", "REDEEM_GOOGLE_JWKS": pusher.jwksFile.path,
+            "REDEEM_PLAY_PUSH_AUDIENCE": pusher.audience, "REDEEM_PLAY_PUSH_SERVICE_ACCOUNT": pusher.serviceAccount,
             "REDEEM_STRIPE_API_URL": stripe.url.absoluteString,
         ])
         minter = try stack.minter()
@@ -43,6 +62,8 @@ final class AppsTests: StackTestCase {
         let done = DispatchSemaphore(value: 0)
         Task {
             await appStoreConnect?.stop()
+            await play?.stop()
+            await googleOAuth?.stop()
             await stripe?.stop()
             done.signal()
         }
@@ -373,7 +394,7 @@ final class AppsTests: StackTestCase {
         for (method, path, body) in [
             ("PATCH", "/v1/webhooks/\(other)", ["enabled": false] as [String: Any]?),
             ("POST", "/v1/webhooks/\(other)/rotate-secret", [:]), ("POST", "/v1/webhooks/\(other)/test", [:]),
-            ("GET", "/v1/webhooks/\(other)/deliveries", nil), ("DELETE", "/v1/webhooks/\(other)", nil),
+            ("GET", "/v1/webhooks/\(other)/deliveries", nil), ("DELETE", "/v1/webhooks/\(other)", nil)
         ] {
             let r = try await send(method, path, body, token: adminA.key)
             XCTAssertEqual(r.status, 404, "\(method) \(path): \(r.text)")

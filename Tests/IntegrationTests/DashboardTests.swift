@@ -257,6 +257,64 @@ final class DashboardTests: StackTestCase {
         XCTAssertEqual(r["violations"] as? [String], [])
     }
 
+    /// The Stores page (Tests/Browser/dashboard_stores.py): a support member of the default app,
+    /// admin of app B, is told the default app's settings are the environment's, sets B's RevenueCat
+    /// settings with the form after seeing the API's error next to its field, sees the secret's ending
+    /// listed (and the API holds them, the secret nowhere in the page), none in test mode, and
+    /// removes them; the audit log records both, never the secret.
+    func testAnAppsAdminSetsAndRemovesItsRevenueCatSettingsInTheDashboard() async throws {
+        let client = Self.stack.client
+        let admin = ["Authorization": "Bearer \(Self.stack.adminKey)"]
+        let made = try await client.json("POST", "/v1/apps", ["name": "Stores B"], headers: admin)
+        XCTAssertEqual(made.status, 201, made.text)
+        let app = try XCTUnwrap(try made.json()["id"] as? String)
+        let (email, password, _) = try await member("stores", role: "support")
+        let invited = try await client.json(
+            "POST", "/v1/members", ["email": email, "role": "admin"], headers: admin.merging(["Redeem-App": app]) { $1 }
+        )
+        XCTAssertEqual(invited.status, 201, invited.text)
+        let token = try XCTUnwrap(try invited.decode(Invitation.self).token)
+        let joined = try await client.json("POST", "/v1/members/accept", ["token": token, "password": password])
+        XCTAssertTrue([200, 201].contains(joined.status), joined.text)
+        let secret = "sk_dash" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12) + "Wq9z"
+
+        let out = try browser(
+            "dashboard_stores.py",
+            [Self.stack.gateway.absoluteString, email, password, app, Self.stack.adminKey, secret, output.path])
+        let r = try XCTUnwrap(
+            try JSONSerialization.jsonObject(with: Data((out.split(separator: "\n").last.map(String.init) ?? "").utf8))
+                as? [String: Any], out)
+        XCTAssertEqual(r["ok"] as? Bool, true, "\(r)")
+        XCTAssertEqual(r["defaultFormHidden"] as? Bool, true, "the default app has no form")
+        XCTAssertEqual(r["emptyBefore"] as? [[String]], [["No settings in live mode yet.", "", "", "", "", ""]])
+        XCTAssertEqual(r["labelled"] as? Bool, true, "every field has its label")
+        XCTAssertEqual(r["secretInputsHidden"] as? Bool, true)
+        XCTAssertEqual(
+            r["fieldError"] as? String, "SecretKey must be the RevenueCat project's secret API key.",
+            "the API's message")
+        let listed = try XCTUnwrap(r["listed"] as? [[String]], "\(r)")
+        XCTAssertEqual(listed.count, 1, "\(listed)")
+        XCTAssertEqual(Array(listed[0].prefix(4)), ["RevenueCat", "live", "—", "…Wq9z"])
+        XCTAssertEqual(r["errorCleared"] as? String, "")
+        XCTAssertEqual(r["secretInPage"] as? Bool, false, "the secret left the page once saved")
+        let stored = try XCTUnwrap(r["storedLive"] as? [[String: Any]], "\(r)")
+        XCTAssertEqual(stored.map { $0["provider"] as? String }, ["revenuecat"])
+        XCTAssertEqual(stored.first?["secretEnding"] as? String, "Wq9z")
+        XCTAssertEqual(r["testMode"] as? [[String]], [["No settings in test mode yet.", "", "", "", "", ""]])
+        XCTAssertEqual(r["removedStatus"] as? String, "RevenueCat settings removed.")
+        XCTAssertEqual((r["storedAfter"] as? [Any])?.count, 0, "removed at the API too")
+        XCTAssertEqual(r["exceptions"] as? [String], [])
+        XCTAssertEqual(r["violations"] as? [String], [])
+        XCTAssertFalse(out.contains(secret), "the script saw no secret echoed")
+
+        let audit = try await client.send(
+            "GET", "/v1/audit?limit=10&objectType=appStores", headers: admin.merging(["Redeem-App": app]) { $1 })
+        XCTAssertEqual(audit.status, 200, audit.text)
+        let actions = try XCTUnwrap(try audit.json()["data"] as? [[String: Any]]).compactMap { $0["action"] as? String }
+        XCTAssertEqual(Set(actions), ["appStores.set", "appStores.clear"], audit.text)
+        XCTAssertFalse(audit.text.contains(secret), "the audit log holds no secret")
+    }
+
     /// The dashboard's session over HTTP: the refresh token only in a strict cookie, a refresh from
     /// the cookie rotating it, and a sign-out ending it and clearing the cookie.
     func testTheDashboardSessionKeepsItsRefreshTokenInAStrictCookie() async throws {

@@ -66,7 +66,9 @@ enum CouponStore {
         if d.hasStoreOffers {
             try StoreOffers.provision(tx, couponId: id, d, mode: mode, app: app, subscriptions: subscriptions)
         }
-        if d.hasPlayOffers { try StoreOffers.provisionPlay(tx, couponId: id, d, mode: mode, basePlans: basePlans) }
+        if d.hasPlayOffers {
+            try StoreOffers.provisionPlay(tx, couponId: id, d, mode: mode, app: app, basePlans: basePlans)
+        }
         if d.hasStripeOffers {
             try StoreOffers.provisionStripe(tx, couponId: id, d, mode: mode, app: app, prices: prices)
         }

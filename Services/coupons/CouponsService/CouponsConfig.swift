@@ -47,6 +47,9 @@ struct StoreSettings: Sendable {
     /// test mode, a `sk_live_…` key live mode): coupons of such a mode that cover the web become
     /// Stripe coupons. Coupons reads only the keys' prefixes; grants makes the calls.
     var stripeModes: Set<Mode> = []
+    /// For another app than the default one: its own Apple id in a mode (`AppleAppIds`), which
+    /// replaces `appleAppId` once the coupon's mode is known (`forMode`). Nil for the default app.
+    var appleAppIdOfMode: (@Sendable (Mode) throws -> String?)?
 
     /// No store connected: coupons behave as before stores (no offers, never `notReady`).
     static let none = StoreSettings(appStoreConnected: false, appleAppId: nil, offerSettle: 3600)
@@ -87,6 +90,15 @@ struct StoreSettings: Sendable {
         playConnected = env.raw("REDEEM_PLAY_SERVICE_ACCOUNT") != nil
         playOfferSettle = TimeInterval(try env.int("REDEEM_PLAY_OFFER_SETTLE", default: 900, range: 0...(7 * 86_400)))
         stripeModes = Set(try StripeKeys(env: env)?.modes ?? [])
+    }
+
+    /// The settings a coupon of `mode` is answered with: another app's own Apple id of the mode
+    /// (which may throw `AppleAppIds.Unknown`), the environment's for the default app.
+    func forMode(_ mode: Mode) throws -> StoreSettings {
+        guard let appleAppIdOfMode else { return self }
+        var settings = self
+        settings.appleAppId = try appleAppIdOfMode(mode)
+        return settings
     }
 
     /// Apple's offer-code page with `code` filled in, when the app's id is known.

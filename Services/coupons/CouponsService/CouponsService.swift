@@ -43,17 +43,24 @@ public final class CouponsService: BackendService {
         let pool = runtime.pool
         let metrics = runtime.metrics
         let stores = config.stores
+        let appleAppIds = AppleAppIds(grants: grants, logger: runtime.logger)
         validations = Coalescer(maxBatch: 256) { requests in
             metrics.observe("redeem_validation_batch_size", help: "Validations answered together by one query.",
                             Double(requests.count), buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
             do {
-                return try await pool.withConnection { try RedemptionStore.validateBatch($0, requests, stores: stores, now: Date()) }.map { .success($0) }
+                return try await appleAppIds.running(app: requests[0].app, stores) { stores in
+                    try await pool.withConnection {
+                        try RedemptionStore.validateBatch($0, requests, stores: stores, now: Date())
+                    }
+                }.map { .success($0) }
             } catch {
                 return requests.map { _ in .failure(error) }
             }
         }
-        batcher = ReservationBatcher(pool: runtime.pool, reservationTTL: config.reservationTTL, stores: stores, logger: runtime.logger,
-                                     metrics: runtime.metrics, resendAfter: relay.resendAfter, granted: { [relay] in relay.send($0) })
+        batcher = ReservationBatcher(
+            pool: runtime.pool, reservationTTL: config.reservationTTL, stores: stores, appleAppIds: appleAppIds,
+            logger: runtime.logger, metrics: runtime.metrics, resendAfter: relay.resendAfter,
+            granted: { [relay] in relay.send($0) })
         runtime.metrics.gauge("redeem_outbox_depth", help: "Outbox messages not yet acknowledged by grants.") { [self] in
             [([:], Double(outboxDepth.withLock { $0.depth }))]
         }
@@ -269,27 +276,33 @@ public final class CouponsService: BackendService {
         return view
     }
 
-    /// What a new coupon of an app other than the default one knows of the stores: App Store
-    /// offers are made with the app's own App Store settings of the coupon's mode, and Stripe
-    /// offers with its own Stripe settings of that mode, which grants keeps (asked only when the
-    /// coupon would make such offers); refused with `invalid` on `platforms` naming the store when
-    /// the app has none. Its Google Play offers are not built yet: refused where the environment's
-    /// store would make them (docs/apps.md).
+    /// What a new coupon of an app other than the default one knows of the stores: App Store,
+    /// Google Play and Stripe offers are made with the app's own settings of that store in the
+    /// coupon's mode, which grants keeps (asked only when the coupon would make such offers), and
+    /// refused with `invalid` on `platforms` naming the store when the app has none (docs/apps.md).
     private func appStores(of app: UUID, _ input: CouponInput, mode: Mode, now: Date) async throws -> StoreSettings {
         let plain = try CouponRules.definition(input, defaultEntitlement: config.defaultEntitlement, now: now)
         let env = config.stores
-        if plain.needsOffers(in: .playStore, connected: env.playConnected) {
-            throw ServiceError(
-                .invalid,
-                "a coupon of another app than the default one can't make Google Play offers yet;"
-                    + " leave android out of platforms", field: "platforms")
-        }
         var stores = StoreSettings.none
         stores.offerSettle = env.offerSettle
-        let web = plain.needsOffers(in: .stripe, connected: true)
-        guard plain.needsOffers(in: .appStore, connected: true) || web else { return stores }
+        stores.playOfferSettle = env.playOfferSettle
+        let needsApple = plain.needsOffers(in: .appStore, connected: true)
+        let needsPlay = plain.needsOffers(in: .playStore, connected: true)
+        let needsStripe = plain.needsOffers(in: .stripe, connected: true)
+        guard needsApple || needsPlay || needsStripe else { return stores }
         let set = try await grants.request(AppStores.List(app: app, mode: mode)).data
-        if web {
+        if needsApple {
+            guard let apple = set.first(where: { $0.provider == .appStore }) else {
+                throw ServiceError(
+                    .invalid,
+                    "this app has no App Store settings in \(mode.rawValue) mode: set them"
+                        + " (PUT /v1/apps/{id}/stores/appstore) before making a coupon with App Store offers,"
+                        + " or leave ios out of platforms", field: "platforms")
+            }
+            stores.appStoreConnected = true
+            stores.appleAppId = apple.appAppleId
+        }
+        if needsStripe {
             guard set.contains(where: { $0.provider == .stripe }) else {
                 throw ServiceError(
                     .invalid,
@@ -299,16 +312,16 @@ public final class CouponsService: BackendService {
             }
             stores.stripeModes = [mode]
         }
-        guard plain.needsOffers(in: .appStore, connected: true) else { return stores }
-        guard let apple = set.first(where: { $0.provider == .appStore }) else {
-            throw ServiceError(
-                .invalid,
-                "this app has no App Store settings in \(mode.rawValue) mode: set them"
-                    + " (PUT /v1/apps/{id}/stores/appstore) before making a coupon with App Store offers,"
-                    + " or leave ios out of platforms", field: "platforms")
+        if needsPlay {
+            guard set.contains(where: { $0.provider == .googlePlay }) else {
+                throw ServiceError(
+                    .invalid,
+                    "this app has no Google Play settings in \(mode.rawValue) mode: set them"
+                        + " (PUT /v1/apps/{id}/stores/googleplay) before making a coupon with Google Play offers,"
+                        + " or leave android out of platforms", field: "platforms")
+            }
+            stores.playConnected = true
         }
-        stores.appStoreConnected = true
-        stores.appleAppId = apple.appAppleId
         return stores
     }
 

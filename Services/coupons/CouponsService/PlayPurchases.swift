@@ -39,6 +39,19 @@ enum PlayPurchases {
         return StorePurchases.Account(id: try row.decode("account_id"), appUserId: try row.decode("app_user_id"))
     }
 
+    /// A Google Play purchase completes only the coupons of the app whose Google Play settings
+    /// read it (docs/apps.md): a token of one app's package, read with that app's service
+    /// account, never completes another app's redemption, whatever offer id it names (422 on
+    /// `purchaseToken`). The simulated store of test mode reads nothing from Google.
+    static func checkApp(_ t: VerifiedStoreTransaction, read req: Coupons.StorePurchase, coupon app: UUID) throws {
+        guard t.store == .playStore, req.simulated != true else { return }
+        guard DefaultApp.of(req.storeApp) == app else {
+            throw ServiceError(
+                .invalid, "this purchase was made in another app's Google Play package than this coupon's",
+                field: "purchaseToken")
+        }
+    }
+
     /// A Play purchase the app posts must have been made for the posting account: the billing
     /// flow carried its obfuscated id (422 on `purchaseToken` otherwise).
     static func checkAccount(_ t: VerifiedStoreTransaction, posted account: StorePurchases.Account?) throws {

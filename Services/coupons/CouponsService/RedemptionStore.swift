@@ -179,6 +179,10 @@ enum RedemptionStore {
             if try row.decode("not_new", as: Bool.self) { notNew.insert(account) }
         }
         let couponId = try coupon.decode("id", as: UUID.self)
+        // Another app's page names its own Apple id, of the coupon's mode.
+        let stores =
+            reqs.contains { d.store(through: $0.platform) == .appStore }
+            ? try stores.forMode(mode.flatMap(Mode.init(rawValue:)) ?? .live) : stores
         let offers =
             try reqs.contains(where: { d.store(through: $0.platform) != nil })
             ? StoreOffers.ready(c, coupon: couponId, now: now, settle: stores.settle) : StoreOffers.Ready()
@@ -557,6 +561,8 @@ extension RedemptionStore {
             guard let account = v.accountId else { continue }
             inputs.existing[.init(account: account, sandbox: v.sandbox)] = v
         }
+        // Another app's page names its own Apple id, of the coupon's mode.
+        let stores = reqs.contains { d.store(through: $0.platform) == .appStore } ? try stores.forMode(mode) : stores
         var offers = StoreOffers.Ready()
         if reqs.contains(where: { d.store(through: $0.platform) != nil }) {
             offers = try StoreOffers.ready(tx, coupon: couponId, now: now, settle: stores.settle)

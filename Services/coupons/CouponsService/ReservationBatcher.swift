@@ -15,20 +15,36 @@ import Telemetry
 final class ReservationBatcher: Sendable {
     private let coalescer: Coalescer<Coupons.Redeem, RedemptionStore.Outcome>
 
-    init(pool: PGPool, reservationTTL: TimeInterval, stores: StoreSettings = .none, logger: Logger, metrics: MetricsRegistry? = nil,
-         maxBatch: Int = 256, resendAfter: TimeInterval, granted: @escaping @Sendable ([String]) -> Void) {
+    /// `appleAppIds`, when given, answers another app's batches with the app's own Apple id.
+    init(
+        pool: PGPool, reservationTTL: TimeInterval, stores: StoreSettings = .none, appleAppIds: AppleAppIds? = nil,
+        logger: Logger, metrics: MetricsRegistry? = nil,
+        maxBatch: Int = 256, resendAfter: TimeInterval, granted: @escaping @Sendable ([String]) -> Void
+    ) {
         coalescer = Coalescer(maxBatch: maxBatch, lanes: 2) { requests in
-            metrics?.observe("redeem_reservation_batch_size", help: "Reservations committed together in one transaction.",
-                             Double(requests.count), buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
+            metrics?.observe(
+                "redeem_reservation_batch_size", help: "Reservations committed together in one transaction.",
+                Double(requests.count), buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256])
             return await Self.commit(requests) { batch in
                 do {
-                    let (results, commands) = try await pool.transaction { tx in
-                        try RedemptionStore.redeemBatch(tx, batch, reservationTTL: reservationTTL, resendAfter: resendAfter, stores: stores, now: Date())
+                    let attempt = { (stores: StoreSettings) in
+                        try await pool.transaction { tx in
+                            try RedemptionStore.redeemBatch(
+                                tx, batch, reservationTTL: reservationTTL, resendAfter: resendAfter, stores: stores,
+                                now: Date())
+                        }
                     }
+                    let (results, commands) =
+                        if let appleAppIds {
+                            try await appleAppIds.running(app: batch[0].app, stores, attempt)
+                        } else {
+                            try await attempt(stores)
+                        }
                     if !commands.isEmpty { granted(commands) }
                     return results
                 } catch {
-                    logger.warning("reservation batch failed", ["batch.size": batch.count, "error": String(describing: error)])
+                    logger.warning(
+                        "reservation batch failed", ["batch.size": batch.count, "error": String(describing: error)])
                     throw error
                 }
             }

@@ -97,7 +97,7 @@ enum StoreOffers {
     /// the outbox, in the coupon's own transaction. The offer's id (`StoreIds.playOfferId`, one per
     /// coupon) is its `offer_name`: Google's purchases carry it back with the base plan.
     static func provisionPlay(
-        _ tx: PGConnection, couponId: UUID, _ d: CouponDefinition, mode: Mode,
+        _ tx: PGConnection, couponId: UUID, _ d: CouponDefinition, mode: Mode, app: UUID,
         basePlans: [String: (product: String, basePlans: [String])]
     ) throws {
         for product in d.productIds {
@@ -115,7 +115,7 @@ enum StoreOffers {
                     couponId: couponId, code: d.code, mode: mode, store: .playStore, productId: product,
                     subscriptionId: play.product,
                     basePlanId: basePlan, offerName: offerId, offer: d.offerTerms, newCustomersOnly: d.newCustomersOnly,
-                    maxRedemptions: d.maxRedemptions, expiresAt: d.expiresAt)
+                    maxRedemptions: d.maxRedemptions, expiresAt: d.expiresAt, app: app == DefaultApp.id ? nil : app)
                 try Outbox.add(tx, key: command.commandId, command)
             }
         }

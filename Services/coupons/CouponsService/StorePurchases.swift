@@ -104,6 +104,7 @@ enum StorePurchases {
                 : "this purchase used no offer of Redeem's live mode (a test coupon's offers are simulated)"
             throw ServiceError(.invalid, why, field: "offerIdentifier")
         }
+        try PlayPurchases.checkApp(t, read: req, coupon: try CouponStore.app(coupon))
         let account = try self.account(tx, req, coupon: couponId)
         try PlayPurchases.checkAccount(t, posted: req.accountId != nil ? account : nil)
         try checkToken(t, posted: req.accountId != nil ? account : nil)

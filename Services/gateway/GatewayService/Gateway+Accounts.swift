@@ -160,11 +160,16 @@ extension Gateway {
 
     func me(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
         let view = try await accounts.request(Accounts.Me(accountId: user.account))
-        // The environment's RevenueCat project is the default app's (docs/apps.md): another app's
-        // user gets the billing portal of the app's own Stripe account only.
+        // The environment's store and Stripe settings are the default app's (docs/apps.md): another
+        // app's user gets the management URL of the app's own RevenueCat project, a Google Play
+        // subscription's in the app's own package, else the billing portal of the app's own Stripe
+        // account.
         guard user.app == DefaultApp.id else {
-            let portal = await stripeManagementURL(req, account: user.account, app: user.app)
-            return .json(200, MeBody(view, managementUrl: portal))
+            async let store = try? await grants.request(
+                Grants.StoreView(appUserId: view.appUserId, fresh: false, app: user.app))
+            async let stripe = stripeManagementURL(req, account: user.account, app: user.app)
+            let (storeView, portal) = await (store, stripe)
+            return .json(200, MeBody(view, managementUrl: storeView?.managementUrl ?? portal))
         }
         // The store's view is extra: slow or down, the account is answered without it.
         async let store = try? await grants.request(Grants.StoreView(appUserId: view.appUserId, fresh: false))

@@ -240,7 +240,7 @@ extension Gateway {
         var a = try await validations.submit(Queued(request), key: batch)
         if a.asksPlayOwnership {
             // Valid unless the account holds a plan on Play already: asked again only when it holds any.
-            let owned = await playSubscriptions(of: user.appUserId)
+            let owned = await playSubscriptions(of: user.appUserId, app: user.app)
             if !owned.isEmpty {
                 request.playOwned = owned
                 a = try await validations.submit(Queued(request), key: batch)
@@ -272,7 +272,7 @@ extension Gateway {
         let batch = Coupons.batchKey(code: b.code, sandbox: sandbox, app: user.app)
         var answer = try await reservations.submit(Queued(request), key: batch)
         if answer.asksPlayOwnership == true {
-            request.playOwned = await playSubscriptions(of: user.appUserId)
+            request.playOwned = await playSubscriptions(of: user.appUserId, app: user.app)
             answer = try await reservations.submit(Queued(request), key: batch)
         }
         if let reason = answer.refusal {
@@ -305,10 +305,12 @@ extension Gateway {
     /// at most `StoreViews.readTimeout`, kept 30 s), none under `local`. None as well when the view
     /// can't be had within `playOwnershipWait`: then nothing is refused for it, and Play's own
     /// `ITEM_ALREADY_OWNED`, with the app's release of the use, still stands behind the purchase.
-    func playSubscriptions(of appUserId: String) async -> [String] {
+    /// Another app's are read from its own RevenueCat project (docs/apps.md).
+    func playSubscriptions(of appUserId: String, app: UUID) async -> [String] {
         do {
             return try await grants.request(
-                Grants.StoreView(appUserId: appUserId, fresh: false), timeout: Self.playOwnershipWait
+                Grants.StoreView(appUserId: appUserId, fresh: false, app: app == DefaultApp.id ? nil : app),
+                timeout: Self.playOwnershipWait
             )
             .playSubscriptions ?? []
         } catch {

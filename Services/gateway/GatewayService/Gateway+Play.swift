@@ -72,11 +72,17 @@ extension Gateway {
     }
 
     /// The app's post of a Play purchase token, after its redemption is found to be the caller's.
-    func playPurchase(redemption id: UUID, token: String, account: UUID, appUserId: String) async throws -> HTTPResponse {
+    /// The purchase is read with the Google Play settings of the app the request names
+    /// (`Redeem-App`, docs/apps.md), and completes only that app's coupons.
+    func playPurchase(
+        redemption id: UUID, token: String, account: UUID, appUserId: String, app: UUID
+    ) async throws -> HTTPResponse {
         _ = try await coupons.request(Coupons.GetRedemption(id: id, accountId: account))
-        let transaction = try await grants.request(Grants.PlayPurchase(purchaseToken: token)).transaction
-        let answer = try await coupons.request(Coupons.StorePurchase(transaction: transaction, redemptionId: id, accountId: account,
-                                                                     appUserId: appUserId))
+        let storeApp = app == DefaultApp.id ? nil : app
+        let transaction = try await grants.request(Grants.PlayPurchase(purchaseToken: token, app: storeApp)).transaction
+        let answer = try await coupons.request(
+            Coupons.StorePurchase(
+                transaction: transaction, redemptionId: id, accountId: account, appUserId: appUserId, storeApp: storeApp))
         return .json(200, answer.redemption)
     }
 
@@ -107,12 +113,20 @@ extension Gateway {
               let notification = try? JSONDecoder().decode(DeveloperNotification.self, from: data) else {
             throw HTTPError.invalid("message", "message.data must be base64 of a developer notification")
         }
-        guard notification.packageName == verifier.settings.packageName, let sub = notification.subscriptionNotification,
-              sub.notificationType == Self.subscriptionPurchased else { return .json(200, ignored) }
+        guard let sub = notification.subscriptionNotification, sub.notificationType == Self.subscriptionPurchased else {
+            return .json(200, ignored)
+        }
+        // Another package than the environment's: another app's, read with that app's own Google
+        // Play settings (docs/apps.md); grants answers which app, and it completes only its coupons.
+        let package = notification.packageName == verifier.settings.packageName ? nil : notification.packageName
         do {
-            let transaction = try await grants.request(Grants.PlayPurchase(purchaseToken: sub.purchaseToken)).transaction
+            let read = try await grants.request(
+                Grants.PlayPurchase(purchaseToken: sub.purchaseToken, packageName: package))
+            let transaction = read.transaction
             guard transaction.offerIdentifier != nil else { return .json(200, ignored) }
-            let answer = try await coupons.request(Coupons.StorePurchase(transaction: transaction, notificationUUID: "google:\(messageId)"))
+            let answer = try await coupons.request(
+                Coupons.StorePurchase(
+                    transaction: transaction, notificationUUID: "google:\(messageId)", storeApp: read.app))
             return .json(200, GooglePushReceipt(messageId: messageId, recorded: true, redemptionId: answer.redemption.redemptionId))
         } catch let e as ServiceError where [.invalid, .transactionInUse, .notFound].contains(e.code) {
             logger.info("google notification ignored", ["notification.id": messageId, "error.code": e.code.rawValue, "error.field": e.field ?? ""])

@@ -95,7 +95,9 @@ extension Gateway {
                 guard b.signedTransaction == nil, b.transactionId == nil else {
                     throw HTTPError.invalid("purchaseToken", "send purchaseToken (Google Play) or signedTransaction (the App Store), not both")
                 }
-                return try await playPurchase(redemption: id, token: token, account: account, appUserId: appUserId)
+                return try await playPurchase(
+                    redemption: id, token: token, account: account, appUserId: appUserId,
+                    app: try await auth.endUserApp(req))
             }
             let signed: String
             switch (b.signedTransaction, b.transactionId) {

@@ -5,13 +5,15 @@ import Runtime
 
 /// Where the gateway checks Google's Pub/Sub pushes of real-time developer notifications
 /// (docs/stores.md, "Completion on Android"): on when `REDEEM_PLAY_PUSH_AUDIENCE` is set, which
-/// then needs the push service account and the package name; without it every push is 401.
+/// then needs the push service account; without it every push is 401. The package name is the
+/// default app's when it has Google Play; a push of another package is another app's (docs/apps.md).
 public struct GooglePushSettings: Sendable {
     /// `REDEEM_GOOGLE_JWKS`: Google's keys, a URL or a file.
     public var jwks: String
     public var audience: String
     public var serviceAccount: String
-    public var packageName: String
+    /// `REDEEM_PLAY_PACKAGE_NAME`, the default app's package; nil when only other apps have Google Play.
+    public var packageName: String?
 
     init?(env: Environment) throws {
         guard let audience = env.raw("REDEEM_PLAY_PUSH_AUDIENCE") else {
@@ -25,10 +27,7 @@ public struct GooglePushSettings: Sendable {
             throw ConfigError(variable: "REDEEM_PLAY_PUSH_SERVICE_ACCOUNT", problem: "the push subscription's service account email is required with REDEEM_PLAY_PUSH_AUDIENCE")
         }
         serviceAccount = account
-        guard let package = env.raw("REDEEM_PLAY_PACKAGE_NAME") else {
-            throw ConfigError(variable: "REDEEM_PLAY_PACKAGE_NAME", problem: "is required when REDEEM_PLAY_PUSH_AUDIENCE is set")
-        }
-        packageName = package
+        packageName = env.raw("REDEEM_PLAY_PACKAGE_NAME")
         jwks = env.string("REDEEM_GOOGLE_JWKS", default: "https://www.googleapis.com/oauth2/v3/certs")
     }
 }

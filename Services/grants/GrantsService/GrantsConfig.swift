@@ -21,6 +21,10 @@ struct GrantsConfig: Sendable {
     var appStoreConnect: AppStoreConnectSettings?
     /// Where App Store Connect is (`REDEEM_ASC_URL`), for other apps' own settings too.
     var appStoreConnectURL: URL
+    /// Where Google's token endpoint and the Play Developer API are (`REDEEM_GOOGLE_TOKEN_URL`,
+    /// `REDEEM_PLAY_API_URL`), for other apps' own Google Play settings too.
+    var googleTokenURL: URL
+    var playAPIURL: URL
     /// Set when `REDEEM_APPSTORE_KEY_ID` is: purchases fetched from the App Store Server API.
     var appStoreServer: AppStoreServerSettings?
     /// Set when Google Play is connected (`REDEEM_PLAY_SERVICE_ACCOUNT`): offers on base plans,
@@ -61,6 +65,8 @@ struct GrantsConfig: Sendable {
         appStoreConnectURL = try env.url("REDEEM_ASC_URL", default: "https://api.appstoreconnect.apple.com")
         appStoreServer = try AppStoreServerSettings(env: env)
         play = try PlaySettings(env: env)
+        googleTokenURL = try env.url("REDEEM_GOOGLE_TOKEN_URL", default: "https://oauth2.googleapis.com/token")
+        playAPIURL = try env.url("REDEEM_PLAY_API_URL", default: "https://androidpublisher.googleapis.com")
         stripe = try StripeSettings(env: env)
         stripeAPIURL = try env.url("REDEEM_STRIPE_API_URL", default: "https://api.stripe.com")
         revenueCatStripeKey = env.raw("REDEEM_REVENUECAT_STRIPE_PUBLIC_KEY")

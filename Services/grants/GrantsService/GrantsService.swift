@@ -23,6 +23,8 @@ public final class GrantsService: BackendService {
     let transfers: TransferWorker
     /// The store's view of holders, under `revenuecat`.
     let storeViews: StoreViews
+    /// Another app's view of a holder, in its own RevenueCat project (docs/apps.md).
+    let appStoreViews: AppStoreViews
     let deliverer: WebhookDeliverer
     /// Seals the webhook secrets and the apps' store settings as they are stored (`REDEEM_SECRET_KEY`).
     let keyring: SecretKeyring
@@ -34,6 +36,8 @@ public final class GrantsService: BackendService {
     let appStoreServer: AppStoreServerClient?
     /// The Google Play Developer API, when Google Play is connected (`grants.playPurchase`).
     let play: PlayDeveloperClient?
+    /// Other apps' Google Play Developer API clients, from their own settings (docs/apps.md).
+    let appPlay: AppPlayClients
     /// Makes and switches off store offers, when the App Store or Google Play is connected.
     let storeWorker: StoreTaskWorker
     /// Stripe, by the mode each key serves (docs/stripe.md): checkout and the billing portal.
@@ -83,6 +87,7 @@ public final class GrantsService: BackendService {
             fixed: providers, limiters: limiters, pool: runtime.pool, keyring: keyring,
             revenueCatURL: config.revenueCatURL, timeout: config.providerTimeout, rate: config.providerRate)
         self.providers = directory
+        appStoreViews = AppStoreViews(providers: directory, pool: runtime.pool)
         worker = GrantWorker(
             pool: runtime.pool, logger: runtime.logger, metrics: runtime.metrics, coupons: coupons, events: events,
             providers: directory, retry: RetryPolicy(initial: 1, max: config.maxRetryDelay),
@@ -97,11 +102,16 @@ public final class GrantsService: BackendService {
         appStoreConnect = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: appleRetry) }
         appStoreServer = config.appStoreServer.map { AppStoreServerClient(settings: $0, timeout: timeout, retry: appleRetry) }
         play = config.play.map { PlayDeveloperClient(settings: $0, timeout: timeout, retry: appleRetry) }
+        appPlay = AppPlayClients(
+            keyring: keyring, tokenURL: config.googleTokenURL, apiURL: config.playAPIURL, timeout: timeout,
+            retry: appleRetry)
         // One try per call: a task Apple throttles is due again after its wait, holding up no other.
         let couponsBus = coupons, storeRetry = RetryPolicy(initial: 1, max: config.maxRetryDelay)
         let once = AppleRetry(policy: appleRetry.policy, maxAttempts: 1)
         let storeClient = config.appStoreConnect.map { AppStoreConnectClient(settings: $0, timeout: timeout, retry: once) }
         let playClient = config.play.map { PlayDeveloperClient(settings: $0, timeout: timeout, retry: once) }
+        let appPlayTasks = AppPlayClients(
+            keyring: keyring, tokenURL: config.googleTokenURL, apiURL: config.playAPIURL, timeout: timeout, retry: once)
         var stripeClients: [Mode: StripeClient] = [:]
         if let stripe = config.stripe {
             for mode in stripe.keys.modes {
@@ -136,6 +146,7 @@ public final class GrantsService: BackendService {
                     base: url, token: AppleAPIToken(api: .appStoreConnect, keyId: keyId, issuerId: issuerId, key: key),
                     timeout: timeout, retry: once)
             },
+            playApps: { c, app, mode in try appPlayTasks.client(c, app: app, mode: mode) },
             appStripe: { [keyring, config] c, app, mode in
                 // Another app's own Stripe settings (docs/apps.md), opened for this run.
                 try AppCredentials.opened(c, app: app, mode: mode, provider: .stripe, keyring: keyring)
@@ -280,7 +291,13 @@ public final class GrantsService: BackendService {
         }
         r.on(Grants.StoreView.self) { [self] req, _ in
             let holder = try await pool.withConnection { try GrantLedger.currentHolder($0, req.appUserId) }
-            guard let view = await storeViews.view(holder, fresh: req.fresh) else {
+            let view: Grants.StoreView.Response?
+            if let app = req.app, app != DefaultApp.id {
+                view = try await appStoreViews.view(holder, app: app, fresh: req.fresh)
+            } else {
+                view = await storeViews.view(holder, fresh: req.fresh)
+            }
+            guard let view else {
                 throw ServiceError(.unavailable, "the entitlement provider could not be read; try again")
             }
             return view

@@ -381,10 +381,27 @@ extension Grants {
         public static let type = "grants.playPurchase"
         public struct Response: Codable, Sendable, Equatable {
             public var transaction: VerifiedStoreTransaction
-            public init(transaction: VerifiedStoreTransaction) { self.transaction = transaction }
+            /// The app whose Google Play settings read it; nil: the default app.
+            public var app: UUID?
+            public init(transaction: VerifiedStoreTransaction, app: UUID? = nil) {
+                self.transaction = transaction
+                self.app = app
+            }
         }
         public var purchaseToken: String
-        public init(purchaseToken: String) { self.purchaseToken = purchaseToken }
+        /// The app whose Google Play settings read it: nil (or the default app) the environment's,
+        /// another app its own live `googleplay` settings (docs/apps.md); `invalid` on
+        /// `purchaseToken` when it has none.
+        public var app: UUID?
+        /// A push's package name, when it is not the environment's (`app` nil): read with the
+        /// settings of the one app whose live Google Play settings name it; `notFound` when none
+        /// or several do.
+        public var packageName: String?
+        public init(purchaseToken: String, app: UUID? = nil, packageName: String? = nil) {
+            self.purchaseToken = purchaseToken
+            self.app = app
+            self.packageName = packageName
+        }
     }
 
     public struct AppleTransaction: BusRequest {
@@ -424,9 +441,14 @@ extension Grants {
         public var appUserId: String
         /// Ask the provider now, not a cached answer (a link decides on it).
         public var fresh: Bool
-        public init(appUserId: String, fresh: Bool) {
+        /// The app whose view it is: nil (or the default app) the environment's provider, another
+        /// app its own live RevenueCat project (none: no purchase, no URL), with a Google Play
+        /// subscription's page in the app's own package (docs/apps.md).
+        public var app: UUID?
+        public init(appUserId: String, fresh: Bool, app: UUID? = nil) {
             self.appUserId = appUserId
             self.fresh = fresh
+            self.app = app
         }
     }
 

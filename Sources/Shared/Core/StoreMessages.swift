@@ -86,9 +86,14 @@ extension Coupons {
         /// True for test mode's simulated store (`Coupons.SimulatedPurchase`), which completes test
         /// redemptions only; nil or false for what a store signed, which completes live ones only.
         public var simulated: Bool?
+        /// A Google Play purchase: the app whose Google Play settings read it from Google (nil: the
+        /// default app, the environment's). It completes only that app's coupons (docs/apps.md).
+        public var storeApp: UUID?
 
         public init(transaction: VerifiedStoreTransaction, notificationUUID: String? = nil, redemptionId: UUID? = nil,
-                    accountId: UUID? = nil, appUserId: String? = nil, simulated: Bool? = nil) {
+                    accountId: UUID? = nil, appUserId: String? = nil, simulated: Bool? = nil,
+                    storeApp: UUID? = nil) {
+            self.storeApp = storeApp
             self.transaction = transaction
             self.notificationUUID = notificationUUID
             self.redemptionId = redemptionId

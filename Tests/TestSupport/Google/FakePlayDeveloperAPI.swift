@@ -61,6 +61,9 @@ public final class FakePlayDeveloperAPI: Sendable {
         /// `prorationPeriod`. By default `introductoryPrice` for a purchase of an offer (`freeTrial`
         /// when the offer is free in the purchase's region), else `basePrice`.
         public var offerPhase: String?
+        /// The package it was bought in; nil: the fake's own. Google knows a token only under its
+        /// own package: asked under another, it answers that the token was not found.
+        public var package: String?
         public internal(set) var acknowledged = false
 
         public init(productId: String, basePlanId: String, offerId: String?, offerTags: [String] = ["redeem-coupon"],
@@ -103,6 +106,8 @@ public final class FakePlayDeveloperAPI: Sendable {
         var failing = 0
         var failStatus = 500
         var failingAcknowledgements = 0
+        /// Packages served besides `packageName` (`addPackage`).
+        var packages: Set<String> = []
     }
 
     let state = Mutex(State())
@@ -144,6 +149,9 @@ public final class FakePlayDeveloperAPI: Sendable {
         state.withLock { $0.subscriptions[productId, default: [:]][basePlanId] = regions }
     }
 
+    /// Serves `package` too, with the same service account (several apps of one developer).
+    public func addPackage(_ package: String) { state.withLock { _ = $0.packages.insert(package) } }
+
     /// Registers a purchase under its token, as Play would after the app bought it.
     public func addPurchase(token: String, _ purchase: Purchase) { state.withLock { $0.purchases[token] = purchase } }
 
@@ -173,7 +181,9 @@ public final class FakePlayDeveloperAPI: Sendable {
             response = Self.error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials. Expected OAuth 2 access token.")
         } else if let injected = takeInjectedFailure() {
             response = injected
-        } else if let package = Self.package(of: req.path), package != packageName {
+        } else if let package = Self.package(of: req.path), package != packageName,
+            !state.withLock({ $0.packages.contains(package) })
+        {
             response = Self.error(404, "NOT_FOUND", "Package not found: \(package).")
         } else {
             response = await routes.handle(req)
@@ -271,7 +281,9 @@ public final class FakePlayDeveloperAPI: Sendable {
     }
 
     func readPurchase(_ req: HTTPRequest) -> HTTPResponse {
-        guard let token = req.pathParameters["token"], let p = purchase(token) else {
+        guard let token = req.pathParameters["token"], let p = purchase(token),
+            (p.package ?? packageName) == req.pathParameters["package"]
+        else {
             return Self.error(400, "INVALID_ARGUMENT", "The purchase token was not found.")
         }
         var offerDetails: [String: Any] = ["basePlanId": p.basePlanId, "offerTags": p.offerTags]
@@ -307,7 +319,7 @@ public final class FakePlayDeveloperAPI: Sendable {
         }
         if refused { return Self.error(503, "UNAVAILABLE", "The service is currently unavailable (injected by the test).") }
         let known: Bool = state.withLock { s in
-            guard s.purchases[token] != nil else { return false }
+            guard let p = s.purchases[token], (p.package ?? packageName) == req.pathParameters["package"] else { return false }
             s.purchases[token]!.acknowledged = true
             return true
         }

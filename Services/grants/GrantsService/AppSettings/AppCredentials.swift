@@ -274,6 +274,19 @@ enum AppCredentials {
         ).first.map { try $0.decode("version") }
     }
 
+    /// The one app whose Google Play settings of `mode` name `packageName` (a push names only its
+    /// package); nil when none or several do.
+    static func app(_ c: PGConnection, packageName: String, mode: Mode) throws -> UUID? {
+        let rows = try c.query(
+            """
+            SELECT app_id FROM grants.app_store_settings
+            WHERE provider = 'googleplay' AND mode = $1 AND settings->>'packageName' = $2 LIMIT 2
+            """, [mode.rawValue, packageName]
+        ).rows
+        guard rows.count == 1 else { return nil }
+        return try rows[0].decode("app_id")
+    }
+
     /// One provider's settings with their secrets opened; nil when none are set.
     static func opened(
         _ c: PGConnection, app: UUID, mode: Mode, provider: StoreProvider, keyring: SecretKeyring

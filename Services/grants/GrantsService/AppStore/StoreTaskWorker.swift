@@ -35,7 +35,12 @@ final class StoreTaskWorker: Sendable {
     /// when this worker makes no other app's Stripe objects.
     let appStripe: StripeMaker?
     typealias StripeMaker = @Sendable (PGConnection, UUID, Mode) throws -> StripeClient?
+    /// The default app's Google Play client (the environment's settings).
     let play: PlayOfferProvisioner?
+    /// Another app's Google Play client, from its own settings of a mode (docs/apps.md); nil
+    /// when this worker makes no other app's offers.
+    let playApps: PlayMaker?
+    typealias PlayMaker = @Sendable (PGConnection, UUID, Mode) throws -> PlayDeveloperClient?
     /// Stripe, per Redeem mode: a test coupon's Stripe objects are made with the test key only.
     let stripe: [Mode: StripeOfferProvisioner]
     let retry: RetryPolicy
@@ -47,9 +52,10 @@ final class StoreTaskWorker: Sendable {
     static let maxInFlight = 8
 
     init(pool: PGPool, logger: Logger, report: @escaping Report, client: AppStoreConnectClient?, play: PlayDeveloperClient? = nil,
-         stripe: [Mode: StripeClient] = [:], appStores: AppStoreMaker? = nil, appStripe: StripeMaker? = nil,
-         retry: RetryPolicy, lease: TimeInterval, interval: Duration = .seconds(1)) {
+         stripe: [Mode: StripeClient] = [:], appStores: AppStoreMaker? = nil, playApps: PlayMaker? = nil,
+         appStripe: StripeMaker? = nil, retry: RetryPolicy, lease: TimeInterval, interval: Duration = .seconds(1)) {
         self.appStores = appStores
+        self.playApps = playApps
         self.appStripe = appStripe
         self.stripe = stripe.mapValues(StripeOfferProvisioner.init(client:))
         self.pool = pool
@@ -84,7 +90,8 @@ final class StoreTaskWorker: Sendable {
     }
 
     /// The stores this worker can call for the default app; tasks of the others wait for an
-    /// instance that can. Another app's App Store tasks are claimed while it has settings.
+    /// instance that can. Another app's App Store and Google Play tasks are claimed while it has
+    /// settings of that store.
     var stores: [Store] {
         (provisioner == nil ? [] : [.appStore]) + (play == nil ? [] : [.playStore]) + (stripe.isEmpty ? [] : [.stripe])
     }
@@ -141,7 +148,8 @@ final class StoreTaskWorker: Sendable {
                 outcome = SimulatedStore.provision(command, from: task.progress, now: Date())
             case .appStore: outcome = try await appStoreOutcome(claimed, command)
             case .playStore:
-                guard let play else { throw StoreTasks.LeaseLost() }  // never claimed without the client
+                // No client (another app's settings just removed): due again after its lease.
+                guard let play = try await playOffers(task) else { throw StoreTasks.LeaseLost() }
                 let result = await play.provision(command, from: task.progress, record: record(task))
                 (outcome, note) = (result.outcome, result.note)
             }
@@ -204,6 +212,16 @@ final class StoreTaskWorker: Sendable {
         return client.map(StripeOfferProvisioner.init(client:))
     }
 
+    /// The Google Play client of a task's app: the environment's for the default app (no read);
+    /// another app's from its own Google Play settings of the task's mode (kept while they stay
+    /// the same), nil when it has none now.
+    private func playOffers(_ task: StoreTasks.Claimed) async throws -> PlayOfferProvisioner? {
+        guard task.app != DefaultApp.id else { return play }
+        guard let playApps else { return nil }
+        let client = try await pool.withConnection { c in try playApps(c, task.app, task.mode) }
+        return client.map(PlayOfferProvisioner.init(client:))
+    }
+
     /// Reports the end of a task that has one (`report`) to coupons, then ends it; a report coupons
     /// did not answer is sent again after the backoff.
     private func sendReport(_ task: StoreTasks.Claimed, couponId: UUID, store: Store, productId: String, basePlanId: String?) async throws {
@@ -233,8 +251,10 @@ final class StoreTaskWorker: Sendable {
             if start.customCodeId == nil { start.customCodeId = command.customCodeId }
             let outcome: AppStoreTaskOutcome
             var apple: OfferProvisioner?
+            var google: PlayOfferProvisioner?
             if command.store == .appStore && task.mode == .live { apple = try await appStore(task) }
-            switch (command.store, apple, play) {
+            if command.store == .playStore && task.mode == .live { google = try await playOffers(task) }
+            switch (command.store, apple, google) {
             case (.stripe, _, _):
                 // No key of this mode here (or another app's settings just removed): due after its lease.
                 guard let maker = try await stripeProvisioner(task) else { throw StoreTasks.LeaseLost() }

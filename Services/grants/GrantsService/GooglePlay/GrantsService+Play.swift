@@ -6,8 +6,35 @@ extension GrantsService {
     /// (docs/stores.md, "Completion on Android"). An acknowledgement Google did not take leaves the
     /// request `unavailable`, so the caller (the app's post, Pub/Sub's retry of a push) sends it
     /// again: a purchase is never answered unacknowledged, whatever dies in between.
+    ///
+    /// Another app's purchase is read with its own live `googleplay` settings (docs/apps.md): its
+    /// service account and package name, so Google knows only that package's tokens.
     func playPurchase(_ req: Grants.PlayPurchase, deadline: Date?) async throws -> Grants.PlayPurchase.Response {
-        guard let client = play else { throw ServiceError(.unavailable, "Google Play is not connected (REDEEM_PLAY_SERVICE_ACCOUNT)") }
+        let client: PlayDeveloperClient
+        var app = req.app.flatMap { $0 == DefaultApp.id ? nil : $0 }
+        if app == nil, let package = req.packageName, package != play?.packageName {
+            // A push naming another package than the environment's: the app whose settings name it.
+            app = try await pool.withConnection { c in try AppCredentials.app(c, packageName: package, mode: .live) }
+            guard app != nil else {
+                throw ServiceError(
+                    .notFound, "no app's live Google Play settings name this package", field: "packageName")
+            }
+        }
+        if let app {
+            // Real purchases complete live coupons only; test mode's are simulated.
+            let own = try await pool.withConnection { [appPlay] c in try appPlay.client(c, app: app, mode: .live) }
+            guard let own else {
+                throw ServiceError(
+                    .invalid, "this app has no Google Play settings in live mode (PUT /v1/apps/{id}/stores/googleplay)",
+                    field: "purchaseToken")
+            }
+            client = own
+        } else {
+            guard let play else {
+                throw ServiceError(.unavailable, "Google Play is not connected (REDEEM_PLAY_SERVICE_ACCOUNT)")
+            }
+            client = play
+        }
         let token = req.purchaseToken
         guard (1...500).contains(token.utf8.count), token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
             throw ServiceError(.invalid, "purchaseToken must be the token Google Play gave the app", field: "purchaseToken")
@@ -28,7 +55,7 @@ extension GrantsService {
             offerIdentifier: item.offerDetails?.offerId, appAccountToken: nil, priceMilliunits: price?.milliunits, currency: price?.currency,
             sandbox: purchase.testPurchase != nil, purchaseDate: purchase.startTime.flatMap(Timestamp.parse) ?? Date(),
             basePlanId: item.offerDetails?.basePlanId, obfuscatedAccountId: purchase.externalAccountIdentifiers?.obfuscatedExternalAccountId,
-            linkedPurchaseToken: purchase.linkedPurchaseToken))
+            linkedPurchaseToken: purchase.linkedPurchaseToken), app: app)
     }
 
     /// Google's answer as Redeem's error: a token Google refuses is `notFound`, anything else it

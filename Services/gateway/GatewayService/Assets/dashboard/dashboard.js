@@ -117,7 +117,7 @@
 
   // MARK: views
 
-  const views = ["signin", "reset", "invite", "overview", "coupons", "new", "coupon", "customers", "plans", "webhooks", "keys", "members", "audit"];
+  const views = ["signin", "reset", "invite", "overview", "coupons", "new", "coupon", "customers", "plans", "webhooks", "stores", "keys", "members", "audit"];
 
   function show(name) {
     views.forEach((v) => { $("view-" + v).hidden = v !== name; });
@@ -148,6 +148,7 @@
     if (name === "customers") { $("customer").hidden = true; currentCustomer = null; }
     if (name === "overview") loadOverview();
     if (name === "webhooks") loadWebhooks();
+    if (name === "stores") loadStores();
     if (name === "keys") loadKeys();
     if (name === "members") loadMembers();
     if (name === "audit") { auditCursor = null; $("audit-table").tBodies[0].textContent = ""; loadAudit(); }
@@ -761,6 +762,72 @@
       $("w-url").value = "";
       loadWebhooks();
     } catch (e) { if (e instanceof APIError && e.status === 422) showFieldError("err-", e); else fail(e); }
+  });
+
+  // MARK: store and RevenueCat settings
+
+  // An app's own settings, per mode (docs/apps.md): listed without a secret, set a provider at a
+  // time, removed. A secret the member typed leaves its field once saved, and is never kept.
+  const defaultApp = "00000000-0000-0000-0000-000000000001";
+  const providers = {appstore: "App Store", googleplay: "Google Play", stripe: "Stripe", revenuecat: "RevenueCat"};
+
+  function storeFacts(s) {
+    const facts = [];
+    if (s.issuerId) facts.push("issuer " + s.issuerId);
+    if (s.keyId) facts.push("key " + s.keyId);
+    if (s.appAppleId) facts.push("Apple id " + s.appAppleId);
+    if (s.packageName) facts.push("package " + s.packageName);
+    if (s.serviceAccountEmail) facts.push(s.serviceAccountEmail);
+    if (s.webhookSecretSet !== undefined && s.webhookSecretSet !== null) facts.push(s.webhookSecretSet ? "webhook secret set" : "no webhook secret");
+    if (s.stripePublicKey) facts.push("Stripe app key " + s.stripePublicKey);
+    return facts.length ? facts.join(" · ") : "—";
+  }
+
+  async function loadStores() {
+    const own = !!app && app.toLowerCase() !== defaultApp;
+    $("stores-default").hidden = own;
+    $("stores-app").hidden = !own;
+    if (!own) return;
+    $("stores-mode").textContent = mode;
+    const tbody = $("stores-table").tBodies[0];
+    tbody.textContent = "";
+    try {
+      const page = await api("GET", "/v1/apps/" + encodeURIComponent(app) + "/stores");
+      page.data.forEach((s) => {
+        const name = providers[s.provider] || s.provider;
+        const remove = button("Remove", async () => {
+          if (!window.confirm("Remove this app's " + name + " settings in " + s.mode + " mode?")) return;
+          try {
+            await api("DELETE", "/v1/apps/" + encodeURIComponent(app) + "/stores/" + s.provider);
+            say(name + " settings removed.");
+            loadStores();
+          } catch (e) { fail(e); }
+        });
+        remove.setAttribute("aria-label", "Remove the " + name + " settings");
+        tbody.appendChild(row([name, s.mode, storeFacts(s), el("span", "…" + s.secretEnding, "mono"), time(s.updatedAt), remove]));
+      });
+      if (!page.data.length) tbody.appendChild(row(["No settings in " + mode + " mode yet.", "", "", "", "", ""]));
+    } catch (e) { fail(e); }
+  }
+
+  document.querySelectorAll(".store-form").forEach((form) => {
+    const provider = form.getAttribute("data-provider");
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      clearErrors(form);
+      const fields = Array.from(form.querySelectorAll("[data-field]"));
+      const body = {};
+      fields.forEach((f) => {
+        const value = f.hasAttribute("data-secret") && f.tagName === "TEXTAREA" ? f.value : f.value.trim();
+        if (value.trim()) body[f.getAttribute("data-field")] = value;
+      });
+      try {
+        const saved = await api("PUT", "/v1/apps/" + encodeURIComponent(app) + "/stores/" + provider, body);
+        fields.forEach((f) => { if (f.hasAttribute("data-secret")) f.value = ""; });
+        say(providers[provider] + " settings saved in " + saved.mode + " mode; the secret ends with " + saved.secretEnding + ".");
+        loadStores();
+      } catch (e) { if (!(e instanceof APIError && e.status === 422 && showFieldError("err-s-" + provider + "-", e))) fail(e); }
+    });
   });
 
   // MARK: API keys
