@@ -53,7 +53,8 @@ final class StoreTaskWorker: Sendable {
 
     init(pool: PGPool, logger: Logger, report: @escaping Report, client: AppStoreConnectClient?, play: PlayDeveloperClient? = nil,
          stripe: [Mode: StripeClient] = [:], appStores: AppStoreMaker? = nil, playApps: PlayMaker? = nil,
-         appStripe: StripeMaker? = nil, retry: RetryPolicy, lease: TimeInterval, interval: Duration = .seconds(1)) {
+         appStripe: StripeMaker? = nil, retry: RetryPolicy, lease: TimeInterval,
+         interval: Duration = .seconds(1)) {
         self.appStores = appStores
         self.playApps = playApps
         self.appStripe = appStripe
