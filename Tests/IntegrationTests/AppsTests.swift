@@ -29,6 +29,10 @@ final class AppsTests: StackTestCase {
     /// Pub/Sub's pushes of Google Play's notifications; the default app has no package of its own.
     nonisolated(unsafe) static var pusher: GooglePushSender!
 
+    /// Stripe: the default app has no Stripe settings here; apps add their own accounts' keys
+    /// (`FakeStripe.addAccount`), and the fake records which key each call carried.
+    nonisolated(unsafe) static var stripe: FakeStripe!
+
     override class func startSuite() throws {
         // Webhook endpoints on loopback: receivers of this suite's own. The default app keeps its
         // grants in Redeem's ledger; an app's own RevenueCat project is the fake's. The default
@@ -41,6 +45,7 @@ final class AppsTests: StackTestCase {
         googleOAuth = try FakeGoogleOAuth(account: playB)
         play = try FakePlayDeveloperAPI(oauth: googleOAuth, packageName: playPackageB)
         pusher = try GooglePushSender()
+        stripe = try FakeStripe()
         stack = try Stack(environment: [
             "REDEEM_WEBHOOK_ALLOW_PRIVATE": "1", "REDEEM_REVENUECAT_URL": revenueCat.url.absoluteString,
             "REDEEM_ASC_URL": appStoreConnect.url.absoluteString, "REDEEM_APPLE_OFFER_SETTLE": "1",
@@ -48,6 +53,7 @@ final class AppsTests: StackTestCase {
             "REDEEM_GOOGLE_TOKEN_URL": googleOAuth.url.absoluteString, "REDEEM_PLAY_API_URL": play.url.absoluteString,
             "REDEEM_PLAY_OFFER_SETTLE": "1", "REDEEM_GOOGLE_JWKS": pusher.jwksFile.path,
             "REDEEM_PLAY_PUSH_AUDIENCE": pusher.audience, "REDEEM_PLAY_PUSH_SERVICE_ACCOUNT": pusher.serviceAccount,
+            "REDEEM_STRIPE_API_URL": stripe.url.absoluteString,
         ])
         minter = try stack.minter()
     }
@@ -58,6 +64,7 @@ final class AppsTests: StackTestCase {
             await appStoreConnect?.stop()
             await play?.stop()
             await googleOAuth?.stop()
+            await stripe?.stop()
             done.signal()
         }
         done.wait()

@@ -241,6 +241,7 @@ import Testing
         ("ops-tool", Ping.type, true), ("ops-tool", Coupons.Redeem.type, false), ("grants", Ping.type, true),
         ("coupons", AppStores.List.type, true), ("gateway", AppStores.List.type, true),
         ("accounts", AppStores.List.type, false), ("coupons", AppStores.Put.type, false),
+        ("gateway", Grants.StripeVerify.type, true), ("coupons", Grants.StripeVerify.type, false),
     ])
     func eachKeySendsOnlyItsMessages(sender: String, type: String, allowed: Bool) {
         #expect(BusPermissions.allows(sender, toSend: type) == allowed)

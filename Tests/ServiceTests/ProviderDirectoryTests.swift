@@ -128,6 +128,16 @@ import Testing
         #expect(field(.stripe, .test, StoreSettingsInput(secretKey: "sk_test_abc", webhookSecret: "whsec_x1")) == nil)
         #expect(field(.revenueCat, .live, StoreSettingsInput(issuerId: "x", secretKey: "sk_abcdefgh")) == "issuerId")
         #expect(field(.revenueCat, .live, StoreSettingsInput()) == "secretKey")
+        // RevenueCat's Stripe app public key: optional, checked, shown (not secret); Stripe takes none.
+        let rc = try AppCredentials.check(
+            .revenueCat, mode: .live, StoreSettingsInput(secretKey: "sk_abcdefgh", stripePublicKey: "strp_abc123"))
+        #expect(rc.shown.stripePublicKey == "strp_abc123" && rc.secrets.secretKey == "sk_abcdefgh")
+        #expect(
+            field(.revenueCat, .live, StoreSettingsInput(secretKey: "sk_abcdefgh", stripePublicKey: "strp abc"))
+                == "stripePublicKey")
+        #expect(
+            field(.stripe, .live, StoreSettingsInput(secretKey: "sk_live_abc", stripePublicKey: "strp_abc"))
+                == "stripePublicKey")
         #expect(
             field(.googlePlay, .live, StoreSettingsInput(serviceAccount: "{}", packageName: "com.a.b"))
                 == "serviceAccount")

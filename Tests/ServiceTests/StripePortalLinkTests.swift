@@ -16,11 +16,24 @@ import Testing
     @Test func aLinkNamesItsAccountForAnHour() {
         let keyring = SecretKeyring.random()
         let link = StripePortalLink.make(account: account, keyring: keyring, now: now)
-        #expect(StripePortalLink.open(link, keyring: keyring, now: now) == account)
-        #expect(StripePortalLink.open(link, keyring: keyring, now: now.addingTimeInterval(3599)) == account)
-        #expect(StripePortalLink.open(link, keyring: keyring, now: now.addingTimeInterval(3600)) == nil)
+        #expect(StripePortalLink.open(link, keyring: keyring, now: now)?.account == account)
+        #expect(StripePortalLink.open(link, keyring: keyring, now: now.addingTimeInterval(3599))?.account == account)
+        #expect(StripePortalLink.open(link, keyring: keyring, now: now.addingTimeInterval(3600))?.account == nil)
         #expect(!link.contains(account.lowercasedString) && !link.contains(account.uuidString))
         #expect(link.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) }, "fits a URL path as it is")
+    }
+
+    /// Another app's link names that app too (its customers are in its own Stripe account); the
+    /// default app's names the default app.
+    @Test func aLinkNamesItsApp() {
+        let keyring = SecretKeyring.random()
+        let app = UUID(uuidString: "6F1C0000-0000-4000-8000-000000000002")!
+        let link = StripePortalLink.make(account: account, app: app, keyring: keyring, now: now)
+        #expect(StripePortalLink.open(link, keyring: keyring, now: now)?.account == account)
+        #expect(StripePortalLink.open(link, keyring: keyring, now: now)?.app == app)
+        #expect(StripePortalLink.open(link, keyring: keyring, now: now.addingTimeInterval(3600)) == nil)
+        let own = StripePortalLink.make(account: account, keyring: keyring, now: now)
+        #expect(StripePortalLink.open(own, keyring: keyring, now: now)?.app == DefaultApp.id)
     }
 
     @Test func anAlteredOrForeignLinkOpensToNothing() {
@@ -28,14 +41,14 @@ import Testing
         let link = StripePortalLink.make(account: account, keyring: keyring, now: now)
         var altered = Array(link)
         altered[altered.count - 5] = altered[altered.count - 5] == "A" ? "B" : "A"
-        #expect(StripePortalLink.open(String(altered), keyring: keyring, now: now) == nil)
-        #expect(StripePortalLink.open(link, keyring: SecretKeyring.random(), now: now) == nil)
+        #expect(StripePortalLink.open(String(altered), keyring: keyring, now: now)?.account == nil)
+        #expect(StripePortalLink.open(link, keyring: SecretKeyring.random(), now: now)?.account == nil)
         for junk in ["", ".", "k1.", ".AAAA", "no-dot", link + ".x", String(repeating: "A", count: 300)] {
-            #expect(StripePortalLink.open(junk, keyring: keyring, now: now) == nil, "\(junk)")
+            #expect(StripePortalLink.open(junk, keyring: keyring, now: now)?.account == nil, "\(junk)")
         }
         // A link sealed under the previous key opens while that key is kept.
         let rotated = SecretKeyring(current: SecretKeyring.random().current, others: [keyring.current])
-        #expect(StripePortalLink.open(link, keyring: rotated, now: now) == account)
+        #expect(StripePortalLink.open(link, keyring: rotated, now: now)?.account == account)
     }
 
     @Test func theCustomersIdempotencyKeyIsStablePerAccountModeAndAppUser() {

@@ -69,7 +69,9 @@ enum CouponStore {
         if d.hasPlayOffers {
             try StoreOffers.provisionPlay(tx, couponId: id, d, mode: mode, app: app, basePlans: basePlans)
         }
-        if d.hasStripeOffers { try StoreOffers.provisionStripe(tx, couponId: id, d, mode: mode, prices: prices) }
+        if d.hasStripeOffers {
+            try StoreOffers.provisionStripe(tx, couponId: id, d, mode: mode, app: app, prices: prices)
+        }
         return id
     }
 

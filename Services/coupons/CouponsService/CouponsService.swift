@@ -276,26 +276,20 @@ public final class CouponsService: BackendService {
         return view
     }
 
-    /// What a new coupon of an app other than the default one knows of the stores: App Store and
-    /// Google Play offers are made with the app's own settings of that store in the coupon's mode,
-    /// which grants keeps (asked only when the coupon would make such offers), and refused with
-    /// `invalid` on `platforms` naming the store when the app has none. Its Stripe offers are not
-    /// built yet: refused where the environment's Stripe would make them (docs/apps.md).
+    /// What a new coupon of an app other than the default one knows of the stores: App Store,
+    /// Google Play and Stripe offers are made with the app's own settings of that store in the
+    /// coupon's mode, which grants keeps (asked only when the coupon would make such offers), and
+    /// refused with `invalid` on `platforms` naming the store when the app has none (docs/apps.md).
     private func appStores(of app: UUID, _ input: CouponInput, mode: Mode, now: Date) async throws -> StoreSettings {
         let plain = try CouponRules.definition(input, defaultEntitlement: config.defaultEntitlement, now: now)
         let env = config.stores
-        if plain.needsOffers(in: .stripe, connected: env.stripeModes.contains(mode)) {
-            throw ServiceError(
-                .invalid,
-                "a coupon of another app than the default one can't make Stripe offers yet;"
-                    + " leave web out of platforms", field: "platforms")
-        }
         var stores = StoreSettings.none
         stores.offerSettle = env.offerSettle
         stores.playOfferSettle = env.playOfferSettle
         let needsApple = plain.needsOffers(in: .appStore, connected: true)
         let needsPlay = plain.needsOffers(in: .playStore, connected: true)
-        guard needsApple || needsPlay else { return stores }
+        let needsStripe = plain.needsOffers(in: .stripe, connected: true)
+        guard needsApple || needsPlay || needsStripe else { return stores }
         let set = try await grants.request(AppStores.List(app: app, mode: mode)).data
         if needsApple {
             guard let apple = set.first(where: { $0.provider == .appStore }) else {
@@ -307,6 +301,16 @@ public final class CouponsService: BackendService {
             }
             stores.appStoreConnected = true
             stores.appleAppId = apple.appAppleId
+        }
+        if needsStripe {
+            guard set.contains(where: { $0.provider == .stripe }) else {
+                throw ServiceError(
+                    .invalid,
+                    "this app has no Stripe settings in \(mode.rawValue) mode: set them"
+                        + " (PUT /v1/apps/{id}/stores/stripe) before making a coupon with Stripe offers,"
+                        + " or leave web out of platforms", field: "platforms")
+            }
+            stores.stripeModes = [mode]
         }
         if needsPlay {
             guard set.contains(where: { $0.provider == .googlePlay }) else {

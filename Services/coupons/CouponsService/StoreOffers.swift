@@ -126,7 +126,8 @@ enum StoreOffers {
     /// carrying the plans' Stripe prices (`prices`: plan → `price_…`), in the coupon's own
     /// transaction. Grants makes the Stripe coupon, then the promotion code with Redeem's code.
     static func provisionStripe(
-        _ tx: PGConnection, couponId: UUID, _ d: CouponDefinition, mode: Mode, prices: [String: String]
+        _ tx: PGConnection, couponId: UUID, _ d: CouponDefinition, mode: Mode, app: UUID = DefaultApp.id,
+        prices: [String: String]
     ) throws {
         let name = StoreIds.offerName(coupon: couponId, store: .stripe, productId: "")
         try tx.query(
@@ -138,7 +139,8 @@ enum StoreOffers {
             commandId: StoreIds.command(StoreProvisionCommand.type, coupon: couponId, store: .stripe, productId: ""),
             couponId: couponId, code: d.code, mode: mode, store: .stripe, productId: "",
             subscriptionId: priceIds.joined(separator: ","), offerName: name, offer: d.offerTerms,
-            newCustomersOnly: d.newCustomersOnly, maxRedemptions: d.maxRedemptions, expiresAt: d.expiresAt)
+            newCustomersOnly: d.newCustomersOnly, maxRedemptions: d.maxRedemptions, expiresAt: d.expiresAt,
+            app: app == DefaultApp.id ? nil : app)
         try Outbox.add(tx, key: command.commandId, command)
     }
 

@@ -11,6 +11,9 @@ import Foundation
 ///   id, unique among redemptions, so one subscription completes one redemption and
 ///   `coupon.redeemed` goes out once for it, with the receipt grants sends RevenueCat.
 /// - `expired` releases the reservation and gives its use back.
+///
+/// An event changes only a redemption of the app whose endpoint took it (docs/apps.md): each
+/// app's Stripe account signs with its own secret, so one app's event never reaches another's.
 enum StripeCheckouts {
     typealias Terms = Coupons.StripeTerms.Response
 
@@ -20,7 +23,7 @@ enum StripeCheckouts {
         guard
             let row = try c.query(
                 """
-                SELECT r.coupon_id, r.status, r.platform, c.mode, c.has_stripe_offers, p.stripe_price_id
+                SELECT r.coupon_id, r.status, r.platform, c.mode, c.app_id, c.has_stripe_offers, p.stripe_price_id
                 FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
                 LEFT JOIN coupons.plans p ON p.mode = c.mode AND p.app_id = c.app_id AND p.product_id = COALESCE(r.product_id,
                     CASE WHEN cardinality(c.product_ids) = 1 THEN c.product_ids[1] END)
@@ -32,18 +35,27 @@ enum StripeCheckouts {
             try row.decode("platform", as: Platform.self) == .web, try row.decode("has_stripe_offers", as: Bool.self),
             let price = try row.decodeIfPresent("stripe_price_id", as: String.self)
         else { return Terms(sellsThroughStripe: false) }
+        let app: UUID = try row.decode("app_id")
         return Terms(
             sellsThroughStripe: true, couponId: try row.decode("coupon_id"),
-            mode: Mode(rawValue: try row.decode("mode", as: String.self)) ?? .live, priceId: price)
+            mode: Mode(rawValue: try row.decode("mode", as: String.self)) ?? .live, priceId: price,
+            app: app == DefaultApp.id ? nil : app)
     }
 
     static func event(_ tx: PGConnection, _ req: Coupons.StripeEvent) throws -> Coupons.StripeEvent.Response {
         guard (1...90).contains(req.eventId.utf8.count) else {
             throw ServiceError(.invalid, "an event id is 1 to 90 characters", field: "id")
         }
+        // Event ids are Stripe's, unique per Stripe account: another app's are its own account's
+        // (remembered with the app's id, 44 characters, within the column's 100).
+        let app = DefaultApp.of(req.app)
+        guard app == DefaultApp.id || req.eventId.utf8.count <= 56 else {
+            throw ServiceError(
+                .invalid, "an event id of another app's Stripe account is 1 to 56 characters", field: "id")
+        }
+        let seen = app == DefaultApp.id ? "stripe:" + req.eventId : "stripe:\(app.lowercasedString):" + req.eventId
         let fresh = try tx.query(
-            "INSERT INTO coupons.store_notifications (notification_uuid) VALUES ($1) ON CONFLICT DO NOTHING",
-            ["stripe:" + req.eventId])
+            "INSERT INTO coupons.store_notifications (notification_uuid) VALUES ($1) ON CONFLICT DO NOTHING", [seen])
         guard fresh.affectedRows > 0 else {
             return .init(recorded: false, duplicate: true, redemptionId: req.redemptionId)
         }
@@ -51,8 +63,9 @@ enum StripeCheckouts {
             let row = try tx.query(
                 """
                 SELECT r.status, r.platform, r.account_id, r.app_user_id, r.coupon_id, c.mode, c.has_stripe_offers
-                FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id WHERE r.id = $1 FOR UPDATE OF r
-                """, [req.redemptionId]
+                FROM coupons.redemptions r JOIN coupons.coupons c ON c.id = r.coupon_id
+                WHERE r.id = $1 AND c.app_id = $2 FOR UPDATE OF r
+                """, [req.redemptionId, app]
             ).first
         else { return .init(recorded: false, duplicate: false) }
         let mode = Mode(rawValue: try row.decode("mode", as: String.self)) ?? .live

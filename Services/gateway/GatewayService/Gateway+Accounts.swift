@@ -162,11 +162,14 @@ extension Gateway {
         let view = try await accounts.request(Accounts.Me(accountId: user.account))
         // The environment's store and Stripe settings are the default app's (docs/apps.md): another
         // app's user gets the management URL of the app's own RevenueCat project, a Google Play
-        // subscription's in the app's own package.
+        // subscription's in the app's own package, else the billing portal of the app's own Stripe
+        // account.
         guard user.app == DefaultApp.id else {
-            let store = try? await grants.request(
+            async let store = try? await grants.request(
                 Grants.StoreView(appUserId: view.appUserId, fresh: false, app: user.app))
-            return .json(200, MeBody(view, managementUrl: store?.managementUrl))
+            async let stripe = stripeManagementURL(req, account: user.account, app: user.app)
+            let (storeView, portal) = await (store, stripe)
+            return .json(200, MeBody(view, managementUrl: storeView?.managementUrl ?? portal))
         }
         // The store's view is extra: slow or down, the account is answered without it.
         async let store = try? await grants.request(Grants.StoreView(appUserId: view.appUserId, fresh: false))

@@ -19,7 +19,10 @@ extension Gateway {
             "secretKey": [
                 .note("stripe: sk_test_… in test mode, sk_live_… in live; revenuecat: the secret API key (secret)")
             ],
-            "webhookSecret": [.note("stripe, optional: the webhook endpoint's signing secret, whsec_… (secret)")]
+            "webhookSecret": [.note("stripe, optional: the webhook endpoint's signing secret, whsec_… (secret)")],
+            "stripePublicKey": [
+                .note("revenuecat, optional: the public API key of the project's Stripe app, for Stripe receipts")
+            ]
         ]
         var issuerId: String?
         var keyId: String?
@@ -29,6 +32,7 @@ extension Gateway {
         var packageName: String?
         var secretKey: String?
         var webhookSecret: String?
+        var stripePublicKey: String?
     }
 
     static let appStoreRoutes: [APIRoute] = [
@@ -82,7 +86,7 @@ extension Gateway {
         let input = StoreSettingsInput(
             issuerId: b.issuerId, keyId: b.keyId, privateKey: b.privateKey, appAppleId: b.appAppleId,
             serviceAccount: b.serviceAccount, packageName: b.packageName, secretKey: b.secretKey,
-            webhookSecret: b.webhookSecret)
+            webhookSecret: b.webhookSecret, stripePublicKey: b.stripePublicKey)
         let put = AppStores.Put(app: app, mode: key.mode, provider: provider, input: input)
         return .json(200, try await grants.request(put.by(key.actor)))
     }

@@ -282,7 +282,7 @@ extension Gateway {
                 redeemUrl: reason == .webOnly ? Self.redeemPageURL(req, code: b.code) : nil)
         }
         guard let redemption = answer.redemption else { throw ServiceError.internal }
-        if sellsThroughStripe, platform == .web {
+        if sellsThroughStripe(in: user.app), platform == .web {
             let handed = try await withStripeCheckout(try redemption.decoded(), req: req, user: user)
             return .json(answer.created ? 201 : 200, handed)
         }

@@ -62,6 +62,12 @@ extension Gateway {
             answers: [200: .json(StripeEventReceipt.self)], errors: [400, 401, 404, 422, 429, 503],
             handle: Gateway.stripeWebhook),
         .route(
+            .post, "/v1/apps/{id}/stores/stripe/webhooks",
+            "Stripe's webhook events for Checkout of an app's own Stripe account (public; the Stripe-Signature"
+                + " header is checked against the app's webhookSecret)",
+            answers: [200: .json(StripeEventReceipt.self)], errors: [400, 401, 404, 422, 429, 503],
+            handle: Gateway.appStripeWebhook),
+        .route(
             .post, "/v1/me/billing-portal",
             "A Stripe billing-portal session for the signed-in account's web subscription", access: .user,
             answers: [200: .json(BillingPortal.self)], errors: [404, 503], handle: Gateway.billingPortal),
@@ -78,6 +84,11 @@ extension Gateway {
     /// would complete the reservation.
     var sellsThroughStripe: Bool { !config.stripeWebhookSecrets.isEmpty }
 
+    /// Whether a web redemption in `app` may go through Stripe Checkout: the default app's when the
+    /// gateway takes its events; another app's coupon has Stripe offers only when the app has
+    /// Stripe settings, and grants makes its session with them (docs/apps.md).
+    func sellsThroughStripe(in app: UUID) -> Bool { app != DefaultApp.id || sellsThroughStripe }
+
     /// The Checkout Session of a reserved web redemption, when its coupon sells through Stripe;
     /// the redemption as it is otherwise.
     func withStripeCheckout(
@@ -85,7 +96,9 @@ extension Gateway {
     ) async throws
         -> RedemptionView
     {
-        guard sellsThroughStripe, redemption.platform == .web, redemption.status == .reserved else { return redemption }
+        guard sellsThroughStripe(in: user.app), redemption.platform == .web, redemption.status == .reserved else {
+            return redemption
+        }
         let terms = try await coupons.request(
             Coupons.StripeTerms(redemptionId: redemption.redemptionId, accountId: user.account))
         guard terms.sellsThroughStripe, let coupon = terms.couponId, let mode = terms.mode, let price = terms.priceId
@@ -100,7 +113,7 @@ extension Gateway {
             Grants.StripeCheckout(
                 redemptionId: redemption.redemptionId, couponId: coupon, mode: mode, priceId: price,
                 accountId: user.account, appUserId: user.appUserId,
-                successURL: back + "&checkout=success", cancelURL: back + "&checkout=cancel"))
+                successURL: back + "&checkout=success", cancelURL: back + "&checkout=cancel", app: terms.app))
         var handed = redemption
         handed.stripe = StripeHandoff(checkoutUrl: session.checkoutUrl)
         return handed
@@ -128,23 +141,71 @@ extension Gateway {
                 now: Date())
         } catch {
             abuse.storeNotificationRefused(ip: req.clientAddress)
-            // The codes are StripeSignature.Failure's, written out for the error catalogue.
-            switch error {
-            case .malformed:
-                throw HTTPError(400, "malformedSignature",
-                    "Stripe-Signature must carry t= and at least one v1=",
-                    field: "Stripe-Signature")
-            case .forged:
-                throw HTTPError(401, "invalidSignature",
-                    "no v1 signature of Stripe-Signature matches this endpoint's secret",
-                    field: "Stripe-Signature")
-            case .stale:
-                throw HTTPError(400, "staleSignature",
-                    "Stripe-Signature's time is more than 5 minutes from now",
-                    field: "Stripe-Signature")
-            }
+            throw Self.stripeSignatureRefused(error)
         }
-        let event = try body.read()
+        return try await stripeEvent(try body.read(), app: DefaultApp.id)
+    }
+
+    /// A Stripe event sent to an app's own endpoint (docs/apps.md): checked by grants against the
+    /// `webhookSecret` of the app's Stripe settings (the secrets never leave grants), refused as
+    /// at the default app's endpoint, then handed to coupons for that app's redemptions only. The
+    /// default app's endpoint is `POST /v1/stores/stripe/webhooks`; an app without a webhook
+    /// secret, or no such app, is 404.
+    func appStripeWebhook(_ req: HTTPRequest, _ body: Incoming<StripeEventBody>) async throws -> HTTPResponse {
+        try abuse.checkStoreNotifications(ip: req.clientAddress)
+        guard req.body.count <= Self.maxNotificationBytes else {
+            throw HTTPError.invalid(nil, "an event is at most \(Self.maxNotificationBytes / 1024) KiB")
+        }
+        guard let app = req.pathParameters["id"].flatMap(UUID.init(parsing:)), app != DefaultApp.id else {
+            abuse.storeNotificationRefused(ip: req.clientAddress)
+            throw HTTPError(
+                404, "notFound",
+                "no such app's Stripe endpoint (the default app's is POST /v1/stores/stripe/webhooks)")
+        }
+        let verdict = try await grants.request(
+            Grants.StripeVerify(app: app, payload: req.body, signature: req.header("stripe-signature"))
+        ).verdict
+        switch verdict {
+        case .valid: break
+        case .notSet:
+            abuse.storeNotificationRefused(ip: req.clientAddress)
+            throw HTTPError(
+                404, "notFound", "this app takes no Stripe events (its Stripe settings have no webhookSecret)")
+        case .malformed:
+            abuse.storeNotificationRefused(ip: req.clientAddress)
+            throw Self.stripeSignatureRefused(.malformed)
+        case .forged:
+            abuse.storeNotificationRefused(ip: req.clientAddress)
+            throw Self.stripeSignatureRefused(.forged)
+        case .stale:
+            abuse.storeNotificationRefused(ip: req.clientAddress)
+            throw Self.stripeSignatureRefused(.stale)
+        }
+        return try await stripeEvent(try body.read(), app: app)
+    }
+
+    /// A refused signature as its HTTP error. The codes are StripeSignature.Failure's, written out
+    /// for the error catalogue.
+    static func stripeSignatureRefused(_ failure: StripeSignature.Failure) -> HTTPError {
+        switch failure {
+        case .malformed:
+            HTTPError(400, "malformedSignature",
+                "Stripe-Signature must carry t= and at least one v1=",
+                field: "Stripe-Signature")
+        case .forged:
+            HTTPError(401, "invalidSignature",
+                "no v1 signature of Stripe-Signature matches this endpoint's secret",
+                field: "Stripe-Signature")
+        case .stale:
+            HTTPError(400, "staleSignature",
+                "Stripe-Signature's time is more than 5 minutes from now",
+                field: "Stripe-Signature")
+        }
+    }
+
+    /// A verified event of `app`'s Stripe account: a Checkout Session's completion or expiry
+    /// handed to coupons, for that app's redemptions only.
+    func stripeEvent(_ event: StripeEventBody, app: UUID) async throws -> HTTPResponse {
         let kind: Coupons.StripeEvent.Kind
         switch event.type {
         case "checkout.session.completed": kind = .completed
@@ -159,7 +220,8 @@ extension Gateway {
             let answer = try await coupons.request(
                 Coupons.StripeEvent(
                     eventId: event.id, kind: kind, redemptionId: redemption, subscriptionId: session.subscription,
-                    amountTotal: session.amount_total, currency: session.currency, livemode: event.livemode))
+                    amountTotal: session.amount_total, currency: session.currency, livemode: event.livemode,
+                    app: app == DefaultApp.id ? nil : app))
             return .json(
                 200,
                 StripeEventReceipt(
@@ -176,9 +238,11 @@ extension Gateway {
     /// Where `GET /v1/me` says the account's Stripe subscription is managed: a link to
     /// `GET /v1/billing-portal/{link}` when the account has a Stripe customer, nil otherwise or when
     /// grants cannot say.
-    func stripeManagementURL(_ req: HTTPRequest, account: UUID) async -> String? {
+    func stripeManagementURL(_ req: HTTPRequest, account: UUID, app: UUID = DefaultApp.id) async -> String? {
         // Without Stripe's events nothing checks out through Stripe: no customer to ask about.
-        guard sellsThroughStripe, let answer = try? await grants.request(Grants.StripePortalLink(accountId: account)),
+        guard sellsThroughStripe(in: app),
+            let answer = try? await grants.request(
+                Grants.StripePortalLink(accountId: account, app: app == DefaultApp.id ? nil : app)),
             let link = answer.link
         else { return nil }
         return Self.origin(req) + "/v1/billing-portal/" + link
@@ -197,7 +261,9 @@ extension Gateway {
     /// A billing-portal session for the account's Stripe customer, back to the redeem page.
     func billingPortal(_ req: HTTPRequest, _ user: Authenticator.User) async throws -> HTTPResponse {
         let portal = try await grants.request(
-            Grants.StripePortal(accountId: user.account, returnURL: Self.origin(req) + "/redeem"))
+            Grants.StripePortal(
+                accountId: user.account, returnURL: Self.origin(req) + "/redeem",
+                app: user.app == DefaultApp.id ? nil : user.app))
         return .json(200, BillingPortal(url: portal.url))
     }
 }

@@ -33,6 +33,8 @@ struct GrantsConfig: Sendable {
     /// Set when Stripe is connected (`REDEEM_STRIPE_SECRET_KEY`): Stripe coupons and promotion
     /// codes for the web, with the key of each coupon's mode.
     var stripe: StripeSettings?
+    /// Where Stripe is (`REDEEM_STRIPE_API_URL`), for other apps' own Stripe settings too.
+    var stripeAPIURL: URL
     /// RevenueCat's Stripe app public key (`REDEEM_REVENUECAT_STRIPE_PUBLIC_KEY`): set, a completed
     /// Stripe checkout's subscription is sent to RevenueCat as a receipt.
     var revenueCatStripeKey: String?
@@ -66,6 +68,7 @@ struct GrantsConfig: Sendable {
         googleTokenURL = try env.url("REDEEM_GOOGLE_TOKEN_URL", default: "https://oauth2.googleapis.com/token")
         playAPIURL = try env.url("REDEEM_PLAY_API_URL", default: "https://androidpublisher.googleapis.com")
         stripe = try StripeSettings(env: env)
+        stripeAPIURL = try env.url("REDEEM_STRIPE_API_URL", default: "https://api.stripe.com")
         revenueCatStripeKey = env.raw("REDEEM_REVENUECAT_STRIPE_PUBLIC_KEY")
     }
 }

@@ -12,5 +12,8 @@ enum GrantsFunctions {
         SQLFunction(file: "claim_stripe_customer.sql", PackageResources.claim_stripe_customer_sql),
         SQLFunction(file: "record_stripe_customer.sql", PackageResources.record_stripe_customer_sql),
         SQLFunction(file: "release_stripe_customer.sql", PackageResources.release_stripe_customer_sql),
+        SQLFunction(file: "claim_stripe_app_customer.sql", PackageResources.claim_stripe_app_customer_sql),
+        SQLFunction(file: "record_stripe_app_customer.sql", PackageResources.record_stripe_app_customer_sql),
+        SQLFunction(file: "release_stripe_app_customer.sql", PackageResources.release_stripe_app_customer_sql),
     ]
 }

@@ -37,5 +37,6 @@ enum GrantsMigrations {
         Migration(file: "022_grants_per_app.sql", PackageResources._22_grants_per_app_sql),
         Migration(file: "023_app_store_settings.sql", PackageResources._23_app_store_settings_sql),
         Migration(file: "024_store_tasks_per_app.sql", PackageResources._24_store_tasks_per_app_sql),
+        Migration(file: "025_stripe_per_app.sql", PackageResources._25_stripe_per_app_sql),
     ]
 }

@@ -44,6 +44,8 @@ public final class GrantsService: BackendService {
     let stripe: [Mode: StripeClient]
     /// Tells RevenueCat of completed Stripe checkouts.
     let receipts: StripeReceiptWorker
+    /// Other apps' Stripe clients, by app and mode, kept while their settings' version holds.
+    let appStripeClients = Mutex<[String: AppStripeClient]>([:])
     private let intake = Mutex<Puller?>(nil)
     /// Commands arriving together are stored in one transaction and acknowledged in one request.
     private let commandBatches = Mutex<Coalescer<ReceivedCommand, Empty>?>(nil)
@@ -127,9 +129,8 @@ public final class GrantsService: BackendService {
         stripe = checkoutClients
         receipts = StripeReceiptWorker(
             pool: runtime.pool, logger: runtime.logger,
-            receipts: config.revenueCatStripeKey.map { [revenueCatURL = config.revenueCatURL] in
-                RevenueCatStripeReceipts(base: revenueCatURL, key: $0, timeout: timeout)
-            },
+            receipts: RevenueCatStripeReceipts(base: config.revenueCatURL, timeout: timeout),
+            defaultKey: config.revenueCatStripeKey,
             retry: RetryPolicy(initial: 1, max: config.maxRetryDelay), lease: timeout + 5)
         // Always there: test mode's tasks are simulated, with or without a store connected.
         storeWorker = StoreTaskWorker(
@@ -146,6 +147,11 @@ public final class GrantsService: BackendService {
                     timeout: timeout, retry: once)
             },
             playApps: { c, app, mode in try appPlayTasks.client(c, app: app, mode: mode) },
+            appStripe: { [keyring, config] c, app, mode in
+                // Another app's own Stripe settings (docs/apps.md), opened for this run.
+                try AppCredentials.opened(c, app: app, mode: mode, provider: .stripe, keyring: keyring)
+                    .flatMap { GrantsService.appStripeClient($0, config: config) }
+            },
             retry: storeRetry, lease: timeout * 8 + 30)
     }
 
@@ -187,7 +193,9 @@ public final class GrantsService: BackendService {
                                      data: WebhookData(notice.redemption, coupon: notice.coupon), mode: notice.couponMode,
                                      app: DefaultApp.of(notice.app))
                 if let receipt = notice.stripeReceipt {
-                    try receipts.store(tx, receipt, redemption: notice.redemption.redemptionId, mode: notice.couponMode)
+                    try receipts.store(
+                        tx, receipt, redemption: notice.redemption.redemptionId, mode: notice.couponMode,
+                        app: DefaultApp.of(notice.app))
                 }
             }
             ack([notice.redemption.redemptionId], type: RedemptionCompletedNotice.type)
@@ -366,6 +374,7 @@ public final class GrantsService: BackendService {
         r.on(Grants.StripeCheckout.self) { [self] req, _ in try await stripeCheckout(req) }
         r.on(Grants.StripePortal.self) { [self] req, _ in try await stripePortal(req) }
         r.on(Grants.StripePortalLink.self) { [self] req, _ in try await stripePortalLink(req) }
+        r.on(Grants.StripeVerify.self) { [self] req, _ in try await stripeVerify(req) }
         return r
     }
 

@@ -27,12 +27,16 @@ public struct StoreSettingsInput: Codable, Sendable, Equatable {
     public var secretKey: String?
     /// Stripe: the signing secret of its webhook endpoint (`whsec_…`), optional.
     public var webhookSecret: String?
+    /// RevenueCat, optional: the public API key of the project's Stripe app, the bearer of the
+    /// receipts of the app's Stripe checkouts (not secret).
+    public var stripePublicKey: String?
 
     public init(
         issuerId: String? = nil, keyId: String? = nil, privateKey: String? = nil, appAppleId: String? = nil,
         serviceAccount: String? = nil, packageName: String? = nil, secretKey: String? = nil,
-        webhookSecret: String? = nil
+        webhookSecret: String? = nil, stripePublicKey: String? = nil
     ) {
+        self.stripePublicKey = stripePublicKey
         self.issuerId = issuerId
         self.keyId = keyId
         self.privateKey = privateKey
@@ -60,13 +64,16 @@ public struct StoreSettingsView: Codable, Sendable, Equatable {
     public var secretEnding: String
     /// Stripe: whether a webhook signing secret is set.
     public var webhookSecretSet: Bool?
+    /// RevenueCat: the public API key of the project's Stripe app, when set.
+    public var stripePublicKey: String?
     public var updatedAt: Date
 
     public init(
         provider: StoreProvider, mode: Mode, issuerId: String? = nil, keyId: String? = nil, appAppleId: String? = nil,
         packageName: String? = nil, serviceAccountEmail: String? = nil, secretEnding: String,
-        webhookSecretSet: Bool? = nil, updatedAt: Date
+        webhookSecretSet: Bool? = nil, stripePublicKey: String? = nil, updatedAt: Date
     ) {
+        self.stripePublicKey = stripePublicKey
         self.provider = provider
         self.mode = mode
         self.issuerId = issuerId

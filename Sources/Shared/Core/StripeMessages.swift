@@ -15,7 +15,13 @@ extension Coupons {
             public var couponId: UUID?
             public var mode: Mode?
             public var priceId: String?
-            public init(sellsThroughStripe: Bool, couponId: UUID? = nil, mode: Mode? = nil, priceId: String? = nil) {
+            /// The coupon's app (nil: the default app), whose Stripe account sells it.
+            public var app: UUID?
+            public init(
+                sellsThroughStripe: Bool, couponId: UUID? = nil, mode: Mode? = nil, priceId: String? = nil,
+                app: UUID? = nil
+            ) {
+                self.app = app
                 self.sellsThroughStripe = sellsThroughStripe
                 self.couponId = couponId
                 self.mode = mode
@@ -59,10 +65,14 @@ extension Coupons {
         public var amountTotal: Int?
         public var currency: String?
         public var livemode: Bool
+        /// The app whose Stripe endpoint took the event (nil: the default app's): only a
+        /// redemption of that app's coupons is changed.
+        public var app: UUID?
         public init(
             eventId: String, kind: Kind, redemptionId: UUID, subscriptionId: String? = nil, amountTotal: Int? = nil,
-            currency: String? = nil, livemode: Bool
+            currency: String? = nil, livemode: Bool, app: UUID? = nil
         ) {
+            self.app = app
             self.eventId = eventId
             self.kind = kind
             self.redemptionId = redemptionId
@@ -93,10 +103,13 @@ extension Grants {
         public var appUserId: String
         public var successURL: String
         public var cancelURL: String
+        /// The coupon's app (nil: the default app): its own Stripe settings make the session.
+        public var app: UUID?
         public init(
             redemptionId: UUID, couponId: UUID, mode: Mode, priceId: String, accountId: UUID, appUserId: String,
-            successURL: String, cancelURL: String
+            successURL: String, cancelURL: String, app: UUID? = nil
         ) {
+            self.app = app
             self.redemptionId = redemptionId
             self.couponId = couponId
             self.mode = mode
@@ -120,9 +133,12 @@ extension Grants {
         public var accountId: UUID?
         public var link: String?
         public var returnURL: String
-        public init(accountId: UUID, returnURL: String) {
+        /// The app whose Stripe customer is meant (nil: the default app); a link names its own.
+        public var app: UUID?
+        public init(accountId: UUID, returnURL: String, app: UUID? = nil) {
             self.accountId = accountId
             self.returnURL = returnURL
+            self.app = app
         }
         public init(link: String, returnURL: String) {
             self.link = link
@@ -140,7 +156,36 @@ extension Grants {
             public init(link: String?) { self.link = link }
         }
         public var accountId: UUID
-        public init(accountId: UUID) { self.accountId = accountId }
+        /// The app whose Stripe customer is meant (nil: the default app).
+        public var app: UUID?
+        public init(accountId: UUID, app: UUID? = nil) {
+            self.accountId = accountId
+            self.app = app
+        }
+    }
+
+    /// Checks a Stripe event sent to an app's own endpoint (`POST /v1/apps/{id}/stores/stripe/webhooks`)
+    /// against the `webhookSecret` of the app's Stripe settings (either mode), which only grants
+    /// holds: the payload and `Stripe-Signature` go to grants, the secrets never leave it.
+    /// `verdict`: `valid`, `malformed`, `forged`, `stale`, or `notSet` (the app has no webhook
+    /// secret: it takes no Stripe events).
+    public struct StripeVerify: BusRequest {
+        public static let type = "grants.stripeVerify"
+        public enum Verdict: String, Codable, Sendable {
+            case valid, malformed, forged, stale, notSet
+        }
+        public struct Response: Codable, Sendable, Equatable {
+            public var verdict: Verdict
+            public init(verdict: Verdict) { self.verdict = verdict }
+        }
+        public var app: UUID
+        public var payload: Data
+        public var signature: String?
+        public init(app: UUID, payload: Data, signature: String?) {
+            self.app = app
+            self.payload = payload
+            self.signature = signature
+        }
     }
 }
 

@@ -38,6 +38,9 @@ public final class FakeStripe: Sendable {
         public let mode: Mode?
         /// The call's `Idempotency-Key` header.
         public let idempotencyKey: String?
+        /// The secret key the call carried, when it was one of the fake's: which Stripe account
+        /// (an app's own, `addAccount`) the call was made in.
+        public var key: String? = nil
 
         /// The first value of a form field.
         public func field(_ name: String) -> String? { form.first { $0.0 == name }?.1 }
@@ -58,6 +61,8 @@ public final class FakeStripe: Sendable {
     struct State {
         /// price id → product id.
         var prices: [String: String] = [:]
+        /// Other accounts' keys (`addAccount`), with their modes.
+        var otherKeys: [String: Mode] = [:]
         var coupons: [String: Object] = [:]
         var promotionCodes: [String: Object] = [:]
         var customers: [String: Object] = [:]
@@ -122,6 +127,18 @@ public final class FakeStripe: Sendable {
 
     /// A recurring price of `product`.
     public func addPrice(_ id: String, product: String) { state.withLock { $0.prices[id] = product } }
+
+    /// Another Stripe account's secret keys, taken as well (an app's own Stripe settings): the
+    /// calls record which key they carried (`Call.key`).
+    public func addAccount(_ keys: [Mode: String]) {
+        state.withLock { s in for (mode, key) in keys { s.otherKeys[key] = mode } }
+    }
+
+    /// The mode of a secret key the fake takes, nil for any other.
+    func mode(ofKey key: String?) -> Mode? {
+        guard let key else { return nil }
+        return keys.first { $0.value == key }?.key ?? state.withLock { $0.otherKeys[key] }
+    }
 
     public var received: [Call] { state.withLock { $0.calls } }
     public var coupons: [Object] { state.withLock { Array($0.coupons.values) } }
@@ -201,7 +218,7 @@ public final class FakeStripe: Sendable {
 
     func answer(_ req: HTTPRequest, routes: Router) async -> HTTPResponse {
         let bearer = req.header("authorization").flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
-        let mode = keys.first { $0.value == bearer }?.key
+        let mode = self.mode(ofKey: bearer)
         let form = Self.form(
             req.method == "GET" ? Data(req.query.map { "\($0.key)=\($0.value)" }.joined(separator: "&").utf8) : req.body
         )
@@ -221,7 +238,7 @@ public final class FakeStripe: Sendable {
         }
         let call = Call(
             method: req.method, path: req.path, form: form, status: response.status, mode: mode,
-            idempotencyKey: req.header("idempotency-key"))
+            idempotencyKey: req.header("idempotency-key"), key: mode == nil ? nil : bearer)
         state.withLock { $0.calls.append(call) }
         return response
     }
@@ -238,7 +255,7 @@ public final class FakeStripe: Sendable {
 
     private func livemode(_ req: HTTPRequest) -> Bool {
         let bearer = req.header("authorization").map { String($0.dropFirst(7)) }
-        return keys[.live] == bearer
+        return mode(ofKey: bearer) == .live
     }
 
     private func newId(_ prefix: String) -> String {

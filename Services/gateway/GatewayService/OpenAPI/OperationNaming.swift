@@ -32,6 +32,7 @@ enum OperationNaming {
         "GET /v1/apps/{id}/stores": "listAppStoreSettings",
         "PUT /v1/apps/{id}/stores/{provider}": "setAppStoreSettings",
         "DELETE /v1/apps/{id}/stores/{provider}": "removeAppStoreSettings",
+        "POST /v1/apps/{id}/stores/stripe/webhooks": "receiveAppStripeEvent",
         "GET /v1/code-downloads/{token}": "downloadCodesByAddress",
         "GET /v1/coupons": "listCoupons",
         "POST /v1/coupons": "createCoupon",

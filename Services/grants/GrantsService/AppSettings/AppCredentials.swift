@@ -16,6 +16,8 @@ enum AppCredentials {
         var packageName: String?
         var serviceAccountEmail: String?
         var webhookSecretSet: Bool?
+        /// RevenueCat: its Stripe app's public key, the bearer of Stripe receipts.
+        var stripePublicKey: String?
     }
 
     /// The secret fields, sealed together: never shown, logged or written to the audit log.
@@ -57,7 +59,8 @@ enum AppCredentials {
         let given: [(String, String?)] = [
             ("issuerId", input.issuerId), ("keyId", input.keyId), ("privateKey", input.privateKey),
             ("appAppleId", input.appAppleId), ("serviceAccount", input.serviceAccount),
-            ("packageName", input.packageName), ("secretKey", input.secretKey), ("webhookSecret", input.webhookSecret)
+            ("packageName", input.packageName), ("secretKey", input.secretKey), ("webhookSecret", input.webhookSecret),
+            ("stripePublicKey", input.stripePublicKey)
         ]
         let takes = fields(of: provider)
         if let stray = given.first(where: { $0.1 != nil && !takes.contains($0.0) }) {
@@ -134,7 +137,10 @@ enum AppCredentials {
                 throw ServiceError(
                     .invalid, "secretKey must be the RevenueCat project's secret API key", field: "secretKey")
             }
-            return Checked(shown: Public(), secrets: Secrets(secretKey: key), ending: String(key.suffix(4)))
+            let stripePublicKey = try input.stripePublicKey.map { try token($0, "stripePublicKey", max: 200) }
+            return Checked(
+                shown: Public(stripePublicKey: stripePublicKey), secrets: Secrets(secretKey: key),
+                ending: String(key.suffix(4)))
         }
     }
 
@@ -144,7 +150,7 @@ enum AppCredentials {
         case .appStore: ["issuerId", "keyId", "privateKey", "appAppleId"]
         case .googlePlay: ["serviceAccount", "packageName"]
         case .stripe: ["secretKey", "webhookSecret"]
-        case .revenueCat: ["secretKey"]
+        case .revenueCat: ["secretKey", "stripePublicKey"]
         }
     }
 
@@ -215,7 +221,7 @@ enum AppCredentials {
             provider: provider, mode: mode, issuerId: shown.issuerId, keyId: shown.keyId, appAppleId: shown.appAppleId,
             packageName: shown.packageName, serviceAccountEmail: shown.serviceAccountEmail,
             secretEnding: try row.decode("secret_ending"), webhookSecretSet: shown.webhookSecretSet,
-            updatedAt: try row.decode("updated_at"))
+            stripePublicKey: shown.stripePublicKey, updatedAt: try row.decode("updated_at"))
     }
 
     /// Sets one provider's settings (replacing any), answering what was there before and what is now.

@@ -31,6 +31,10 @@ final class StoreTaskWorker: Sendable {
     /// when this worker makes no other app's offers.
     let appStores: AppStoreMaker?
     typealias AppStoreMaker = @Sendable (PGConnection, UUID, Mode) throws -> AppStoreConnectClient?
+    /// Opens another app's Stripe settings of a mode and builds its client (docs/apps.md); nil
+    /// when this worker makes no other app's Stripe objects.
+    let appStripe: StripeMaker?
+    typealias StripeMaker = @Sendable (PGConnection, UUID, Mode) throws -> StripeClient?
     /// The default app's Google Play client (the environment's settings).
     let play: PlayOfferProvisioner?
     /// Another app's Google Play client, from its own settings of a mode (docs/apps.md); nil
@@ -49,9 +53,11 @@ final class StoreTaskWorker: Sendable {
 
     init(pool: PGPool, logger: Logger, report: @escaping Report, client: AppStoreConnectClient?, play: PlayDeveloperClient? = nil,
          stripe: [Mode: StripeClient] = [:], appStores: AppStoreMaker? = nil, playApps: PlayMaker? = nil,
-         retry: RetryPolicy, lease: TimeInterval, interval: Duration = .seconds(1)) {
+         appStripe: StripeMaker? = nil, retry: RetryPolicy, lease: TimeInterval,
+         interval: Duration = .seconds(1)) {
         self.appStores = appStores
         self.playApps = playApps
+        self.appStripe = appStripe
         self.stripe = stripe.mapValues(StripeOfferProvisioner.init(client:))
         self.pool = pool
         self.logger = logger
@@ -136,7 +142,8 @@ final class StoreTaskWorker: Sendable {
             switch command.store {
             case .stripe:
                 // Stripe's own test mode, with the test key: never simulated.
-                guard let maker = self.stripe[task.mode] else { throw StoreTasks.LeaseLost() }  // no key of this mode here
+                // No key of this mode here (or another app's settings just removed): due after its lease.
+                guard let maker = try await stripeProvisioner(task) else { throw StoreTasks.LeaseLost() }
                 outcome = await maker.provision(command, from: task.progress, record: record(task))
             case _ where task.mode == .test:
                 outcome = SimulatedStore.provision(command, from: task.progress, now: Date())
@@ -196,6 +203,16 @@ final class StoreTaskWorker: Sendable {
         return client.map(OfferProvisioner.init(client:))
     }
 
+    /// The Stripe provisioner of a task's app and mode: the environment's key for the default app
+    /// (no read); another app's built from its own Stripe settings of the task's mode, read at
+    /// each run, nil when it has none now.
+    private func stripeProvisioner(_ task: StoreTasks.Claimed) async throws -> StripeOfferProvisioner? {
+        guard task.app != DefaultApp.id else { return stripe[task.mode] }
+        guard let appStripe else { return nil }
+        let client = try await pool.withConnection { c in try appStripe(c, task.app, task.mode) }
+        return client.map(StripeOfferProvisioner.init(client:))
+    }
+
     /// The Google Play client of a task's app: the environment's for the default app (no read);
     /// another app's from its own Google Play settings of the task's mode (kept while they stay
     /// the same), nil when it has none now.
@@ -240,7 +257,8 @@ final class StoreTaskWorker: Sendable {
             if command.store == .playStore && task.mode == .live { google = try await playOffers(task) }
             switch (command.store, apple, google) {
             case (.stripe, _, _):
-                guard let maker = self.stripe[task.mode] else { throw StoreTasks.LeaseLost() }  // no key of this mode here
+                // No key of this mode here (or another app's settings just removed): due after its lease.
+                guard let maker = try await stripeProvisioner(task) else { throw StoreTasks.LeaseLost() }
                 outcome = await maker.switchTo(active: command.active, from: start, record: record(task))
             case _ where task.mode == .test:
                 outcome = SimulatedStore.switchTo(from: start)

@@ -85,9 +85,9 @@ enum StoreTasks {
     /// provisioning recorded. Only tasks of `stores` (those this instance is connected to) are
     /// claimed; the others wait. Test-mode tasks are simulated, so any instance claims them, except
     /// Stripe's, which go to Stripe's own test mode with the test key (docs/stripe.md). `stores`
-    /// are the default app's; another app's live App Store and Google Play tasks are claimed by any
-    /// instance while the app has settings of that store in the task's mode (docs/apps.md). An offer is (coupon,
-    /// store, plan, base plan).
+    /// are the default app's; another app's live App Store and Google Play tasks, and its Stripe
+    /// tasks of either mode, are claimed by any instance while the app has settings of that store
+    /// in the task's mode (docs/apps.md). An offer is (coupon, store, plan, base plan).
     static func claimDue(_ c: PGConnection, limit: Int, lease: TimeInterval, stores: [Store] = Store.allCases) throws -> [Claimed] {
         try c.query("""
             UPDATE grants.store_tasks t SET attempts = t.attempts + 1, next_attempt_at = now() + make_interval(secs => $2), lease_token = gen_random_uuid()
@@ -95,9 +95,10 @@ enum StoreTasks {
                 SELECT s.id FROM grants.store_tasks s
                 WHERE s.status IN ('pending', 'reporting') AND s.next_attempt_at <= now()
                   AND ((s.store = ANY($3::text[]) AND s.app_id = $4) OR (s.mode = 'test' AND s.store <> 'stripe')
-                    OR (s.app_id <> $4 AND s.store IN ('appStore', 'playStore') AND EXISTS (SELECT 1 FROM grants.app_store_settings a
-                        WHERE a.app_id = s.app_id AND a.mode = s.mode
-                          AND a.provider = CASE s.store WHEN 'appStore' THEN 'appstore' ELSE 'googleplay' END)))
+                    OR (s.app_id <> $4 AND s.store IN ('appStore', 'playStore', 'stripe') AND EXISTS (
+                        SELECT 1 FROM grants.app_store_settings a WHERE a.app_id = s.app_id AND a.mode = s.mode
+                          AND a.provider = CASE s.store WHEN 'appStore' THEN 'appstore' WHEN 'playStore' THEN 'googleplay'
+                            ELSE 'stripe' END)))
                   AND (s.action = 'provision' OR (COALESCE(
                         (SELECT p.status <> 'pending' FROM grants.store_tasks p
                          WHERE p.coupon_id = s.coupon_id AND p.store = s.store AND p.product_id = s.product_id

@@ -779,6 +779,7 @@
     if (s.packageName) facts.push("package " + s.packageName);
     if (s.serviceAccountEmail) facts.push(s.serviceAccountEmail);
     if (s.webhookSecretSet !== undefined && s.webhookSecretSet !== null) facts.push(s.webhookSecretSet ? "webhook secret set" : "no webhook secret");
+    if (s.stripePublicKey) facts.push("Stripe app key " + s.stripePublicKey);
     return facts.length ? facts.join(" · ") : "—";
   }
 
