@@ -1,7 +1,9 @@
 # Sourced by bench/run and bench/crash: installs what is missing, builds the release that
 # deploy/Dockerfile ships, and defines:
 #   bench_start  starts a stack of its own in a new temporary directory (logs at $BENCH_LOG_LEVEL,
-#                `warn` unless set) and sets $gateway, $admin, $db, $pg_port, $work and psql_;
+#                `warn` unless set; every load comes from one address, so the gateway's limit of
+#                connections per address is raised from 64 to 256: the 200 concurrent sign-ups
+#                reach accounts) and sets $gateway, $admin, $db, $pg_port, $work and psql_;
 #   bench_stop   stops it and removes the directory (also done on exit).
 # Sourcing it starts one stack, unless BENCH_NO_START=1.
 seconds=${BENCH_SECONDS:-10}
@@ -42,6 +44,7 @@ bench_start() {
   REDEEM_SKIP_SETUP=1 REDEEM_SKIP_BUILD=1 REDEEM_BIN_DIR="$bin" REDEEM_FREE_PORTS=1 REDEEM_DATA_DIR="$work/data" \
     REDEEM_LOG_DIR="$work/logs" REDEEM_RATE_LIMITS=off REDEEM_LOG_LEVEL=${BENCH_LOG_LEVEL:-warn} \
     REDEEM_DB_POOL_SIZE=${REDEEM_DB_POOL_SIZE:-16} REDEEM_ADMIN_KEY="$admin" \
+    REDEEM_HTTP_CONNECTIONS_PER_ADDRESS=${REDEEM_HTTP_CONNECTIONS_PER_ADDRESS:-256} \
     deploy/run-stack > "$work/runner.out" 2> "$work/runner.err" &
   runner_pid=$!
   for _ in $(seq 1 600); do grep -q REDEEM_GATEWAY_URL "$work/runner.out" 2>/dev/null && break; sleep 0.1; done

@@ -162,6 +162,7 @@ public enum ServiceMain {
         }
         Lifecycle.blockTerminationSignals()  // before any thread exists
         boundMallocRetention()
+        StartupMemory.mapCodeByThePage()
         let group: ServiceGroup
         do {
             let env = Environment()
@@ -172,7 +173,12 @@ public enum ServiceMain {
             Logger(service: name).error("bad configuration", ["error": String(describing: error)])
             exit(2)
         }
+        StartupMemory.release()
         let logger = group.logger
+        Task.detached {
+            try? await Task.sleep(for: StartupMemory.settled)
+            StartupMemory.release()
+        }
         let running = Task.detached {
             do {
                 try await group.run()
