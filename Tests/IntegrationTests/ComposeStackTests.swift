@@ -104,6 +104,9 @@ final class ComposeStackTests: StackTestCase {
     /// counts their answers. A stack that never does fails here, saying so.
     override func setUp() async throws {
         try await super.setUp()
+        // XCTest calls this before `setUpWithError`, which reports a failed start: report it here
+        // too, before `gateway` (nil then) is read.
+        try SuiteStart.check(Self.self)
         guard Self.skipReason == nil, !Self.peersAnswered else { return }
         let deadline = Date().addingTimeInterval(60)
         var last = ""
