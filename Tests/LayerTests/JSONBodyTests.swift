@@ -46,6 +46,16 @@ import Testing
         #expect(nested(#"{"email":"a\\u0000@b.c","tags":[]}"#) == nil)
     }
 
+    /// The byte search behind the NUL check and the access log's one-time paths: a partial
+    /// match that restarts, a match at either end, and a needle longer than the text.
+    @Test func byteSearchFindsEveryPlacementAndNoFalseOne() {
+        #expect("aaab".containsBytes("aab"))
+        #expect("{token}/x".containsBytes("{token}") && "/x/{token}".containsBytes("{token}"))
+        #expect(!"/x/{toke}".containsBytes("{token}") && !"{tok".containsBytes("{token}") && !"".containsBytes("a"))
+        #expect("é{token}".containsBytes("{token}") && "anything".containsBytes(""))
+        #expect(JSONBody.mayHoldNul(Data(#"{"a":"x\u0000"}"#.utf8)) && !JSONBody.mayHoldNul(Data(#"{"a":"\u000"}"#.utf8)))
+    }
+
     @Test func impossibleOrFarTimesAre422() throws {
         struct When: Decodable { var at: Date }
         for text in ["2027-02-30T00:00:00Z", "2027-01-01T25:00:00Z", "2027-01-01T10:00:60Z", "294277-01-01T00:00:00Z", "2027-13-01T00:00:00Z"] {

@@ -38,6 +38,15 @@ import Testing
         let child = root.child()
         #expect(child.traceId == root.traceId && child.spanId != root.spanId && child.spanId.count == 16)
         #expect(TraceContext.root().traceId != root.traceId)
+        // Ids come from the pool (IdRandomness), 4 kB at a time: across more than a pool's worth
+        // of ids, none repeats and none is all zeros (a pool handed out twice, or unfilled).
+        var seen = Set<String>()
+        for _ in 0..<600 {
+            let t = TraceContext.root()
+            seen.insert(t.traceId)
+            #expect(t.traceId.contains { $0 != "0" } && t.spanId.contains { $0 != "0" })
+        }
+        #expect(seen.count == 600)
     }
 
     /// A span is the child of the current position, current while its work runs, and recorded

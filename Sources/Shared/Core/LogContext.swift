@@ -43,14 +43,16 @@ public struct TraceContext: Sendable, Equatable {
 
     /// The first span of a new trace.
     public static func root() -> TraceContext {
-        TraceContext(
-            traceId: randomHex(UInt64.random(in: 1...UInt64.max), UInt64.random(in: 0...UInt64.max)),
-            spanId: randomHex(UInt64.random(in: 1...UInt64.max)))
+        var random = IdRandom()
+        return TraceContext(
+            traceId: randomHex(UInt64.random(in: 1...UInt64.max, using: &random), random.next()),
+            spanId: randomHex(UInt64.random(in: 1...UInt64.max, using: &random)))
     }
 
     /// A new span of the same trace, under this one.
     public func child() -> TraceContext {
-        TraceContext(traceId: traceId, spanId: Self.randomHex(UInt64.random(in: 1...UInt64.max)), sampled: sampled)
+        var random = IdRandom()
+        return TraceContext(traceId: traceId, spanId: Self.randomHex(UInt64.random(in: 1...UInt64.max, using: &random)), sampled: sampled)
     }
 
     private static func isLowerHex(_ c: UInt8) -> Bool {

@@ -119,9 +119,10 @@ extension KeyedDecodingContainer {
 }
 
 /// Random bytes for ids, read from the kernel's generator 4 kB at a time: 16 `getentropy` calls
-/// per 256 UUIDs instead of two reads per UUID (every HTTP request takes one, for its request id). Ids
-/// are not secrets; keys and tokens take their bytes from `Crypto.randomBytes`.
-enum IdRandomness {
+/// per 256 UUIDs instead of two reads per UUID (every HTTP request takes one, for its request id,
+/// and three words for its trace and span ids). Ids are not secrets; keys and tokens take their
+/// bytes from `Crypto.randomBytes`.
+public enum IdRandomness {
     private static let pool = Mutex<(bytes: [UInt8], next: Int)>(([UInt8](repeating: 0, count: 4096), 4096))
 
     static func fill(_ out: UnsafeMutableRawBufferPointer) {
@@ -137,6 +138,15 @@ enum IdRandomness {
         }
     }
 
+    /// A random word from the pool. `UInt64.random(in:)` asks the kernel on every call (Swift's
+    /// `SystemRandomNumberGenerator` is one `getrandom` each): three system calls per request for
+    /// its trace and span ids alone.
+    public static func word() -> UInt64 {
+        var word: UInt64 = 0
+        withUnsafeMutableBytes(of: &word) { fill($0) }
+        return word
+    }
+
     /// `getentropy` (the `getrandom` system call, at most 256 bytes a call): 16 calls per 4 kB.
     private static func readKernelRandom(into buffer: UnsafeMutableRawBufferPointer) {
         var done = 0
@@ -146,4 +156,10 @@ enum IdRandomness {
             done += n
         }
     }
+}
+
+/// The id pool as a `RandomNumberGenerator`, for `random(in:using:)` on ids (trace and span ids).
+public struct IdRandom: RandomNumberGenerator {
+    public init() {}
+    public mutating func next() -> UInt64 { IdRandomness.word() }
 }

@@ -8,3 +8,27 @@ extension StringProtocol {
         return self[start..<end]
     }
 }
+
+extension String {
+    /// Whether `part`'s bytes appear in this string's UTF-8, compared byte for byte. Foundation's
+    /// `contains` goes through `NSString.range(of:)` on Linux: 1.4 µs a request in the access log.
+    public func containsBytes(_ part: String) -> Bool {
+        var text = self
+        return text.withUTF8 { ASCIIText.bytes(UnsafeRawBufferPointer($0), contain: Array(part.utf8)) }
+    }
+}
+
+enum ASCIIText {
+    /// Whether `needle` appears in `haystack`, byte for byte (glibc's `memmem` is not visible
+    /// from Swift).
+    static func bytes(_ haystack: UnsafeRawBufferPointer, contain needle: [UInt8]) -> Bool {
+        guard let first = needle.first else { return true }
+        guard haystack.count >= needle.count else { return false }
+        for start in 0...(haystack.count - needle.count) where haystack[start] == first {
+            var i = 1
+            while i < needle.count, haystack[start + i] == needle[i] { i += 1 }
+            if i == needle.count { return true }
+        }
+        return false
+    }
+}

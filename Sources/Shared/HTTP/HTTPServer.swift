@@ -294,7 +294,7 @@ extension HTTPServer {
             // The raw path is logged without its query string: queries may carry codes or tokens.
             // A path that is itself a secret (a one-time address: `{token}` in its route) is logged
             // as its route.
-            let path = route.contains("{token}") ? route : request?.path ?? ""
+            let path = route.containsBytes("{token}") ? route : request?.path ?? ""
             let fields = AccessFields(
                 method: method, route: route, path: path, status: response.status,
                 durationMs: (elapsed * 1000 * 100).rounded() / 100)

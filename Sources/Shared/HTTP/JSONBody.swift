@@ -18,7 +18,7 @@ public enum JSONBody {
         if exceedsDepth(body, limit: maxDepth) {
             throw HTTPError.malformedJson("the JSON is nested deeper than \(maxDepth) levels")
         }
-        if body.range(of: nulEscape) != nil, let path = nulPath(body) {
+        if mayHoldNul(body), let path = nulPath(body) {
             // PostgreSQL's text cannot hold it, and C strings would silently end there.
             throw HTTPError.invalid(path.isEmpty ? nil : path, "\(path.isEmpty ? "the body" : path) must not contain the NUL character (\\u0000)")
         }
@@ -37,7 +37,14 @@ public enum JSONBody {
         }
     }
 
-    private static let nulEscape = Data(#"\u0000"#.utf8)
+    private static let nulEscape = Array(#"\u0000"#.utf8)
+
+    /// Whether the body's bytes hold the escape `\u0000` anywhere (`nulPath` then decides whether
+    /// it is one), read from the bytes: `Data.range(of:)` went through `NSData` and cost 2 µs a
+    /// request.
+    static func mayHoldNul(_ body: Data) -> Bool {
+        body.withUnsafeBytes { ASCIIText.bytes($0, contain: nulEscape) }
+    }
 
     static func isUTF8(_ body: Data) -> Bool {
         body.withUnsafeBytes { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) != nil }
