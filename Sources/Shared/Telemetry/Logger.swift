@@ -107,7 +107,7 @@ public struct LogLine {
     mutating func finish() -> Data {
         entries.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         var out = [UInt8]()
-        out.reserveCapacity(256)
+        out.reserveCapacity(512)  // an access log line is about 330 bytes
         out.append(UInt8(ascii: "{"))
         for (i, (key, value)) in entries.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
