@@ -47,8 +47,13 @@ public final class HTTPServer: Sendable {
     /// Whether to write one access-log line per request.
     let accessLog: Bool
     private let daemon = Mutex<DaemonHandle?>(nil)
-    /// Guards resuming connections against stopping the daemon: both happen under this lock.
-    let resumeGate = Mutex<Bool>(false)  // true once stopped
+    /// Guard resuming connections against stopping the daemon, with no lock every request takes
+    /// (a lock held across `MHD_resume_connection`, which writes to the daemon's wake-up
+    /// descriptor, was contended on every answer): a resume counts itself in `resuming`, then
+    /// checks `stopped`; `stop` sets `stopped`, then waits for `resuming` to reach 0. Both are
+    /// sequentially consistent, so either the resume sees `stopped` or `stop` sees the resume.
+    let stopped = Atomic<Bool>(false)
+    let resuming = Atomic<Int>(0)
     /// Connections suspended while their handler runs, until they are answered; once `closed`
     /// (stopping), no connection is suspended any more.
     let suspended = Mutex<(connections: [ConnectionHandle: RequestState], closed: Bool)>(([:], false))
@@ -137,9 +142,8 @@ public final class HTTPServer: Sendable {
         // leaves `suspended` when its answer is queued, before a byte of it is sent, so waiting for
         // that alone cut answers off ("Empty reply from server").
         _ = await waitUntil(.now + .seconds(10), every: .milliseconds(10)) { inFlight.load(ordering: .acquiring) == 0 }
-        resumeGate.withLock { stopped in
-            stopped = true
-        }
+        stopped.store(true, ordering: .sequentiallyConsistent)
+        _ = await waitUntil(.now + .seconds(10), every: .milliseconds(1)) { resuming.load(ordering: .sequentiallyConsistent) == 0 }
         daemon.withLock { $0 = nil }
         MHD_stop_daemon(d.raw)
     }
@@ -150,9 +154,9 @@ public final class HTTPServer: Sendable {
 
     /// Resumes a suspended connection unless the daemon is stopping (then it is gone).
     func resume(_ connection: ConnectionHandle) {
-        resumeGate.withLock { stopped in
-            if !stopped { MHD_resume_connection(connection.raw) }
-        }
+        resuming.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        if !stopped.load(ordering: .sequentiallyConsistent) { MHD_resume_connection(connection.raw) }
+        resuming.wrappingSubtract(1, ordering: .sequentiallyConsistent)
     }
 }
 
