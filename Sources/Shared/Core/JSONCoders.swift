@@ -1,8 +1,10 @@
 import Foundation
 
 extension JSONEncoder {
+    /// Writes the text itself (`TextJSONEncoder`), with these options for what it leaves to
+    /// Foundation.
     private static let wireEncoder: JSONEncoder = {
-        let e = JSONEncoder()
+        let e = TextJSONEncoder(dates: .text, escapeSlashes: false)
         e.dateEncodingStrategy = .custom { date, encoder in
             var c = encoder.singleValueContainer()
             try c.encode(Timestamp.iso8601(date))
@@ -11,7 +13,12 @@ extension JSONEncoder {
         return e
     }()
 
-    private static let busEncoder = makeBus()
+    /// The same: Foundation's bus options (unsorted keys, which `TextJSONEncoder` sorts).
+    private static let busEncoder: JSONEncoder = {
+        let e = TextJSONEncoder(dates: .milliseconds, escapeSlashes: true)
+        e.dateEncodingStrategy = .millisecondsSince1970
+        return e
+    }()
 
     /// A new encoder with the bus's options (for callers that need their own `userInfo`).
     public static func makeBus() -> JSONEncoder {

@@ -1,0 +1,432 @@
+import Foundation
+
+/// `JSONEncoder.wire()` and `JSONEncoder.bus`: Foundation's encoder with the same options, whose
+/// `encode` writes the JSON text itself, byte for byte what Foundation's writes (`JSONTextTests`
+/// compares the two). Foundation's `JSONEncoder` builds a tree of boxed values, then a dictionary
+/// per object, and sorts and writes them; on Linux that was 15 µs for one redemption, the largest
+/// single cost of coupons' answer to a reservation (docs/performance.md).
+///
+/// Anything this writer does not take on (a number that is not finite, a `Decimal`, a value that
+/// encodes nothing, a container asked for twice in two shapes, an encoder carrying `userInfo`)
+/// is encoded again by Foundation, which then answers as it always did, errors included.
+public final class TextJSONEncoder: JSONEncoder, @unchecked Sendable {
+    let dates: JSONText.Dates
+    let escapeSlashes: Bool
+
+    /// `dates` and `escapeSlashes` must be the options this encoder's Foundation settings name
+    /// (`JSONCoders` sets both together): the fallback writes with the Foundation ones.
+    init(dates: JSONText.Dates, escapeSlashes: Bool) {
+        self.dates = dates
+        self.escapeSlashes = escapeSlashes
+        super.init()
+    }
+
+    public override func encode<T: Encodable>(_ value: T) throws -> Data {
+        if userInfo.isEmpty, let text = JSONText.encode(value, dates: dates, escapeSlashes: escapeSlashes) {
+            return text
+        }
+        return try super.encode(value)
+    }
+}
+
+public enum JSONText {
+    /// How dates are written: ISO 8601 text with milliseconds (`Timestamp.iso8601`, the wire's), or
+    /// a number of Unix milliseconds (`.millisecondsSince1970`, the bus's).
+    public enum Dates: Sendable { case text, milliseconds }
+
+    /// The JSON text of `value`, keys sorted by their UTF-8 bytes; nil for what Foundation must
+    /// encode instead.
+    public static func encode<T: Encodable>(_ value: T, dates: Dates, escapeSlashes: Bool) -> Data? {
+        let writer = Writer(dates: dates, escapeSlashes: escapeSlashes)
+        guard let root = try? writer.value(value, path: [], nothingIsEmptyObject: false), !writer.failed else {
+            return nil
+        }
+        if case .node(let node) = root, node.kind == .none { return nil }  // Foundation: "did not encode any values"
+        var out = [UInt8]()
+        out.reserveCapacity(writer.scratch.count + 64)
+        writer.write(root, into: &out)
+        return Data(out)
+    }
+
+    /// Something this writer leaves to Foundation.
+    struct Unsupported: Error {}
+
+    /// What a key or an array element holds: a scalar's text (a range of `Writer.scratch`), or a
+    /// container (or a value encoded through a nested encoder).
+    enum Value {
+        case text(Range<Int>)
+        case node(Node)
+    }
+
+    final class Node {
+        enum Kind { case none, scalar, object, array }
+        var kind = Kind.none
+        var scalar: Range<Int> = 0..<0
+        var keys: [String] = []
+        var values: [Value] = []
+
+        func becomeObject() throws {
+            switch kind {
+            case .object: return
+            case .none: kind = .object
+            case .scalar, .array: throw Unsupported()
+            }
+        }
+
+        func becomeArray() throws {
+            switch kind {
+            case .array: return
+            case .none: kind = .array
+            case .scalar, .object: throw Unsupported()
+            }
+        }
+
+        /// A key's value; a later one for the same key replaces it when written (as Foundation's
+        /// dictionary does).
+        func set(_ key: String, _ value: Value) {
+            keys.append(key)
+            values.append(value)
+        }
+    }
+
+    final class Writer {
+        let dates: Dates
+        let escapeSlashes: Bool
+        /// Every scalar's text, escaped and quoted as it will be written.
+        var scratch: [UInt8] = []
+        /// Set when a value asked for something Foundation refuses (a keyed container of a node
+        /// that is already an array, say): the text is not used.
+        var failed = false
+
+        init(dates: Dates, escapeSlashes: Bool) {
+            self.dates = dates
+            self.escapeSlashes = escapeSlashes
+            scratch.reserveCapacity(256)
+        }
+
+        // MARK: Scalars, as Foundation's `JSONEncoder` writes them
+
+        func raw(_ text: String) -> Value {
+            let start = scratch.count
+            scratch.append(contentsOf: text.utf8)
+            return .text(start..<scratch.count)
+        }
+
+        func string(_ s: String) -> Value {
+            let start = scratch.count
+            JSONText.string(s, escapeSlashes: escapeSlashes, into: &scratch)
+            return .text(start..<scratch.count)
+        }
+
+        /// `description`, less a trailing `.0` (`2`, not `2.0`); not finite: Foundation's error.
+        func float<F: BinaryFloatingPoint & CustomStringConvertible>(_ f: F) throws -> Value {
+            guard f.isFinite else { throw Unsupported() }
+            var text = f.description
+            if text.hasSuffix(".0") { text.removeLast(2) }
+            return raw(text)
+        }
+
+        func int<I: FixedWidthInteger & CustomStringConvertible>(_ i: I) -> Value { raw(i.description) }
+
+        func bool(_ b: Bool) -> Value { raw(b ? "true" : "false") }
+
+        func date(_ d: Date) throws -> Value {
+            switch dates {
+            case .text: return string(Timestamp.iso8601(d))
+            case .milliseconds: return try float(1000.0 * d.timeIntervalSince1970)
+            }
+        }
+
+        /// Any value: the types Foundation's encoder writes itself (dates, data, URLs), then the
+        /// value's own `encode(to:)`. One that encodes nothing is `{}`, as Foundation writes it
+        /// (but at the top, where Foundation refuses it).
+        func value<T: Encodable>(_ v: T, path: [any CodingKey], nothingIsEmptyObject: Bool = true) throws -> Value {
+            switch v {
+            case let s as String: return string(s)
+            case let d as Date: return try date(d)
+            case let d as Data: return string(d.base64EncodedString())
+            case let u as URL: return string(u.absoluteString)
+            case is Decimal: throw Unsupported()
+            default: break
+            }
+            let node = Node()
+            try v.encode(to: NodeEncoder(writer: self, node: node, codingPath: path))
+            switch node.kind {
+            case .scalar: return .text(node.scalar)
+            case .none:
+                if nothingIsEmptyObject { node.kind = .object }
+                return .node(node)
+            case .object, .array: return .node(node)
+            }
+        }
+
+        // MARK: Writing the text
+
+        func write(_ value: Value, into out: inout [UInt8]) {
+            switch value {
+            case .text(let range):
+                out.append(contentsOf: scratch[range])
+            case .node(let node):
+                switch node.kind {
+                case .none, .scalar:
+                    out.append(contentsOf: scratch[node.scalar])
+                case .array:
+                    out.append(UInt8(ascii: "["))
+                    for (i, item) in node.values.enumerated() {
+                        if i > 0 { out.append(UInt8(ascii: ",")) }
+                        write(item, into: &out)
+                    }
+                    out.append(UInt8(ascii: "]"))
+                case .object:
+                    // Sorted by the keys' UTF-8 bytes, as Foundation sorts on Linux; of one key set
+                    // more than once, the last.
+                    let order = node.keys.indices.sorted { a, b in
+                        node.keys[a] == node.keys[b]
+                            ? a < b : node.keys[a].utf8.lexicographicallyPrecedes(node.keys[b].utf8)
+                    }
+                    out.append(UInt8(ascii: "{"))
+                    var first = true
+                    for (n, i) in order.enumerated() {
+                        if n + 1 < order.count, node.keys[order[n + 1]] == node.keys[i] { continue }
+                        if !first { out.append(UInt8(ascii: ",")) }
+                        first = false
+                        JSONText.string(node.keys[i], escapeSlashes: escapeSlashes, into: &out)
+                        out.append(UInt8(ascii: ":"))
+                        write(node.values[i], into: &out)
+                    }
+                    out.append(UInt8(ascii: "}"))
+                }
+            }
+        }
+    }
+
+    /// A JSON string as Foundation writes it: `"` and `\` escaped, `/` too unless told otherwise,
+    /// `\b \f \n \r \t`, other control characters as `\u00xx` (lowercase hex); the rest, UTF-8
+    /// included, as is. Runs of plain bytes are copied at once.
+    static func string(_ s: String, escapeSlashes: Bool, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var s = s
+        s.withUTF8 { bytes in
+            var copied = 0
+            for i in bytes.indices {
+                let byte = bytes[i]
+                let escape: UInt8
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): escape = byte
+                case UInt8(ascii: "/") where escapeSlashes: escape = byte
+                case 0x08: escape = UInt8(ascii: "b")
+                case 0x0C: escape = UInt8(ascii: "f")
+                case 0x0A: escape = UInt8(ascii: "n")
+                case 0x0D: escape = UInt8(ascii: "r")
+                case 0x09: escape = UInt8(ascii: "t")
+                case 0..<0x20: escape = 0
+                default: continue
+                }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[copied..<i]))
+                copied = i + 1
+                out.append(UInt8(ascii: "\\"))
+                if escape != 0 {
+                    out.append(escape)
+                } else {
+                    out.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                    out.append(hexDigits[Int(byte >> 4)])
+                    out.append(hexDigits[Int(byte & 0xF)])
+                }
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[copied...]))
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+}
+
+// MARK: - The Encoder and its containers
+
+extension JSONText {
+    struct NodeEncoder: Encoder, SingleValueEncodingContainer {
+        let writer: Writer
+        let node: Node
+        let codingPath: [any CodingKey]
+        var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+        func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+            // A node already of another shape is Foundation's to refuse (it stops the program):
+            // the failed writer is left unused, and `encode` gives the value to Foundation.
+            if (try? node.becomeObject()) == nil { writer.failed = true }
+            return KeyedEncodingContainer(KeyedWriter<Key>(writer: writer, node: node, codingPath: codingPath))
+        }
+
+        func unkeyedContainer() -> any UnkeyedEncodingContainer {
+            if (try? node.becomeArray()) == nil { writer.failed = true }
+            return UnkeyedWriter(writer: writer, node: node, codingPath: codingPath)
+        }
+
+        func singleValueContainer() -> any SingleValueEncodingContainer { self }
+
+        private func set(_ value: Value) throws {
+            guard node.kind == .none, case .text(let range) = value else { throw Unsupported() }
+            node.kind = .scalar
+            node.scalar = range
+        }
+
+        private func set<T: Encodable>(nested value: T) throws {
+            guard node.kind == .none else { throw Unsupported() }
+            switch try writer.value(value, path: codingPath) {
+            case .text(let range):
+                node.kind = .scalar
+                node.scalar = range
+            case .node(let inner):
+                node.kind = inner.kind
+                node.scalar = inner.scalar
+                node.keys = inner.keys
+                node.values = inner.values
+            }
+        }
+
+        func encodeNil() throws { try set(writer.raw("null")) }
+        func encode(_ value: Bool) throws { try set(writer.bool(value)) }
+        func encode(_ value: String) throws { try set(writer.string(value)) }
+        func encode(_ value: Double) throws { try set(writer.float(value)) }
+        func encode(_ value: Float) throws { try set(writer.float(value)) }
+        func encode(_ value: Int) throws { try set(writer.int(value)) }
+        func encode(_ value: Int8) throws { try set(writer.int(value)) }
+        func encode(_ value: Int16) throws { try set(writer.int(value)) }
+        func encode(_ value: Int32) throws { try set(writer.int(value)) }
+        func encode(_ value: Int64) throws { try set(writer.int(value)) }
+        func encode(_ value: UInt) throws { try set(writer.int(value)) }
+        func encode(_ value: UInt8) throws { try set(writer.int(value)) }
+        func encode(_ value: UInt16) throws { try set(writer.int(value)) }
+        func encode(_ value: UInt32) throws { try set(writer.int(value)) }
+        func encode(_ value: UInt64) throws { try set(writer.int(value)) }
+        func encode<T: Encodable>(_ value: T) throws { try set(nested: value) }
+    }
+
+    struct KeyedWriter<Key: CodingKey>: KeyedEncodingContainerProtocol {
+        let writer: Writer
+        let node: Node
+        let codingPath: [any CodingKey]
+
+        private func set(_ key: Key, _ value: Value) throws {
+            guard !writer.failed else { throw Unsupported() }
+            node.set(key.stringValue, value)
+        }
+
+        mutating func encodeNil(forKey key: Key) throws { try set(key, writer.raw("null")) }
+        mutating func encode(_ value: Bool, forKey key: Key) throws { try set(key, writer.bool(value)) }
+        mutating func encode(_ value: String, forKey key: Key) throws { try set(key, writer.string(value)) }
+        mutating func encode(_ value: Double, forKey key: Key) throws { try set(key, writer.float(value)) }
+        mutating func encode(_ value: Float, forKey key: Key) throws { try set(key, writer.float(value)) }
+        mutating func encode(_ value: Int, forKey key: Key) throws { try set(key, writer.int(value)) }
+        mutating func encode(_ value: Int8, forKey key: Key) throws { try set(key, writer.int(value)) }
+        mutating func encode(_ value: Int16, forKey key: Key) throws { try set(key, writer.int(value)) }
+        mutating func encode(_ value: Int32, forKey key: Key) throws { try set(key, writer.int(value)) }
+        mutating func encode(_ value: Int64, forKey key: Key) throws { try set(key, writer.int(value)) }
+        mutating func encode(_ value: UInt, forKey key: Key) throws { try set(key, writer.int(value)) }
+        mutating func encode(_ value: UInt8, forKey key: Key) throws { try set(key, writer.int(value)) }
+        mutating func encode(_ value: UInt16, forKey key: Key) throws { try set(key, writer.int(value)) }
+        mutating func encode(_ value: UInt32, forKey key: Key) throws { try set(key, writer.int(value)) }
+        mutating func encode(_ value: UInt64, forKey key: Key) throws { try set(key, writer.int(value)) }
+        mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+            try set(key, writer.value(value, path: codingPath + [key]))
+        }
+
+        mutating func nestedContainer<NestedKey: CodingKey>(
+            keyedBy type: NestedKey.Type, forKey key: Key
+        ) -> KeyedEncodingContainer<NestedKey> {
+            let child = Node()
+            child.kind = .object
+            if !writer.failed { node.set(key.stringValue, .node(child)) }
+            return KeyedEncodingContainer(
+                KeyedWriter<NestedKey>(writer: writer, node: child, codingPath: codingPath + [key]))
+        }
+
+        mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+            let child = Node()
+            child.kind = .array
+            if !writer.failed { node.set(key.stringValue, .node(child)) }
+            return UnkeyedWriter(writer: writer, node: child, codingPath: codingPath + [key])
+        }
+
+        mutating func superEncoder() -> any Encoder { superEncoder(named: "super") }
+        mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(named: key.stringValue, key) }
+
+        private func superEncoder(named name: String, _ key: (any CodingKey)? = nil) -> any Encoder {
+            let child = Node()
+            if !writer.failed { node.set(name, .node(child)) }
+            return NodeEncoder(writer: writer, node: child, codingPath: codingPath + [key ?? SuperKey()])
+        }
+    }
+
+    struct UnkeyedWriter: UnkeyedEncodingContainer {
+        let writer: Writer
+        let node: Node
+        let codingPath: [any CodingKey]
+        var count: Int { node.values.count }
+
+        private func append(_ value: Value) throws {
+            guard !writer.failed else { throw Unsupported() }
+            node.values.append(value)
+        }
+
+        mutating func encodeNil() throws { try append(writer.raw("null")) }
+        mutating func encode(_ value: Bool) throws { try append(writer.bool(value)) }
+        mutating func encode(_ value: String) throws { try append(writer.string(value)) }
+        mutating func encode(_ value: Double) throws { try append(writer.float(value)) }
+        mutating func encode(_ value: Float) throws { try append(writer.float(value)) }
+        mutating func encode(_ value: Int) throws { try append(writer.int(value)) }
+        mutating func encode(_ value: Int8) throws { try append(writer.int(value)) }
+        mutating func encode(_ value: Int16) throws { try append(writer.int(value)) }
+        mutating func encode(_ value: Int32) throws { try append(writer.int(value)) }
+        mutating func encode(_ value: Int64) throws { try append(writer.int(value)) }
+        mutating func encode(_ value: UInt) throws { try append(writer.int(value)) }
+        mutating func encode(_ value: UInt8) throws { try append(writer.int(value)) }
+        mutating func encode(_ value: UInt16) throws { try append(writer.int(value)) }
+        mutating func encode(_ value: UInt32) throws { try append(writer.int(value)) }
+        mutating func encode(_ value: UInt64) throws { try append(writer.int(value)) }
+        mutating func encode<T: Encodable>(_ value: T) throws {
+            try append(writer.value(value, path: codingPath + [IndexKey(count)]))
+        }
+
+        mutating func nestedContainer<NestedKey: CodingKey>(
+            keyedBy type: NestedKey.Type
+        ) -> KeyedEncodingContainer<NestedKey> {
+            let child = Node()
+            child.kind = .object
+            let path = codingPath + [IndexKey(count)]
+            if !writer.failed { node.values.append(.node(child)) }
+            return KeyedEncodingContainer(KeyedWriter<NestedKey>(writer: writer, node: child, codingPath: path))
+        }
+
+        mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+            let child = Node()
+            child.kind = .array
+            let path = codingPath + [IndexKey(count)]
+            if !writer.failed { node.values.append(.node(child)) }
+            return UnkeyedWriter(writer: writer, node: child, codingPath: path)
+        }
+
+        mutating func superEncoder() -> any Encoder {
+            let child = Node()
+            let path = codingPath + [IndexKey(count)]
+            if !writer.failed { node.values.append(.node(child)) }
+            return NodeEncoder(writer: writer, node: child, codingPath: path)
+        }
+    }
+
+    struct SuperKey: CodingKey {
+        var stringValue: String { "super" }
+        var intValue: Int? { nil }
+        init() {}
+        init?(stringValue: String) { nil }
+        init?(intValue: Int) { nil }
+    }
+
+    struct IndexKey: CodingKey {
+        let intValue: Int?
+        var stringValue: String { "Index \(intValue ?? 0)" }
+        init(_ index: Int) { intValue = index }
+        init?(stringValue: String) { nil }
+        init?(intValue: Int) { self.intValue = intValue }
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+import Testing
+
+@testable import Core
+
+/// `TextJSONEncoder` must write exactly what Foundation's `JSONEncoder` writes with the same
+/// options: every value here is encoded by both and the bytes compared.
+@Suite struct JSONTextTests {
+    /// Foundation's encoders with the options of `JSONEncoder.wire()` and `.bus` (the bus's with
+    /// sorted keys, the one order the two can agree on; without, Foundation's order is a
+    /// dictionary's).
+    static let foundationWire: JSONEncoder = {
+        let e = JSONEncoder()
+        e.dateEncodingStrategy = .custom { date, encoder in
+            var c = encoder.singleValueContainer()
+            try c.encode(Timestamp.iso8601(date))
+        }
+        e.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        return e
+    }()
+    static let foundationBus: JSONEncoder = {
+        let e = JSONEncoder()
+        e.dateEncodingStrategy = .millisecondsSince1970
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
+
+    func same<T: Encodable>(_ value: T, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let wire = try #require(
+            JSONText.encode(value, dates: .text, escapeSlashes: false), sourceLocation: sourceLocation)
+        #expect(
+            String(decoding: wire, as: UTF8.self)
+                == String(decoding: try Self.foundationWire.encode(value), as: UTF8.self),
+            sourceLocation: sourceLocation)
+        let bus = try #require(
+            JSONText.encode(value, dates: .milliseconds, escapeSlashes: true), sourceLocation: sourceLocation)
+        #expect(
+            String(decoding: bus, as: UTF8.self)
+                == String(decoding: try Self.foundationBus.encode(value), as: UTF8.self),
+            sourceLocation: sourceLocation)
+    }
+
+    enum Kind: String, Codable { case alpha, beta }
+    enum Shape: Codable { case circle(radius: Double), square(Int, label: String?), none }
+    struct Empty: Codable {}
+
+    struct Everything: Codable {
+        var s = "plain"
+        var i = -42, i8: Int8 = -8, i16: Int16 = 16, i32: Int32 = -32, i64 = Int64.min
+        var u: UInt = 7, u8: UInt8 = 255, u16: UInt16 = 16, u32: UInt32 = 32, u64 = UInt64.max
+        var d = 0.1, f: Float = 1.5, whole = 100.0, b = true
+        var absent: String? = nil
+        var present: Int? = 3
+        var date = Date(timeIntervalSince1970: 1_733_400_000.123)
+        var data = Data([0, 1, 2, 250, 255])
+        var url = URL(string: "https://example.com/a/b?c=d&e=f")!
+        var id = UUID(uuidString: "6F1C1F6E-6A43-4D2B-9D0E-3B1D2F1A9C01")!
+        var kind = Kind.beta
+        var shapes: [Shape] = [.circle(radius: 2.5), .square(3, label: nil), .square(4, label: "x/y"), .none]
+        var nested: [String: [Int]] = ["b": [1, 2], "a": [], "B": [3]]
+        var byNumber: [Int: String] = [10: "ten", 2: "two", -1: "minus"]
+        var matrix: [[Double]] = [[1, 2.25], [], [-0.0]]
+        var empty = Empty()
+        var emptyList: [Int] = []
+        var dates: [Date?] = [nil, Date(timeIntervalSince1970: 0)]
+    }
+
+    @Test func everyKindOfValueIsWrittenAsFoundationWritesIt() throws {
+        try same(Everything())
+        try same([Everything(), Everything()])
+    }
+
+    @Test func topLevelFragmentsAndNulls() throws {
+        try same("text/with/slashes")
+        try same(12)
+        try same(Optional<Int>.none)
+        try same([Optional<String>.none, "a"])
+        try same(Empty())
+    }
+
+    /// Keys in an order where bytes, case and numbers disagree; a key set twice keeps its last value.
+    struct Keys: Encodable {
+        enum K: String, CodingKey { case a10, a2, a1, B, a, _x, Z, é, aB = "a_b", z, dup }
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: K.self)
+            for k in [K.a10, .a2, .a1, .B, .a, ._x, .Z, .é, .aB, .z] { try c.encode(k.stringValue, forKey: k) }
+            try c.encode(1, forKey: .dup)
+            try c.encode("second", forKey: .dup)
+            try c.encodeNil(forKey: .z)
+        }
+    }
+
+    /// Nested containers, super encoders and a container asked for twice.
+    struct Containers: Encodable {
+        enum K: String, CodingKey { case inner, list, sup, plain }
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: K.self)
+            var inner = c.nestedContainer(keyedBy: K.self, forKey: .inner)
+            try inner.encode(true, forKey: .plain)
+            var list = c.nestedUnkeyedContainer(forKey: .list)
+            try list.encode(1)
+            var deeper = list.nestedContainer(keyedBy: K.self)
+            try deeper.encode("d", forKey: .plain)
+            var deepList = list.nestedUnkeyedContainer()
+            try deepList.encodeNil()
+            try Kind.alpha.encode(to: list.superEncoder())
+            try "s".encode(to: c.superEncoder(forKey: .sup))
+            try 5.encode(to: c.superEncoder())
+            var again = encoder.container(keyedBy: K.self)
+            try again.encode("later", forKey: .plain)
+        }
+    }
+
+    @Test func keysAreSortedByTheirBytesAndNestedContainersKeepTheirPlace() throws {
+        try same(Keys())
+        try same(Containers())
+    }
+
+    @Test func everyControlCharacterAndEscapeAndAnyUnicode() throws {
+        let ascii = String(decoding: (0..<128).map { UInt8($0) }, as: UTF8.self)
+        try same([ascii, "\"quoted\" \\ back / slash", "é, 漢字, 👩‍👩‍👧, e\u{301}", ""])
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<300 {
+            let scalars = (0..<Int.random(in: 0...12, using: &random)).compactMap { _ in
+                Unicode.Scalar(UInt32.random(in: 0...(Bool.random(using: &random) ? 0x7F : 0x10FFFF), using: &random))
+            }
+            try same(["k\(scalars.count)": String(String.UnicodeScalarView(scalars))])
+        }
+    }
+
+    @Test func numbersAsFoundationFormatsThem() throws {
+        try same([
+            0.1, 1e20, 1e-7, -0.0, 100.0, 1e16, 123_456_789.125, .greatestFiniteMagnitude, .leastNonzeroMagnitude,
+            -2.5e-300
+        ])
+        try same([Float(0.1), 3.4e38, -1e-10, 16_777_216])
+        var random = SystemRandomNumberGenerator()
+        var doubles: [Double] = []
+        while doubles.count < 500 {
+            let d = Double(bitPattern: random.next())
+            if d.isFinite { doubles.append(d) }
+        }
+        try same(doubles)
+        try same((0..<200).map { _ in Int64(bitPattern: random.next()) })
+    }
+
+    @Test func whatFoundationRefusesOrWritesItselfGoesToFoundation() throws {
+        // Not finite: Foundation's error, with its message.
+        #expect(JSONText.encode(Double.nan, dates: .text, escapeSlashes: false) == nil)
+        #expect(throws: EncodingError.self) { try JSONEncoder.wire().encode(["x": Double.infinity]) }
+        // A top-level value that encodes nothing: Foundation refuses it.
+        struct Nothing: Encodable { func encode(to encoder: any Encoder) throws {} }
+        #expect(JSONText.encode(Nothing(), dates: .text, escapeSlashes: false) == nil)
+        #expect(throws: EncodingError.self) { try JSONEncoder.wire().encode(Nothing()) }
+        // A Decimal: Foundation writes it.
+        #expect(JSONText.encode([Decimal(string: "1.25")!], dates: .text, escapeSlashes: false) == nil)
+        #expect(
+            try JSONEncoder.wire().encode([Decimal(string: "1.25")!])
+                == (try Self.foundationWire.encode([Decimal(string: "1.25")!])))
+    }
+
+    @Test func theSharedEncodersWriteTheSameBytesAsFoundation() throws {
+        let view = RedemptionView(
+            redemptionId: UUID(), code: "SPRING-25", status: .completed, platform: .ios, productId: nil, pricePaid: nil,
+            sandbox: false, reservedAt: Date(timeIntervalSince1970: 1_733_400_000.125), completedAt: Date(),
+            failureReason: "a \"reason\"\n", entitlement: .init(entitlementId: "pro", expiresAt: Date()),
+            accountId: UUID(),
+            appUserId: "app/user")
+        #expect(try JSONEncoder.wire() is TextJSONEncoder && JSONEncoder.bus is TextJSONEncoder)
+        #expect(try JSONEncoder.wire().encode(view) == Self.foundationWire.encode(view))
+        #expect(try JSONEncoder.bus.encode(view) == Self.foundationBus.encode(view))
+        let envelope = Envelope(id: "e-1", type: "coupons.test", body: view)
+        #expect(try JSONEncoder.bus.encode(envelope) == Self.foundationBus.encode(envelope))
+    }
+}
