@@ -53,7 +53,8 @@ import Testing
         #expect("{token}/x".containsBytes("{token}") && "/x/{token}".containsBytes("{token}"))
         #expect(!"/x/{toke}".containsBytes("{token}") && !"{tok".containsBytes("{token}") && !"".containsBytes("a"))
         #expect("é{token}".containsBytes("{token}") && "anything".containsBytes(""))
-        #expect(JSONBody.mayHoldNul(Data(#"{"a":"x\u0000"}"#.utf8)) && !JSONBody.mayHoldNul(Data(#"{"a":"\u000"}"#.utf8)))
+        #expect(JSONBody.mayHoldNul(Data(#"{"a":"x\u0000"}"#.utf8)))
+        #expect(!JSONBody.mayHoldNul(Data(#"{"a":"\u000"}"#.utf8)))
     }
 
     @Test func impossibleOrFarTimesAre422() throws {

@@ -52,7 +52,8 @@ public struct TraceContext: Sendable, Equatable {
     /// A new span of the same trace, under this one.
     public func child() -> TraceContext {
         var random = IdRandom()
-        return TraceContext(traceId: traceId, spanId: Self.randomHex(UInt64.random(in: 1...UInt64.max, using: &random)), sampled: sampled)
+        let spanId = Self.randomHex(UInt64.random(in: 1...UInt64.max, using: &random))
+        return TraceContext(traceId: traceId, spanId: spanId, sampled: sampled)
     }
 
     private static func isLowerHex(_ c: UInt8) -> Bool {

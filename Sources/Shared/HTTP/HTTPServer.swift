@@ -143,7 +143,9 @@ public final class HTTPServer: Sendable {
         // that alone cut answers off ("Empty reply from server").
         _ = await waitUntil(.now + .seconds(10), every: .milliseconds(10)) { inFlight.load(ordering: .acquiring) == 0 }
         stopped.store(true, ordering: .sequentiallyConsistent)
-        _ = await waitUntil(.now + .seconds(10), every: .milliseconds(1)) { resuming.load(ordering: .sequentiallyConsistent) == 0 }
+        _ = await waitUntil(.now + .seconds(10), every: .milliseconds(1)) {
+            resuming.load(ordering: .sequentiallyConsistent) == 0
+        }
         daemon.withLock { $0 = nil }
         MHD_stop_daemon(d.raw)
     }
