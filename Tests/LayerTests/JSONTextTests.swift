@@ -111,9 +111,26 @@ import Testing
         }
     }
 
+    /// Writes where it sits, as its encoder's `codingPath` names it.
+    struct PathEcho: Encodable {
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.singleValueContainer()
+            try c.encode(
+                encoder.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: "."))
+        }
+    }
+
+    struct Paths: Encodable {
+        var here = PathEcho()
+        var list = [PathEcho(), PathEcho()]
+        var nested = ["inner": [PathEcho()]]
+        var optional: PathEcho? = PathEcho()
+    }
+
     @Test func keysAreSortedByTheirBytesAndNestedContainersKeepTheirPlace() throws {
         try same(Keys())
         try same(Containers())
+        try same(Paths())
     }
 
     @Test func everyControlCharacterAndEscapeAndAnyUnicode() throws {

@@ -38,7 +38,8 @@ public enum JSONText {
     /// encode instead.
     public static func encode<T: Encodable>(_ value: T, dates: Dates, escapeSlashes: Bool) -> Data? {
         let writer = Writer(dates: dates, escapeSlashes: escapeSlashes)
-        guard let root = try? writer.value(value, path: [], nothingIsEmptyObject: false), !writer.failed else {
+        guard let root = try? writer.value(value, parent: [], key: nil, nothingIsEmptyObject: false), !writer.failed
+        else {
             return nil
         }
         if case .node(let node) = root, node.kind == .none { return nil }  // Foundation: "did not encode any values"
@@ -68,7 +69,10 @@ public enum JSONText {
         func becomeObject() throws {
             switch kind {
             case .object: return
-            case .none: kind = .object
+            case .none:
+                kind = .object
+                keys.reserveCapacity(16)
+                values.reserveCapacity(16)
             case .scalar, .array: throw Unsupported()
             }
         }
@@ -140,17 +144,19 @@ public enum JSONText {
         /// Any value: the types Foundation's encoder writes itself (dates, data, URLs), then the
         /// value's own `encode(to:)`. One that encodes nothing is `{}`, as Foundation writes it
         /// (but at the top, where Foundation refuses it).
-        func value<T: Encodable>(_ v: T, path: [any CodingKey], nothingIsEmptyObject: Bool = true) throws -> Value {
-            switch v {
-            case let s as String: return string(s)
-            case let d as Date: return try date(d)
-            case let d as Data: return string(d.base64EncodedString())
-            case let u as URL: return string(u.absoluteString)
-            case is Decimal: throw Unsupported()
-            default: break
-            }
+        /// `parent` and `key`: where the value sits, as `codingPath` tells it (made only if asked).
+        func value<T: Encodable>(
+            _ v: T, parent: [any CodingKey], key: (any CodingKey)?, nothingIsEmptyObject: Bool = true
+        ) throws -> Value {
+            // By type, not by casting every value: an optional is unwrapped by its own
+            // `encode(to:)` and comes back here as its wrapped type, as Foundation's casts unwrap it.
+            if T.self == String.self, let s = v as? String { return string(s) }
+            if T.self == Date.self, let d = v as? Date { return try date(d) }
+            if T.self == Data.self, let d = v as? Data { return string(d.base64EncodedString()) }
+            if T.self == URL.self, let u = v as? URL { return string(u.absoluteString) }
+            if T.self == Decimal.self { throw Unsupported() }
             let node = Node()
-            try v.encode(to: NodeEncoder(writer: self, node: node, codingPath: path))
+            try v.encode(to: NodeEncoder(writer: self, node: node, parent: parent, key: key))
             switch node.kind {
             case .scalar: return .text(node.scalar)
             case .none:
@@ -161,6 +167,20 @@ public enum JSONText {
         }
 
         // MARK: Writing the text
+
+        /// A key's first eight UTF-8 bytes, big-endian, zero-padded: ordered as the bytes are (a
+        /// key that is a prefix of another sorts first, as its padding is 0, or ties and is then
+        /// compared whole).
+        static func prefix(_ key: String) -> UInt64 {
+            var word: UInt64 = 0
+            var n = 0
+            for byte in key.utf8 {
+                if n == 8 { break }
+                word |= UInt64(byte) << (56 - 8 * n)
+                n += 1
+            }
+            return word
+        }
 
         func write(_ value: Value, into out: inout [UInt8]) {
             switch value {
@@ -180,9 +200,12 @@ public enum JSONText {
                 case .object:
                     // Sorted by the keys' UTF-8 bytes, as Foundation sorts on Linux; of one key set
                     // more than once, the last.
+                    // Each key's first eight bytes as a number decide most comparisons.
+                    let prefixes = node.keys.map(Self.prefix)
                     let order = node.keys.indices.sorted { a, b in
-                        node.keys[a] == node.keys[b]
-                            ? a < b : node.keys[a].utf8.lexicographicallyPrecedes(node.keys[b].utf8)
+                        if prefixes[a] != prefixes[b] { return prefixes[a] < prefixes[b] }
+                        if node.keys[a] == node.keys[b] { return a < b }
+                        return node.keys[a].utf8.lexicographicallyPrecedes(node.keys[b].utf8)
                     }
                     out.append(UInt8(ascii: "{"))
                     var first = true
@@ -247,7 +270,9 @@ extension JSONText {
     struct NodeEncoder: Encoder, SingleValueEncodingContainer {
         let writer: Writer
         let node: Node
-        let codingPath: [any CodingKey]
+        let parent: [any CodingKey]
+        let key: (any CodingKey)?
+        var codingPath: [any CodingKey] { key.map { parent + [$0] } ?? parent }
         var userInfo: [CodingUserInfoKey: Any] { [:] }
 
         func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
@@ -272,7 +297,7 @@ extension JSONText {
 
         private func set<T: Encodable>(nested value: T) throws {
             guard node.kind == .none else { throw Unsupported() }
-            switch try writer.value(value, path: codingPath) {
+            switch try writer.value(value, parent: parent, key: key) {
             case .text(let range):
                 node.kind = .scalar
                 node.scalar = range
@@ -328,7 +353,7 @@ extension JSONText {
         mutating func encode(_ value: UInt32, forKey key: Key) throws { try set(key, writer.int(value)) }
         mutating func encode(_ value: UInt64, forKey key: Key) throws { try set(key, writer.int(value)) }
         mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-            try set(key, writer.value(value, path: codingPath + [key]))
+            try set(key, writer.value(value, parent: codingPath, key: key))
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(
@@ -354,7 +379,7 @@ extension JSONText {
         private func superEncoder(named name: String, _ key: (any CodingKey)? = nil) -> any Encoder {
             let child = Node()
             if !writer.failed { node.set(name, .node(child)) }
-            return NodeEncoder(writer: writer, node: child, codingPath: codingPath + [key ?? SuperKey()])
+            return NodeEncoder(writer: writer, node: child, parent: codingPath, key: key ?? SuperKey())
         }
     }
 
@@ -385,7 +410,7 @@ extension JSONText {
         mutating func encode(_ value: UInt32) throws { try append(writer.int(value)) }
         mutating func encode(_ value: UInt64) throws { try append(writer.int(value)) }
         mutating func encode<T: Encodable>(_ value: T) throws {
-            try append(writer.value(value, path: codingPath + [IndexKey(count)]))
+            try append(writer.value(value, parent: codingPath, key: IndexKey(count)))
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(
@@ -408,9 +433,9 @@ extension JSONText {
 
         mutating func superEncoder() -> any Encoder {
             let child = Node()
-            let path = codingPath + [IndexKey(count)]
+            let index = IndexKey(count)
             if !writer.failed { node.values.append(.node(child)) }
-            return NodeEncoder(writer: writer, node: child, codingPath: path)
+            return NodeEncoder(writer: writer, node: child, parent: codingPath, key: index)
         }
     }
 
