@@ -1,8 +1,9 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import RedeemKit
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// A gateway stand-in behind a stubbed `URLProtocol`: each server has a host of its own (so
 /// tests run in parallel), records every request, and answers with its handler.
@@ -191,20 +192,31 @@ enum Fixture {
         #"{"id":"\#(accountId)","email":"pilot@example.com","appUserId":"\#(appUserId)","identities":[{"type":"email","email":"pilot@example.com"},{"type":"cloudkit","recordName":"_abc123"}],"createdAt":"2026-05-01T12:00:00.000Z"}"#
     }
 
-    static func auth(access: String, refresh: String, expiresIn: TimeInterval = 900, appUserId: String = "app-user-1") -> String {
-        let expires = Date().addingTimeInterval(expiresIn).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
-        return #"{"account":\#(account(appUserId: appUserId)),"session":{"accessToken":"\#(access)","refreshToken":"\#(refresh)","expiresAt":"\#(expires)"}}"#
+    static func auth(
+        access: String, refresh: String, expiresIn: TimeInterval = 900, appUserId: String = "app-user-1"
+    ) -> String {
+        let expires = Date().addingTimeInterval(expiresIn).formatted(
+            Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        return
+            #"{"account":\#(account(appUserId: appUserId)),"session":{"accessToken":"\#(access)","refreshToken":"\#(refresh)","expiresAt":"\#(expires)"}}"#
     }
 
     static func redemption(_ id: UUID, status: String, entitlement: Bool = false) -> String {
-        let grant = entitlement ? #","completedAt":"2026-05-01T12:00:01.250Z","entitlement":{"entitlementId":"pro","expiresAt":"2026-06-01T12:00:01.250Z"}"# : ""
-        return #"{"redemptionId":"\#(id.uuidString.lowercased())","code":"SPRING-25","status":"\#(status)","platform":"ios","productId":null,"sandbox":false,"reservedAt":"2026-05-01T12:00:00.125Z"\#(grant)}"#
+        let grant =
+            entitlement
+            ? #","completedAt":"2026-05-01T12:00:01.250Z","entitlement":{"entitlementId":"pro","expiresAt":"2026-06-01T12:00:01.250Z"}"#
+            : ""
+        return
+            #"{"redemptionId":"\#(id.uuidString.lowercased())","code":"SPRING-25","status":"\#(status)","platform":"ios","productId":null,"sandbox":false,"reservedAt":"2026-05-01T12:00:00.125Z"\#(grant)}"#
     }
 
     /// An iOS discount's redemption of `plan`, with its App Store hand-off.
-    static func discount(_ id: UUID, status: String = "reserved", plan: String = "pro.monthly", token: UUID? = nil,
-                         reservedAt: String = "2026-05-01T12:00:00.125Z") -> String {
-        let handoff = #"{"redemptionUrl":"https://apps.apple.com/redeem?ctx=offercodes&id=123&code=HALF""#
+    static func discount(
+        _ id: UUID, status: String = "reserved", plan: String = "pro.monthly", token: UUID? = nil,
+        reservedAt: String = "2026-05-01T12:00:00.125Z"
+    ) -> String {
+        let handoff =
+            #"{"redemptionUrl":"https://apps.apple.com/redeem?ctx=offercodes&id=123&code=HALF""#
             + (token.map { #","appAccountToken":"\#($0.uuidString.lowercased())""# } ?? "") + "}"
         let id = id.uuidString.lowercased()
         return #"{"redemptionId":"\#(id)","code":"HALF","status":"\#(status)","platform":"ios","#
@@ -214,16 +226,20 @@ enum Fixture {
     /// A page of `items` (JSON objects), the last.
     static func page(_ items: [String]) -> String { #"{"data":[\#(items.joined(separator: ","))],"nextCursor":null}"# }
 
-    static let entitlements = #"{"data":[{"entitlementId":"pro","expiresAt":"2099-06-01T12:00:01.250Z","sandbox":false,"source":"redeem"}]}"#
+    static let entitlements =
+        #"{"data":[{"entitlementId":"pro","expiresAt":"2099-06-01T12:00:01.250Z","sandbox":false,"source":"redeem"}]}"#
 
     static func error(_ code: String, _ message: String, field: String? = nil) -> String {
         #"{"error":{"code":"\#(code)","message":"\#(message)"\#(field.map { #","field":"\#($0)""# } ?? "")}}"#
     }
 
     /// A store holding a signed-in session whose access token expires in `expiresIn` seconds.
-    static func signedInStore(access: String = "access-1", refresh: String = "refresh-1", expiresIn: TimeInterval) throws -> MemoryTokenStore {
+    static func signedInStore(
+        access: String = "access-1", refresh: String = "refresh-1", expiresIn: TimeInterval
+    ) throws -> MemoryTokenStore {
         let store = MemoryTokenStore()
-        try store.setData(Data(auth(access: access, refresh: refresh, expiresIn: expiresIn).utf8), forKey: "redeemkit.session")
+        try store.setData(
+            Data(auth(access: access, refresh: refresh, expiresIn: expiresIn).utf8), forKey: "redeemkit.session")
         return store
     }
 }
