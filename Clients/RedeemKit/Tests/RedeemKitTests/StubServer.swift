@@ -9,7 +9,7 @@ import RedeemKit
 /// tests run in parallel), records every request, and answers with its handler.
 final class StubServer: @unchecked Sendable {
     /// What the handler answers.
-    enum Answer {
+    enum Answer: Sendable {
         case json(Int, String, headers: [String: String] = [:])
         case empty(Int)
         /// The connection drops before an answer.
@@ -91,18 +91,25 @@ final class StubServer: @unchecked Sendable {
     }
 }
 
+/// Answers a `StubServer`'s requests. Its client is called where Foundation expects it: on Linux,
+/// swift-corelibs-foundation runs each task on the task's `workQueue` (it targets the session's
+/// queue, which owns the session's task registry; `startLoading` and `stopLoading` are called on
+/// it), the client methods read that registry, and Foundation's own protocols call them only there
+/// (`task.workQueue.async { client… }`, NativeProtocol.swift). Answers from a queue of the stub's
+/// own raced the registry: a task added or removed meanwhile crashed the tests now and then in
+/// `URLSession.behaviour(for:)`, and a cancel could come between the "not stopped" check and the
+/// answer, failing a task that had already finished and left the registry.
 final class StubProtocol: URLProtocol {
-    /// Every answer reaches its URLSession through this one serial queue. Foundation on Linux
-    /// keeps its tasks in a registry that is not thread-safe: one answer finishing (its task leaves
-    /// the registry) while another is handed its data (looked up there) crashed the tests now and
-    /// then, in the concurrent calls of the session tests (a null pointer in
-    /// `URLSession.behaviour(for:)`). A real server's answers come through the session's own queue.
-    static let deliveries = DispatchQueue(label: "StubProtocol.deliveries")
+    /// On Darwin, where there is no such queue to reach, answers still go through this one.
+    private static let deliveries = DispatchQueue(label: "StubProtocol.deliveries")
 
-    /// Signalled by `stopLoading`; `stopped` is read and written under `lock`.
-    private let stop = DispatchSemaphore(value: 0)
-    private let lock = NSLock()
+    /// Set by `stopLoading`: nothing reaches the client after it (the URLProtocol contract). Read
+    /// and written under `lock`; on Linux also only on the task's queue, where `deliver` checks it
+    /// and answers in one step.
     private var stopped = false
+    private let lock = NSLock()
+    /// Signalled by `stopLoading`, to end a delayed answer's wait.
+    private let stop = DispatchSemaphore(value: 0)
 
     private var isStopped: Bool {
         lock.lock()
@@ -116,6 +123,11 @@ final class StubProtocol: URLProtocol {
     override func startLoading() {
         let request = self.request
         guard let server = StubServer.server(for: request.url?.host), let url = request.url else { return }
+        #if canImport(FoundationNetworking)
+            let clientQueue = Self.workQueue(of: task)
+        #else
+            let clientQueue = Self.deliveries
+        #endif
         var body = request.httpBody ?? Data()
         if body.isEmpty, let stream = request.httpBodyStream {
             stream.open()
@@ -134,39 +146,42 @@ final class StubProtocol: URLProtocol {
             method: request.httpMethod ?? "GET", path: url.path, query: query,
             authorization: request.value(forHTTPHeaderField: "Authorization"), body: body,
             app: request.value(forHTTPHeaderField: "Redeem-App"))
-        // URLProtocol is not Sendable; the loading system expects its client called from any thread.
+        // The handler and any delay run off the task's queue (on Linux its target serves every
+        // session in the process); the answer goes back through `clientQueue`. URLProtocol is not
+        // Sendable; from here on this one is touched only there, and through `stop`.
         let box = UncheckedBox(self)
         DispatchQueue.global().async {
-            let self_ = box.value
-            let client = self_.client
-            let `self` = self_
             var answer = server.handle(recorded)
             while case .delayed(let seconds, let later) = answer {
-                if self.stop.wait(timeout: .now() + seconds) == .success { return }
+                if box.value.stop.wait(timeout: .now() + seconds) == .success { return }
                 answer = later
             }
-            StubProtocol.deliveries.sync { self.deliver(answer, url: url, client: client) }
+            let final = answer
+            clientQueue.async { box.value.deliver(final, url: url) }
         }
     }
 
-    private func deliver(_ answer: StubServer.Answer, url: URL, client: (any URLProtocolClient)?) {
-        guard !self.isStopped else { return }
+    /// Runs on `clientQueue`. A task being cancelled gets no answer either: its `cancel()` has
+    /// already queued `stopLoading` and the cancellation error behind this, and that error, coming
+    /// after an answer that finished the task, would look the task up once it has left the registry.
+    private func deliver(_ answer: StubServer.Answer, url: URL) {
+        guard !isStopped, task?.state != .canceling, let client else { return }
         switch answer {
         case .delayed: return
         case .drop:
-            client?.urlProtocol(self, didFailWithError: URLError(.networkConnectionLost))
+            client.urlProtocol(self, didFailWithError: URLError(.networkConnectionLost))
         case .empty(let status):
             let response = HTTPURLResponse(
                 url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: ["X-Request-Id": "req-stub"])!
-            client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
-            client?.urlProtocolDidFinishLoading(self)
+            client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+            client.urlProtocolDidFinishLoading(self)
         case .json(let status, let text, let headers):
             var fields = ["Content-Type": "application/json; charset=utf-8", "X-Request-Id": "req-stub"]
             for (k, v) in headers { fields[k] = v }
             let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)!
-            client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
-            client?.urlProtocol(self, didLoad: Data(text.utf8))
-            client?.urlProtocolDidFinishLoading(self)
+            client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+            client.urlProtocol(self, didLoad: Data(text.utf8))
+            client.urlProtocolDidFinishLoading(self)
         }
     }
 
@@ -176,6 +191,22 @@ final class StubProtocol: URLProtocol {
         lock.unlock()
         stop.signal()
     }
+
+    #if canImport(FoundationNetworking)
+        /// `task.workQueue`, which swift-corelibs-foundation keeps internal ("All operations must run on
+        /// this queue", URLSessionTask.swift). Read while `startLoading` runs on it, when nothing else
+        /// writes the task's fields before it.
+        private static func workQueue(of task: URLSessionTask?) -> DispatchQueue {
+            var mirror = task.map { Mirror(reflecting: $0) }
+            while let m = mirror {
+                if let queue = m.children.first(where: { $0.label == "workQueue" })?.value as? DispatchQueue {
+                    return queue
+                }
+                mirror = m.superclassMirror
+            }
+            fatalError("StubProtocol: this Foundation's URLSessionTask has no workQueue to answer on")
+        }
+    #endif
 }
 
 /// Carries a value that is not Sendable across a dispatch, where the receiver is known to allow it.
