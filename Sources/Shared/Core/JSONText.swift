@@ -226,7 +226,7 @@ public enum JSONText {
     /// A JSON string as Foundation writes it: `"` and `\` escaped, `/` too unless told otherwise,
     /// `\b \f \n \r \t`, other control characters as `\u00xx` (lowercase hex); the rest, UTF-8
     /// included, as is. Runs of plain bytes are copied at once.
-    static func string(_ s: String, escapeSlashes: Bool, into out: inout [UInt8]) {
+    public static func string(_ s: String, escapeSlashes: Bool, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var s = s
         s.withUTF8 { bytes in
