@@ -6,24 +6,16 @@ import Testing
 /// `TextJSONEncoder` must write exactly what Foundation's `JSONEncoder` writes with the same
 /// options: every value here is encoded by both and the bytes compared.
 @Suite struct JSONTextTests {
-    /// Foundation's encoders with the options of `JSONEncoder.wire()` and `.bus` (the bus's with
-    /// sorted keys, the one order the two can agree on; without, Foundation's order is a
-    /// dictionary's).
-    static let foundationWire: JSONEncoder = {
+    /// Plain Foundation encoders with the options `JSONEncoder.wire()` and `.bus` give their own
+    /// Foundation side (`JSONText.configure`: keys sorted for both).
+    static let foundationWire = foundation(dates: .text, escapeSlashes: false)
+    static let foundationBus = foundation(dates: .milliseconds, escapeSlashes: true)
+
+    static func foundation(dates: JSONText.Dates, escapeSlashes: Bool) -> JSONEncoder {
         let e = JSONEncoder()
-        e.dateEncodingStrategy = .custom { date, encoder in
-            var c = encoder.singleValueContainer()
-            try c.encode(Timestamp.iso8601(date))
-        }
-        e.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        JSONText.configure(e, dates: dates, escapeSlashes: escapeSlashes)
         return e
-    }()
-    static let foundationBus: JSONEncoder = {
-        let e = JSONEncoder()
-        e.dateEncodingStrategy = .millisecondsSince1970
-        e.outputFormatting = [.sortedKeys]
-        return e
-    }()
+    }
 
     func same<T: Encodable>(_ value: T, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let wire = try #require(

@@ -1,24 +1,10 @@
 import Foundation
 
 extension JSONEncoder {
-    /// Writes the text itself (`TextJSONEncoder`), with these options for what it leaves to
-    /// Foundation.
-    private static let wireEncoder: JSONEncoder = {
-        let e = TextJSONEncoder(dates: .text, escapeSlashes: false)
-        e.dateEncodingStrategy = .custom { date, encoder in
-            var c = encoder.singleValueContainer()
-            try c.encode(Timestamp.iso8601(date))
-        }
-        e.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
-        return e
-    }()
-
-    /// The same: Foundation's bus options (unsorted keys, which `TextJSONEncoder` sorts).
-    private static let busEncoder: JSONEncoder = {
-        let e = TextJSONEncoder(dates: .milliseconds, escapeSlashes: true)
-        e.dateEncodingStrategy = .millisecondsSince1970
-        return e
-    }()
+    /// Both write the text themselves (`TextJSONEncoder`), and set Foundation's options to match
+    /// for what they leave to it (`JSONText.configure`).
+    private static let wireEncoder: JSONEncoder = TextJSONEncoder(dates: .text, escapeSlashes: false)
+    private static let busEncoder: JSONEncoder = TextJSONEncoder(dates: .milliseconds, escapeSlashes: true)
 
     /// A new encoder with the bus's options (for callers that need their own `userInfo`).
     public static func makeBus() -> JSONEncoder {

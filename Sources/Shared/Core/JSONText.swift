@@ -13,12 +13,13 @@ public final class TextJSONEncoder: JSONEncoder, @unchecked Sendable {
     let dates: JSONText.Dates
     let escapeSlashes: Bool
 
-    /// `dates` and `escapeSlashes` must be the options this encoder's Foundation settings name
-    /// (`JSONCoders` sets both together): the fallback writes with the Foundation ones.
+    /// Foundation's options are set from the same two (`JSONText.configure`), so what falls back
+    /// to Foundation is written alike.
     init(dates: JSONText.Dates, escapeSlashes: Bool) {
         self.dates = dates
         self.escapeSlashes = escapeSlashes
         super.init()
+        JSONText.configure(self, dates: dates, escapeSlashes: escapeSlashes)
     }
 
     public override func encode<T: Encodable>(_ value: T) throws -> Data {
@@ -33,6 +34,21 @@ public enum JSONText {
     /// How dates are written: ISO 8601 text with milliseconds (`Timestamp.iso8601`, the wire's), or
     /// a number of Unix milliseconds (`.millisecondsSince1970`, the bus's).
     public enum Dates: Sendable { case text, milliseconds }
+
+    /// Gives a Foundation encoder the options this writer follows: the same dates and slashes,
+    /// and keys sorted (the order this writer always uses).
+    public static func configure(_ encoder: JSONEncoder, dates: Dates, escapeSlashes: Bool) {
+        switch dates {
+        case .text:
+            encoder.dateEncodingStrategy = .custom { date, encoder in
+                var c = encoder.singleValueContainer()
+                try c.encode(Timestamp.iso8601(date))
+            }
+        case .milliseconds:
+            encoder.dateEncodingStrategy = .millisecondsSince1970
+        }
+        encoder.outputFormatting = escapeSlashes ? [.sortedKeys] : [.withoutEscapingSlashes, .sortedKeys]
+    }
 
     /// The JSON text of `value`, keys sorted by their UTF-8 bytes; nil for what Foundation must
     /// encode instead.

@@ -280,6 +280,8 @@ private func httpRequestCompleted(
 
 extension HTTPServer {
     static let knownMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    /// A route holding it is a one-time address, logged as its route.
+    static let tokenSegment = Array("{token}".utf8)
 
     /// Adds the request id header and writes the access log and request metrics.
     func finish(_ state: RequestState, _ response: HTTPResponse, trace: TraceContext? = nil) -> HTTPResponse {
@@ -300,7 +302,7 @@ extension HTTPServer {
             // The raw path is logged without its query string: queries may carry codes or tokens.
             // A path that is itself a secret (a one-time address: `{token}` in its route) is logged
             // as its route.
-            let path = route.containsBytes("{token}") ? route : request?.path ?? ""
+            let path = route.containsBytes(Self.tokenSegment) ? route : request?.path ?? ""
             let fields = AccessFields(
                 method: method, route: route, path: path, status: response.status,
                 durationMs: (elapsed * 1000 * 100).rounded() / 100)
