@@ -6,7 +6,7 @@ import re
 import sys
 
 PARTS = [
-    ("access log (Logger.log)", ["Logger.log", "LogSink.write", "LogLine", "TypedLine"]),
+    ("access log (Logger.log, the sink's writer thread)", ["Logger.log", "LogSink.write", "LogLine", "TypedLine", "LineQueue"]),
     ("request metrics (MetricsRegistry)", ["MetricsRegistry"]),
     ("tracing (Tracer, TraceContext)", ["Tracer.", "TraceContext"]),
     ("JWT verification (Authenticator.user)", ["Authenticator.user", "JWT.verify", "Authenticator.principal"]),

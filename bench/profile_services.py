@@ -10,7 +10,7 @@ KINDS = [
     ("JWT verification", ["Authenticator.user", "JWT.verify"]),
     ("JSON encode", ["JSONText", "TextJSONEncoder", "__JSONEncoder", "JSONWriter", "_JSONKeyed"]),
     ("JSON decode", ["JSONDecoder", "JSONScanner", "JSONMap"]),
-    ("logging", ["Logger.log", "LogSink", "LogLine"]),
+    ("logging", ["Logger.log", "LogSink", "LogLine", "LineQueue"]),
     ("PostgreSQL client (libpq, rows)", ["PGConnection", "PGPool", "PGRow", "libpq"]),
     ("bus: ZeroMQ and CURVE", ["libzmq", "libsodium", "SocketWorker", "ZMQSocket"]),
     ("bus: routing, binary codec", ["BusRouter", "BusClient", "BusBinary"]),

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Core
 @testable import Telemetry
 
@@ -24,8 +25,12 @@ import Testing
 
     @Test func fieldValuesKeepTheirJSONKinds() throws {
         let sink = LogSink(capturing: ())
-        Logger(service: "s", sink: sink).warning("kinds", ["ok": true, "ms": 1.5, "n": Int64(7), "at": Date(timeIntervalSince1970: 1_764_483_573.125),
-                                                           "nan": Double.nan, "other": Duration.seconds(2)])
+        Logger(service: "s", sink: sink).warning(
+            "kinds",
+            [
+                "ok": true, "ms": 1.5, "n": Int64(7), "at": Date(timeIntervalSince1970: 1_764_483_573.125),
+                "nan": Double.nan, "other": Duration.seconds(2)
+            ])
         let object = try #require(JSONSerialization.jsonObject(with: Data(sink.lines[0].utf8)) as? [String: Any])
         #expect(object["ok"] as? Bool == true)
         #expect(object["ms"] as? Double == 1.5)
@@ -36,11 +41,28 @@ import Testing
         #expect(sink.lines[0].hasPrefix("{\"at\":"), "keys sorted")
     }
 
+    /// Keys sort by their UTF-8 bytes, also where their first eight bytes tie or one key is a
+    /// prefix of another (the sort compares those eight bytes as a number first).
+    @Test func keysSortByTheirBytesWhereTheirFirstEightTie() throws {
+        let keys = [
+            "http.routes", "http.route", "http.r", "aaaaaaaab", "aaaaaaaaa", "aaaaaaaa", "Z", "é", "e", "time2", "zz"
+        ]
+        let sink = LogSink(capturing: ())
+        Logger(service: "s", sink: sink).warning(
+            "m", Dictionary(uniqueKeysWithValues: keys.map { ($0, 1 as any Sendable) }))
+        let line = try #require(sink.lines.first)
+        let all = keys + ["level", "msg", "service", "time"]
+        let written = all.map { key in line.utf8.ranges(of: "\"\(key)\":".utf8).first!.lowerBound }
+        let expected = all.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        #expect(zip(all, written).sorted { $0.1 < $1.1 }.map(\.0) == expected)
+    }
+
     /// Lines are written byte by byte (`LogLine`): whatever a message or field holds (quotes,
     /// backslashes, control characters, any Unicode), the line parses back to exactly it.
     @Test func everyStringReadsBackAsItWasLogged() throws {
         var samples = [
-            "", "plain", "quote \" and \\ backslash", "tab\tnew\nline\r", "\u{0}\u{1}\u{1F}\u{7F}", "é ü 日本 🎟️", "</script>",
+            "", "plain", "quote \" and \\ backslash", "tab\tnew\nline\r", "\u{0}\u{1}\u{1F}\u{7F}", "é ü 日本 🎟️",
+            "</script>"
         ]
         for _ in 0..<300 {
             samples.append(String((0..<24).map { _ in Character(Unicode.Scalar(UInt8.random(in: 0...127))) }))
@@ -62,7 +84,10 @@ import Testing
     @Test func fieldsAreBuiltOnlyForLinesThatAreWritten() {
         final class Counter: @unchecked Sendable { var n = 0 }
         let built = Counter()
-        func fields() -> [String: any Sendable] { built.n += 1; return ["k": "v"] }
+        func fields() -> [String: any Sendable] {
+            built.n += 1
+            return ["k": "v"]
+        }
         let sink = LogSink(capturing: ())
         let logger = Logger(service: "s", minimum: .warning, sink: sink)
         logger.info("below the minimum", fields())
@@ -99,14 +124,17 @@ import Testing
         let reform = -12_212_553_600_000 as Int64  // 1583-01-01T00:00:00.000Z
         let last = 253_402_300_799_999 as Int64  // 9999-12-31T23:59:59.999Z
         var rng = SystemRandomNumberGenerator()
-        var instants: [Int64] = [reform, last, 0, -1, 951_782_400_000, 951_868_799_999, -2_203_891_200_000, 4_107_542_400_000]
+        var instants: [Int64] = [
+            reform, last, 0, -1, 951_782_400_000, 951_868_799_999, -2_203_891_200_000, 4_107_542_400_000
+        ]
         instants += (0..<5_000).map { _ in Int64.random(in: reform...last, using: &rng) }
         for ms in instants {
             let date = Date(timeIntervalSince1970: Double(ms) / 1000)
             let text = Timestamp.iso8601(date)
             let second = ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000)
             let fraction = String(ms - second * 1000)
-            let expected = foundation.format(Date(timeIntervalSince1970: Double(second))).dropLast()
+            let expected =
+                foundation.format(Date(timeIntervalSince1970: Double(second))).dropLast()
                 + "." + String(repeating: "0", count: 3 - fraction.count) + fraction + "Z"
             #expect(text == expected, "\(ms)")
         }
@@ -126,16 +154,19 @@ import Testing
             ("2026-11-30T06:19:33.1Z", base + 0.1), ("2026-11-30T06:19:33.123456789Z", base + 0.123),
             ("2026-11-30T06:19:33.12345678901234567890Z", base + 0.123), ("2026-11-30T06:19:33.9999Z", base + 0.999),
             ("2026-11-30T06:19:33+01:00", base - 3600), ("2026-11-30T06:19:33+0100", base - 3600),
-            ("2026-11-30T06:19:33+01", base - 3600), ("2026-11-30T06:19:33.5-05:30", base + 0.5 + 19_800),
+            ("2026-11-30T06:19:33+01", base - 3600), ("2026-11-30T06:19:33.5-05:30", base + 0.5 + 19_800)
         ]
         for (text, seconds) in read {
-            #expect(Timestamp.parse(text).map { abs($0.timeIntervalSince1970 - seconds) < 0.000_001 } == true, "\(text)")
+            #expect(
+                Timestamp.parse(text).map { abs($0.timeIntervalSince1970 - seconds) < 0.000_001 } == true, "\(text)")
         }
         let refused = [
             "2026-11-30T06:19:33", "2026-11-30T06:19:33.Z", "2026-11-30T06:19:33 Z", "2026-11-30T06:19:33Zjunk",
-            "2026-11-30T06:19:33GMT", "2026-11-30T06:19:33+24:00", "2026-11-30T06:19:33+01:60", "2026-11-30T06:19:33+01:00:30",
+            "2026-11-30T06:19:33GMT", "2026-11-30T06:19:33+24:00", "2026-11-30T06:19:33+01:60",
+            "2026-11-30T06:19:33+01:00:30",
             "2026-11-30T06:19:33.12a4Z", "2026-02-29T00:00:00Z", "2026-11-30T24:00:00Z", "2026-11-30T06:19:60Z",
-            "0000-01-01T00:00:00Z", "12026-11-30T06:19:33Z", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "2026-11-30 06:19:33Z", "2026-1-30T06:19:33Z", "",
+            "0000-01-01T00:00:00Z", "12026-11-30T06:19:33Z", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00",
+            "2026-11-30 06:19:33Z", "2026-1-30T06:19:33Z", ""
         ]
         for text in refused { #expect(Timestamp.parse(text) == nil, "\(text)") }
         // Fractions are cut to the millisecond, never rounded across a day or a year.
@@ -173,7 +204,10 @@ import Testing
 
         final class Counter: @unchecked Sendable { var n = 0 }
         let built = Counter()
-        func fields() -> Fields { built.n += 1; return Fields(route: "/", status: 200, ms: 0) }
+        func fields() -> Fields {
+            built.n += 1
+            return Fields(route: "/", status: 200, ms: 0)
+        }
         Logger(service: "s", minimum: .warning, sink: sink).log(.info, "below the minimum", typed: fields())
         #expect(built.n == 0)
     }
@@ -191,5 +225,90 @@ import Testing
         Logger(service: "test", sink: sink).error("after the reader left", ["n": 1])
         sink.write(Data("a line\n".utf8))
         #expect(Bool(true), "still running")
+    }
+}
+
+/// Lines below `warning` are written in batches by the sink's own thread; warnings and errors at
+/// once. Either way the file holds every line, whole, in the order it was logged.
+@Suite struct LogSinkBatchTests {
+    /// A sink writing to a new file (removed when the test ends), and a way to read the file back.
+    func fileSink() throws -> (LogSink, read: () throws -> [String]) {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("redeem-log-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: url) }  // the sink keeps it open
+        #expect(FileManager.default.createFile(atPath: url.path, contents: nil))
+        let sink = LogSink(handle: try FileHandle(forWritingTo: url))
+        let reader = try FileHandle(forReadingFrom: url)
+        return (
+            sink,
+            {
+                try reader.seek(toOffset: 0)
+                return String(decoding: try reader.readToEnd() ?? Data(), as: UTF8.self).split(separator: "\n").map(
+                    String.init)
+            }
+        )
+    }
+
+    @Test func linesFromManyThreadsArriveWholeAndInTheOrderEachThreadLoggedThem() async throws {
+        let (sink, read) = try fileSink()
+        let logger = Logger(service: "s", sink: sink)
+        let threads = 4, each = 3_000
+        await withTaskGroup(of: Void.self) { group in
+            for t in 0..<threads {
+                group.addTask {
+                    for i in 0..<each {
+                        // A warning now and then: written at once, after the lines queued before it.
+                        if i % 500 == 499 {
+                            logger.warning("w", ["t": t, "i": i])
+                        } else {
+                            logger.info("i", ["t": t, "i": i])
+                        }
+                    }
+                }
+            }
+        }
+        sink.flush()
+        let lines = try read()
+        #expect(lines.count == threads * each)
+        var next = [Int](repeating: 0, count: threads)
+        for line in lines {
+            let object = try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
+            let t = try #require(object["t"] as? Int), i = try #require(object["i"] as? Int)
+            #expect(i == next[t], "thread \(t)'s lines in order")
+            next[t] = i + 1
+        }
+        #expect(next == [Int](repeating: each, count: threads))
+    }
+
+    @Test func aWarningIsWrittenAtOnceAfterTheLinesBeforeIt() throws {
+        let (sink, read) = try fileSink()
+        let logger = Logger(service: "s", sink: sink)
+        // The writer thread is busy or paused for a while: lines queue behind it.
+        for i in 0..<50 { logger.info("queued", ["i": i]) }
+        logger.error("now")
+        let lines = try read()  // no flush
+        #expect(lines.count == 51)
+        #expect(lines.last?.contains("\"msg\":\"now\"") == true)
+        _ = sink
+    }
+
+    @Test func infoLinesReachTheFileWithoutAFlush() async throws {
+        let (sink, read) = try fileSink()
+        Logger(service: "s", sink: sink).info("soon")
+        let deadline = ContinuousClock.now + .seconds(5)
+        var lines: [String] = []
+        while ContinuousClock.now < deadline {
+            lines = try read()
+            if !lines.isEmpty { break }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(lines.count == 1)
+        _ = sink
+    }
+
+    @Test func aSinkThatGoesAwayWritesWhatIsPending() throws {
+        var (sink, read): (LogSink?, () throws -> [String]) = try fileSink()
+        for i in 0..<20 { Logger(service: "s", sink: sink!).info("pending", ["i": i]) }
+        sink = nil
+        #expect(try read().count == 20)
     }
 }

@@ -165,8 +165,10 @@ public final class Stack: @unchecked Sendable {
         return BusNode(try BusOptions(env: Environment(env)), logger: Logger(service: "test", sink: LogSink(capturing: ())))
     }
 
-    /// Every service's log output so far.
+    /// Every service's log output so far. A service writes its lines below `warning` in batches,
+    /// within about a millisecond of each (`LogSink.batchPause`): this waits well past that first.
     public func logs() -> String {
+        Thread.sleep(forTimeInterval: 0.05)
         let files = (try? FileManager.default.contentsOfDirectory(atPath: logDirectory.path)) ?? []
         return files.sorted().compactMap { try? String(contentsOfFile: logDirectory.appendingPathComponent($0).path, encoding: .utf8) }.joined(separator: "\n")
     }

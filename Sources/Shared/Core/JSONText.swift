@@ -184,20 +184,6 @@ public enum JSONText {
 
         // MARK: Writing the text
 
-        /// A key's first eight UTF-8 bytes, big-endian, zero-padded: ordered as the bytes are (a
-        /// key that is a prefix of another sorts first, as its padding is 0, or ties and is then
-        /// compared whole).
-        static func prefix(_ key: String) -> UInt64 {
-            var word: UInt64 = 0
-            var n = 0
-            for byte in key.utf8 {
-                if n == 8 { break }
-                word |= UInt64(byte) << (56 - 8 * n)
-                n += 1
-            }
-            return word
-        }
-
         func write(_ value: Value, into out: inout [UInt8]) {
             switch value {
             case .text(let range):
@@ -217,7 +203,7 @@ public enum JSONText {
                     // Sorted by the keys' UTF-8 bytes, as Foundation sorts on Linux; of one key set
                     // more than once, the last.
                     // Each key's first eight bytes as a number decide most comparisons.
-                    let prefixes = node.keys.map(Self.prefix)
+                    let prefixes = node.keys.map(JSONText.keyPrefix)
                     let order = node.keys.indices.sorted { a, b in
                         if prefixes[a] != prefixes[b] { return prefixes[a] < prefixes[b] }
                         if node.keys[a] == node.keys[b] { return a < b }
@@ -237,6 +223,20 @@ public enum JSONText {
                 }
             }
         }
+    }
+
+    /// A key's first eight UTF-8 bytes, big-endian, zero-padded: ordered as the bytes are (a
+    /// key that is a prefix of another sorts first, as its padding is 0, or ties and is then
+    /// compared whole). Sorting keys by it first decides most comparisons with one.
+    public static func keyPrefix(_ key: String) -> UInt64 {
+        var word: UInt64 = 0
+        var n = 0
+        for byte in key.utf8 {
+            if n == 8 { break }
+            word |= UInt64(byte) << (56 - 8 * n)
+            n += 1
+        }
+        return word
     }
 
     /// A JSON string as Foundation writes it: `"` and `\` escaped, `/` too unless told otherwise,

@@ -213,6 +213,7 @@ public enum ServiceMain {
     /// and a failed start then ended with SIGSEGV (status 139) instead of its own status, about 1
     /// time in 15.
     static func end(_ status: Int32) -> Never {
+        LogSink.standardError.flush()
         fflush(nil)
         _exit(status)
     }

@@ -68,7 +68,7 @@ public struct Logger: Sendable {
         if let requestId { line.add("request.id", .string(requestId)) }
         if let traceId { line.add("trace.id", .string(traceId)) }
         fields.write(to: &line)
-        sink.write(line.finish())
+        sink.write(line.finish(), urgent: level >= .warning)
     }
 }
 
@@ -90,26 +90,31 @@ struct DictionaryFields: LogFields {
 /// given in), written byte by byte: a log line's values are strings, integers, numbers and
 /// booleans, and JSON's string escapes are all it needs of a JSON writer.
 public struct LogLine {
-    private var entries: [(key: String, value: LogValue)] = []
+    /// Each key with its first eight bytes as a number (`JSONText.keyPrefix`), which decides most
+    /// comparisons of the sort.
+    private var entries: [(prefix: UInt64, key: String, value: LogValue)] = []
 
     init() { entries.reserveCapacity(12) }
 
     /// Adds `key` (a later value of the same key replaces an earlier one).
     public mutating func add(_ key: String, _ value: LogValue) {
-        if let i = entries.firstIndex(where: { $0.key == key }) {
+        let prefix = JSONText.keyPrefix(key)
+        if let i = entries.firstIndex(where: { $0.prefix == prefix && $0.key == key }) {
             entries[i].value = value
         } else {
-            entries.append((key, value))
+            entries.append((prefix, key, value))
         }
     }
 
     /// The line's bytes, newline included.
-    mutating func finish() -> Data {
-        entries.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+    mutating func finish() -> [UInt8] {
+        entries.sort { a, b in
+            a.prefix != b.prefix ? a.prefix < b.prefix : a.key.utf8.lexicographicallyPrecedes(b.key.utf8)
+        }
         var out = [UInt8]()
         out.reserveCapacity(512)  // an access log line is about 330 bytes
         out.append(UInt8(ascii: "{"))
-        for (i, (key, value)) in entries.enumerated() {
+        for (i, (_, key, value)) in entries.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             Self.string(key, into: &out)
             out.append(UInt8(ascii: ":"))
@@ -122,7 +127,7 @@ public struct LogLine {
             }
         }
         out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
-        return Data(out)
+        return out
     }
 
     /// A JSON string, escaped as Foundation's encoder escapes it (`JSONText.string`): `"` and `\`,
@@ -157,47 +162,163 @@ public enum LogValue: Sendable {
     }
 }
 
-/// Where log lines go. Writes are serialised so lines from different threads never interleave.
+/// Where log lines go, in the order they were logged: lines from different threads never
+/// interleave.
+///
+/// Lines below `warning` are gathered in memory and written by a thread of the sink's own: one
+/// `write(2)` for what arrived in the meantime, then a pause of `batchPause` (at most about a
+/// thousand writes a second, however many requests). The request path pays a lock and a copy, not
+/// a system call and the lock around it (docs/performance.md, "The access log off the request
+/// path"). A warning or an error is written at once, after every line before it, so the last words
+/// of a service that crashes reach the log; so is any line once `pendingLimit` bytes wait (a reader
+/// that does not keep up slows the writers, as before, rather than memory growing). `flush()`
+/// writes what is pending; a service calls it as it ends, and `exit` does for the standard error.
 public final class LogSink: Sendable {
-    private let lock = Mutex<Void>(())
-    private let handle: FileHandle
-    private let capturing: Bool
+    private let queue: LineQueue?
     private let captured = Mutex<[Data]>([])
 
-    public static let standardError = LogSink(handle: .standardError)
+    public static let standardError: LogSink = {
+        let sink = LogSink(handle: .standardError)
+        atexit { LogSink.standardError.flush() }
+        return sink
+    }()
+
+    /// The pause after each batch written: lines wait at most this long, plus the write.
+    public static let batchPause = Duration.milliseconds(1)
+    /// Pending bytes past which a line is written at once.
+    static let pendingLimit = 1 << 20
 
     public init(handle: FileHandle) {
-        self.handle = handle
-        self.capturing = false
+        queue = LineQueue(handle: handle)
     }
 
     /// A sink that keeps lines in memory, for tests.
     public init(capturing: Void) {
-        self.handle = .nullDevice
-        self.capturing = true
+        queue = nil
     }
 
+    deinit { queue?.close() }
+
+    /// Writes `line` (its bytes, newline included) at once, after every line before it.
     public func write(_ line: Data) {
-        if capturing {
-            captured.withLock { $0.append(line) }
+        write(Array(line), urgent: true)
+    }
+
+    /// Queues `line` for the writer thread, or writes it at once when `urgent`.
+    public func write(_ line: [UInt8], urgent: Bool) {
+        guard let queue else {
+            captured.withLock { $0.append(Data(line)) }
             return
         }
-        lock.withLock { _ in
-            // write(2), not FileHandle.write, which traps on an error (a closed pipe, a full
-            // disk): a line that cannot be written is dropped and the service goes on.
-            let fd = handle.fileDescriptor
-            line.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
-                var offset = 0
-                while offset < raw.count {
-                    let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                    if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { return }
-                }
-            }
-        }
+        queue.append(line, urgent: urgent)
+    }
+
+    /// Writes every line logged so far.
+    public func flush() {
+        queue?.drain()
     }
 
     /// Captured lines (only for a capturing sink).
     public var lines: [String] {
         captured.withLock { $0.map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .newlines) } }
+    }
+}
+
+/// The lines a sink has not written yet, and the thread that writes them.
+private final class LineQueue: @unchecked Sendable {
+    private let handle: FileHandle
+    /// Guards `pending`, `writerWaiting`, `writerStarted` and `closed`.
+    private let condition = NSCondition()
+    private var pending: [UInt8] = []
+    private var writerWaiting = false
+    private var writerStarted = false
+    private var closed = false
+    /// Held while a batch is taken and written, so batches reach the file in the order they were
+    /// taken; it holds the buffer a batch is written from.
+    private let writing = Mutex<[UInt8]>([])
+
+    init(handle: FileHandle) {
+        self.handle = handle
+    }
+
+    func append(_ line: [UInt8], urgent: Bool) {
+        condition.lock()
+        pending.append(contentsOf: line)
+        let now = urgent || pending.count >= LogSink.pendingLimit
+        if !now {
+            if !writerStarted {
+                writerStarted = true
+                startWriter()
+            } else if writerWaiting {
+                condition.signal()
+            }
+        }
+        condition.unlock()
+        if now { drain() }
+    }
+
+    /// Takes every pending line and writes it.
+    func drain() {
+        writing.withLock { batch in
+            condition.lock()
+            swap(&pending, &batch)
+            condition.unlock()
+            guard !batch.isEmpty else { return }
+            write(batch)
+            // A burst's buffer is not kept: an idle service's memory stays small.
+            if batch.capacity > 64 * 1024 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
+        }
+    }
+
+    /// Ends the writer thread once it has written what is pending.
+    func close() {
+        condition.lock()
+        closed = true
+        condition.signal()
+        condition.unlock()
+        drain()
+    }
+
+    private func startWriter() {
+        let thread = Thread { [self] in
+            // Signals go to the threads that wait for them (Lifecycle), never to this one.
+            var all = sigset_t()
+            sigfillset(&all)
+            pthread_sigmask(SIG_BLOCK, &all, nil)
+            runWriter()
+        }
+        thread.name = "log writer"
+        thread.stackSize = 256 * 1024
+        thread.start()
+    }
+
+    private func runWriter() {
+        let pause = useconds_t(LogSink.batchPause.components.attoseconds / 1_000_000_000_000)
+        while true {
+            condition.lock()
+            while pending.isEmpty && !closed {
+                writerWaiting = true
+                condition.wait()
+                writerWaiting = false
+            }
+            let done = closed
+            condition.unlock()
+            drain()
+            if done { return }
+            usleep(pause)
+        }
+    }
+
+    /// write(2), not FileHandle.write, which traps on an error (a closed pipe, a full disk): what
+    /// cannot be written is dropped and the service goes on.
+    private func write(_ bytes: [UInt8]) {
+        let fd = handle.fileDescriptor
+        bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+            var offset = 0
+            while offset < raw.count {
+                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { return }
+            }
+        }
     }
 }
