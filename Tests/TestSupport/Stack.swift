@@ -166,7 +166,7 @@ public final class Stack: @unchecked Sendable {
     }
 
     /// Every service's log output so far. A service writes its lines below `warning` in batches,
-    /// within about a millisecond of each (`LogSink.batchPause`): this waits well past that first.
+    /// within about 5 ms of each (`LogSink.batchPause`): this waits well past that first.
     public func logs() -> String {
         Thread.sleep(forTimeInterval: 0.05)
         let files = (try? FileManager.default.contentsOfDirectory(atPath: logDirectory.path)) ?? []

@@ -166,8 +166,8 @@ public enum LogValue: Sendable {
 /// interleave.
 ///
 /// Lines below `warning` are gathered in memory and written by a thread of the sink's own: one
-/// `write(2)` for what arrived in the meantime, then a pause of `batchPause` (at most about a
-/// thousand writes a second, however many requests). The request path pays a lock and a copy, not
+/// `write(2)` for what arrived in the meantime, then a pause of `batchPause` (at most 200 writes
+/// and wake-ups a second, however many requests). The request path pays a lock and a copy, not
 /// a system call and the lock around it (docs/performance.md, "The access log off the request
 /// path"). A warning or an error is written at once, after every line before it, so the last words
 /// of a service that crashes reach the log; so is any line once `pendingLimit` bytes wait (a reader
@@ -184,7 +184,7 @@ public final class LogSink: Sendable {
     }()
 
     /// The pause after each batch written: lines wait at most this long, plus the write.
-    public static let batchPause = Duration.milliseconds(1)
+    public static let batchPause = Duration.milliseconds(5)
     /// Pending bytes past which a line is written at once.
     static let pendingLimit = 1 << 20
 
