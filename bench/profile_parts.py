@@ -23,6 +23,8 @@ PARTS = [
 
 operations, hz = int(sys.argv[1]), float(sys.argv[2])
 counts, total, stack = collections.Counter(), 0, []
+# Kernel samples by the user-space function that entered the kernel (the system call's wrapper).
+entries = collections.Counter()
 
 
 def count(stack):
@@ -30,6 +32,10 @@ def count(stack):
     if not stack:
         return
     total += 1
+    if "kernel" in stack[0]:
+        user = next((f for f in stack if "kernel" not in f), "")
+        name = re.sub(r"^[0-9a-f]+ ", "", user)
+        entries[re.sub(r"\+0x[0-9a-f]+.*", "", name).strip() or "(kernel only)"] += 1
     text = "\n".join(stack)
     for name, markers in PARTS:
         if any(m in text for m in markers):
@@ -58,3 +64,6 @@ count(stack)
 for name, c in counts.most_common():
     print(f"{100 * c / max(total, 1):5.1f}%  {c / hz * 1e6 / max(operations, 1):6.1f} µs  {name}")
 print(f"{total} samples, {total / hz * 1e6 / max(operations, 1):.0f} µs per operation in all")
+print("kernel time by where user space entered it (system call wrappers; every part above included):")
+for name, c in entries.most_common(8):
+    print(f"{c / hz * 1e6 / max(operations, 1):6.1f} µs  {name[:70]}")
