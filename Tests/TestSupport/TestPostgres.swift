@@ -86,4 +86,13 @@ extension PGConnection {
         try query("SELECT pg_stat_force_next_flush()")
         return try query("SELECT seq_scan FROM pg_stat_user_tables WHERE relid = $1::regclass", [table]).first!.decode("seq_scan")
     }
+
+    /// How many index entries of `table`'s indexes have been read so far (`idx_tup_read`), this
+    /// connection's reads included, as `sequentialScans` counts them.
+    public func indexEntriesRead(of table: String) throws -> Int {
+        try query("SELECT pg_stat_force_next_flush()")
+        return try query(
+            "SELECT coalesce(sum(idx_tup_read), 0)::int AS n FROM pg_stat_user_indexes WHERE relid = $1::regclass", [table]
+        ).first!.decode("n")
+    }
 }
