@@ -4,7 +4,8 @@
 #                `warn` unless set; every load comes from one address, so the gateway's limit of
 #                connections per address is raised from 64 to 256: the 200 concurrent sign-ups
 #                reach accounts) and sets $gateway, $admin, $db, $pg_port, $work and psql_;
-#   bench_stop   stops it and removes the directory (also done on exit).
+#   bench_stop   stops it and removes the directory (also done on exit);
+#   cpu_ticks, per_op  CPU used by each service and PostgreSQL, and per operation between two readings.
 # Sourcing it starts one stack, unless BENCH_NO_START=1.
 seconds=${BENCH_SECONDS:-10}
 clients=${BENCH_CLIENTS:-64}
@@ -17,9 +18,15 @@ for p in wrk libcurl4-openssl-dev; do
     || { sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo; $sudo apt-get install -y -qq "$p" >/dev/null; }
 done
 # The build deploy/Dockerfile ships: release, Swift runtime and Foundation linked statically.
-echo "bench: building (release, static Swift runtime)" >&2
-swift build -c release --static-swift-stdlib >&2
-bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
+# BENCH_BIN=DIR runs the executables a build copied there instead (to compare two builds in turns,
+# A B A B, as this machine's speed drifts within minutes).
+if [[ -n ${BENCH_BIN:-} ]]; then
+  bin=$BENCH_BIN
+else
+  echo "bench: building (release, static Swift runtime)" >&2
+  swift build -c release --static-swift-stdlib >&2
+  bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
+fi
 
 work=""
 runner_pid=""
@@ -56,5 +63,24 @@ bench_start() {
   pg_port=${db##*127.0.0.1:}; pg_port=${pg_port%%/*}
 }
 psql_() { "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -qAt redeem "$@"; }
+# CPU ticks used so far by each service and by PostgreSQL (all its processes): CPU per operation
+# moves with this machine's speed too, but less than rates; WAL per redemption does not move at all.
+cpu_ticks() { # -> "accounts coupons grants gateway postgres" ticks
+  local out="" s t pg_pid
+  pg_pid=$(head -1 "$work/data/pg/postmaster.pid")
+  for s in accounts coupons grants gateway; do out+="$(awk '{print $14+$15}' "/proc/$(cat "$work/data/run/$s.pid")/stat") "; done
+  # The postmaster and its children (fields 4, 14 and 15 of /proc/PID/stat: parent, user and system ticks).
+  t=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v pg="$pg_pid" '{ sub(/\(.*\)/, "x") } $1 == pg || $4 == pg { t += $14 + $15 } END { print t + 0 }')
+  echo "$out$t"
+}
+per_op() { # ticks before, ticks after, operations -> "accounts A, coupons C, grants R, gateway G, PostgreSQL P (total T) µs"
+  python3 - "$1" "$2" "$3" "$(getconf CLK_TCK)" <<'PY'
+import sys
+b, a, n, tick = sys.argv[1].split(), sys.argv[2].split(), float(sys.argv[3]), float(sys.argv[4])
+us = [(float(y) - float(x)) / tick * 1e6 / max(n, 1) for x, y in zip(b, a)]
+names = ["accounts", "coupons", "grants", "gateway", "PostgreSQL"]
+print(", ".join(f"{k} {v:.0f}" for k, v in zip(names, us)) + f" (total {sum(us):.0f}) µs")
+PY
+}
 
 [[ ${BENCH_NO_START:-} == 1 ]] || bench_start
