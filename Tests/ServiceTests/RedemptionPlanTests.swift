@@ -12,17 +12,28 @@ import Testing
 /// autovacuum looks again. (Written as `account_id = ANY($1)`, the lookups read the whole table
 /// every batch; as plain prepared statements, the plans they kept from the small table did.)
 @Suite struct RedemptionPlanTests {
+    /// A fresh database with coupons' schema, on one connection, where autovacuum never analyzes
+    /// `tables`: their statistics stay those of the moment they were last analyzed.
+    static func couponsDatabase(autovacuumOff tables: [String]) async throws -> PGPool {
+        let pool = PGPool(url: try await TestPostgres.shared().freshDatabase(), maxConnections: 1)
+        do {
+            _ = try await CouponsService.migrator.apply(on: pool)
+            try await pool.withConnection { c in
+                for table in tables { try c.execute("ALTER TABLE coupons.\(table) SET (autovacuum_enabled = false)") }
+            }
+        } catch {
+            pool.close()
+            throw error
+        }
+        return pool
+    }
+
     @Test func batchStatementsNeverReadTheWholeTable() async throws {
-        let url = try await TestPostgres.shared().freshDatabase()
-        let pool = PGPool(url: url, maxConnections: 1)
+        let pool = try await Self.couponsDatabase(autovacuumOff: ["redemptions", "outbox"])
         defer { pool.close() }
-        _ = try await CouponsService.migrator.apply(on: pool)
         // Measured on the pool's thread, judged here (an expectation off the test's task is not
         // attributed to the test).
         let r = try await pool.withConnection { c in
-            for table in ["redemptions", "outbox"] {
-                try c.execute("ALTER TABLE coupons.\(table) SET (autovacuum_enabled = false)")
-            }
             let coupon = UUID.random()
             try c.query(
                 """
@@ -126,12 +137,9 @@ import Testing
     /// redemptions for each account (as `held_by_account` once planned it, taking the coupon's
     /// index for one estimated row: about 500 entries read per account at 2,000 a second).
     @Test func aCouponTheStatisticsHaveNotSeenIsLookedUpByAccount() async throws {
-        let url = try await TestPostgres.shared().freshDatabase()
-        let pool = PGPool(url: url, maxConnections: 1)
+        let pool = try await Self.couponsDatabase(autovacuumOff: ["redemptions"])
         defer { pool.close() }
-        _ = try await CouponsService.migrator.apply(on: pool)
         let r = try await pool.withConnection { c in
-            try c.execute("ALTER TABLE coupons.redemptions SET (autovacuum_enabled = false)")
             func coupon(_ code: String) throws -> UUID {
                 try c.query(
                     """

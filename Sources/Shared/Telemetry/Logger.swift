@@ -11,7 +11,8 @@ public struct Logger: Sendable {
         public var name: String { ["debug", "info", "warn", "error"][rawValue] }
         public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
         public init?(name: String) {
-            guard let l = Level.allCases.first(where: { $0.name == name || ($0 == .warning && name == "warning") }) else { return nil }
+            guard let l = Level.allCases.first(where: { $0.name == name || ($0 == .warning && name == "warning") })
+            else { return nil }
             self = l
         }
     }
@@ -28,10 +29,18 @@ public struct Logger: Sendable {
 
     // Fields are built only when the line is written: below the minimum level a call costs a
     // comparison, wherever it is made (the access log runs once per request).
-    public func debug(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) { log(.debug, msg, fields()) }
-    public func info(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) { log(.info, msg, fields()) }
-    public func warning(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) { log(.warning, msg, fields()) }
-    public func error(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) { log(.error, msg, fields()) }
+    public func debug(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) {
+        log(.debug, msg, fields())
+    }
+    public func info(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) {
+        log(.info, msg, fields())
+    }
+    public func warning(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) {
+        log(.warning, msg, fields())
+    }
+    public func error(_ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) {
+        log(.error, msg, fields())
+    }
 
     public func log(_ level: Level, _ msg: String, _ fields: @autoclosure () -> [String: any Sendable] = [:]) {
         guard level >= minimum else { return }
@@ -293,7 +302,7 @@ private final class LineQueue: @unchecked Sendable {
     }
 
     private func runWriter() {
-        let pause = useconds_t(LogSink.batchPause.components.attoseconds / 1_000_000_000_000)
+        let pause = useconds_t((LogSink.batchPause / .microseconds(1)).rounded())
         while true {
             condition.lock()
             while pending.isEmpty && !closed {
