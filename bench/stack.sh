@@ -5,7 +5,8 @@
 #                connections per address is raised from 64 to 256: the 200 concurrent sign-ups
 #                reach accounts) and sets $gateway, $admin, $db, $pg_port, $work and psql_;
 #   bench_stop   stops it and removes the directory (also done on exit);
-#   cpu_ticks, per_op  CPU used by each service and PostgreSQL, and per operation between two readings.
+#   cpu_ticks, per_op  CPU used by each service and PostgreSQL, and per operation between two readings;
+#   hot_prepare, hot_load  row 1's coupon, tokens and load (bench/profile, bench/ab).
 # Sourcing it starts one stack, unless BENCH_NO_START=1.
 seconds=${BENCH_SECONDS:-10}
 clients=${BENCH_CLIENTS:-64}
@@ -82,5 +83,15 @@ names = ["accounts", "coupons", "grants", "gateway", "PostgreSQL"]
 print(", ".join(f"{k} {v:.0f}" for k, v in zip(names, us)) + f" (total {sum(us):.0f}) µs")
 PY
 }
+
+# Row 1's load, as bench/profile and bench/ab put it on a started stack: hot_prepare TOKENS makes the
+# hot discount coupon (BENCH-HOT) and tokens of that many new users; hot_load SECONDS runs wrk and
+# prints its RESULT line (every request a new user).
+hot_prepare() {
+  curl -fsS -X POST "$gateway/v1/coupons" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+    -d '{"code":"BENCH-HOT","kind":"percentOff","percentOff":20,"productIds":["pro"],"duration":{"unit":"month","count":1},"periodCount":1,"platforms":["web","android"]}' >/dev/null
+  "$bin/bench-tokens" "$db" "$1" "$work/tokens"
+}
+hot_load() { env BENCH_TOKENS="$work/tokens" BENCH_CODE=BENCH-HOT BENCH_PRODUCT=pro wrk -t2 -c"$clients" -d"$1s" -s bench/redeem.lua "$gateway" | grep RESULT; }
 
 [[ ${BENCH_NO_START:-} == 1 ]] || bench_start
