@@ -1,4 +1,3 @@
-internal import CMalloc
 import Foundation
 import Glibc
 
@@ -7,8 +6,8 @@ import Glibc
 ///
 /// - **The heap.** Start-up allocates far more than a service keeps: the gateway encodes its
 ///   OpenAPI document through `JSONEncoder`'s tree of values (7 MB at its peak, freed at once),
-///   and glibc kept the freed pages, 4 MB of the gateway's idle RSS. `malloc_trim` hands every
-///   whole free page back.
+///   and the allocator kept the freed pages (4 MB of the gateway's idle RSS under glibc).
+///   `mi_collect` hands every free page back at once, rather than a moment later.
 /// - **Code.** The kernel maps 64 kB of a file around every page a process touches (fault-around),
 ///   so the code of every library and of the executable was resident far beyond what ran. Code is
 ///   mapped by the page (`MADV_RANDOM`: no fault-around and no read-ahead for it), and once
@@ -28,7 +27,7 @@ enum StartupMemory {
 
     /// Hands freed heap pages back, and unmaps code pages until they run again.
     static func release() {
-        _ = malloc_trim(0)
+        Allocator.collect()
         for range in codeMappings() { _ = madvise(range.start, range.length, MADV_DONTNEED) }
     }
 
