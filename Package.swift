@@ -97,8 +97,7 @@ let package = Package(
     ],
     targets: [
         // System libraries. No pkgConfig for libzmq: its .pc adds -isystem flags SwiftPM prohibits.
-        // The allocator (mimalloc): every executable that links Runtime allocates through it.
-        .systemLibrary(name: "CMalloc", path: "Sources/Shared/CMalloc", providers: [.apt(["libmimalloc-dev"])]),
+        .systemLibrary(name: "CMalloc", path: "Sources/Shared/CMalloc"),
         .systemLibrary(name: "CZeroMQ", path: "Sources/Shared/CZeroMQ", providers: [.apt(["libzmq3-dev"])]),
         .systemLibrary(name: "CLibPQ", path: "Sources/Shared/CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CCrypto", path: "Sources/Shared/CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),

@@ -11,6 +11,9 @@ import Synchronization
 /// Accounts, identities, sessions and API keys. Owns schema `accounts`.
 public final class AccountsService: BackendService {
     public static let name = "accounts"
+    /// Two malloc heaps: sign-ups hash with argon2id in parallel, and more heaps would each keep
+    /// what a burst freed (`ServiceMain.boundMallocRetention`). Accounts is off the request path.
+    public static let mallocArenas = 2
     public static let migrator = Migrator(
         schema: "accounts", migrations: AccountsMigrations.all, functions: AccountsFunctions.all)
 

@@ -201,7 +201,7 @@ extension ServiceRuntime {
     /// the log level, so a Job needs none of the service's own secrets; the
     /// migration lock (`Migrator`) makes it safe beside instances migrating at their start.
     public static func main<S: BackendService>(_ type: S.Type, defaultHTTPPort: Int) -> Never {
-        ServiceMain.run(S.name, migrate: { env in
+        ServiceMain.run(S.name, mallocArenas: S.mallocArenas, migrate: { env in
             let level = try ServiceConfig.logLevel(env)
             let url: String
             if let owner = try ServiceConfig.migrationDatabaseURL(env) {
@@ -227,6 +227,8 @@ extension ServiceRuntime {
 public protocol BackendService: Sendable {
     static var name: String { get }
     static var migrator: Migrator { get }
+    /// The malloc heaps the process may use (`ServiceMain.boundMallocRetention`).
+    static var mallocArenas: Int { get }
     init(runtime: ServiceRuntime, env: Environment) throws
     /// The bus requests this service answers (`ping` is added by the runtime).
     func router() -> BusRouter
@@ -240,6 +242,7 @@ public protocol BackendService: Sendable {
 }
 
 extension BackendService {
+    public static var mallocArenas: Int { ServiceMain.requestPathArenas }
     public func start() async throws {}
     public func workers() -> [any Service] { [] }
     public func stop() async {}

@@ -1,4 +1,3 @@
-/* The allocator every service links: mimalloc, which takes the place of glibc's malloc and free for
- * the whole process (linked before libc, it interposes them), with a heap per thread
- * (`ServiceMain.allocator`). */
-#include <mimalloc.h>
+/* glibc's malloc tuning (mallopt), which the Glibc module leaves out: `ServiceMain` bounds what
+ * freed memory a service keeps. */
+#include <malloc.h>

@@ -25,9 +25,6 @@ public struct PasswordHasher: Sendable {
 
     /// Hashes `password`; throws `unavailable` if libargon2 fails (its memory could not be allocated).
     public func hash(_ password: String) throws(ServiceError) -> String {
-        guard Self.kernelGrants(bytes: Int(memoryKiB) * 1024) else {
-            throw Self.failure(ARGON2_MEMORY_ALLOCATION_ERROR.rawValue)
-        }
         let salt = Crypto.randomBytes(16)
         let pwd = Array(password.utf8)
         let encodedLength = argon2_encodedlen(iterations, memoryKiB, lanes, UInt32(salt.count), 32, Argon2_id)
@@ -44,17 +41,6 @@ public struct PasswordHasher: Sendable {
         let rc = argon2id_verify(encoded, pwd, pwd.count)
         if rc == ARGON2_MEMORY_ALLOCATION_ERROR.rawValue { throw Self.failure(rc) }
         return rc == ARGON2_OK.rawValue
-    }
-
-    /// Whether the kernel would grant `bytes` of memory now, by its own overcommit rule. mimalloc
-    /// (`Allocator`) maps large blocks with `MAP_NORESERVE`, which that rule does not check, so a
-    /// block the machine could never hold is granted, and the process is killed once argon2id
-    /// fills it. The block is asked of the kernel as glibc's malloc asked for it, then given back.
-    static func kernelGrants(bytes: Int) -> Bool {
-        guard let block = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-              block != UnsafeMutableRawPointer(bitPattern: -1) else { return false }
-        munmap(block, bytes)
-        return true
     }
 
     static func failure(_ rc: Int32) -> ServiceError {

@@ -1,3 +1,4 @@
+internal import CMalloc
 import Core
 import Foundation
 import Synchronization
@@ -137,8 +138,27 @@ public enum ServiceMain {
     /// applies the migrations once, throwing when they could not be applied.
     public typealias Migrate = (Environment) throws -> @Sendable () async throws -> Void
 
+    /// glibc keeps what a process frees for reuse, and raises its threshold for handing large
+    /// blocks back to the kernel after each one freed: after one argon2id hash (19 MiB) every later
+    /// one came from the heap and stayed resident, and accounts idled at 77 MB after a burst of
+    /// sign-ups. A fixed threshold hands every block of 256 KiB or more back when it is freed.
+    ///
+    /// `arenas` bounds the heaps threads allocate from. Two bound what freed small blocks keep
+    /// (accounts, whose sign-ups hash in parallel), but threads on both cores then share a heap and
+    /// wait for its lock: in the gateway under load the lock's futex calls and the contended
+    /// malloc and free took about a fifth of its CPU (docs/performance.md, "Malloc's arenas"). A
+    /// service on the request path takes `requestPathArenas`, one a busy thread.
+    static func boundMallocRetention(arenas: Int) {
+        _ = mallopt(M_MMAP_THRESHOLD, 256 * 1024)
+        _ = mallopt(M_ARENA_MAX, Int32(arenas))
+    }
+
+    /// The heaps of a service on the request path: libmicrohttpd's threads, the Swift executor's,
+    /// ZeroMQ's and the bus's, the log writer.
+    public static let requestPathArenas = 8
+
     public static func run(
-        _ name: String, migrate: Migrate? = nil,
+        _ name: String, mallocArenas: Int = requestPathArenas, migrate: Migrate? = nil,
         _ build: (Environment) throws -> ServiceGroup
     ) -> Never {
         switch Array(CommandLine.arguments.dropFirst()) {
@@ -153,7 +173,7 @@ public enum ServiceMain {
             exit(2)
         }
         Lifecycle.blockTerminationSignals()  // before any thread exists
-        Allocator.configure()
+        boundMallocRetention(arenas: mallocArenas)
         StartupMemory.mapCodeByThePage()
         let group: ServiceGroup
         do {
@@ -170,7 +190,6 @@ public enum ServiceMain {
         Task.detached {
             try? await Task.sleep(for: StartupMemory.settled)
             StartupMemory.release()
-            Allocator.settled()
         }
         let running = Task.detached {
             do {

@@ -1,3 +1,4 @@
+internal import CMalloc
 import Foundation
 import Glibc
 
@@ -6,8 +7,8 @@ import Glibc
 ///
 /// - **The heap.** Start-up allocates far more than a service keeps: the gateway encodes its
 ///   OpenAPI document through `JSONEncoder`'s tree of values (7 MB at its peak, freed at once),
-///   and the allocator kept the freed pages (4 MB of the gateway's idle RSS under glibc).
-///   `mi_collect` hands every free page back at once, rather than a moment later.
+///   and glibc kept the freed pages, 4 MB of the gateway's idle RSS. `malloc_trim` hands every
+///   whole free page back.
 /// - **Code.** The kernel maps 64 kB of a file around every page a process touches (fault-around),
 ///   so the code of every library and of the executable was resident far beyond what ran. Code is
 ///   mapped by the page (`MADV_RANDOM`: no fault-around and no read-ahead for it), and once
@@ -27,7 +28,7 @@ enum StartupMemory {
 
     /// Hands freed heap pages back, and unmaps code pages until they run again.
     static func release() {
-        Allocator.collect()
+        _ = malloc_trim(0)
         for range in codeMappings() { _ = madvise(range.start, range.length, MADV_DONTNEED) }
     }
 
