@@ -199,8 +199,17 @@ final class ComposeStackTests: StackTestCase {
     /// RevenueCat (with the run's key), the entitlement read back, and a `coupon.redeemed` webhook
     /// delivered to the fakes container and signed with the endpoint's secret (Standard Webhooks).
     func testSignUpRedeemCompleteAndASignedWebhook() async throws {
-        let hook = try await gateway.json(
+        // grants resolves the URL's host before it stores it. Just after a container restarts,
+        // podman's DNS can leave a lookup unanswered for seconds; grants then answers 503
+        // `unavailable` with Retry-After, and a client tries again, as this does (a few times).
+        var hook = try await gateway.json(
             "POST", "/v1/webhooks", ["url": "http://fakes:9002/hooks", "events": ["coupon.redeemed"]], token: admin)
+        for _ in 0..<3 where hook.status == 503 {
+            print("compose: POST /v1/webhooks answered 503 (\(hook.text)); trying again")
+            try await Task.sleep(for: .seconds(1))
+            hook = try await gateway.json(
+                "POST", "/v1/webhooks", ["url": "http://fakes:9002/hooks", "events": ["coupon.redeemed"]], token: admin)
+        }
         XCTAssertEqual(hook.status, 201, hook.text)
         let endpoint = try hook.decode(WebhookEndpointBody.self)
         let secret = try XCTUnwrap(endpoint.secret)

@@ -1,3 +1,5 @@
+import Bus
+import Core
 import Database
 import Foundation
 import TestSupport
@@ -109,11 +111,12 @@ final class DatabaseRolesStackTests: StackTestCase {
         _ = try await offThePool { try Project.run(Project.root.appendingPathComponent("deploy/database-roles").path, [freshAdmin, dir.path]) }
 
         let port = try Project.freePort()
+        let busEndpoint = "tcp://127.0.0.1:\(try Project.freePort())"
         let coupons = try stack.startService("coupons", overrides: [
             "REDEEM_DATABASE_URL_FILE": dir.appendingPathComponent("coupons.url").path,
             "REDEEM_MIGRATION_DATABASE_URL_FILE": "",
             "REDEEM_COUPONS_HTTP_PORT": String(port),
-            "REDEEM_COUPONS_BUS_BIND": "tcp://127.0.0.1:\(try Project.freePort())",
+            "REDEEM_COUPONS_BUS_BIND": busEndpoint,
         ])
         let probe = HTTPClient(base: URL(string: "http://127.0.0.1:\(port)")!)
         let waiting = try await stack.eventually(20) { try await probe.get("/healthz").status == 200 }
@@ -127,6 +130,20 @@ final class DatabaseRolesStackTests: StackTestCase {
         XCTAssertEqual(try fresh.query("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'coupons'").first!.decode("n", as: Int.self), 0,
                        "the instance made no table")
         XCTAssertTrue(stack.logs().contains("schema not migrated; waiting"))
+        // A bus request meanwhile is refused `unavailable`, to try again, and its handler never
+        // runs against tables that are not there (no "bus handler failed" in the log).
+        let node = try stack.busNode()
+        defer { node.stop() }
+        let bus = try BusClient(bus: node, service: "coupons", connect: [busEndpoint])
+        defer { bus.stop() }
+        do {
+            let early = Coupons.Validate(accountId: UUID(), code: "ANY-CODE", platform: .web)
+            _ = try await bus.request(early, timeout: .seconds(20))
+            XCTFail("a request was handled before the schema existed")
+        } catch let error as ServiceError {
+            XCTAssertEqual(error, .starting)
+        }
+        XCTAssertFalse(stack.logs().contains("bus handler failed"), "no handler ran before the service started")
 
         let log = dir.appendingPathComponent("migrate.log").path
         let migrate = try Subprocess(Project.binDirectory.appendingPathComponent("coupons").path, ["migrate"],

@@ -218,6 +218,31 @@ final class InFlight: Sendable {
         }
     }
 
+    /// A request of a type the router refuses for now (a service not started yet) gets that
+    /// error, and its handler does not run; other types, and the same type once admitted, are
+    /// handled.
+    @Test func aRefusedTypeIsAnsweredWithoutRunningItsHandler() async throws {
+        let started = Atomic<Bool>(false)
+        let handled = Atomic<Int>(0)
+        var router = BusRouter(logger: logger)
+        router.on(Echo.self) { req, _ in
+            handled.wrappingAdd(1, ordering: .relaxed)
+            return .init(text: req.text + "!")
+        }
+        router.on(Fail.self) { _, _ in throw ServiceError(.codeInUse, "taken", field: "code") }
+        router.refusing = { type in type == Fail.type || started.load(ordering: .relaxed) ? nil : .starting }
+        let s = try BusServer(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
+        defer { s.stop() }
+        let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint], defaultTimeout: Self.deadline)
+        defer { client.stop() }
+        await #expect(throws: ServiceError.starting) { try await client.request(Echo(text: "early")) }
+        #expect(handled.load(ordering: .relaxed) == 0)
+        await #expect(throws: ServiceError(.codeInUse, "taken", field: "code")) { try await client.request(Fail()) }
+        started.store(true, ordering: .relaxed)
+        #expect(try await client.request(Echo(text: "now")).text == "now!")
+        #expect(handled.load(ordering: .relaxed) == 1)
+    }
+
     /// Stopping in order: a request being handled still gets its answer, one that arrives meanwhile
     /// is refused at once (not left to time out).
     @Test func drainingAnswersRequestsInProgressAndRefusesNewOnes() async throws {

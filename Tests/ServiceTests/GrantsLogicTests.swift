@@ -90,13 +90,15 @@ import Testing
         #expect(outcome(A(error: "url resolves to a private or loopback address (127.0.0.1)"), attempts: 3) == .failed)
     }
 
-    @Test func webhookURLsMustBeHTTPSAndPublicUnlessAllowed() throws {
-        #expect(throws: ServiceError.self) { try Webhooks.checkURL("http://example.com/hook", allowPrivate: false) }
+    @Test func webhookURLsMustBeHTTPSAndPublicUnlessAllowed() async throws {
+        await #expect(throws: ServiceError.self) {
+            try await Webhooks.checkURL("http://example.com/hook", allowPrivate: false)
+        }
         for bad in ["https://127.0.0.1/x", "https://localhost/x", "https://10.1.2.3/x", "https://192.168.0.9/x", "https://169.254.169.254/latest",
                     "https://[::1]/x", "https://172.20.0.1/x", "https://user:pw@127.0.0.1/x"] {
-            #expect(throws: ServiceError.self, "\(bad)") { try Webhooks.checkURL(bad, allowPrivate: false) }
+            await #expect(throws: ServiceError.self, "\(bad)") { try await Webhooks.checkURL(bad, allowPrivate: false) }
         }
-        #expect(throws: Never.self) { try Webhooks.checkURL("http://127.0.0.1:9/x", allowPrivate: true) }
+        await #expect(throws: Never.self) { try await Webhooks.checkURL("http://127.0.0.1:9/x", allowPrivate: true) }
         #expect(Webhooks.isPrivate("8.8.8.8") == false)
         #expect(Webhooks.isPrivate("::ffff:10.0.0.1") == true)
         // IPv6 addresses that carry or hide an IPv4 one: NAT64, 6to4, compatible, Teredo.
@@ -118,14 +120,14 @@ import Testing
             #expect(!Webhooks.isPrivate(neighbour), "\(neighbour)")
         }
         for bad in ["https://[64:ff9b::7f00:1]/h", "https://[2002:7f00:1::]/h"] {
-            #expect(throws: ServiceError.self, "\(bad)") { try Webhooks.checkURL(bad, allowPrivate: false) }
+            await #expect(throws: ServiceError.self, "\(bad)") { try await Webhooks.checkURL(bad, allowPrivate: false) }
         }
     }
 
     /// The rule per address, on the classifier itself (nothing is resolved or sent): https to a
     /// public address always; http or https to a private or loopback one only when allowed; plain
     /// http to a public one never, even when private addresses are allowed.
-    @Test func plainHTTPReachesOnlyPrivateAddressesAndOnlyWhenAllowed() throws {
+    @Test func plainHTTPReachesOnlyPrivateAddressesAndOnlyWhenAllowed() async throws {
         for address in ["93.184.215.14", "2606:4700::1111", "1.1.1.1"] {
             #expect(Webhooks.refusal(scheme: "https", address: address, allowPrivate: false) == nil, "\(address)")
             #expect(Webhooks.refusal(scheme: "https", address: address, allowPrivate: true) == nil, "\(address)")
@@ -141,10 +143,36 @@ import Testing
         // Numeric hosts resolve without a lookup: plain http to a public address is refused even
         // with REDEEM_WEBHOOK_ALLOW_PRIVATE; to loopback it is allowed.
         for url in ["http://93.184.215.14/hook", "http://[2606:4700::1111]:8080/hook", "http://1.1.1.1/"] {
-            #expect(throws: ServiceError.self, "\(url)") { try Webhooks.checkURL(url, allowPrivate: true) }
+            await #expect(throws: ServiceError.self, "\(url)") { try await Webhooks.checkURL(url, allowPrivate: true) }
         }
-        #expect(try Webhooks.checkURL("http://127.0.0.1:9/x", allowPrivate: true).port == 9)
+        #expect(try await Webhooks.checkURL("http://127.0.0.1:9/x", allowPrivate: true).port == 9)
         #expect(try Webhooks.destination("https://[2606:4700::1111]:8443/x", allowPrivate: false).address == "2606:4700::1111")
+    }
+
+    /// A host that does not resolve in time is `unavailable` for the url, to try again, answered
+    /// at the bound rather than when the lookup ends; one that resolves in time is checked as usual
+    /// (a stub resolver: nothing leaves the process).
+    @Test func aURLWhoseHostResolvesTooSlowlyIsUnavailableAtTheBound() async throws {
+        let slow: @Sendable (String) -> [String] = { _ in
+            Thread.sleep(forTimeInterval: 2)
+            return ["93.184.215.14"]
+        }
+        let started = ContinuousClock.now
+        let error = await #expect(throws: ServiceError.self) {
+            try await Webhooks.checkURL(
+                "https://hooks.example/in", allowPrivate: false, within: .milliseconds(200), resolve: slow)
+        }
+        #expect(ContinuousClock.now - started < .seconds(1.5), "answered at the bound, not when the lookup ended")
+        #expect(error?.code == .unavailable && error?.field == "url" && error?.retryAfter == 1)
+        let quick: @Sendable (String) -> [String] = { _ in ["93.184.215.14"] }
+        let url = try await Webhooks.checkURL(
+            "https://hooks.example/in", allowPrivate: false, within: .seconds(5), resolve: quick)
+        #expect(url.host == "hooks.example")
+        let inner: @Sendable (String) -> [String] = { _ in ["10.0.0.7"] }
+        await #expect(throws: ServiceError.self) {
+            try await Webhooks.checkURL(
+                "https://inner.example/in", allowPrivate: false, within: .seconds(5), resolve: inner)
+        }
     }
 
     /// A name is resolved once per check, every address it answers must pass, and the first is

@@ -313,7 +313,7 @@ public final class GrantsService: BackendService {
             return Empty()
         }
         r.on(Grants.CreateWebhook.self) { [self] req, context in
-            let url = try Webhooks.checkURL(req.url, allowPrivate: config.webhookAllowPrivate)
+            let url = try await Webhooks.checkURL(req.url, allowPrivate: config.webhookAllowPrivate)
             let events = try Webhooks.checkEvents(req.events)
             let secret = Webhooks.newSecret()
             let mode = Mode.of(req.mode)

@@ -1,6 +1,8 @@
 import Core
 import Foundation
 import Glibc
+import Runtime
+import Synchronization
 
 /// Where a webhook may be delivered: every address a URL's host resolves to must pass `refusal`
 /// (https to a public address; a private or loopback one only when allowed), and the delivery
@@ -53,9 +55,27 @@ extension Webhooks {
         return Destination(url: url, scheme: scheme, address: first, port: url.port ?? (scheme == "https" ? 443 : 80))
     }
 
-    /// Checks a URL before it is stored (see `destination`).
-    static func checkURL(_ text: String, allowPrivate: Bool) throws -> URL {
-        try destination(text, allowPrivate: allowPrivate).url
+    /// Checks a URL before it is stored (see `destination`). The host is resolved off the
+    /// cooperative pool, and waited for up to `within`: a DNS server that does not answer holds
+    /// `getaddrinfo` for 5 s a server, which would hold one of the pool's threads (grants' other
+    /// work with it) and outlast the gateway's wait for the bus (a 504). Past `within`, the answer
+    /// is `unavailable`, to try again; the lookup finishes on its own thread.
+    static func checkURL(
+        _ text: String, allowPrivate: Bool, within: Duration = .seconds(3),
+        resolve: @escaping @Sendable (String) -> [String] = resolve
+    ) async throws -> URL {
+        let done = Doorbell()
+        let checked = Mutex<Result<Destination, any Error>?>(nil)
+        DispatchQueue.global().async {
+            let result = Result { try destination(text, allowPrivate: allowPrivate, resolve: resolve) }
+            checked.withLock { $0 = result }
+            done.ring()
+        }
+        guard await done.wait(timeout: within), let result = checked.withLock({ $0 }) else {
+            throw ServiceError(
+                .unavailable, "url's host did not resolve in time; try again", field: "url", retryAfter: 1)
+        }
+        return try result.get().url
     }
 
     static func resolve(_ host: String) -> [String] {

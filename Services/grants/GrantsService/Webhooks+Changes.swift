@@ -12,7 +12,11 @@ extension GrantsService {
         let mode = Mode.of(req.mode)
         let app = DefaultApp.of(req.app)
         // Checked before anything is read: bad input is a 422 naming its field, for any endpoint.
-        let url = try req.url.map { try Webhooks.checkURL($0, allowPrivate: config.webhookAllowPrivate).absoluteString }
+        var checked: String?
+        if let text = req.url {
+            checked = try await Webhooks.checkURL(text, allowPrivate: config.webhookAllowPrivate).absoluteString
+        }
+        let url = checked
         let events = try req.events.map { try Webhooks.checkEvents($0).map(\.rawValue) }
         return try await pool.transaction { tx in
             guard let before = try Webhooks.find(tx, id: req.id, mode: mode, app: app) else {

@@ -82,12 +82,15 @@ public final class ServiceRuntime: Sendable {
         return Ping.Response(service: config.name, instance: instance, database: up ? "up" : "down", ready: up && isMigrated && isStarted)
     }
 
-    /// The bus server with the service's handlers plus `ping`. It binds when it starts; at
-    /// shutdown it stops taking requests and answers those being handled (up to 3 s), before the
-    /// service's workers and the database pool they use go away.
+    /// The bus server with the service's handlers plus `ping`. It binds when it starts, and
+    /// answers every request but `ping` `unavailable` until the service has started (its schema
+    /// migrated, its keys loaded): a handler run before then would fail on a table that is not
+    /// there yet. At shutdown it stops taking requests and answers those being handled (up to
+    /// 3 s), before the service's workers and the database pool they use go away.
     func busServer(_ router: BusRouter) -> any Service {
         var router = router
         router.on(Ping.self) { [self] _, _ in await ping() }
+        router.refusing = { [self] type in type == Ping.type || isStarted ? nil : .starting }
         let routes = router
         let server = Mutex<BusServer?>(nil)
         return StartStopService("bus", start: { [self] in

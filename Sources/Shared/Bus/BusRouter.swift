@@ -47,6 +47,10 @@ public struct BusRouter: Sendable {
         init(_ values: [CodingUserInfoKey: Any]) { self.values = values }
     }
     private let logger: Logger
+    /// The error a request of this type is answered with for now, without being handled, or nil
+    /// to handle it (a service answers `unavailable` until it has started). Pushed messages, which
+    /// nobody waits on, are always handled.
+    public var refusing: (@Sendable (_ type: String) -> ServiceError?)?
     /// Forbidden messages are logged once a minute per sender and type.
     private let forbidden = RefusalLog()
 
@@ -145,6 +149,9 @@ public struct BusRouter: Sendable {
             logger.warning("malformed bus message", ["bus.type": header.type, "error": BusRouter.describe(error)])
             let why = "body of \(header.type) is malformed: \(BusRouter.describe(error))"
             return BusRouter.refusal(.malformed(why), id: header.id, binary: binary)
+        }
+        if replying, let refusal = refusing?(header.type) {
+            return BusRouter.refusal(refusal, id: header.id, binary: binary)
         }
         let deadline = header.deadlineMs.map { Date(timeIntervalSince1970: Double($0) / 1000) }
         if let deadline, deadline < Date() {

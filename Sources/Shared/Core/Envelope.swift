@@ -114,6 +114,7 @@ public struct ServiceError: Error, Codable, Sendable, Equatable, CustomStringCon
     public static let timeout = ServiceError(.timeout, "the service did not answer in time")
     public static let unavailable = ServiceError(.unavailable, "the service is not reachable")
     public static let stopping = ServiceError(.unavailable, "the service is stopping; try again")
+    public static let starting = ServiceError(.unavailable, "the service is starting; try again", retryAfter: 1)
     public static let `internal` = ServiceError(.internal, "something went wrong on our side")
     public static let databaseUnavailable = ServiceError(.unavailable, "the database is not reachable; try again shortly")
 
