@@ -199,9 +199,10 @@ final class ComposeStackTests: StackTestCase {
     /// RevenueCat (with the run's key), the entitlement read back, and a `coupon.redeemed` webhook
     /// delivered to the fakes container and signed with the endpoint's secret (Standard Webhooks).
     func testSignUpRedeemCompleteAndASignedWebhook() async throws {
-        // grants resolves the URL's host before it stores it. Just after a container restarts,
-        // podman's DNS can leave a lookup unanswered for seconds; grants then answers 503
-        // `unavailable` with Retry-After, and a client tries again, as this does (a few times).
+        // A 503 `unavailable` with Retry-After is an answer to try again, as a client does (a few
+        // times here): grants resolves the URL's host before it stores it, and just after a
+        // container restarts podman's DNS can leave a lookup unanswered for seconds; and an
+        // instance still migrating answers every request so.
         var hook = try await gateway.json(
             "POST", "/v1/webhooks", ["url": "http://fakes:9002/hooks", "events": ["coupon.redeemed"]], token: admin)
         for _ in 0..<3 where hook.status == 503 {

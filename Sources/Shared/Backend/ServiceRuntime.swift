@@ -83,14 +83,16 @@ public final class ServiceRuntime: Sendable {
     }
 
     /// The bus server with the service's handlers plus `ping`. It binds when it starts, and
-    /// answers every request but `ping` `unavailable` until the service has started (its schema
-    /// migrated, its keys loaded): a handler run before then would fail on a table that is not
-    /// there yet. At shutdown it stops taking requests and answers those being handled (up to
-    /// 3 s), before the service's workers and the database pool they use go away.
+    /// answers every request but `ping` `unavailable` ("the service is starting") until the schema
+    /// is migrated: a handler run before then would fail on a table that is not there yet. (Not
+    /// until the whole start: a client sends to every instance in turn and does not try another on
+    /// this answer, so an instance finishing its start would refuse work it can do.) At shutdown
+    /// it stops taking requests and answers those being handled (up to 3 s), before the service's
+    /// workers and the database pool they use go away.
     func busServer(_ router: BusRouter) -> any Service {
         var router = router
         router.on(Ping.self) { [self] _, _ in await ping() }
-        router.refusing = { [self] type in type == Ping.type || isStarted ? nil : .starting }
+        router.refusing = { [self] type in type == Ping.type || isMigrated ? nil : .starting }
         let routes = router
         let server = Mutex<BusServer?>(nil)
         return StartStopService("bus", start: { [self] in
