@@ -154,7 +154,7 @@ import Testing
     /// (a stub resolver: nothing leaves the process).
     @Test func aURLWhoseHostResolvesTooSlowlyIsUnavailableAtTheBound() async throws {
         let slow: @Sendable (String) -> [String] = { _ in
-            Thread.sleep(forTimeInterval: 2)
+            Thread.sleep(forTimeInterval: 8)
             return ["93.184.215.14"]
         }
         let started = ContinuousClock.now
@@ -162,7 +162,7 @@ import Testing
             try await Webhooks.checkURL(
                 "https://hooks.example/in", allowPrivate: false, within: .milliseconds(200), resolve: slow)
         }
-        #expect(ContinuousClock.now - started < .seconds(1.5), "answered at the bound, not when the lookup ended")
+        #expect(ContinuousClock.now - started < .seconds(5), "answered at the bound, not when the lookup ended")
         #expect(error?.code == .unavailable && error?.field == "url" && error?.retryAfter == 1)
         let quick: @Sendable (String) -> [String] = { _ in ["93.184.215.14"] }
         let url = try await Webhooks.checkURL(

@@ -48,7 +48,7 @@ public struct BusRouter: Sendable {
     }
     private let logger: Logger
     /// The error a request of this type is answered with for now, without being handled, or nil
-    /// to handle it (a service answers `unavailable` until it has started). Pushed messages, which
+    /// to handle it (a service answers `unavailable` until its schema is migrated). Pushed messages, which
     /// nobody waits on, are always handled.
     public var refusing: (@Sendable (_ type: String) -> ServiceError?)?
     /// Forbidden messages are logged once a minute per sender and type.
