@@ -17,7 +17,7 @@ PARTS = [
     ("reservation batching (Coalescer)", ["Coalescer", "ReservationBatcher"]),
     ("response, queued to libmicrohttpd", ["queue(_:on:)", "HTTPResponse.json", "MHD_queue_response", "MHD_create_response"]),
     ("request, headers read (makeRequest)", ["makeRequest", "collect(_:_:lowercaseKeys:)", "ClientAddress"]),
-    ("router and handler", ["Router.handle", "Gateway.redeem", "AbuseGuard"]),
+    ("router and handler", ["Router.handle", "Gateway.redeem", "Gateway.validate", "AbuseGuard"]),
     ("libmicrohttpd", ["libmicrohttpd", "MHD_"]),
 ]
 
