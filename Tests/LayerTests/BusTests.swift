@@ -32,6 +32,12 @@ struct Noted: BusEvent {
     var n: Int
 }
 
+/// Which instance answered.
+struct Which: BusRequest {
+    static let type = "test.which"
+    struct Response: Codable, Sendable { var name: String }
+}
+
 /// How many handlers run at once, and the most seen.
 final class InFlight: Sendable {
     private let state = Mutex((now: 0, most: 0))
@@ -235,11 +241,72 @@ final class InFlight: Sendable {
         defer { s.stop() }
         let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint], defaultTimeout: Self.deadline)
         defer { client.stop() }
+        // The only instance refused it: that is the answer, at once (not at the deadline).
+        let asked = ContinuousClock.now
         await #expect(throws: ServiceError.starting) { try await client.request(Echo(text: "early")) }
+        #expect(ContinuousClock.now - asked < .seconds(10))
         #expect(handled.load(ordering: .relaxed) == 0)
         await #expect(throws: ServiceError(.codeInUse, "taken", field: "code")) { try await client.request(Fail()) }
         started.store(true, ordering: .relaxed)
         #expect(try await client.request(Echo(text: "now")).text == "now!")
+        #expect(handled.load(ordering: .relaxed) == 1)
+    }
+
+    /// Two instances, one starting (it refuses `Echo` unhandled): every request is answered by the
+    /// other, none with the refusal, and the starting one runs no handler.
+    @Test func aRequestOneInstanceRefusesIsAnsweredByAnother() async throws {
+        let handledByStarting = Atomic<Int>(0)
+        func instance(_ name: String, starting: Bool) throws -> BusServer {
+            var router = BusRouter(logger: logger)
+            router.on(Echo.self) { req, _ in
+                if starting { handledByStarting.wrappingAdd(1, ordering: .relaxed) }
+                return .init(text: req.text + "!")
+            }
+            router.on(Which.self) { _, _ in .init(name: name) }
+            if starting { router.refusing = { $0 == Echo.type ? .starting : nil } }
+            return try BusServer(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
+        }
+        let starting = try instance("starting", starting: true)
+        defer { starting.stop() }
+        let started = try instance("started", starting: false)
+        defer { started.stop() }
+        let client = try BusClient(bus: bus, service: "test", connect: [starting.endpoint, started.endpoint],
+                                   defaultTimeout: Self.deadline)
+        defer { client.stop() }
+        // Requests go to instances in turn once both are connected: until both have answered.
+        var seen: Set<String> = []
+        let by = ContinuousClock.now + .seconds(20)
+        while seen.count < 2, ContinuousClock.now < by { seen.insert(try await client.request(Which()).name) }
+        #expect(seen == ["starting", "started"])
+        let answers = try await withThrowingTaskGroup(of: String.self) { group in
+            for i in 0..<40 { group.addTask { try await client.request(Echo(text: "\(i)")).text } }
+            return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+        }
+        #expect(answers == Set((0..<40).map { "\($0)!" }))
+        #expect(handledByStarting.load(ordering: .relaxed) == 0)
+    }
+
+    /// A handler that gets a refusal from a service it called has run: its caller gets a plain
+    /// `unavailable`, not the refusal, and does not send the request again.
+    @Test func aRefusalAHandlerPassesOnIsNotSentAgain() async throws {
+        let handled = Atomic<Int>(0)
+        var router = BusRouter(logger: logger)
+        router.on(Echo.self) { _, _ in
+            handled.wrappingAdd(1, ordering: .relaxed)
+            throw ServiceError.starting
+        }
+        let s = try BusServer(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router, logger: logger)
+        defer { s.stop() }
+        let client = try BusClient(bus: bus, service: "test", connect: [s.endpoint], defaultTimeout: Self.deadline)
+        defer { client.stop() }
+        do {
+            _ = try await client.request(Echo(text: "x"))
+            Issue.record("answered")
+        } catch let e as ServiceError {
+            #expect(e.code == .unavailable)
+            #expect(e.retryAfter == 1)
+            #expect(!e.refusesUnhandled)
+        }
         #expect(handled.load(ordering: .relaxed) == 1)
     }
 

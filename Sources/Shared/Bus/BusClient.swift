@@ -14,13 +14,25 @@ import Telemetry
 /// version cannot read a binary request and answers it `malformedMessage` in JSON: the request is
 /// then sent again as JSON, and so are later ones to that service for a minute before binary is
 /// tried again, so the upgrade order doesn't matter.
+///
+/// An instance that refuses a request without handling it, because it is starting (its schema not
+/// migrated yet) or stopping, does not decide the answer: the request is sent again, to another
+/// instance if one is connected, and the refusal is the answer only once every instance the
+/// request reached has refused it.
 public final class BusClient: Sendable {
+    /// A reply's frames (its envelope, then the frames it carries) and the instance that sent it.
+    private struct Reply {
+        let frames: ArraySlice<Data>
+        let peer: String?
+    }
+
     private struct Pending {
-        /// Resumed with the reply's frames: its envelope, then the frames it carries.
-        let continuation: CheckedContinuation<ArraySlice<Data>, any Error>
+        let continuation: CheckedContinuation<Reply, any Error>
         let deadline: ContinuousClock.Instant
         /// The instance it was sent to.
         var peer: String?
+        /// Instances that refused it (starting or stopping): others take it first.
+        var avoid: Set<String> = []
     }
 
     /// The name of the service called (metrics label).
@@ -43,6 +55,9 @@ public final class BusClient: Sendable {
             }
         }
         func sent(_ id: String, to peer: String) { table.withLock { $0.waiting[id]?.peer = peer } }
+        func avoids(_ id: String, _ peer: String) -> Bool {
+            table.withLock { $0.waiting[id]?.avoid.contains(peer) ?? false }
+        }
         /// Whether a request sent to `peer` still waits for its answer.
         func awaits(_ peer: String) -> Bool { table.withLock { $0.waiting.values.contains { $0.peer == peer } } }
         func markUnsent(_ id: String, _ frames: [Data]) {
@@ -112,7 +127,8 @@ public final class BusClient: Sendable {
             onMessage: { frames, _ in
                 // DEALER receives ["", correlation id, reply envelope, frames it carries…].
                 guard frames.count >= 3 else { return }
-                pending.take(String(decoding: frames[1], as: UTF8.self))?.continuation.resume(returning: frames[2...])
+                guard let p = pending.take(String(decoding: frames[1], as: UTF8.self)) else { return }
+                p.continuation.resume(returning: Reply(frames: frames[2...], peer: p.peer))
             },
             open: {
                 // Queue only to connected peers, so a dead instance gets no requests. With none
@@ -125,7 +141,8 @@ public final class BusClient: Sendable {
                                     return socket
                                 },
                                 sent: { frames, peer in pending.sent(String(decoding: frames[1], as: UTF8.self), to: peer) },
-                                awaited: { pending.awaits($0) })
+                                awaited: { pending.awaits($0) },
+                                avoids: { frames, peer in pending.avoids(String(decoding: frames[1], as: UTF8.self), peer) })
             }
         )
     }
@@ -145,44 +162,59 @@ public final class BusClient: Sendable {
     private func request<R: BusRequest>(_ request: R, timeout: Duration?, binary: Bool) async throws -> R.Response {
         let started = ContinuousClock.now
         let limit = timeout ?? defaultTimeout
-        let id = "\(idPrefix)-\(nextId.wrappingAdd(1, ordering: .relaxed).newValue)"
         let deadlineMs = Timestamp.milliseconds(Date().addingTimeInterval(limit.seconds))
         defer {
             metrics?.observe("redeem_bus_request_duration_seconds", help: "Bus request latency seen by the caller.",
                              labels: ["service": service, "type": R.type], (ContinuousClock.now - started).seconds)
         }
-        // A client span, whose id the envelope carries: the handler's span is its child.
-        let frames = try await Tracer.shared.span(R.type, kind: .client, attributes: ["peer.service": service]) {
-            let envelope = Envelope(id: id, type: R.type, deadlineMs: deadlineMs, frames: true, body: request)
-            let payload: Data
-            do { payload = binary ? try BusBinary.encode(envelope) : try JSONEncoder.bus.encode(envelope) } catch {
-                throw ServiceError.malformed("cannot encode \(R.type)")
+        var refusedBy: Set<String> = []
+        while true {
+            let id = "\(idPrefix)-\(nextId.wrappingAdd(1, ordering: .relaxed).newValue)"
+            // A client span, whose id the envelope carries: the handler's span is its child.
+            let answer = try await Tracer.shared.span(R.type, kind: .client, attributes: ["peer.service": service]) {
+                let envelope = Envelope(id: id, type: R.type, deadlineMs: deadlineMs, frames: true, body: request)
+                let payload: Data
+                do { payload = binary ? try BusBinary.encode(envelope) : try JSONEncoder.bus.encode(envelope) } catch {
+                    throw ServiceError.malformed("cannot encode \(R.type)")
+                }
+                return try await withCheckedThrowingContinuation { cont in
+                    pending.add(id, Pending(continuation: cont, deadline: started + limit, avoid: refusedBy))
+                    worker.enqueue([Data(), Data(id.utf8), payload])
+                }
             }
-            return try await withCheckedThrowingContinuation { cont in
-                pending.add(id, Pending(continuation: cont, deadline: started + limit))
-                worker.enqueue([Data(), Data(id.utf8), payload])
+            let frames = answer.frames
+            let reply: ReplyEnvelope<R.Response>
+            do { reply = try BusCoding.decodeFrames(ReplyEnvelope<R.Response>.self, from: frames) } catch {
+                throw ServiceError.malformed("undecodable reply to \(R.type)")
             }
+            if binary, reply.id.isEmpty, reply.error?.code == .malformedMessage, let envelope = frames.first,
+               !BusBinary.isBinary(envelope) {
+                throw BinarySupport.Refused.binary  // an earlier version, which did not read the request
+            }
+            if let error = reply.error {
+                // Refused unhandled by an instance not refused before: another may take it.
+                if error.refusesUnhandled, let peer = answer.peer, refusedBy.insert(peer).inserted,
+                   ContinuousClock.now < started + limit {
+                    metrics?.increment(
+                        "redeem_bus_requests_sent_again_total",
+                        help: "Bus requests sent again after an instance refused them unhandled.",
+                        labels: ["service": service])
+                    continue
+                }
+                throw error
+            }
+            guard let body = reply.body else { throw ServiceError.malformed("empty reply to \(R.type)") }
+            return body
         }
-        let reply: ReplyEnvelope<R.Response>
-        do { reply = try BusCoding.decodeFrames(ReplyEnvelope<R.Response>.self, from: frames) } catch {
-            throw ServiceError.malformed("undecodable reply to \(R.type)")
-        }
-        if binary, reply.id.isEmpty, reply.error?.code == .malformedMessage, let envelope = frames.first,
-           !BusBinary.isBinary(envelope) {
-            throw BinarySupport.Refused.binary  // an earlier version, which did not read the request
-        }
-        if let error = reply.error { throw error }
-        guard let body = reply.body else { throw ServiceError.malformed("empty reply to \(R.type)") }
-        return body
     }
 
     /// Sends raw bytes as a request frame and answers the raw reply envelope (for tests of malformed input).
     public func requestRaw(_ payload: Data, id: String, timeout: Duration = .seconds(2)) async throws -> Data {
-        let frames = try await withCheckedThrowingContinuation { cont in
+        let reply = try await withCheckedThrowingContinuation { cont in
             pending.add(id, Pending(continuation: cont, deadline: ContinuousClock.now + timeout))
             worker.enqueue([Data(), Data(id.utf8), payload])
         }
-        return frames.first ?? Data()
+        return reply.frames.first ?? Data()
     }
 
     public func stop() {

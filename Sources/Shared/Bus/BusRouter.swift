@@ -75,7 +75,7 @@ public struct BusRouter: Sendable {
                     guard let request = body as? R else { throw ServiceError.internal }
                     reply = ReplyEnvelope(v: 1, id: header.id, body: try await handler(request, context), error: nil)
                 } catch let error as ServiceError {
-                    reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: error)
+                    reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: error.passedOn)
                 } catch {
                     logger.error("bus handler failed", ["bus.type": header.type, "error": String(describing: error)])
                     reply = ReplyEnvelope(v: 1, id: header.id, body: nil, error: .carrying(error))

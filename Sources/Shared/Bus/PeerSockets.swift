@@ -21,17 +21,22 @@ final class PeerSockets: SocketSet {
     private let open: (String) throws -> ZMQSocket
     private let sent: ([Data], String) -> Void
     private let awaited: (String) -> Bool
+    private let avoids: ([Data], String) -> Bool
     private let leaveWithin: Duration
 
     /// `open` makes a DEALER connected to one endpoint; `sent` learns where each request went;
-    /// `awaited` says whether a request sent to an endpoint still waits for its answer.
+    /// `awaited` says whether a request sent to an endpoint still waits for its answer; `avoids`
+    /// whether a request should go to another instance than an endpoint if one can take it (the
+    /// endpoint refused it: starting or stopping).
     init(addresses: PeerAddresses, leaveWithin: Duration, open: @escaping (String) throws -> ZMQSocket,
-         sent: @escaping ([Data], String) -> Void, awaited: @escaping (String) -> Bool) throws {
+         sent: @escaping ([Data], String) -> Void, awaited: @escaping (String) -> Bool,
+         avoids: @escaping ([Data], String) -> Bool = { _, _ in false }) throws {
         self.addresses = addresses
         self.leaveWithin = leaveWithin
         self.open = open
         self.sent = sent
         self.awaited = awaited
+        self.avoids = avoids
         // Endpoints that name no host are there from the start: failing to open one is a start-up error.
         for endpoint in addresses.changes()?.added ?? [] {
             peers.append(Peer(endpoint: endpoint, socket: try open(endpoint)))
@@ -46,16 +51,20 @@ final class PeerSockets: SocketSet {
         return (peer != nil, peer?.leaving != nil)
     }
 
+    /// Sends to the next instance in turn that can take it: first among those the request does not
+    /// avoid, then, if none of them could, among the others.
     func send(_ frames: [Data]) throws {
-        for _ in peers.indices {
-            next = (next + 1) % peers.count
-            guard peers[next].leaving == nil else { continue }
-            do {
-                try peers[next].socket.send(frames)
-                sent(frames, peers[next].endpoint)
-                return
-            } catch let error as ZMQError where error.isAgain {
-                continue  // not connected (yet), or its queue is full: the next instance
+        for avoided in [false, true] {
+            for _ in peers.indices {
+                next = (next + 1) % peers.count
+                guard peers[next].leaving == nil, avoids(frames, peers[next].endpoint) == avoided else { continue }
+                do {
+                    try peers[next].socket.send(frames)
+                    sent(frames, peers[next].endpoint)
+                    return
+                } catch let error as ZMQError where error.isAgain {
+                    continue  // not connected (yet), or its queue is full: the next instance
+                }
             }
         }
         throw ZMQError(errno: EAGAIN, operation: "send")

@@ -118,6 +118,20 @@ public struct ServiceError: Error, Codable, Sendable, Equatable, CustomStringCon
     public static let `internal` = ServiceError(.internal, "something went wrong on our side")
     public static let databaseUnavailable = ServiceError(.unavailable, "the database is not reachable; try again shortly")
 
+    /// An instance's refusal to handle a request at all (`starting`, `stopping`): answered before
+    /// any handler ran, so another instance may be asked instead.
+    public var refusesUnhandled: Bool {
+        code == .unavailable && (message == Self.starting.message || message == Self.stopping.message)
+    }
+
+    /// What a handler's error travels as: such a refusal that reached a handler from a service it
+    /// called is a plain `unavailable` once it has run, so its own caller does not take it for a
+    /// refusal to handle the request, and send it again to another instance.
+    public var passedOn: ServiceError {
+        guard refusesUnhandled else { return self }
+        return ServiceError(.unavailable, "a service it needs is starting or stopping; try again", retryAfter: 1)
+    }
+
     /// What a handler's error travels as: itself if it is a `ServiceError`; `unavailable` when the
     /// database could not be reached (down, restarting, connection lost: worth a retry, and the
     /// gateway answers 503); anything else `internal`.
