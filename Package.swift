@@ -89,6 +89,7 @@ let package = Package(
         .executable(name: "grants", targets: ["grants"]),
         .executable(name: "gateway", targets: ["gateway"]),
         .executable(name: "bench-tokens", targets: ["bench-tokens"]),
+        .executable(name: "bench-log-line", targets: ["bench-log-line"]),
         .executable(name: "redeem-keys", targets: ["redeem-keys"]),
         // The Swift client for apps (Foundation only: no layer, no C library in its graph).
         .library(name: "RedeemKit", targets: ["RedeemKit"]),
@@ -124,6 +125,10 @@ let package = Package(
             name: "RedeemKitTests", dependencies: ["RedeemKit"], path: "Clients/RedeemKit/Tests/RedeemKitTests"),
         // Signs access tokens for the benchmark's many simulated users (bench/run), with accounts' key.
         .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "Database", "Runtime", "AccountsService"], path: "bench/tokens"),
+        // Times the gateway's access-log line at info against JSONEncoder's (bench/log-line).
+        .executableTarget(
+            name: "bench-log-line", dependencies: ["Core", "Telemetry", "HTTP"], path: "bench/logline",
+            swiftSettings: optimized),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.
         // CCrypto: the test Apple CA issues its certificates with libcrypto (Apple/TestAppleCA.swift).
         .target(name: "TestSupport", dependencies: allLayers + ["CCrypto"], path: "Tests/TestSupport"),

@@ -41,6 +41,46 @@ import Testing
         #expect(sink.lines[0].hasPrefix("{\"at\":"), "keys sorted")
     }
 
+    /// Numbers and times are written straight into the line, as the `String` each stood for
+    /// before wrote them: an integer as `String(n)`; hundredths as `Double(n) / 100` (integral
+    /// without a fraction, else its shortest decimal), also near 2⁵³ / 100 where the two places
+    /// give way to the double's own text; a time as `Timestamp.iso8601`.
+    @Test func numbersAndTimesAreWrittenAsTheirTextWas() {
+        func written(_ body: (inout [UInt8]) -> Void) -> String {
+            var out = [UInt8]()
+            body(&out)
+            return String(decoding: out, as: UTF8.self)
+        }
+        func asDouble(_ d: Double) -> String { d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : d.description }
+        var rng = SystemRandomNumberGenerator()
+        let limit = Int64(1 << 53 / 100)
+        var integers: [Int64] = [0, 1, -1, 9, 10, -10, .max, .min, .max - 1, .min + 1]
+        var hundredths: [Int64] = [
+            0, 1, -1, 5, -5, 10, 99, 100, 101, 110, -110, 12_345, limit - 1, limit, limit + 1, -limit, .max, .min + 1
+        ]
+        for _ in 0..<20_000 {
+            integers.append(Int64.random(in: .min ... .max, using: &rng))
+            hundredths.append(Int64.random(in: -1_000_000...1_000_000, using: &rng))
+            hundredths.append(Int64.random(in: -limit * 2...limit * 2, using: &rng))
+        }
+        for n in integers { #expect(written { LogLine.integer(n, into: &$0) } == String(n)) }
+        for n in hundredths {
+            #expect(written { LogLine.hundredths(n, into: &$0) } == asDouble(Double(n) / 100), "\(n)")
+        }
+        for seconds in [0, 1_764_483_573.125, -62_135_596_800, 253_402_300_799.999, Double.random(in: 0...4e9)] {
+            let date = Date(timeIntervalSince1970: seconds)
+            #expect(written { Timestamp.iso8601(date, into: &$0) } == Timestamp.iso8601(date))
+        }
+        // In a line: the access log's duration and status, and the time.
+        var line = LogLine()
+        line.add("at", .time(Date(timeIntervalSince1970: 1_764_483_573.125)))
+        line.add("ms", .hundredths(1_230))
+        line.add("n", .int(-42))
+        #expect(
+            String(decoding: line.finish(), as: UTF8.self)
+                == #"{"at":"2025-11-30T06:19:33.125Z","ms":12.3,"n":-42}"# + "\n")
+    }
+
     /// Keys sort by their UTF-8 bytes, also where their first eight bytes tie or one key is a
     /// prefix of another (the sort compares those eight bytes as a number first).
     @Test func keysSortByTheirBytesWhereTheirFirstEightTie() throws {

@@ -7,12 +7,18 @@ public enum Timestamp {
     /// formatter sets up a Gregorian `Calendar`, which brings ICU's time-zone code and data into
     /// every process that logs a line or binds a time (1.8 MB resident in accounts).
     public static func iso8601(_ date: Date) -> String {
+        var text = [UInt8]()
+        text.reserveCapacity(24)
+        iso8601(date, into: &text)
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The same text, appended to `text` (a log line writes it without a `String` between).
+    public static func iso8601(_ date: Date, into text: inout [UInt8]) {
         let ms = milliseconds(date)
         let days = ms.floorDiv(86_400_000)
         let msOfDay = Int(ms - days * 86_400_000)
         let (year, month, day) = civil(daysSinceEpoch: Int(days))
-        var text = [UInt8]()
-        text.reserveCapacity(24)
         func put(_ value: Int, digits: Int) {
             var divisor = 1
             for _ in 1..<digits { divisor *= 10 }
@@ -32,7 +38,6 @@ public enum Timestamp {
         put(msOfDay / 60_000 % 60, digits: 2); text.append(UInt8(ascii: ":"))
         put(msOfDay / 1000 % 60, digits: 2); text.append(UInt8(ascii: "."))
         put(msOfDay % 1000, digits: 3); text.append(UInt8(ascii: "Z"))
-        return String(decoding: text, as: UTF8.self)
     }
 
     /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (the one ISO 8601 and

@@ -70,15 +70,42 @@ public struct Logger: Sendable {
         _ level: Level, _ msg: String, requestId: String?, traceId: String?, _ fields: Fields
     ) {
         var line = LogLine()
-        line.add("time", .string(Timestamp.iso8601(Date())))
-        line.add("level", .string(level.name))
-        line.add("service", .string(service))
-        line.add("msg", .string(msg))
-        if let requestId { line.add("request.id", .string(requestId)) }
-        if let traceId { line.add("trace.id", .string(traceId)) }
+        line.add(.time, .time(Date()))
+        line.add(.level, .string(level.name))
+        line.add(.service, .string(service))
+        line.add(.msg, .string(msg))
+        if let requestId { line.add(.requestId, .string(requestId)) }
+        if let traceId { line.add(.traceId, .string(traceId)) }
         fields.write(to: &line)
-        sink.write(line.finish(), urgent: level >= .warning)
+        sink.write(&line, urgent: level >= .warning)
     }
+}
+
+/// A log line's key with what sorting and writing it need worked out once, so a key the code
+/// names (a `static let`) costs nothing per line. A class: a line holds and sorts references.
+public final class LogKey: Sendable {
+    public let name: String
+    /// Its first eight bytes as a number (`JSONText.keyPrefix`), which decides most comparisons
+    /// of the sort.
+    let prefix: UInt64
+    /// `"name":`, as JSON writes it.
+    let json: [UInt8]
+
+    public init(_ name: String) {
+        self.name = name
+        prefix = JSONText.keyPrefix(name)
+        var json = [UInt8]()
+        JSONText.string(name, escapeSlashes: false, into: &json)
+        json.append(UInt8(ascii: ":"))
+        self.json = json
+    }
+
+    static let time = LogKey("time")
+    static let level = LogKey("level")
+    static let service = LogKey("service")
+    static let msg = LogKey("msg")
+    static let requestId = LogKey("request.id")
+    static let traceId = LogKey("trace.id")
 }
 
 /// Fields a log line can carry without a dictionary: each adds its own keys (`LogLine.add`).
@@ -99,44 +126,97 @@ struct DictionaryFields: LogFields {
 /// given in), written byte by byte: a log line's values are strings, integers, numbers and
 /// booleans, and JSON's string escapes are all it needs of a JSON writer.
 public struct LogLine {
-    /// Each key with its first eight bytes as a number (`JSONText.keyPrefix`), which decides most
-    /// comparisons of the sort.
-    private var entries: [(prefix: UInt64, key: String, value: LogValue)] = []
+    private var entries: [(key: LogKey, value: LogValue)] = []
 
     init() { entries.reserveCapacity(12) }
 
     /// Adds `key` (a later value of the same key replaces an earlier one).
     public mutating func add(_ key: String, _ value: LogValue) {
-        let prefix = JSONText.keyPrefix(key)
-        if let i = entries.firstIndex(where: { $0.prefix == prefix && $0.key == key }) {
+        add(LogKey(key), value)
+    }
+
+    /// The same, with the key's sort prefix and text worked out already.
+    public mutating func add(_ key: LogKey, _ value: LogValue) {
+        if let i = entries.firstIndex(where: { $0.key.prefix == key.prefix && $0.key.name == key.name }) {
             entries[i].value = value
         } else {
-            entries.append((prefix, key, value))
+            entries.append((key, value))
         }
+    }
+
+    /// Puts the keys in their order (before `render`, which the sink runs under its lock).
+    mutating func sortKeys() {
+        entries.sort { a, b in
+            a.key.prefix != b.key.prefix
+                ? a.key.prefix < b.key.prefix : a.key.name.utf8.lexicographicallyPrecedes(b.key.name.utf8)
+        }
+    }
+
+    /// Appends the line's bytes, newline included, to `out`; the keys are sorted already.
+    func render(into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        for (i, entry) in entries.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: entry.key.json)
+            switch entry.value {
+            case .string(let s): Self.string(s, into: &out)
+            case .int(let n): Self.integer(n, into: &out)
+            case .double(let d) where d.isFinite: Self.number(d, into: &out)
+            case .double(let d): Self.string(String(describing: d), into: &out)
+            case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+            case .time(let date):
+                out.append(UInt8(ascii: "\""))
+                Timestamp.iso8601(date, into: &out)
+                out.append(UInt8(ascii: "\""))
+            case .hundredths(let n): Self.hundredths(n, into: &out)
+            }
+        }
+        out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
     }
 
     /// The line's bytes, newline included.
     mutating func finish() -> [UInt8] {
-        entries.sort { a, b in
-            a.prefix != b.prefix ? a.prefix < b.prefix : a.key.utf8.lexicographicallyPrecedes(b.key.utf8)
-        }
+        sortKeys()
         var out = [UInt8]()
         out.reserveCapacity(512)  // an access log line is about 330 bytes
-        out.append(UInt8(ascii: "{"))
-        for (i, (_, key, value)) in entries.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            Self.string(key, into: &out)
-            out.append(UInt8(ascii: ":"))
-            switch value {
-            case .string(let s): Self.string(s, into: &out)
-            case .int(let n): out.append(contentsOf: String(n).utf8)
-            case .double(let d) where d.isFinite: out.append(contentsOf: Self.number(d).utf8)
-            case .double(let d): Self.string(String(describing: d), into: &out)
-            case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-            }
-        }
-        out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
+        render(into: &out)
         return out
+    }
+
+    /// An integer's digits, as `String(n)` writes them.
+    static func integer(_ n: Int64, into out: inout [UInt8]) {
+        if n < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = n.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = 20
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
+    }
+
+    /// A finite number as JSON writes it: integral values without a fraction (`2`, not `2.0`), as
+    /// `JSONEncoder` did; the rest in Swift's shortest form that reads back the same.
+    static func number(_ d: Double, into out: inout [UInt8]) {
+        if d == d.rounded(), abs(d) < 1e15 { return integer(Int64(d), into: &out) }
+        out.append(contentsOf: d.description.utf8)
+    }
+
+    /// `n` hundredths (a duration in ms to two places) as `number` writes `Double(n) / 100`:
+    /// integral without a fraction, else the shortest decimal, which below 2⁵³ / 100 is the
+    /// two places without a trailing zero.
+    static func hundredths(_ n: Int64, into out: inout [UInt8]) {
+        guard n.magnitude < 1 << 53 / 100 else { return number(Double(n) / 100, into: &out) }
+        let fraction = Int64(n.magnitude % 100)
+        guard fraction != 0 else { return integer(n / 100, into: &out) }
+        if n < 0 { out.append(UInt8(ascii: "-")) }
+        integer(Int64(n.magnitude / 100), into: &out)
+        out.append(UInt8(ascii: "."))
+        out.append(UInt8(ascii: "0") + UInt8(fraction / 10))
+        if fraction % 10 != 0 { out.append(UInt8(ascii: "0") + UInt8(fraction % 10)) }
     }
 
     /// A JSON string, escaped as Foundation's encoder escapes it (`JSONText.string`): `"` and `\`,
@@ -144,18 +224,13 @@ public struct LogLine {
     static func string(_ s: String, into out: inout [UInt8]) {
         JSONText.string(s, escapeSlashes: false, into: &out)
     }
-
-    /// A finite number as JSON writes it: integral values without a fraction (`2`, not `2.0`), as
-    /// `JSONEncoder` did; the rest in Swift's shortest form that reads back the same.
-    static func number(_ d: Double) -> String {
-        if d == d.rounded(), abs(d) < 1e15 { return String(Int64(d)) }
-        return d.description
-    }
 }
 
-/// A field value as a log line holds it.
+/// A field value as a log line holds it. `time` is written as `Timestamp.iso8601` writes the date,
+/// `hundredths` as the number `n / 100` (a duration in ms to two places), each with no `String`
+/// or `Double` made on the way.
 public enum LogValue: Sendable {
-    case string(String), int(Int64), double(Double), bool(Bool)
+    case string(String), int(Int64), double(Double), bool(Bool), time(Date), hundredths(Int64)
 
     init(_ v: any Sendable) {
         switch v {
@@ -213,13 +288,26 @@ public final class LogSink: Sendable {
         write(Array(line), urgent: true)
     }
 
+    /// Writes `line` into what is pending (no buffer of its own), for the writer thread, or at
+    /// once when `urgent`.
+    public func write(_ line: inout LogLine, urgent: Bool) {
+        line.sortKeys()
+        guard let queue else {
+            var out = [UInt8]()
+            line.render(into: &out)
+            captured.withLock { $0.append(Data(out)) }
+            return
+        }
+        queue.append(urgent: urgent) { line.render(into: &$0) }
+    }
+
     /// Queues `line` for the writer thread, or writes it at once when `urgent`.
     public func write(_ line: [UInt8], urgent: Bool) {
         guard let queue else {
             captured.withLock { $0.append(Data(line)) }
             return
         }
-        queue.append(line, urgent: urgent)
+        queue.append(urgent: urgent) { $0.append(contentsOf: line) }
     }
 
     /// Writes every line logged so far.
@@ -250,9 +338,10 @@ private final class LineQueue: @unchecked Sendable {
         self.handle = handle
     }
 
-    func append(_ line: [UInt8], urgent: Bool) {
+    /// Appends a line to what is pending: `write` puts its bytes at the end of `pending`.
+    func append(urgent: Bool, _ write: (inout [UInt8]) -> Void) {
         condition.lock()
-        pending.append(contentsOf: line)
+        write(&pending)
         let now = urgent || pending.count >= LogSink.pendingLimit
         if !now {
             if !writerStarted {
@@ -274,8 +363,14 @@ private final class LineQueue: @unchecked Sendable {
             condition.unlock()
             guard !batch.isEmpty else { return }
             write(batch)
-            // A burst's buffer is not kept: an idle service's memory stays small.
-            if batch.capacity > 64 * 1024 { batch = [] } else { batch.removeAll(keepingCapacity: true) }
+            // A large buffer is kept while lines come fast (no allocation and page faults for
+            // every batch), and given back with the first small batch after them: an idle
+            // service's memory stays small. A batch is at most about `pendingLimit`.
+            if batch.count < 64 * 1024 && batch.capacity > 64 * 1024 {
+                batch = []
+            } else {
+                batch.removeAll(keepingCapacity: true)
+            }
         }
     }
 
