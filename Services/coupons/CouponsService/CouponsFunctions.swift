@@ -21,5 +21,7 @@ enum CouponsFunctions {
         SQLFunction(file: "complete_many_at.sql", PackageResources.complete_many_at_sql),
         SQLFunction(file: "store_offers_of.sql", PackageResources.store_offers_of_sql),
         SQLFunction(file: "redemption_stats.sql", PackageResources.redemption_stats_sql),
+        SQLFunction(file: "count_redemption_changes.sql", PackageResources.count_redemption_changes_sql),
+        SQLFunction(file: "fold_redemption_counts.sql", PackageResources.fold_redemption_counts_sql),
     ]
 }

@@ -61,5 +61,8 @@ enum CouponsMigrations {
         // Each entry belongs to one app (docs/apps.md).
         AuditTable.perApp(25),
         Migration(file: "026_coupons_and_plans_per_app.sql", PackageResources._26_coupons_and_plans_per_app_sql),
+        Migration(
+            file: "027_redemption_counts_kept_as_they_change.sql",
+            PackageResources._27_redemption_counts_kept_as_they_change_sql),
     ]
 }
