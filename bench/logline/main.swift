@@ -26,6 +26,10 @@ func cpuSeconds() -> Double {
     return Double(seconds) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
 }
 
+if CommandLine.arguments.dropFirst().first == "--version" {
+    print("bench-log-line \(Build.version)")
+    exit(0)
+}
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let lines = arguments.first ?? 200_000
 let rounds = arguments.dropFirst().first ?? 5
