@@ -199,6 +199,31 @@ final class InFlight: Sendable {
         #expect(got.withLock { $0 } == Set((0..<50).map(String.init)))
     }
 
+    /// An outbox row's JSON pushed with its binary form: the binary frame is what is decoded, and
+    /// the JSON is what the handler keeps (`BusContext.message`). The two frames carry different
+    /// texts here, so the test tells which frame each came from.
+    @Test func aPushWithItsBinaryFormIsDecodedFromThatAndKeepsItsJSON() async throws {
+        let got = Mutex<[(text: String, message: Data)]>([])
+        var router = BusRouter(logger: logger)
+        router.on(Echo.self) { req, context in
+            got.withLock { $0.append((req.text, context.message)) }
+            return .init(text: "")
+        }
+        let puller = try Puller(bus: bus, bind: ["tcp://127.0.0.1:*"], router: router)
+        defer { puller.stop() }
+        let pusher = try Pusher(bus: bus, service: "test", connect: [puller.endpoint], logger: logger)
+        defer { pusher.stop() }
+        try await Task.sleep(for: .milliseconds(100))  // connect
+        let json = try JSONEncoder.bus.encode(Envelope(id: "e1", type: Echo.type, body: Echo(text: "json")))
+        let binary = try BusCoding.encode(Envelope(id: "e1", type: Echo.type, body: Echo(text: "binary")))
+        pusher.pushRaw(json, binary: binary)
+        pusher.pushRaw(json)
+        for _ in 0..<100 where got.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(20)) }
+        let received = got.withLock { $0 }.sorted { $0.text < $1.text }
+        #expect(received.map(\.text) == ["binary", "json"])
+        #expect(received.map(\.message) == [json, json])
+    }
+
     /// A handler that cannot reach the database answers `unavailable` (the gateway's 503), any other
     /// unexpected error `internal`.
     @Test func aLostDatabaseTravelsAsUnavailableAndOtherFailuresAsInternal() async throws {

@@ -54,6 +54,13 @@ enum Outbox {
     }
 }
 
+/// A message as a transaction wrote it to the outbox (`json`, the row's payload), with the same
+/// envelope in binary (`BusBinary`) for the message pushed at once.
+struct OutboxMessage: Sendable {
+    let json: String
+    let binary: Data?
+}
+
 /// Pushes outbox messages to grants: a reservation batch's commands as soon as it commits
 /// (`send`), other rows when their writer wakes it (`nudge`), and every `interval` whatever is due
 /// again because grants has not acknowledged it.
@@ -74,9 +81,11 @@ final class OutboxRelay: Sendable {
     }
 
     /// Grant commands a reservation batch just committed (due for the sweep only after
-    /// `resendAfter`): pushed now, without reading them back from the table.
-    func send(_ payloads: [String]) {
-        for p in payloads { pusher.pushRaw(Data(p.utf8)) }
+    /// `resendAfter`): pushed now, without reading them back from the table, each with its binary
+    /// form. Grants decodes that (decoding the JSON was 25 µs of grants' CPU per completed
+    /// redemption, a fifth of it) and keeps the JSON.
+    func send(_ messages: [OutboxMessage]) {
+        for m in messages { pusher.pushRaw(Data(m.json.utf8), binary: m.binary) }
     }
 
     /// New rows were committed: send them now.

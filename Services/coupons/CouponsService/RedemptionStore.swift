@@ -502,7 +502,7 @@ extension RedemptionStore {
     static func redeemBatch(
         _ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval,
         stores: StoreSettings = .none, now: Date
-    ) throws -> (results: [Result<Outcome, any Error>], commands: [String]) {
+    ) throws -> (results: [Result<Outcome, any Error>], commands: [OutboxMessage]) {
         let refused = { (reason: RefusalReason) -> Result<Outcome, any Error> in
             .success(.init(redemption: nil, created: false, refusal: reason))
         }
@@ -618,7 +618,7 @@ extension RedemptionStore {
         }
         guard !fresh.isEmpty else { return (results([:]), []) }
 
-        var ids: [String] = [], payloads: [String] = []
+        var ids: [String] = [], payloads: [String] = [], binaries: [Data?] = []
         if let entitlement = d.entitlementId {
             let publicCoupon = CouponStore.publicView(d)
             for n in fresh where n.status == .granting {
@@ -632,6 +632,7 @@ extension RedemptionStore {
                     traceparent: n.request.traceparent ?? LogContext.trace?.traceparent, body: command)
                 ids.append(n.id.lowercasedString)
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
+                binaries.append(try? BusCoding.encode(envelope))
             }
         }
         let live = plan.live
@@ -676,6 +677,6 @@ extension RedemptionStore {
             views[v.redemptionId] = v
         }
         guard fresh.allSatisfy({ views[$0.id] != nil }) else { throw ServiceError.internal }
-        return (results(views), payloads)
+        return (results(views), zip(payloads, binaries).map { OutboxMessage(json: $0, binary: $1) })
     }
 }

@@ -19,7 +19,7 @@ final class ReservationBatcher: Sendable {
     init(
         pool: PGPool, reservationTTL: TimeInterval, stores: StoreSettings = .none, appleAppIds: AppleAppIds? = nil,
         logger: Logger, metrics: MetricsRegistry? = nil,
-        maxBatch: Int = 256, resendAfter: TimeInterval, granted: @escaping @Sendable ([String]) -> Void
+        maxBatch: Int = 256, resendAfter: TimeInterval, granted: @escaping @Sendable ([OutboxMessage]) -> Void
     ) {
         coalescer = Coalescer(maxBatch: maxBatch, lanes: 2) { requests in
             metrics?.observe(

@@ -7,8 +7,9 @@ public struct BusContext: Sendable {
     public let type: String
     public let requestId: String?
     public let deadline: Date?
-    /// The envelope as it arrived (binary, or JSON from an earlier version or an outbox row): a
-    /// handler that keeps a request verbatim stores these bytes instead of encoding the request again.
+    /// The envelope as it arrived (binary, or JSON from an earlier version or an outbox row), or as
+    /// its sender keeps it when it came in both forms (`Pusher.pushRaw(_:binary:)`): a handler that
+    /// keeps a request verbatim stores these bytes instead of encoding the request again.
     public let message: Data
 }
 
@@ -114,8 +115,10 @@ public struct BusRouter: Sendable {
     /// Answers one raw request envelope with the frames of its reply (when `replying`; a pushed
     /// message is only handled, and its reply left unencoded). `sender` is the name the sender's
     /// CURVE key is listed under (nil on a plain bus): a message it may not send
-    /// (`BusPermissions`) is answered `forbidden`, and logged, without being handled.
-    public func handle(_ data: Data, replying: Bool = true, sender: String? = nil) async -> [Data] {
+    /// (`BusPermissions`) is answered `forbidden`, and logged, without being handled. `kept`, when
+    /// given, is the same envelope as its sender keeps it (JSON, with `data` its binary form): the
+    /// handler's `BusContext.message`.
+    public func handle(_ data: Data, kept: Data? = nil, replying: Bool = true, sender: String? = nil) async -> [Data] {
         let incoming: Incoming
         let binary = BusBinary.isBinary(data)
         do {
@@ -157,7 +160,8 @@ public struct BusRouter: Sendable {
         if let deadline, deadline < Date() {
             return BusRouter.refusal(.timeout, id: header.id, binary: binary)
         }
-        let context = BusContext(type: header.type, requestId: header.requestId, deadline: deadline, message: data)
+        let context = BusContext(
+            type: header.type, requestId: header.requestId, deadline: deadline, message: kept ?? data)
         // The handler's span joins the sender's trace (a message without one starts a trace).
         let parent = header.traceparent.flatMap(TraceContext.init(traceparent:))
         return await LogContext.$requestId.withValue(header.requestId) {

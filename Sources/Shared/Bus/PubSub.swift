@@ -67,7 +67,9 @@ public final class EventSubscriber: Sendable {
 /// instance of the pulling service (every address its endpoints name). `push` is fire-and-forget:
 /// delivery is made reliable by the sender re-sending until the receiver acknowledges, which also
 /// covers messages queued for an instance that went away. Pushed envelopes stay JSON, as events do
-/// (nothing answers them); the receiving `Puller` reads both formats.
+/// (nothing answers them); the receiving `Puller` reads both formats. An envelope kept as JSON (an
+/// outbox row) may travel with its binary form in a frame before it (`pushRaw(_:binary:)`): the
+/// receiver decodes that, a fraction of decoding the JSON, and keeps the JSON as it came.
 public final class Pusher: Sendable {
     private let worker: SocketWorker
 
@@ -90,8 +92,12 @@ public final class Pusher: Sendable {
         worker.enqueue([data])
     }
 
-    /// Pushes an envelope that is already encoded (e.g. stored in an outbox).
-    public func pushRaw(_ envelope: Data) { worker.enqueue([envelope]) }
+    /// Pushes an envelope that is already encoded (e.g. stored in an outbox), with the same
+    /// envelope in binary (`BusBinary`) in the frame before it when given. A receiver of a release
+    /// before that frame reads the last frame only.
+    public func pushRaw(_ envelope: Data, binary: Data? = nil) {
+        worker.enqueue(binary.map { [$0, envelope] } ?? [envelope])
+    }
 
     public func stop() { worker.stop() }
 }
@@ -102,12 +108,21 @@ public final class Puller: Sendable {
     private let worker: SocketWorker
 
     public init(bus: BusNode, bind endpoints: [String], router: BusRouter) throws {
-        worker = try SocketWorker(name: "bus-pull",
-                                  onMessage: { frames, sender in
-                                      guard let payload = frames.last else { return }
-                                      Task { _ = await router.handle(payload, replying: false, sender: sender) }
-                                  },
-                                  open: { try SingleSocket(bus.bound(.pull, endpoints)) })
+        worker = try SocketWorker(
+            name: "bus-pull",
+            onMessage: { frames, sender in Puller.handle(frames, from: sender, with: router) },
+            open: { try SingleSocket(bus.bound(.pull, endpoints)) })
+    }
+
+    /// A message is the envelope, or its binary form and then the envelope as its sender keeps it
+    /// (`Pusher.pushRaw(_:binary:)`).
+    static func handle(_ frames: [Data], from sender: String?, with router: BusRouter) {
+        guard let kept = frames.last else { return }
+        guard frames.count == 2, BusBinary.isBinary(frames[0]) else {
+            Task { _ = await router.handle(kept, replying: false, sender: sender) }
+            return
+        }
+        Task { _ = await router.handle(frames[0], kept: kept, replying: false, sender: sender) }
     }
 
     public var endpoint: String { worker.endpoint }
