@@ -64,14 +64,14 @@ extension Webhooks {
         _ text: String, allowPrivate: Bool, within: Duration = .seconds(3),
         resolve: @escaping @Sendable (String) -> [String] = resolve
     ) async throws -> URL {
-        let done = Doorbell()
         let checked = Mutex<Result<Destination, any Error>?>(nil)
-        DispatchQueue.global().async {
-            let result = Result { try destination(text, allowPrivate: allowPrivate, resolve: resolve) }
+        let inTime = await Lifecycle.withDeadline(seconds: within.seconds) {
+            let result = await WebhookDeliverer.offThePool {
+                Result { try destination(text, allowPrivate: allowPrivate, resolve: resolve) }
+            }
             checked.withLock { $0 = result }
-            done.ring()
         }
-        guard await done.wait(timeout: within), let result = checked.withLock({ $0 }) else {
+        guard inTime, let result = checked.withLock({ $0 }) else {
             throw ServiceError(
                 .unavailable, "url's host did not resolve in time; try again", field: "url", retryAfter: 1)
         }

@@ -291,13 +291,12 @@ public final class LogSink: Sendable {
     /// Writes `line` into what is pending (no buffer of its own), for the writer thread, or at
     /// once when `urgent`.
     public func write(_ line: inout LogLine, urgent: Bool) {
-        line.sortKeys()
         guard let queue else {
-            var out = [UInt8]()
-            line.render(into: &out)
+            let out = line.finish()
             captured.withLock { $0.append(Data(out)) }
             return
         }
+        line.sortKeys()
         queue.append(urgent: urgent) { line.render(into: &$0) }
     }
 
