@@ -54,11 +54,15 @@ enum Outbox {
     }
 }
 
-/// A message as a transaction wrote it to the outbox (`json`, the row's payload), with the same
-/// envelope in binary (`BusBinary`) for the message pushed at once.
+/// A grant command as a transaction wrote it to the outbox (`json`, the row's payload), with its
+/// envelope, encoded in binary (`BusBinary`) only when it is pushed: after the commit, not while
+/// the transaction holds the coupon's lock.
 struct OutboxMessage: Sendable {
     let json: String
-    let binary: Data?
+    let envelope: Envelope<GrantCommand>
+
+    /// The envelope in binary; nil if it cannot be encoded (the JSON alone is pushed then).
+    var binary: Data? { try? BusCoding.encode(envelope) }
 }
 
 /// Pushes outbox messages to grants: a reservation batch's commands as soon as it commits

@@ -618,7 +618,7 @@ extension RedemptionStore {
         }
         guard !fresh.isEmpty else { return (results([:]), []) }
 
-        var ids: [String] = [], payloads: [String] = [], binaries: [Data?] = []
+        var ids: [String] = [], payloads: [String] = [], envelopes: [Envelope<GrantCommand>] = []
         if let entitlement = d.entitlementId {
             let publicCoupon = CouponStore.publicView(d)
             for n in fresh where n.status == .granting {
@@ -632,7 +632,7 @@ extension RedemptionStore {
                     traceparent: n.request.traceparent ?? LogContext.trace?.traceparent, body: command)
                 ids.append(n.id.lowercasedString)
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
-                binaries.append(try? BusCoding.encode(envelope))
+                envelopes.append(envelope)
             }
         }
         let live = plan.live
@@ -677,6 +677,6 @@ extension RedemptionStore {
             views[v.redemptionId] = v
         }
         guard fresh.allSatisfy({ views[$0.id] != nil }) else { throw ServiceError.internal }
-        return (results(views), zip(payloads, binaries).map { OutboxMessage(json: $0, binary: $1) })
+        return (results(views), zip(payloads, envelopes).map { OutboxMessage(json: $0, envelope: $1) })
     }
 }
