@@ -111,6 +111,169 @@ import Testing
         #expect(error.body == nil && error.error == refused.error)
     }
 
+    // MARK: Hot messages written and read by hand
+
+    /// The messages written and read by hand (`BusBinaryFields`), with every optional field both
+    /// absent and present: the envelopes of every reservation and validation and their replies.
+    static func handWrittenMessages() throws -> [(name: String, value: any Codable & Sendable)] {
+        let items = [
+            redeem,
+            Coupons.Redeem(
+                accountId: account, appUserId: "", code: "Ü", productId: "pro", platform: .ios, sandbox: false,
+                playOwned: [], traceparent: nil, app: account),
+            Coupons.Redeem(
+                accountId: account, appUserId: "u", code: "C", productId: nil, platform: .android, sandbox: false,
+                playOwned: nil, traceparent: nil, app: nil),
+        ]
+        let validations = [
+            Coupons.Validate(accountId: account, code: "x", platform: nil, sandbox: false),
+            Coupons.Validate(
+                accountId: account, code: "y", platform: .android, sandbox: true, playOwned: ["a"], productId: "p",
+                app: account),
+            {
+                var old = Coupons.Validate(accountId: account, code: "z", platform: .web)
+                old.sandbox = nil  // from a gateway of an earlier version
+                return old
+            }(),
+        ]
+        let answers: [BatchAnswer<Coupons.Redeem.Response>] = [
+            BatchAnswer(.success(try Coupons.Redeem.Response(redemption: view, created: true))),
+            BatchAnswer(.failure(ServiceError(.codeInUse, "used", field: "code", retryAfter: 2))),
+            BatchAnswer(.success(try Coupons.Redeem.Response(redemption: nil, created: false, refusal: .exhausted))),
+            BatchAnswer(.success(try Coupons.Redeem.Response(redemption: nil, created: false, asksPlayOwnership: true))),
+        ]
+        let valid = try Coupons.Validate.Response(
+            .init(valid: true, reason: nil, coupon: nil, eligibleProductIds: ["pro"]), asksPlayOwnership: true)
+        let refused = try Coupons.Validate.Response(
+            .init(valid: false, reason: .notEligible, coupon: nil, eligibleProductIds: [], basePlanIds: ["p": ["b"]]))
+        return [
+            ("full envelope", Envelope(
+                id: "c0ffee-1", type: Coupons.RedeemMany.type, requestId: "req-1", traceparent: redeem.traceparent,
+                deadlineMs: -5, frames: false, body: Coupons.RedeemMany(items: items))),
+            ("bare envelope", Envelope(
+                id: "", type: Coupons.ValidateMany.type, requestId: nil, traceparent: nil,
+                body: Coupons.ValidateMany(items: validations))),
+            ("no items", Envelope(
+                id: "2", type: "t", requestId: nil, traceparent: nil, body: Coupons.RedeemMany(items: []))),
+            ("single redeem", Envelope(id: "3", type: Coupons.Redeem.type, requestId: "r", body: redeem)),
+            ("empty body", Envelope(id: "4", type: Ping.type, requestId: nil, traceparent: nil, body: Ping())),
+            ("other body", Envelope(
+                id: "5", type: SessionRevoked.topic, requestId: nil, traceparent: nil,
+                body: SessionRevoked(sessionId: account, until: at))),
+            ("redeem answers", ReplyEnvelope(
+                v: 1, id: "r1", body: Coupons.RedeemMany.Response(answers: answers), error: nil)),
+            ("validate answers", ReplyEnvelope(
+                v: 1, id: "r2", body: Coupons.ValidateMany.Response(answers: [valid, refused, valid]), error: nil)),
+            ("error", ReplyEnvelope<Coupons.RedeemMany.Response>(
+                v: 1, id: "r3", body: nil, error: ServiceError(.notFound, "no such coupon", field: "code"))),
+            ("answer", ReplyEnvelope(
+                v: 1, id: "r4", body: try Coupons.Redeem.Response(redemption: view, created: false), error: nil)),
+        ]
+    }
+
+    /// Writes `value` by hand or through `Codable`, with or without frames: the frames of the message.
+    func frames<T: Encodable>(_ value: T, byHand: Bool, framed: Bool) throws -> [Data] {
+        let frames = BusFrames()
+        let envelope = try BusBinary.encode(value, userInfo: framed ? [BusFrames.key: frames] : [:], byHand: byHand)
+        return [envelope] + frames.all
+    }
+
+    /// Each is written by hand byte for byte as its `Codable` conformance writes it, to a caller
+    /// that reads frames and to one that does not, and read back the `Codable` way, as earlier
+    /// versions read it.
+    @Test func theHotMessagesAreWrittenByHandAsCodableWritesThem() throws {
+        for (name, value) in try Self.handWrittenMessages() {
+            #expect(value is any BusBinaryFields, "\(name)")
+            for framed in [true, false] {
+                func check<T: Codable>(_ value: T) throws {
+                    let byHand = try frames(value, byHand: true, framed: framed)
+                    #expect(byHand == (try frames(value, byHand: false, framed: framed)), "\(name), framed: \(framed)")
+                    let userInfo: [CodingUserInfoKey: Any] = [BusFrames.key: BusFrames(Array(byHand.dropFirst()))]
+                    let read = try BusBinary.decode(T.self, from: byHand[0], userInfo: userInfo, byHand: false)
+                    #expect(try json(read) == json(value), "\(name), framed: \(framed)")
+                }
+                try check(value)
+            }
+        }
+    }
+
+    /// Each is read by hand into what `Codable` reads from the same frames.
+    @Test func theHotMessagesAreReadByHandAsCodableReadsThem() throws {
+        for (name, value) in try Self.handWrittenMessages() {
+            for framed in [true, false] {
+                func check<T: Codable>(_ value: T) throws {
+                    let frames = try frames(value, byHand: false, framed: framed)
+                    let userInfo: [CodingUserInfoKey: Any] = [BusFrames.key: BusFrames(Array(frames.dropFirst()))]
+                    let viaCodable = try BusBinary.decode(T.self, from: frames[0], userInfo: userInfo, byHand: false)
+                    let reader = BusBinaryReader(bytes: [UInt8](frames[0]), userInfo: userInfo)
+                    let own = try (T.self as! any BusBinaryFields.Type).init(binary: reader, at: 1)
+                    #expect(try json(own as! T) == json(viaCodable), "\(name), framed: \(framed)")
+                    #expect(try json(own as! T) == json(value), "\(name), framed: \(framed)")
+                    let decoded = try BusBinary.decode(T.self, from: frames[0], userInfo: userInfo)
+                    #expect(try json(decoded) == json(value), "\(name), framed: \(framed)")
+                }
+                // A validation's answer without frames comes inline, read through `Codable` only.
+                if !framed, name == "validate answers" { continue }
+                try check(value)
+            }
+        }
+        // A router reads the header and the body of a request envelope by hand.
+        let envelope = Envelope(
+            id: "e9", type: Coupons.RedeemMany.type, requestId: "req-9", traceparent: Self.redeem.traceparent,
+            deadlineMs: 7, frames: true, body: Coupons.RedeemMany(items: [Self.redeem]))
+        let read = try #require(BusBinaryEnvelope(try BusBinary.encode(envelope)))
+        #expect(read.header.id == "e9" && read.header.type == Coupons.RedeemMany.type && read.header.v == 1)
+        #expect(read.header.requestId == "req-9" && read.header.deadlineMs == 7 && read.header.frames == true)
+        #expect(read.header.traceparent == Self.redeem.traceparent)
+        #expect(try json(try #require(read.body(as: Coupons.RedeemMany.self))) == json(envelope.body))
+        #expect(read.body(as: Coupons.RedeemMany.Response.self) == nil)
+    }
+
+    /// By hand as through `Codable`: fields in any order, explicit nulls, and fields of a later
+    /// version stepped over.
+    @Test func aHandWrittenReaderFindsFieldsByNameAndStepsOverOthers() throws {
+        struct Later: Encodable {
+            enum CodingKeys: String, CodingKey {
+                case app, added, traceparent, playOwned, sandbox, platform, productId, code, appUserId, accountId, tail
+            }
+            func encode(to encoder: any Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encodeNil(forKey: .app)
+                try c.encode(["x": [1, 2]], forKey: .added)
+                try c.encodeNil(forKey: .traceparent)
+                try c.encode(["p"], forKey: .playOwned)
+                try c.encode(true, forKey: .sandbox)
+                try c.encode("android", forKey: .platform)
+                try c.encodeNil(forKey: .productId)
+                try c.encode("B", forKey: .code)
+                try c.encode("u", forKey: .appUserId)
+                try c.encode(BusBinaryTests.account.uuidString, forKey: .accountId)  // a UUID as text reads too
+                try c.encode(BusBinaryTests.at, forKey: .tail)
+            }
+        }
+        let bytes = [UInt8](try BusBinary.encode(Later()))
+        let own = try Coupons.Redeem(binary: BusBinaryReader(bytes: bytes, userInfo: [:]), at: 1)
+        let viaCodable = try BusBinary.decode(Coupons.Redeem.self, from: Data(bytes), userInfo: [:], byHand: false)
+        #expect(try json(own) == json(viaCodable))
+        #expect(own.accountId == Self.account && own.platform == .android && own.playOwned == ["p"])
+        #expect(own.app == nil && own.productId == nil && own.traceparent == nil && own.sandbox)
+
+        // What the hand-written reader refuses, the Codable reader is asked, and its error stands.
+        struct NoPlatform: Encodable {
+            var accountId = BusBinaryTests.account, appUserId = "u", code = "C", sandbox = true
+        }
+        let bad = [UInt8](try BusBinary.encode(NoPlatform()))
+        #expect(throws: DecodingError.self) {
+            try Coupons.Redeem(binary: BusBinaryReader(bytes: bad, userInfo: [:]), at: 1)
+        }
+        let missing = #expect(throws: DecodingError.self) { try BusBinary.decode(Coupons.Redeem.self, from: Data(bad)) }
+        guard case .keyNotFound(let key, _)? = missing else {
+            Issue.record("expected keyNotFound, got \(String(describing: missing))")
+            return
+        }
+        #expect(key.stringValue == "platform")
+    }
+
     enum Tier: Int, Codable { case free = 0, pro = 7 }
     enum Change: Codable, Equatable {
         case none

@@ -27,6 +27,8 @@ public struct BusRouter: Sendable {
 
     private struct Route: Sendable {
         let decodeBody: @Sendable (KeyedDecodingContainer<Incoming.Keys>) throws -> any Sendable
+        /// The body of a binary envelope read by hand, or nil when it does not read that way.
+        let binaryBody: @Sendable (BusBinaryEnvelope) -> (any Sendable)?
         let handle: Handler
     }
 
@@ -70,6 +72,7 @@ public struct BusRouter: Sendable {
         let logger = self.logger
         routes[R.type] = Route(
             decodeBody: { try $0.decode(R.self, forKey: .body) },
+            binaryBody: { $0.body(as: R.self) },
             handle: { body, header, context, replying, binary in
                 let reply: ReplyEnvelope<R.Response>
                 do {
@@ -93,6 +96,15 @@ public struct BusRouter: Sendable {
 
         let header: EnvelopeHeader
         let body: Result<any Sendable, DecodingError>?
+
+        /// A binary envelope whose header and body read by hand (`BusBinaryEnvelope`), or nil to
+        /// read it through `Codable`, which tells what is wrong with it.
+        init?(binary data: Data, routes: [String: Route]) {
+            guard let envelope = BusBinaryEnvelope(data), envelope.header.v == Envelope<Empty>.currentVersion,
+                  let route = routes[envelope.header.type], let body = route.binaryBody(envelope)
+            else { return nil }
+            (header, self.body) = (envelope.header, .success(body))
+        }
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: Keys.self)
@@ -122,9 +134,13 @@ public struct BusRouter: Sendable {
         let incoming: Incoming
         let binary = BusBinary.isBinary(data)
         do {
-            incoming = binary
-                ? try BusBinary.decode(Incoming.self, from: data, userInfo: binaryUserInfo.values)
-                : try decoder.decode(Incoming.self, from: data)
+            if binary, let read = Incoming(binary: data, routes: routes) {
+                incoming = read
+            } else {
+                incoming = binary
+                    ? try BusBinary.decode(Incoming.self, from: data, userInfo: binaryUserInfo.values)
+                    : try decoder.decode(Incoming.self, from: data)
+            }
         } catch {
             logger.warning("malformed bus frame", ["bytes": data.count])
             return BusRouter.refusal(.malformed("not a bus envelope"), id: "", binary: binary)

@@ -31,18 +31,34 @@ public enum BusBinary {
     }
 
     /// Encodes `value` as a binary frame. `userInfo` reaches every `encode(to:)` (`BusFrames`).
+    /// Written by hand when `value` knows how (`BusBinaryFields`), else through `Codable`: the same bytes.
     public static func encode<T: Encodable>(_ value: T, userInfo: [CodingUserInfoKey: Any] = [:]) throws -> Data {
-        let writer = BusBinaryWriter(userInfo: userInfo)
-        return Data(try writer.frame(value))
+        try encode(value, userInfo: userInfo, byHand: true)
     }
 
-    /// Decodes a binary frame (one that starts with `marker`).
+    static func encode<T: Encodable>(_ value: T, userInfo: [CodingUserInfoKey: Any], byHand: Bool) throws -> Data {
+        Data(try BusBinaryWriter(userInfo: userInfo).frame(value, byHand: byHand))
+    }
+
+    /// Decodes a binary frame (one that starts with `marker`): by hand when `T` knows how
+    /// (`BusBinaryFields`) and `byHand`, else, or when that fails, through `Codable`, which then
+    /// throws what it always threw.
     public static func decode<T: Decodable>(
         _ type: T.Type, from data: Data, userInfo: [CodingUserInfoKey: Any] = [:]
+    ) throws -> T {
+        try decode(type, from: data, userInfo: userInfo, byHand: true)
+    }
+
+    static func decode<T: Decodable>(
+        _ type: T.Type, from data: Data, userInfo: [CodingUserInfoKey: Any], byHand: Bool
     ) throws -> T {
         let reader = BusBinaryReader(bytes: [UInt8](data), userInfo: userInfo)
         guard reader.bytes.first == marker else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not a binary bus frame"))
+        }
+        if byHand, let own = T.self as? any BusBinaryFields.Type,
+           let value = try? own.init(binary: reader, at: 1) as? T {
+            return value
         }
         return try reader.value(T.self, at: 1, key: nil)
     }

@@ -10,10 +10,13 @@ final class BusBinaryReader: Decoder {
     private(set) var codingPath: [any CodingKey] = []
     /// Where the value being decoded starts.
     private var at = 0
+    /// The frames after the envelope, which `WireJSON` values name by number (`BusFrames`).
+    let frames: BusFrames?
 
     init(bytes: [UInt8], userInfo: [CodingUserInfoKey: Any], at: Int = 0, codingPath: [any CodingKey] = []) {
         self.bytes = bytes
         self.userInfo = userInfo
+        frames = userInfo[BusFrames.key] as? BusFrames
         self.at = at
         self.codingPath = codingPath
     }
@@ -188,7 +191,7 @@ final class BusBinaryReader: Decoder {
             withUnsafeMutableBytes(of: &raw) { $0.copyBytes(from: bytes[(offset + 1)..<(offset + 17)]) }
             return UUID(uuid: raw)
         case .string:
-            guard let id = UUID(uuidString: try string(at: offset)) else { throw corrupted("not a UUID") }
+            guard let id = UUID(parsing: try string(at: offset)) else { throw corrupted("not a UUID") }
             return id
         default: throw mismatch(UUID.self, at: offset)
         }

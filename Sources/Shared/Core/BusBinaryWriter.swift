@@ -6,7 +6,8 @@ import Foundation
 /// that is always known; a container written to after one opened after it was closed (interleaved
 /// nested containers) is refused with an `EncodingError` rather than written wrong.
 final class BusBinaryWriter: Encoder, SingleValueEncodingContainer {
-    private(set) var bytes: [UInt8] = []
+    /// What is written so far (hand-written messages append to it too: `BusBinaryFields`).
+    var bytes: [UInt8] = []
     let userInfo: [CodingUserInfoKey: Any]
     /// Not tracked (encoding our own types does not fail on a path).
     var codingPath: [any CodingKey] { [] }
@@ -19,15 +20,20 @@ final class BusBinaryWriter: Encoder, SingleValueEncodingContainer {
     /// Why the value cannot be written (found where a container's method cannot throw).
     private var failure: EncodingError?
 
+    /// Where `WireJSON` values go when the caller reads frames (`BusFrames`).
+    let frames: BusFrames?
+
     init(userInfo: [CodingUserInfoKey: Any]) {
         self.userInfo = userInfo
+        frames = userInfo[BusFrames.key] as? BusFrames
         bytes.reserveCapacity(512)
     }
 
-    /// The frame of `value`: the marker, then the value.
-    func frame<T: Encodable>(_ value: T) throws -> [UInt8] {
+    /// The frame of `value`: the marker, then the value, written by hand when it knows how
+    /// (`BusBinaryFields`) unless `byHand` is false.
+    func frame<T: Encodable>(_ value: T, byHand: Bool = true) throws -> [UInt8] {
         bytes.append(BusBinary.marker)
-        try write(value)
+        if byHand { try message(value) } else { try write(value) }
         if let failure { throw failure }
         return bytes
     }

@@ -17,6 +17,9 @@ public struct WireJSON<Value: Codable & Sendable>: Codable, Sendable {
         bytes = try JSONEncoder.wire().encode(value)
     }
 
+    /// A value's bytes as `JSONEncoder.wire()` wrote them (a frame after the envelope).
+    init(bytes: Data) { self.bytes = bytes }
+
     /// The value itself, for a caller that needs its fields.
     public func decoded() throws -> Value {
         try JSONDecoder.wire().decode(Value.self, from: bytes)
