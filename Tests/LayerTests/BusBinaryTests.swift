@@ -166,6 +166,25 @@ import Testing
                 v: 1, id: "r2", body: Coupons.ValidateMany.Response(answers: [valid, refused, valid]), error: nil)),
             ("error", ReplyEnvelope<Coupons.RedeemMany.Response>(
                 v: 1, id: "r3", body: nil, error: ServiceError(.notFound, "no such coupon", field: "code"))),
+            ("grant command", Envelope(
+                id: "6", type: GrantCommand.type, requestId: "q", traceparent: nil,
+                body: GrantCommand(
+                    redemptionId: view.redemptionId, accountId: account, appUserId: "u", entitlementId: "pro",
+                    duration: .init(unit: "month", count: 1), sandbox: false,
+                    coupon: PublicCoupon(
+                        code: "FREE", kind: .freePeriod, percentOff: nil, amountOff: nil,
+                        duration: .init(unit: "week", count: -2), periodCount: nil, entitlementId: nil),
+                    platform: .ios, productId: nil, reservedAt: at, mode: .test, app: nil))),
+            ("grant command, every field", Envelope(
+                id: "7", type: GrantCommand.type, requestId: nil, traceparent: nil,
+                body: GrantCommand(
+                    redemptionId: view.redemptionId, accountId: account, appUserId: "", entitlementId: "e",
+                    duration: .init(unit: "day", count: 3), sandbox: true,
+                    coupon: PublicCoupon(
+                        code: "OFF", kind: .amountOff, percentOff: 20,
+                        amountOff: Money(amount: "1.50", currency: "EUR"),
+                        duration: .init(unit: "month", count: 12), periodCount: 3, entitlementId: "premium"),
+                    platform: .web, productId: "pro", reservedAt: .distantPast, mode: .live, app: account))),
             ("answer", ReplyEnvelope(
                 v: 1, id: "r4", body: try Coupons.Redeem.Response(redemption: view, created: false), error: nil)),
         ]

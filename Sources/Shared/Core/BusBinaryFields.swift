@@ -68,6 +68,14 @@ extension BusBinaryWriter {
         put(value)
     }
 
+    func field(_ name: StaticString, _ value: Int?) {
+        guard let value else { return }
+        self.name(name)
+        put(signed: Int64(value))
+    }
+
+    func put(_ date: Date) { put(date.timeIntervalSince1970, tag: .date) }
+
     func field(_ name: StaticString, _ value: [String]?) {
         guard let value else { return }
         self.name(name)
@@ -152,6 +160,8 @@ extension BusBinaryReader {
     func optional<T>(at offset: Int, _ read: (Int) throws -> T) throws -> T? {
         try isNil(at: offset) ? nil : read(offset)
     }
+
+    func date(at offset: Int) throws -> Date { Date(timeIntervalSince1970: try double(at: offset, tag: .date)) }
 
     func strings(at offset: Int) throws -> [String] {
         var strings: [String] = []
