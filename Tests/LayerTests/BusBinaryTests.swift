@@ -185,6 +185,17 @@ import Testing
                         amountOff: Money(amount: "1.50", currency: "EUR"),
                         duration: .init(unit: "month", count: 12), periodCount: 3, entitlementId: "premium"),
                     platform: .web, productId: "pro", reservedAt: .distantPast, mode: .live, app: account))),
+            ("completions", Envelope(
+                id: "8", type: Coupons.CompleteMany.type, requestId: nil, traceparent: nil,
+                body: Coupons.CompleteMany(items: [
+                    .init(redemptionId: view.redemptionId, entitlement: .init(entitlementId: "e", expiresAt: at)),
+                    .init(redemptionId: account, entitlement: .init(entitlementId: "", expiresAt: .distantFuture)),
+                ]))),
+            ("completed", ReplyEnvelope(
+                v: 1, id: "r5",
+                body: Coupons.CompleteMany.Response(completedAt: ["a": at, "b": .distantPast, "": at]), error: nil)),
+            ("completed by an earlier version", ReplyEnvelope(
+                v: 1, id: "r6", body: Coupons.CompleteMany.Response(completedAt: nil), error: nil)),
             ("answer", ReplyEnvelope(
                 v: 1, id: "r4", body: try Coupons.Redeem.Response(redemption: view, created: false), error: nil)),
         ]

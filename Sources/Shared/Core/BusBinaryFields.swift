@@ -45,6 +45,15 @@ extension BusBinaryWriter {
     /// writes a UUID as `uuidString`, and an earlier version's reader reads only that).
     func put(_ id: UUID) { put(id.uppercasedString) }
 
+    /// A field's name that is data (a dictionary's key).
+    func name(_ name: String) {
+        var name = name
+        name.withUTF8 { utf8 in
+            varint(UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
     func put(_ strings: [String]) {
         container(.array) { for s in strings { put(s) } }
     }

@@ -222,3 +222,76 @@ extension Coupons.Validate.Response: BusBinaryFields {
         (self.reason, self.answer, self.asksPlayOwnership) = (reason, answer, asks ?? false)
     }
 }
+
+extension Coupons.CompleteMany: BusBinaryFields {
+    func write(to w: BusBinaryWriter) throws { try w.object("items", array: items) }
+
+    init(binary r: BusBinaryReader, at offset: Int) throws {
+        self.init(items: try r.array("items", of: Item.self, inObjectAt: offset))
+    }
+}
+
+extension Coupons.CompleteMany.Item: BusBinaryFields {
+    func write(to w: BusBinaryWriter) {
+        w.container(.object) {
+            w.name("redemptionId")
+            w.put(redemptionId)
+            w.name("entitlement")
+            w.container(.object) {
+                w.name("entitlementId")
+                w.put(entitlement.entitlementId)
+                w.name("expiresAt")
+                w.put(entitlement.expiresAt)
+            }
+        }
+    }
+
+    init(binary r: BusBinaryReader, at offset: Int) throws {
+        var redemptionId: UUID?, entitlementId: String?, expiresAt: Date?
+        try r.fields(at: offset) { key, at in
+            if r.key(key, is: "redemptionId") {
+                redemptionId = try r.uuid(at: at)
+            } else if r.key(key, is: "entitlement") {
+                try r.fields(at: at) { key, at in
+                    if r.key(key, is: "entitlementId") {
+                        entitlementId = try r.string(at: at)
+                    } else if r.key(key, is: "expiresAt") {
+                        expiresAt = try r.date(at: at)
+                    }
+                }
+            }
+        }
+        guard let redemptionId, let entitlementId, let expiresAt else { throw r.missing("a field of an item") }
+        self.init(redemptionId: redemptionId, entitlement: .init(entitlementId: entitlementId, expiresAt: expiresAt))
+    }
+}
+
+/// `completedAt` by redemption id, an object whose keys are the ids (as `Codable` writes a
+/// dictionary with `String` keys); absent from a coupons of an earlier version.
+extension Coupons.CompleteMany.Response: BusBinaryFields {
+    func write(to w: BusBinaryWriter) {
+        w.container(.object) {
+            guard let completedAt else { return }
+            w.name("completedAt")
+            w.container(.object) {
+                for (id, at) in completedAt {
+                    w.name(id)
+                    w.put(at)
+                }
+            }
+        }
+    }
+
+    init(binary r: BusBinaryReader, at offset: Int) throws {
+        var completedAt: [String: Date]?
+        try r.fields(at: offset) { key, at in
+            guard r.key(key, is: "completedAt"), try !r.isNil(at: at) else { return }
+            var read: [String: Date] = [:]
+            try r.fields(at: at) { key, at in
+                read[String(decoding: r.bytes[key], as: UTF8.self)] = try r.date(at: at)
+            }
+            completedAt = read
+        }
+        self.init(completedAt: completedAt)
+    }
+}
