@@ -50,7 +50,12 @@ final class MultiInstanceStackTests: StackTestCase {
         couponsPorts = [Int(wiring["REDEEM_COUPONS_HTTP_PORT"] ?? "") ?? 0, try Project.freePort()]
         grantsPorts = [Int(wiring["REDEEM_GRANTS_HTTP_PORT"] ?? "") ?? 0, try Project.freePort()]
         try stack.startService("coupons", overrides: binds(addresses[1]).merging(["REDEEM_COUPONS_HTTP_PORT": String(couponsPorts[1])]) { $1 })
-        try stack.startService("grants", overrides: binds(addresses[1]).merging(["REDEEM_GRANTS_HTTP_PORT": String(grantsPorts[1])]) { $1 })
+        // The added grants calls RevenueCat with a key of its own, so the fake tells its calls apart.
+        try stack.startService(
+            "grants",
+            overrides: binds(addresses[1]).merging([
+                "REDEEM_GRANTS_HTTP_PORT": String(grantsPorts[1]), "REDEEM_REVENUECAT_KEY": "sk_rc_multi_added",
+            ]) { $1 })
         let gatewayPort = try Project.freePort()
         let gatewayOps = try Project.freePort()
         try stack.startService("gateway", overrides: ["REDEEM_HTTP_PORT": String(gatewayPort), "REDEEM_GATEWAY_HTTP_PORT": String(gatewayOps)])
@@ -146,8 +151,9 @@ final class MultiInstanceStackTests: StackTestCase {
     }
 
     /// 200 holders redeem through both gateways while one grants instance is killed with SIGKILL
-    /// (and stays dead, still listed under the name). Every provider call takes a second, so the
-    /// dead one dies in the middle of some: the provider granted them, but it never recorded it.
+    /// (and stays dead, still listed under the name). Every provider call takes a second, and the
+    /// kill comes while the provider holds calls of the dead one (told apart by its RevenueCat key):
+    /// the provider granted them, but it never recorded it.
     /// Coupons' outbox re-sends what the dead one held, the other instance takes every command
     /// and, once their leases expire, the grants the dead one had claimed, and repeats them with
     /// the same end time: every redemption completes, each holder has exactly one grant at the
@@ -156,7 +162,6 @@ final class MultiInstanceStackTests: StackTestCase {
     func testAGrantsInstanceKilledMidFlightLosesNothingAndGrantsOnce() async throws {
         try await added()
         let succeeded = "redeem_grants_total{outcome=\"succeeded\"}"
-        let grantedBefore = try await metric(Self.grantsPorts[0], succeeded)
         Self.revenueCat.reset()
         Self.revenueCat.answerAlways(.slow(seconds: 1))
         defer { Self.revenueCat.answerAlways(.created) }
@@ -185,11 +190,13 @@ final class MultiInstanceStackTests: StackTestCase {
                 return try await group.reduce(into: [(String, TokenMinter.User)]()) { if let x = $1 { $0.append(x) } }
             }
         }
-        let inFlight = try await Self.stack.eventually(10) { try await self.metric(Self.grantsPorts[0], succeeded) > grantedBefore }
-        XCTAssertTrue(inFlight, "the runner's grants was granting before it was killed")
-        // Its next calls are under way (each takes a second, and redemptions keep coming): the
-        // pause places the kill inside them, which no condition outside the process can tell.
-        try await Task.sleep(for: .milliseconds(300))
+        // Killed while the provider holds calls the runner's grants sent (each for a second; the
+        // condition is checked every 100 ms). A pause after its first success instead left it,
+        // under load, between its passes with no call under way (0 repeated, 1 run in 3).
+        let inFlight = try await Self.stack.eventually(10) {
+            Self.revenueCat.grantsUnderWay(authorization: "Bearer sk_rc_multi") > 0
+        }
+        XCTAssertTrue(inFlight, "the runner's grants had calls under way when it was killed")
         kill(try Self.stack.pid("grants"), SIGKILL)
         addTeardownBlock {
             try await Self.stack.restart(

@@ -42,6 +42,8 @@ public final class FakeRevenueCat: Sendable {
     private let purchases = Mutex<[String: [StorePurchase]]>([:])
     private let readAnswer = Mutex<Answer>(.created)
     private let readCount = Mutex<[String]>([])
+    /// Grants received and not answered yet (a `slow` answer's wait), by `Authorization` header.
+    private let underWay = Mutex<[String: Int]>([:])
 
     /// A purchase at a store, as a customer's subscription.
     public struct StorePurchase: Sendable {
@@ -137,6 +139,9 @@ public final class FakeRevenueCat: Sendable {
     public var scriptedLeft: Int { script.withLock { $0.count } }
     public func answerAlways(_ answer: Answer) { fallbackAnswer.withLock { $0 = answer } }
     public var received: [Call] { calls.withLock { $0 } }
+    /// How many grants sent with `authorization` are held right now, received and not yet answered
+    /// (each `slow` one for its seconds): a caller killed now has sent them and never learns the answer.
+    public func grantsUnderWay(authorization: String) -> Int { underWay.withLock { $0[authorization] ?? 0 } }
     public var distinctGrants: Int { grants.withLock { $0.count } }
     /// The distinct grants (`end_time_ms`) a customer holds of an entitlement.
     public func grantEnds(_ appUserId: String, _ entitlementId: String) -> Set<Int64> {
@@ -231,7 +236,12 @@ public final class FakeRevenueCat: Sendable {
         let answer = script.withLock { $0.isEmpty ? nil : $0.removeFirst() } ?? fallbackAnswer.withLock { $0 }
         var status = 201
         var response: HTTPResponse
-        if case .slow(let seconds) = answer { try? await Task.sleep(for: .seconds(seconds)) }
+        if case .slow(let seconds) = answer {
+            let caller = req.header("authorization") ?? ""
+            underWay.withLock { $0[caller, default: 0] += 1 }
+            try? await Task.sleep(for: .seconds(seconds))
+            underWay.withLock { $0[caller, default: 0] -= 1 }
+        }
         switch answer {
         case .created, .slow:
             if let end { grants.withLock { _ = $0.insert("\(app)|\(ent)|\(end)") } }
