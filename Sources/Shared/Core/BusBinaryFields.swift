@@ -58,37 +58,13 @@ extension BusBinaryWriter {
         container(.array) { for s in strings { put(s) } }
     }
 
-    /// An optional field, as `encodeIfPresent` writes it: nothing when it is nil.
-    func field(_ name: StaticString, _ value: String?) {
-        guard let value else { return }
-        self.name(name)
-        put(value)
-    }
-
-    func field(_ name: StaticString, _ value: Bool?) {
-        guard let value else { return }
-        self.name(name)
-        put(value)
-    }
-
-    func field(_ name: StaticString, _ value: UUID?) {
-        guard let value else { return }
-        self.name(name)
-        put(value)
-    }
-
-    func field(_ name: StaticString, _ value: Int?) {
-        guard let value else { return }
-        self.name(name)
-        put(signed: Int64(value))
-    }
-
     func put(_ date: Date) { put(date.timeIntervalSince1970, tag: .date) }
 
-    func field(_ name: StaticString, _ value: [String]?) {
+    /// A field, or, when it is nil, nothing (as `encodeIfPresent` writes an optional one).
+    func field<T: BusBinaryScalar>(_ name: StaticString, _ value: T?) {
         guard let value else { return }
         self.name(name)
-        put(value)
+        value.put(into: self)
     }
 
     /// An object whose one field is an array of values written by hand: a batch's items or answers.
@@ -105,6 +81,19 @@ extension BusBinaryWriter {
         put(signed: Int64(frames.append(wire.bytes)))
     }
 }
+
+/// A value a hand-written field holds, written as `Codable` writes it there.
+protocol BusBinaryScalar {
+    func put(into writer: BusBinaryWriter)
+}
+
+extension String: BusBinaryScalar { func put(into w: BusBinaryWriter) { w.put(self) } }
+extension Bool: BusBinaryScalar { func put(into w: BusBinaryWriter) { w.put(self) } }
+extension UUID: BusBinaryScalar { func put(into w: BusBinaryWriter) { w.put(self) } }
+extension Int: BusBinaryScalar { func put(into w: BusBinaryWriter) { w.put(signed: Int64(self)) } }
+extension Int64: BusBinaryScalar { func put(into w: BusBinaryWriter) { w.put(signed: self) } }
+extension Date: BusBinaryScalar { func put(into w: BusBinaryWriter) { w.put(self) } }
+extension Array: BusBinaryScalar where Element == String { func put(into w: BusBinaryWriter) { w.put(self) } }
 
 extension BusBinaryReader {
     /// Reads `type` by hand when it knows how, else through its `Codable` conformance.
@@ -199,18 +188,12 @@ extension BusBinaryReader {
 extension Envelope: BusBinaryFields {
     func write(to w: BusBinaryWriter) throws {
         try w.container(.object) {
-            w.name("v")
-            w.put(signed: Int64(v))
-            w.name("id")
-            w.put(id)
-            w.name("type")
-            w.put(type)
+            w.field("v", v)
+            w.field("id", id)
+            w.field("type", type)
             w.field("requestId", requestId)
             w.field("traceparent", traceparent)
-            if let deadlineMs {
-                w.name("deadlineMs")
-                w.put(signed: deadlineMs)
-            }
+            w.field("deadlineMs", deadlineMs)
             w.field("frames", frames)
             w.name("body")
             try w.message(body)
@@ -230,10 +213,8 @@ extension Envelope: BusBinaryFields {
 extension ReplyEnvelope: BusBinaryFields {
     func write(to w: BusBinaryWriter) throws {
         try w.container(.object) {
-            w.name("v")
-            w.put(signed: Int64(v))
-            w.name("id")
-            w.put(id)
+            w.field("v", v)
+            w.field("id", id)
             if let body {
                 w.name("body")
                 try w.message(body)

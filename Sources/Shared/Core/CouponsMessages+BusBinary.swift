@@ -49,17 +49,12 @@ extension Coupons.RedeemMany.Response: BusBinaryFields {
 extension Coupons.Redeem: BusBinaryFields {
     func write(to w: BusBinaryWriter) throws {
         w.container(.object) {
-            w.name("accountId")
-            w.put(accountId)
-            w.name("appUserId")
-            w.put(appUserId)
-            w.name("code")
-            w.put(code)
+            w.field("accountId", accountId)
+            w.field("appUserId", appUserId)
+            w.field("code", code)
             w.field("productId", productId)
-            w.name("platform")
-            w.put(platform.rawValue)
-            w.name("sandbox")
-            w.put(sandbox)
+            w.field("platform", platform.rawValue)
+            w.field("sandbox", sandbox)
             w.field("playOwned", playOwned)
             w.field("traceparent", traceparent)
             w.field("app", app)
@@ -106,8 +101,7 @@ extension Coupons.Redeem.Response: BusBinaryFields {
                 w.name("redemption")
                 try w.put(redemption)
             }
-            w.name("created")
-            w.put(created)
+            w.field("created", created)
             w.field("refusal", refusal?.rawValue)
             w.field("asksPlayOwnership", asksPlayOwnership)
         }
@@ -150,10 +144,8 @@ extension Coupons.ValidateMany.Response: BusBinaryFields {
 extension Coupons.Validate: BusBinaryFields {
     func write(to w: BusBinaryWriter) throws {
         w.container(.object) {
-            w.name("accountId")
-            w.put(accountId)
-            w.name("code")
-            w.put(code)
+            w.field("accountId", accountId)
+            w.field("code", code)
             w.field("platform", platform?.rawValue)
             w.field("sandbox", sandbox)
             w.field("playOwned", playOwned)
@@ -199,8 +191,7 @@ extension Coupons.Validate.Response: BusBinaryFields {
             w.name("answer")
             try w.put(answer)
             if asksPlayOwnership {
-                w.name("asksPlayOwnership")
-                w.put(true)
+                w.field("asksPlayOwnership", true)
             }
         }
     }
@@ -234,14 +225,11 @@ extension Coupons.CompleteMany: BusBinaryFields {
 extension Coupons.CompleteMany.Item: BusBinaryFields {
     func write(to w: BusBinaryWriter) {
         w.container(.object) {
-            w.name("redemptionId")
-            w.put(redemptionId)
+            w.field("redemptionId", redemptionId)
             w.name("entitlement")
             w.container(.object) {
-                w.name("entitlementId")
-                w.put(entitlement.entitlementId)
-                w.name("expiresAt")
-                w.put(entitlement.expiresAt)
+                w.field("entitlementId", entitlement.entitlementId)
+                w.field("expiresAt", entitlement.expiresAt)
             }
         }
     }

@@ -6,25 +6,18 @@ import Foundation
 extension GrantCommand: BusBinaryFields {
     func write(to w: BusBinaryWriter) throws {
         w.container(.object) {
-            w.name("redemptionId")
-            w.put(redemptionId)
-            w.name("accountId")
-            w.put(accountId)
-            w.name("appUserId")
-            w.put(appUserId)
-            w.name("entitlementId")
-            w.put(entitlementId)
+            w.field("redemptionId", redemptionId)
+            w.field("accountId", accountId)
+            w.field("appUserId", appUserId)
+            w.field("entitlementId", entitlementId)
             w.name("duration")
             duration.write(to: w)
-            w.name("sandbox")
-            w.put(sandbox)
+            w.field("sandbox", sandbox)
             w.name("coupon")
             coupon.write(to: w)
-            w.name("platform")
-            w.put(platform.rawValue)
+            w.field("platform", platform.rawValue)
             w.field("productId", productId)
-            w.name("reservedAt")
-            w.put(reservedAt)
+            w.field("reservedAt", reservedAt)
             w.field("mode", mode?.rawValue)
             w.field("app", app)
         }
@@ -76,10 +69,8 @@ extension GrantCommand: BusBinaryFields {
 extension PublicCoupon: BusBinaryFields {
     func write(to w: BusBinaryWriter) {
         w.container(.object) {
-            w.name("code")
-            w.put(code)
-            w.name("kind")
-            w.put(kind.rawValue)
+            w.field("code", code)
+            w.field("kind", kind.rawValue)
             w.field("percentOff", percentOff)
             if let amountOff {
                 w.name("amountOff")
@@ -122,10 +113,8 @@ extension PublicCoupon: BusBinaryFields {
 extension CouponDuration: BusBinaryFields {
     func write(to w: BusBinaryWriter) {
         w.container(.object) {
-            w.name("unit")
-            w.put(unit)
-            w.name("count")
-            w.put(signed: Int64(count))
+            w.field("unit", unit)
+            w.field("count", count)
         }
     }
 
@@ -146,10 +135,8 @@ extension CouponDuration: BusBinaryFields {
 extension Money: BusBinaryFields {
     func write(to w: BusBinaryWriter) {
         w.container(.object) {
-            w.name("amount")
-            w.put(amount)
-            w.name("currency")
-            w.put(currency)
+            w.field("amount", amount)
+            w.field("currency", currency)
         }
     }
 
