@@ -24,15 +24,21 @@ import Outbound
     /// An endpoint with `url`, written straight to the table (as a row stored before the rules
     /// changed, or whose name resolved elsewhere then), and one delivery of it, claimed.
     static func due(_ pool: PGPool, url: String) async throws -> Webhooks.Due {
-        let endpoint = UUID.random()
+        let endpoint = try await queued(pool, url: url).endpoint
+        let claimed = try await pool.withConnection { try Webhooks.claimDue($0, limit: 10, lease: 60) }
+        return try #require(claimed.first { $0.endpoint == endpoint })
+    }
+
+    /// The same, not claimed: the endpoint's id and the delivery's.
+    static func queued(_ pool: PGPool, url: String) async throws -> (endpoint: UUID, delivery: UUID) {
+        let (endpoint, delivery) = (UUID.random(), UUID.random())
         _ = try await pool.query("INSERT INTO grants.webhook_endpoints (id, url, events, secret, mode) VALUES ($1, $2, '{coupon.redeemed}', $3, 'live')",
                              [endpoint, url, Webhooks.newSecret()])
         _ = try await pool.query("""
             INSERT INTO grants.webhook_deliveries (id, endpoint_id, webhook_id, type, payload)
             VALUES ($1, $2, $3, 'coupon.redeemed', '{"type":"coupon.redeemed","data":{}}')
-            """, [UUID.random(), endpoint, "msg_" + UUID.random().lowercasedString])
-        let claimed = try await pool.withConnection { try Webhooks.claimDue($0, limit: 10, lease: 60) }
-        return try #require(claimed.first { $0.endpoint == endpoint })
+            """, [delivery, endpoint, "msg_" + UUID.random().lowercasedString])
+        return (endpoint, delivery)
     }
 
     struct Logged {
@@ -49,9 +55,82 @@ import Outbound
                       error: try row.decodeIfPresent("last_error"), response: try row.decodeIfPresent("last_response"))
     }
 
-    static func deliverer(_ pool: PGPool, allowPrivate: Bool, resolve: @escaping @Sendable (String) -> [String] = Webhooks.resolve) -> WebhookDeliverer {
-        WebhookDeliverer(pool: pool, logger: Logger(service: "grants", sink: LogSink(capturing: ())), schedule: [1, 1], allowPrivate: allowPrivate,
-                         keyring: .random(), resolve: resolve)
+    static func deliverer(
+        _ pool: PGPool, allowPrivate: Bool, resolve: @escaping @Sendable (String) -> [String] = Webhooks.resolve,
+        lease: TimeInterval = WebhookDeliverer.defaultLease
+    ) -> WebhookDeliverer {
+        WebhookDeliverer(
+            pool: pool, logger: Logger(service: "grants", sink: LogSink(capturing: ())), schedule: [1, 1],
+            allowPrivate: allowPrivate, keyring: .random(), resolve: resolve, lease: lease)
+    }
+
+    /// A delivery waiting for a slow endpoint keeps its lease: two instances poll one table with a
+    /// 4 s lease, and the endpoint answers after 8 s. Without the renewal, the other instance
+    /// claims it again once 4 s have passed and a second request arrives about 4 s after the first
+    /// answer; here the endpoint hears once, and the log shows one attempt, delivered.
+    @Test func aDeliveryWaitingForASlowEndpointIsNotSentAgainByAnotherInstance() async throws {
+        let pool = try await Self.database()
+        defer { pool.close() }
+        let receiver = try WebhookReceiver()
+        receiver.respond(after: .seconds(8))
+        let (_, id) = try await Self.queued(pool, url: receiver.url.absoluteString)
+        let instances = (0..<2).map { _ in Self.deliverer(pool, allowPrivate: true, lease: 4) }
+        let running = Task {
+            await withDiscardingTaskGroup { group in for i in instances { group.addTask { await i.run() } } }
+        }
+        let status = {
+            try await pool.query("SELECT status, attempts FROM grants.webhook_deliveries WHERE id = $1", [id]).first
+        }
+        var delivered = false
+        for _ in 0..<300 where !delivered {
+            try await Task.sleep(for: .milliseconds(100))
+            delivered = try await status()?.decode("status", as: WebhookDeliveryStatus.self) == .delivered
+        }
+        #expect(delivered)
+        try await Task.sleep(for: .seconds(5))  // a second request would have been answered by now
+        running.cancel()
+        await running.value
+        #expect(receiver.received.count == 1, "requests: \(receiver.received.count)")
+        #expect(try await status()?.decode("attempts", as: Int.self) == 1)
+        await receiver.stop()
+    }
+
+    /// A renewal holds a delivery still on the attempt it was claimed for, and nothing else: not
+    /// one claimed again since (by another instance), not one no longer pending, and not a retry
+    /// recorded for later than the lease would run.
+    @Test func aRenewalHoldsOnlyTheAttemptItWasClaimedFor() async throws {
+        let pool = try await Self.database()
+        defer { pool.close() }
+        let d = try await Self.due(pool, url: "http://127.0.0.1:9/hooks")
+        let leaseEnd = { () async throws -> Double in
+            try #require(
+                try await pool.query(
+                    "SELECT extract(epoch FROM next_attempt_at - now())::float8 AS s FROM grants.webhook_deliveries WHERE id = $1",
+                    [d.id]
+                ).first
+            ).decode("s")
+        }
+        let renew = { (attempts: Int) async throws in
+            try await pool.withConnection { try Webhooks.renewLeases($0, [d.id: attempts], lease: 120) }
+        }
+        // Claimed with 60 s: renewed to 120.
+        try await renew(1)
+        #expect(try await leaseEnd() > 110)
+        // A retry recorded for an hour from now keeps its hour.
+        let update = { (set: String) async throws in
+            _ = try await pool.query("UPDATE grants.webhook_deliveries SET \(set) WHERE id = $1", [d.id])
+        }
+        try await update("next_attempt_at = now() + interval '1 hour'")
+        try await renew(1)
+        #expect(try await leaseEnd() > 3500)
+        // Another instance's claim (the second attempt) is not the first's to renew.
+        try await update("next_attempt_at = now() + interval '1 second', attempts = 2")
+        try await renew(1)
+        #expect(try await leaseEnd() < 2)
+        // Nor is a delivery that has arrived.
+        try await update("status = 'delivered'")
+        try await renew(2)
+        #expect(try await leaseEnd() < 2)
     }
 
     /// Standard Webhooks: a 3xx is a failed delivery. The receiver redirects (every kind, to a

@@ -21,6 +21,14 @@ final class WebhookDeliverer: Sendable {
     let allowPrivate: Bool
     let resolve: @Sendable (String) -> [String]
     let limits: PinnedHTTPClient.Limits
+    /// How long a claimed delivery is kept from other instances. A delivery still under way after a
+    /// third of it has it renewed, every third of it (`renewLeases`), so an instance that dies holds
+    /// what it had claimed for at most this long, and a slow endpoint never has its delivery sent
+    /// twice at once.
+    let lease: TimeInterval
+    static let defaultLease: TimeInterval = 15
+    /// The deliveries under way here: the attempt each was claimed for, and since when.
+    private let underWay = Mutex<[UUID: (attempts: Int, since: ContinuousClock.Instant)]>([:])
     /// Made for the first delivery: libcurl's TLS set-up costs about 2 MB that a grants instance
     /// whose operators have no webhooks never needs.
     private let madeClient = Mutex<PinnedHTTPClient?>(nil)
@@ -29,8 +37,10 @@ final class WebhookDeliverer: Sendable {
     let keyring: SecretKeyring
 
     init(pool: PGPool, logger: Logger, schedule: [TimeInterval], allowPrivate: Bool, keyring: SecretKeyring,
-         resolve: @escaping @Sendable (String) -> [String] = Webhooks.resolve, limits: PinnedHTTPClient.Limits = .init()) {
+         resolve: @escaping @Sendable (String) -> [String] = Webhooks.resolve, limits: PinnedHTTPClient.Limits = .init(),
+         lease: TimeInterval = defaultLease) {
         self.pool = pool
+        self.lease = lease
         self.keyring = keyring
         self.logger = logger
         self.schedule = schedule
@@ -63,9 +73,13 @@ final class WebhookDeliverer: Sendable {
 
     /// Claims due deliveries and sends each on its own, four times a second while none is due, and
     /// as soon as a delivery ends while there was no room for more. A delivery is claimed with a
-    /// 60 s lease, so a slow endpoint holds up only its own deliveries, never the claiming of others.
+    /// `lease`, renewed while it is under way, so a slow endpoint holds up only its own deliveries,
+    /// never the claiming of others.
     func run() async {
         await withDiscardingTaskGroup { group in
+            group.addTask {
+                await Periodic(every: .milliseconds(Int(self.lease * 1000 / 3))).run { await self.renewLeases() }
+            }
             await Periodic(every: .milliseconds(250), doorbell: roomAgain).poll { () async -> Periodic.Next in
                 let room = Self.maxInFlight - self.inFlight.load(ordering: .acquiring)
                 let due = room > 0 ? await claim(limit: room) : []
@@ -83,9 +97,26 @@ final class WebhookDeliverer: Sendable {
     }
 
     private func claim(limit: Int) async -> [Webhooks.Due] {
-        do { return try await pool.withConnection { try Webhooks.claimDue($0, limit: limit, lease: 60) } } catch {
+        do {
+            let due = try await pool.withConnection { try Webhooks.claimDue($0, limit: limit, lease: self.lease) }
+            let now = ContinuousClock.now
+            underWay.withLock { for d in due { $0[d.id] = (d.attempts, now) } }
+            return due
+        } catch {
             logger.warning("webhook claim failed", ["error": String(describing: error)])
             return []
+        }
+    }
+
+    /// Renews the lease of every delivery under way here for longer than a third of it. One that
+    /// another instance has claimed since, or whose outcome is recorded, is left as it is
+    /// (`Webhooks.renewLeases`).
+    func renewLeases() async {
+        let since = ContinuousClock.now - .milliseconds(Int(lease * 1000 / 3))
+        let slow = underWay.withLock { $0.filter { $0.value.since <= since }.mapValues(\.attempts) }
+        guard !slow.isEmpty else { return }
+        do { try await pool.withConnection { try Webhooks.renewLeases($0, slow, lease: self.lease) } } catch {
+            logger.warning("webhook lease renewal failed", ["error": String(describing: error)])
         }
     }
 
@@ -99,7 +130,9 @@ final class WebhookDeliverer: Sendable {
     }
 
     func deliver(_ d: Webhooks.Due) async {
-        await record(d, await attempt(d))
+        let outcome = await attempt(d)
+        underWay.withLock { _ = $0.removeValue(forKey: d.id) }
+        await record(d, outcome)
     }
 
     /// Checks the destination and resolves its host (off the cooperative pool: a slow DNS server

@@ -200,6 +200,21 @@ extension Webhooks {
         }
     }
 
+    /// Keeps deliveries under way (`claimed`: each id with the attempt it was claimed for) from
+    /// other instances for `lease` more seconds. A delivery claimed again since (its attempt
+    /// counted again) or no longer pending is not touched, and one whose retry was recorded
+    /// meanwhile keeps its own time if later: a renewal that meets a recorded outcome delays the
+    /// retry by at most the lease.
+    static func renewLeases(_ c: PGConnection, _ claimed: [UUID: Int], lease: TimeInterval) throws {
+        let (ids, attempts) = (Array(claimed.keys), Array(claimed.values))
+        try c.query(
+            """
+            UPDATE grants.webhook_deliveries d SET next_attempt_at = greatest(d.next_attempt_at, now() + make_interval(secs => $3))
+            FROM unnest($1::uuid[], $2::int[]) AS h(id, attempts)
+            WHERE d.id = h.id AND d.attempts = h.attempts AND d.status = 'pending'
+            """, [PGArray(ids.map(\.lowercasedString)), PGArray(attempts.map(String.init)), lease])
+    }
+
     static func deliveryView(_ row: PGRow) throws -> WebhookDeliveryView {
         let status = try row.decode("status", as: WebhookDeliveryStatus.self)
         return WebhookDeliveryView(
