@@ -131,6 +131,27 @@ import Testing
         #expect(r.done == 45 && r.queued == 0)
     }
 
+    /// The batch lookups that take arrays of accounts keep one generic plan per connection. With
+    /// the arrays' values, PostgreSQL planned each call again, at more cost than the lookup
+    /// itself (docs/performance.md, "Session 35"); the tests above hold the generic plans to one
+    /// probe per account.
+    @Test func theBatchLookupsArePlannedOncePerConnection() async throws {
+        let pool = try await Self.couponsDatabase(autovacuumOff: [])
+        defer { pool.close() }
+        let settings = try await pool.withConnection { c in
+            try c.query(
+                """
+                SELECT p.proname AS name, array_to_string(p.proconfig, ',') AS settings FROM pg_proc p
+                WHERE p.pronamespace = 'coupons'::regnamespace
+                AND p.proname IN ('held_by_account', 'validate_standing_in_app', 'veterans_by_account_in_app')
+                ORDER BY p.proname
+                """
+            ).rows.map { [try $0.decode("name", as: String.self), try $0.decode("settings", as: String.self)] }
+        }
+        #expect(settings.map { $0[0] } == ["held_by_account", "validate_standing_in_app", "veterans_by_account_in_app"])
+        for s in settings { #expect(s[1].contains("plan_cache_mode=force_generic_plan"), "\(s)") }
+    }
+
     /// A new code's flash sale, with the statistics of the day before: another coupon holds every
     /// redemption they know of, and the new one has thousands since. A batch's lookup of the uses
     /// its accounts hold is one index probe per account, not a walk through the new coupon's
