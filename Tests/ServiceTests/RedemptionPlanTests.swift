@@ -131,11 +131,12 @@ import Testing
         #expect(r.done == 45 && r.queued == 0)
     }
 
-    /// The batch lookups that take arrays of accounts keep one generic plan per connection. With
-    /// the arrays' values, PostgreSQL planned each call again, at more cost than the lookup
-    /// itself (docs/performance.md, "Session 35"); the tests above hold the generic plans to one
-    /// probe per account.
-    @Test func theBatchLookupsArePlannedOncePerConnection() async throws {
+    /// The batch lookups that take arrays of accounts ask for a generic plan, which a connection
+    /// makes once. With the arrays' values, PostgreSQL planned each call again, at more cost than
+    /// the lookup itself (docs/performance.md, "Session 35": `./bench/pg-statements` shows the
+    /// plans made, which no test can read without `pg_stat_statements`); the tests above hold the
+    /// generic plans to one probe per account.
+    @Test func theBatchLookupsAskForAGenericPlan() async throws {
         let pool = try await Self.couponsDatabase(autovacuumOff: [])
         defer { pool.close() }
         let settings = try await pool.withConnection { c in
