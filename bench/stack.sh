@@ -6,7 +6,8 @@
 #                reach accounts) and sets $gateway, $admin, $db, $pg_port, $work and psql_;
 #   bench_stop   stops it and removes the directory (also done on exit);
 #   cpu_ticks, per_op  CPU used by each service and PostgreSQL, and per operation between two readings;
-#   hot_prepare, hot_load  row 1's coupon, tokens and load (bench/profile, bench/ab).
+#   hot_prepare, hot_load  row 1's coupon, tokens and load (bench/profile, bench/ab);
+#   free_prepare, free_load, valid_prepare, valid_load  rows 2's and 3's (bench/profile, bench/pg-statements).
 # Sourcing it starts one stack, unless BENCH_NO_START=1.
 seconds=${BENCH_SECONDS:-10}
 clients=${BENCH_CLIENTS:-64}
@@ -93,5 +94,22 @@ hot_prepare() {
   "$bin/bench-tokens" "$db" "$1" "$work/tokens"
 }
 hot_load() { env BENCH_TOKENS="$work/tokens" BENCH_CODE=BENCH-HOT BENCH_PRODUCT=pro wrk -t2 -c"$clients" -d"$1s" -s bench/redeem.lua "$gateway" | grep RESULT; }
+# Row 2's, as bench/profile and bench/pg-statements put it: free_prepare TOKENS makes the free
+# period coupon (BENCH-FREE, each redemption completed through grants) and tokens of that many new
+# users; free_load SECONDS runs wrk and prints its RESULT line.
+free_prepare() {
+  curl -fsS -X POST "$gateway/v1/coupons" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+    -d '{"code":"BENCH-FREE","kind":"freePeriod","duration":{"unit":"month","count":1}}' >/dev/null
+  "$bin/bench-tokens" "$db" "$1" "$work/tokens"
+}
+free_load() { env BENCH_TOKENS="$work/tokens" BENCH_CODE=BENCH-FREE wrk -t2 -c"$clients" -d"$1s" -s bench/redeem.lua "$gateway" | grep RESULT; }
+# Row 3's: valid_prepare makes its coupon (BENCH-VALID) and one user's token; valid_load SECONDS
+# validates it as that user from every connection and prints wrk's RESULT line.
+valid_prepare() {
+  curl -fsS -X POST "$gateway/v1/coupons" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+    -d '{"code":"BENCH-VALID","kind":"freePeriod","duration":{"unit":"week","count":1}}' >/dev/null
+  "$bin/bench-tokens" "$db" 1 "$work/tokens"
+}
+valid_load() { env BENCH_TOKEN="$(head -1 "$work/tokens")" BENCH_CODE=BENCH-VALID wrk -t2 -c"$clients" -d"$1s" -s bench/validate.lua "$gateway" | grep RESULT; }
 
 [[ ${BENCH_NO_START:-} == 1 ]] || bench_start
