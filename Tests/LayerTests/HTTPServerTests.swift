@@ -179,6 +179,26 @@ import Testing
         #expect(bodies == Array(repeating: "together", count: 40))
     }
 
+    /// A request is handled on the thread that read it (`HTTPLoop`), and a handler that waits
+    /// for another thread comes back to that one: no request crosses to the Swift executor's
+    /// threads and back. With the handler started as a plain task, it runs there and this fails.
+    @Test func aHandlerRunsOnTheLoopThatReadItsRequest() async throws {
+        let (server, client, _) = try start(threads: 2) { r in
+            r.get("/where") { _ in
+                let before = HTTPLoop.current
+                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                    DispatchQueue.global().async { c.resume() }
+                }
+                let after = HTTPLoop.current
+                return .text(200, before == nil ? "not on a loop" : before === after ? "same loop" : "another thread")
+            }
+        }
+        defer { Task { await server.stop() } }
+        for _ in 0..<20 {
+            #expect(try await client.get("/where").text == "same loop")
+        }
+    }
+
     @Test func malformedRequestsDoNotTakeTheServerDown() async throws {
         let (server, client, _) = try start { r in r.get("/ok") { _ in .text(200, "ok") } }
         defer { Task { await server.stop() } }

@@ -3,6 +3,8 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 
 #include <string.h>
 
@@ -19,29 +21,6 @@ cmicrohttpd_unescape(void *cls, struct MHD_Connection *connection, char *s)
   for (const char *p = strchr(s, '%'); p != NULL; p = strchr(p + 1, '%'))
     if (p[1] == '0' && p[2] == '0') return strlen(s);
   return MHD_http_unescape(s);
-}
-
-/* Swift cannot call C variadic functions, so MHD_start_daemon is wrapped here. A static inline
- * function in the system-library header is compiled by the Swift compiler's embedded Clang. */
-static inline struct MHD_Daemon *
-cmicrohttpd_start(unsigned int flags, const struct sockaddr *bind_addr, unsigned int thread_pool_size,
-                  unsigned int connection_limit, unsigned int connection_timeout_seconds,
-                  size_t connection_memory_bytes,
-                  MHD_AccessHandlerCallback dh, void *dh_cls,
-                  MHD_RequestCompletedCallback done, void *done_cls,
-                  MHD_AcceptPolicyCallback apc, void *apc_cls,
-                  MHD_NotifyConnectionCallback notify, void *notify_cls)
-{
-  return MHD_start_daemon(flags, 0, apc, apc_cls, dh, dh_cls,
-                          MHD_OPTION_SOCK_ADDR, bind_addr,
-                          MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
-                          MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
-                          MHD_OPTION_CONNECTION_LIMIT, connection_limit,
-                          MHD_OPTION_NOTIFY_COMPLETED, done, done_cls,
-                          MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
-                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_bytes,
-                          MHD_OPTION_UNESCAPE_CALLBACK, cmicrohttpd_unescape, NULL,
-                          MHD_OPTION_END);
 }
 
 #include <arpa/inet.h>
@@ -79,10 +58,52 @@ cmicrohttpd_connection_fd(struct MHD_Connection *connection)
   return info == NULL ? -1 : info->connect_fd;
 }
 
-/* MHD_get_daemon_info is variadic as well: the port actually bound (0 if unknown). */
-static inline uint16_t
-cmicrohttpd_bound_port(struct MHD_Daemon *daemon)
+/* Swift cannot call C variadic functions, so MHD_start_daemon is wrapped here (a static inline
+ * function in the system-library header is compiled by the Swift compiler's embedded Clang).
+ * A daemon with no thread of its own (its loop runs it with MHD_run) on a listening socket its
+ * caller made and shares with the other loops' daemons. */
+static inline struct MHD_Daemon *
+cmicrohttpd_start_on(unsigned int flags, int listen_socket,
+                     unsigned int connection_limit, unsigned int connection_timeout_seconds,
+                     size_t connection_memory_bytes,
+                     MHD_AccessHandlerCallback dh, void *dh_cls,
+                     MHD_RequestCompletedCallback done, void *done_cls,
+                     MHD_AcceptPolicyCallback apc, void *apc_cls,
+                     MHD_NotifyConnectionCallback notify, void *notify_cls)
 {
-  const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
-  return info == NULL ? 0 : info->port;
+  return MHD_start_daemon(flags, 0, apc, apc_cls, dh, dh_cls,
+                          MHD_OPTION_LISTEN_SOCKET, (MHD_socket) listen_socket,
+                          MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
+                          MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                          MHD_OPTION_NOTIFY_COMPLETED, done, done_cls,
+                          MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
+                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory_bytes,
+                          MHD_OPTION_UNESCAPE_CALLBACK, cmicrohttpd_unescape, NULL,
+                          MHD_OPTION_END);
+}
+
+/* MHD_get_daemon_info is variadic too: the daemon's epoll descriptor (-1 if none). */
+static inline int
+cmicrohttpd_epoll_fd(struct MHD_Daemon *daemon)
+{
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
+  return info == NULL ? -1 : info->epoll_fd;
+}
+
+/* Milliseconds until the daemon needs MHD_run for a timeout, at most `cap`. */
+static inline int
+cmicrohttpd_timeout_ms(struct MHD_Daemon *daemon, int cap)
+{
+  MHD_UNSIGNED_LONG_LONG t = 0;
+  if (MHD_get_timeout(daemon, &t) != MHD_YES) return cap;
+  return t < (MHD_UNSIGNED_LONG_LONG) cap ? (int) t : cap;
+}
+
+#include <sys/prctl.h>
+
+/* Names the calling thread (at most 15 characters shown): what `top -H` and `perf` print. */
+static inline void
+cmicrohttpd_name_thread(const char *name)
+{
+  prctl(PR_SET_NAME, name, 0, 0, 0);
 }

@@ -8,7 +8,9 @@ import Telemetry
 ///
 /// Handlers are `async`: when a request's body is complete the connection is *suspended*, the
 /// handler runs as a task, and the connection is resumed with the response. No thread is held
-/// while a handler waits (a bus reply, a long poll), so a few MHD threads serve many slow requests.
+/// while a handler waits (a bus reply, a long poll), so a few threads serve many slow requests.
+/// Each thread is an `HTTPLoop`: it runs a daemon of its own on the one listening socket, and
+/// the handlers of its requests run on it, so a request crosses no thread unless it waits.
 public final class HTTPServer: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
 
@@ -46,7 +48,8 @@ public final class HTTPServer: Sendable {
     let options: Options
     /// Whether to write one access-log line per request.
     let accessLog: Bool
-    private let daemon = Mutex<DaemonHandle?>(nil)
+    /// The loops while the server runs, and the socket they share.
+    private let running = Mutex<(loops: [HTTPLoop], socket: Int32)?>(nil)
     /// Guard resuming connections against stopping the daemon, with no lock every request takes
     /// (a lock held across `MHD_resume_connection`, which writes to the daemon's wake-up
     /// descriptor, was contended on every answer): a resume counts itself in `resuming`, then
@@ -89,21 +92,33 @@ public final class HTTPServer: Sendable {
         guard inet_pton(AF_INET, options.host, &addr.sin_addr) == 1 else {
             throw StartFailure(description: "\(options.host) is not an IPv4 address")
         }
-        let flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+        let socket = try Self.listen(on: addr, host: options.host)
+        var bound = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &bound) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
+        }
+        // Each loop's daemon runs on its loop's thread (no thread of libmicrohttpd's); the
+        // connection limit is shared out among them, as libmicrohttpd's own pool shares it.
+        let flags = MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         let cls = Unmanaged.passUnretained(self).toOpaque()
-        let d = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                cmicrohttpd_start(flags, sa, UInt32(options.threads), UInt32(options.connectionLimit),
-                                  UInt32(options.connectionTimeoutSeconds), options.connectionMemoryBytes, httpAccessHandler, cls, httpRequestCompleted, cls,
-                                  connections.active ? httpAcceptPolicy : nil, cls, connections.active ? httpConnectionNotice : nil, cls)
+        let count = max(1, options.threads)
+        var loops: [HTTPLoop] = []
+        for i in 0..<count {
+            let limit = options.connectionLimit / count + (i < options.connectionLimit % count ? 1 : 0)
+            let daemon = cmicrohttpd_start_on(
+                flags, socket, UInt32(max(1, limit)), UInt32(options.connectionTimeoutSeconds),
+                options.connectionMemoryBytes, httpAccessHandler, cls, httpRequestCompleted, cls,
+                connections.active ? httpAcceptPolicy : nil, cls, connections.active ? httpConnectionNotice : nil, cls)
+            guard let daemon else {
+                Self.end(loops, socket: socket)
+                throw StartFailure(description: "cannot serve on \(options.host):\(options.port)")
             }
+            loops.append(HTTPLoop(daemon: daemon))
         }
-        guard let d else {
-            throw StartFailure(description: "cannot listen on \(options.host):\(options.port) (in use?)")
-        }
-        daemon.withLock { $0 = DaemonHandle(raw: d) }
-        let bound = Int(cmicrohttpd_bound_port(d))
-        boundPort.store(bound == 0 ? options.port : bound, ordering: .relaxed)
+        for (i, loop) in loops.enumerated() { loop.start(name: "http-\(i)") }
+        running.withLock { $0 = (loops, socket) }
+        boundPort.store(Int(UInt16(bigEndian: bound.sin_port)), ordering: .relaxed)
         if connections.timed {
             sweeper.withLock { [connections, metrics] in
                 $0 = Task {
@@ -120,12 +135,36 @@ public final class HTTPServer: Sendable {
         }
     }
 
+    /// The listening socket the loops share (as libmicrohttpd would make it: `SO_REUSEADDR`, non-blocking).
+    private static func listen(on address: sockaddr_in, host: String) throws -> Int32 {
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let kind = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        let fd = Glibc.socket(AF_INET, kind, 0)
+        guard fd >= 0 else { throw StartFailure(description: "cannot listen on \(host):\(port): no socket") }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = address
+        let bound = withUnsafePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, Glibc.listen(fd, SOMAXCONN) == 0 else {
+            Glibc.close(fd)
+            throw StartFailure(description: "cannot listen on \(host):\(port) (in use?)")
+        }
+        return fd
+    }
+
     /// Stops accepting connections, lets requests in progress finish for up to `drainSeconds`,
-    /// then stops the daemon (joining its threads).
+    /// then stops the daemons and their loops.
     public func stop(drainSeconds: Double = 3) async {
-        guard let d = daemon.withLock({ $0 }) else { return }
+        guard let (loops, socket) = running.withLock({ $0 }) else { return }
         sweeper.withLock { $0?.cancel() }
-        _ = MHD_quiesce_daemon(d.raw)
+        for loop in loops {
+            let daemon = DaemonHandle(raw: loop.daemon)
+            await loop.perform { _ = MHD_quiesce_daemon(daemon.raw) }
+        }
         _ = await waitUntil(.now + .milliseconds(Int(drainSeconds * 1000)), every: .milliseconds(20)) { inFlight.load(ordering: .acquiring) == 0 }
         // libmicrohttpd aborts the process if it is stopped with a connection suspended: requests
         // whose handler is still running are answered 503 and given a moment to be sent, and from
@@ -146,12 +185,23 @@ public final class HTTPServer: Sendable {
         _ = await waitUntil(.now + .seconds(10), every: .milliseconds(1)) {
             resuming.load(ordering: .sequentiallyConsistent) == 0
         }
-        daemon.withLock { $0 = nil }
-        MHD_stop_daemon(d.raw)
+        running.withLock { $0 = nil }
+        Self.end(loops, socket: socket)
+    }
+
+    /// Ends the loops' threads, then stops their daemons (on this thread: no loop runs them any
+    /// more) and closes the socket they shared, which quiescing handed back.
+    private static func end(_ loops: [HTTPLoop], socket: Int32) {
+        for loop in loops { loop.close() }
+        for loop in loops {
+            _ = MHD_quiesce_daemon(loop.daemon)
+            MHD_stop_daemon(loop.daemon)
+        }
+        Glibc.close(socket)
     }
 
     deinit {
-        if let d = daemon.withLock({ $0 }) { MHD_stop_daemon(d.raw) }
+        if let (loops, socket) = running.withLock({ $0 }) { Self.end(loops, socket: socket) }
     }
 
     /// Resumes a suspended connection unless the daemon is stopping (then it is gone).
@@ -162,7 +212,7 @@ public final class HTTPServer: Sendable {
     }
 }
 
-/// A daemon pointer; MHD's API is safe to call from any thread for the calls made with it.
+/// A daemon pointer, carried to its loop's thread.
 struct DaemonHandle: @unchecked Sendable { let raw: OpaquePointer }
 /// A connection pointer, used only to resume the connection (which MHD allows from any thread).
 struct ConnectionHandle: @unchecked Sendable, Hashable { let raw: OpaquePointer }
@@ -252,7 +302,8 @@ private func httpAccessHandler(
     }
     guard suspending else { return queue(server.finish(state, .error(.stopping)), on: connection) }
     MHD_suspend_connection(connection)
-    Task {
+    // On the loop that read the request: it is answered there, with no thread crossed.
+    Task(executorPreference: HTTPLoop.current) {
         // The request's span continues the caller's trace (its `traceparent`), or starts one.
         let parent = request.header("traceparent").flatMap(TraceContext.init(traceparent:))
         let (response, trace) = await LogContext.$requestId.withValue(request.requestId) {
