@@ -11,7 +11,7 @@ import Synchronization
 ///
 /// This replaced libmicrohttpd's own thread pool, where every request went from a libmicrohttpd
 /// thread to the Swift executor's and back (a wake-up each way, and a `write` to the daemon's
-/// wake-up descriptor for every answer): the gateway spent 18 % less CPU per validation
+/// wake-up descriptor for every answer): the gateway spent about a fifth less CPU per validation
 /// (docs/performance.md, "Session 36").
 final class HTTPLoop: TaskExecutor, @unchecked Sendable {
     let daemon: OpaquePointer
