@@ -34,10 +34,17 @@ final class HTTPLoop: TaskExecutor, @unchecked Sendable {
         pthread_getspecific(currentKey).map { Unmanaged<HTTPLoop>.fromOpaque($0).takeUnretainedValue() }
     }
 
-    init(daemon: OpaquePointer) {
+    struct NoDescriptors: Error {}
+
+    init(daemon: OpaquePointer) throws {
         self.daemon = daemon
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         wake = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard epoll >= 0, wake >= 0 else {
+            if epoll >= 0 { Glibc.close(epoll) }
+            if wake >= 0 { Glibc.close(wake) }
+            throw NoDescriptors()
+        }
         for fd in [wake, cmicrohttpd_epoll_fd(daemon)] {
             var e = epoll_event()
             e.events = EPOLLIN.rawValue
@@ -97,6 +104,11 @@ final class HTTPLoop: TaskExecutor, @unchecked Sendable {
         DispatchQueue.global().async { job.runSynchronously(on: executor) }
     }
 
+    /// Wakes the loop so that it runs its daemon again: after a connection was resumed from
+    /// another thread. libmicrohttpd empties its own wake-up descriptor inside `MHD_run`, so a
+    /// resume that lands while the loop is in there would otherwise wait for the loop's timeout.
+    func nudge() { signal() }
+
     private func signal() {
         var one: UInt64 = 1
         _ = Glibc.write(wake, &one, 8)
@@ -114,6 +126,8 @@ final class HTTPLoop: TaskExecutor, @unchecked Sendable {
             guard open else { return }
             for job in batch { job.runSynchronously(on: executor) }
             batch.removeAll(keepingCapacity: true)
+            // A job may have ended this loop, and stopped its daemon (a server stopped from a handler).
+            guard state.withLock({ $0.open }) else { return }
             _ = MHD_run(daemon)
             if !state.withLock({ $0.jobs.isEmpty }) { continue }
             let n = epoll_wait(epoll, &events, Int32(events.count), cmicrohttpd_timeout_ms(daemon, 1000))

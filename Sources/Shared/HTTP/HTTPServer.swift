@@ -114,7 +114,14 @@ public final class HTTPServer: Sendable {
                 Self.end(loops, socket: socket)
                 throw StartFailure(description: "cannot serve on \(options.host):\(options.port)")
             }
-            loops.append(HTTPLoop(daemon: daemon))
+            do {
+                loops.append(try HTTPLoop(daemon: daemon))
+            } catch {
+                _ = MHD_quiesce_daemon(daemon)  // or stopping it would close the socket the others share
+                MHD_stop_daemon(daemon)
+                Self.end(loops, socket: socket)
+                throw StartFailure(description: "cannot serve on \(options.host):\(options.port): no descriptors")
+            }
         }
         for (i, loop) in loops.enumerated() { loop.start(name: "http-\(i)") }
         running.withLock { $0 = (loops, socket) }
@@ -207,7 +214,14 @@ public final class HTTPServer: Sendable {
     /// Resumes a suspended connection unless the daemon is stopping (then it is gone).
     func resume(_ connection: ConnectionHandle) {
         resuming.wrappingAdd(1, ordering: .sequentiallyConsistent)
-        if !stopped.load(ordering: .sequentiallyConsistent) { MHD_resume_connection(connection.raw) }
+        if !stopped.load(ordering: .sequentiallyConsistent) {
+            MHD_resume_connection(connection.raw)
+            // Off the loops (stop's 503s, a job that outlived its loop): wake them, as the
+            // daemon's own wake-up may be spent inside `MHD_run` (`HTTPLoop.nudge`).
+            if HTTPLoop.current == nil, let loops = running.withLock({ $0?.loops }) {
+                for loop in loops { loop.nudge() }
+            }
+        }
         resuming.wrappingSubtract(1, ordering: .sequentiallyConsistent)
     }
 }
