@@ -24,11 +24,8 @@ extension JSONEncoder {
 }
 
 extension JSONDecoder {
-    private static let wireDecoder: JSONDecoder = {
-        let d = JSONDecoder()
-        d.dateDecodingStrategy = .custom { try Timestamp.decodeText(try $0.singleValueContainer()) }
-        return d
-    }()
+    /// Reads the text itself first (`TextJSONDecoder`), and Foundation's options are set to match.
+    private static let wireDecoder: JSONDecoder = TextJSONDecoder(dates: .text)
 
     private static let busDecoder = makeBus()
 

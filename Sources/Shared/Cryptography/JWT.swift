@@ -21,7 +21,8 @@ public enum JWT {
     }
 
     /// One decoder for every verification (decoding with it is thread-safe; its options never change).
-    private static let decoder = JSONDecoder()
+    /// It reads the claims itself before Foundation would (`TextJSONDecoder`).
+    private static let decoder: JSONDecoder = TextJSONDecoder(dates: .foundation)
 
     /// Headers of tokens that verified, by their encoded segment: every token of one key carries
     /// the same header, so it is decoded once rather than per token (a `JSONDecoder` pass is as
