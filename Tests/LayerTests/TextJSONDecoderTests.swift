@@ -131,6 +131,55 @@ import Testing
         #expect(throws: (any Error).self) { try Self.text.decode([String: Int].self, from: notUTF8) }
     }
 
+    /// What only Foundation's own ways tell apart: keys it compares as `String`s (canonically
+    /// equivalent text is equal), an array element a type fails to decode and then reads as
+    /// something else, keys naming one number two ways, 128-bit integers, dates set after `init`.
+    @Test func whatOnlyFoundationTellsApartGoesToFoundation() throws {
+        struct Kelvin: Codable, Equatable { var K: Int? }
+        let kelvin = "{\"\u{212A}\": 5}"  // the Kelvin sign, which is "K" to Swift's String
+        same(Kelvin.self, kelvin, read: false)
+        #expect(try Self.text.decode(Kelvin.self, from: Data(kelvin.utf8)).K == 5)
+        same([String: String].self, "{\"caf\u{E9}\": \"a\", \"cafe\u{301}\": \"b\"}", read: false)
+        same([String: Int].self, #"{"a": 1, "b": 2}"#, read: true)
+
+        struct Lossy: Decodable, Equatable {
+            var kinds: [Kind] = []
+            init(from decoder: any Decoder) throws {
+                var c = try decoder.unkeyedContainer()
+                while !c.isAtEnd {
+                    if let kind = try? c.decode(Kind.self) { kinds.append(kind) } else { _ = try c.decode(String.self) }
+                }
+            }
+        }
+        let list = #"["alpha", "gamma", "beta"]"#
+        same(Lossy.self, list, read: false)
+        #expect(try Self.text.decode(Lossy.self, from: Data(list.utf8)).kinds == [.alpha, .beta])
+
+        // Which of "1" and "01" Foundation keeps depends on its dictionary's order.
+        let twice = Data(#"{"1": "a", "01": "b"}"#.utf8)
+        #expect(TextJSONDecoder.read([Int: String].self, from: twice, dates: .text) == nil)
+        same([Int: String].self, #"{"1": "a", "-2": "b"}"#, read: true)
+
+        struct Wide: Decodable, Equatable {
+            var n: Int128?
+            enum CodingKeys: CodingKey { case n }
+            init(from decoder: any Decoder) throws {
+                n = try? decoder.container(keyedBy: CodingKeys.self).decode(Int128.self, forKey: .n)
+            }
+        }
+        same(Wide.self, #"{"n": 5}"#, read: false)
+
+        struct When: Decodable, Equatable { var at: Date }
+        let iso = JSONDecoder()
+        iso.dateDecodingStrategy = .iso8601
+        let ours = TextJSONDecoder(dates: .text)
+        ours.dateDecodingStrategy = .iso8601
+        for text in [#"{"at": "2026-12-07T03:00:00.123Z"}"#, #"{"at": "2026-12-07T03:00:00Z"}"#] {
+            let data = Data(text.utf8)
+            #expect((try? ours.decode(When.self, from: data)) == (try? iso.decode(When.self, from: data)))
+        }
+    }
+
     /// A type that catches an error and carries on must not keep what it made of the reader's
     /// answer: Foundation reads the whole text again.
     @Test func aCaughtErrorStillSendsTheTextToFoundation() throws {

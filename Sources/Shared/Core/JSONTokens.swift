@@ -15,6 +15,9 @@ struct JSONTokens {
         /// A string: it holds an escape (its bytes are not its value). A number: it is an integer
         /// (no fraction, no exponent, not `-0`). A bool: its value.
         var flag: Bool
+        /// A string: it holds a byte above ASCII (as a key, it may equal another text that is
+        /// canonically equivalent, as Swift's `String` compares).
+        var wide = false
         /// A string's bytes between its quotes, a number's text.
         var start: Int32
         var end: Int32
@@ -50,9 +53,10 @@ struct JSONTokens {
         }
     }
 
-    private mutating func append(_ kind: Kind, _ flag: Bool, _ start: Int, _ end: Int) {
+    private mutating func append(_ kind: Kind, _ flag: Bool, _ start: Int, _ end: Int, wide: Bool = false) {
         let next = Int32(tokens.count + 1)
-        tokens.append(Token(kind: kind, flag: flag, start: Int32(start), end: Int32(end), next: next, count: 0))
+        tokens.append(
+            Token(kind: kind, flag: flag, wide: wide, start: Int32(start), end: Int32(end), next: next, count: 0))
     }
 
     private mutating func value(_ at: inout Int, depth: Int) -> Bool {
@@ -143,7 +147,7 @@ struct JSONTokens {
             i += 1
         }
         if wide, String(validating: bytes[start..<i], as: UTF8.self) == nil { return false }
-        append(.string, escaped, start, i)
+        append(.string, escaped, start, i, wide: wide)
         at = i + 1
         return true
     }
@@ -263,18 +267,18 @@ struct JSONTokens {
         return nil
     }
 
-    /// Whether two of the object's keys are the same text (Foundation keeps one of them; which
-    /// one is its own business, so such an object is left to it). A key with an escape counts as
-    /// a duplicate, so that only keys compared byte for byte are taken.
+    /// Whether the object's keys may not be told apart byte for byte: two keys are the same text
+    /// (Foundation keeps the first), or a key holds an escape or a byte above ASCII (Foundation
+    /// compares keys as `String`s, so "\u{212A}" is "K" to it). Such an object is left to Foundation.
     func hasRepeatedKeys(_ object: Int) -> Bool {
         let count = Int(tokens[object].count)
-        guard count > 1 else { return tokens[object].count == 1 && tokens[object + 1].flag }
+        guard count > 1 else { return count == 1 && (tokens[object + 1].flag || tokens[object + 1].wide) }
         guard count <= 64 else { return true }
         var keys: [Int] = []
         keys.reserveCapacity(count)
         var k = object + 1
         for _ in 0..<count {
-            if tokens[k].flag { return true }
+            if tokens[k].flag || tokens[k].wide { return true }
             keys.append(k)
             k = Int(tokens[k + 1].next)
         }

@@ -16,13 +16,22 @@ import Foundation
 public final class TextJSONDecoder: JSONDecoder, @unchecked Sendable {
     /// How dates are read: ISO 8601 text (`Timestamp.decodeText`, the wire's), or left to Foundation.
     public enum Dates: Sendable { case text, foundation }
-    let dates: Dates
+    private var dates: Dates
 
     public init(dates: Dates) {
         self.dates = dates
         super.init()
         if dates == .text {
-            dateDecodingStrategy = .custom { try Timestamp.decodeText(try $0.singleValueContainer()) }
+            super.dateDecodingStrategy = .custom { try Timestamp.decodeText(try $0.singleValueContainer()) }
+        }
+    }
+
+    /// Dates set another way than `init`'s are Foundation's to read.
+    public override var dateDecodingStrategy: DateDecodingStrategy {
+        get { super.dateDecodingStrategy }
+        set {
+            super.dateDecodingStrategy = newValue
+            dates = .foundation
         }
     }
 
@@ -62,15 +71,23 @@ public final class TextJSONDecoder: JSONDecoder, @unchecked Sendable {
 
         func token(_ i: Int) -> JSONTokens.Token { tokens.tokens[i] }
 
+        /// Any error on the way marks the read failed, a type's own included (an unknown enum case,
+        /// a malformed UUID): Foundation, which moves past an array's element only once it is
+        /// decoded, might answer a type that catches it otherwise.
         func decode<T: Decodable>(_ type: T.Type, at i: Int, base: [any CodingKey], key: (any CodingKey)?) throws -> T {
-            // What Foundation's decoder reads its own way, whatever the type's `init(from:)` says.
-            if T.self == Date.self, dates == .text {
-                return try Timestamp.decodeText(Value(reader: self, index: i, base: base, key: key)) as! T
+            do {
+                // What Foundation's decoder reads its own way, whatever the type's `init(from:)` says.
+                if T.self == Date.self, dates == .text {
+                    return try Timestamp.decodeText(Value(reader: self, index: i, base: base, key: key)) as! T
+                }
+                if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
+                    throw fail()
+                }
+                return try T(from: Decoding(reader: self, index: i, base: base, key: key))
+            } catch {
+                failed = true
+                throw error
             }
-            if T.self == Date.self || T.self == Data.self || T.self == URL.self || T.self == Decimal.self {
-                throw fail()
-            }
-            return try T(from: Decoding(reader: self, index: i, base: base, key: key))
         }
 
         func bool(_ i: Int) throws -> Bool {
@@ -156,6 +173,8 @@ public final class TextJSONDecoder: JSONDecoder, @unchecked Sendable {
         func decode(_ type: UInt16.Type) throws -> UInt16 { try reader.integer(index, as: type) }
         func decode(_ type: UInt32.Type) throws -> UInt32 { try reader.integer(index, as: type) }
         func decode(_ type: UInt64.Type) throws -> UInt64 { try reader.integer(index, as: type) }
+        func decode(_ type: Int128.Type) throws -> Int128 { throw reader.fail() }
+        func decode(_ type: UInt128.Type) throws -> UInt128 { throw reader.fail() }
         func decode<T: Decodable>(_ type: T.Type) throws -> T {
             try reader.decode(type, at: index, base: base, key: key)
         }
@@ -166,20 +185,37 @@ public final class TextJSONDecoder: JSONDecoder, @unchecked Sendable {
         let object: Int
         let codingPath: [any CodingKey]
 
+        /// In the text's order, where Foundation's are in its dictionary's. Keys that name the same
+        /// number in two ways ("1", "01") are Foundation's to choose between.
         var allKeys: [Key] {
             var keys: [Key] = []
             var k = object + 1
             for _ in 0..<reader.token(object).count {
-                if let key = Key(stringValue: reader.tokens.string(reader.token(k))) { keys.append(key) }
+                let text = reader.tokens.string(reader.token(k))
+                if let key = Key(stringValue: text) {
+                    if let n = key.intValue, String(n) != text { reader.failed = true }
+                    keys.append(key)
+                }
                 k = Int(reader.token(k + 1).next)
             }
             return keys
         }
 
-        func contains(_ key: Key) -> Bool { reader.tokens.member(key.stringValue, of: object) != nil }
+        /// The index of `key`'s value. The object's keys are ASCII (`hasRepeatedKeys`), and a key
+        /// that is not is Foundation's to compare.
+        private func find(_ key: Key) -> Int? {
+            let name = key.stringValue
+            guard name.utf8.allSatisfy({ $0 < 0x80 }) else {
+                reader.failed = true
+                return nil
+            }
+            return reader.tokens.member(name, of: object)
+        }
+
+        func contains(_ key: Key) -> Bool { find(key) != nil }
 
         private func member(_ key: Key) throws -> Int {
-            guard let i = reader.tokens.member(key.stringValue, of: object) else { throw reader.fail() }
+            guard let i = find(key) else { throw reader.fail() }
             return i
         }
 
@@ -202,6 +238,8 @@ public final class TextJSONDecoder: JSONDecoder, @unchecked Sendable {
         func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(key, type) }
         func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(key, type) }
         func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(key, type) }
+        func decode(_ type: Int128.Type, forKey key: Key) throws -> Int128 { throw reader.fail() }
+        func decode(_ type: UInt128.Type, forKey key: Key) throws -> UInt128 { throw reader.fail() }
 
         func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
             try reader.decode(type, at: try member(key), base: codingPath, key: key)
@@ -267,6 +305,8 @@ public final class TextJSONDecoder: JSONDecoder, @unchecked Sendable {
         mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try reader.integer(try next(), as: type) }
         mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try reader.integer(try next(), as: type) }
         mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try reader.integer(try next(), as: type) }
+        mutating func decode(_ type: Int128.Type) throws -> Int128 { throw reader.fail() }
+        mutating func decode(_ type: UInt128.Type) throws -> UInt128 { throw reader.fail() }
 
         mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
             let index = currentIndex
