@@ -141,6 +141,11 @@ import Testing
         #expect(try Self.text.decode(Kelvin.self, from: Data(kelvin.utf8)).K == 5)
         same([String: String].self, "{\"caf\u{E9}\": \"a\", \"cafe\u{301}\": \"b\"}", read: false)
         same([String: Int].self, #"{"a": 1, "b": 2}"#, read: true)
+        struct Accent: Codable, Equatable {
+            var cafe: Int?
+            enum CodingKeys: String, CodingKey { case cafe = "caf\u{E9}" }  // a key name above ASCII
+        }
+        same(Accent.self, #"{"a": 1}"#, read: false)
 
         struct Lossy: Decodable, Equatable {
             var kinds: [Kind] = []

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The JSON text `TextJSONDecoder` reads, checked against RFC 8259's grammar and laid out as a flat
 /// list of tokens: a container's token is followed by its members' (an object's as key, value, key,
 /// value …), and each token knows where the next one outside it starts, so a lookup skips whole
@@ -230,16 +232,6 @@ struct JSONTokens {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Whether a string token is `key` (compared by bytes when it holds no escape).
-    func string(_ t: Token, is key: String) -> Bool {
-        guard !t.flag else { return string(t) == key }
-        var key = key
-        return key.withUTF8 { k in
-            k.count == Int(t.end - t.start)
-                && bytes.withUnsafeBufferPointer { b in k.elementsEqual(b[Int(t.start)..<Int(t.end)]) }
-        }
-    }
-
     /// An integer token's value, if it is one and fits 64 bits (signed or not).
     func integer(_ t: Token) -> (negative: Bool, magnitude: UInt64)? {
         guard t.kind == .number, t.flag else { return nil }
@@ -257,14 +249,29 @@ struct JSONTokens {
         return (negative, v)
     }
 
-    /// The index of `key`'s value in the object at `object`, or nil.
-    func member(_ key: String, of object: Int) -> Int? {
-        var k = object + 1
-        for _ in 0..<tokens[object].count {
-            if string(tokens[k], is: key) { return k + 1 }
-            k = Int(tokens[k + 1].next)
+    /// Where `key`'s value is in the object at `object`: `.found` with its index, `.absent`, or
+    /// `.foreign` for a key name above ASCII, which only Foundation compares as it compares
+    /// `String`s. The object's keys are ASCII without escapes (`hasRepeatedKeys`), so a key is found
+    /// by its bytes.
+    enum Lookup { case found(Int), absent, foreign }
+
+    func member(_ key: String, of object: Int) -> Lookup {
+        var key = key
+        return key.withUTF8 { k in
+            for byte in k where byte >= 0x80 { return .foreign }
+            return bytes.withUnsafeBufferPointer { b in
+                var t = object + 1
+                for _ in 0..<tokens[object].count {
+                    let token = tokens[t]
+                    if Int(token.end - token.start) == k.count,
+                       k.isEmpty || memcmp(b.baseAddress! + Int(token.start), k.baseAddress!, k.count) == 0 {
+                        return .found(t + 1)
+                    }
+                    t = Int(tokens[t + 1].next)
+                }
+                return .absent
+            }
         }
-        return nil
     }
 
     /// Whether the object's keys may not be told apart byte for byte: two keys are the same text

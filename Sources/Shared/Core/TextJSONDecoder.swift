@@ -201,15 +201,15 @@ public final class TextJSONDecoder: JSONDecoder, @unchecked Sendable {
             return keys
         }
 
-        /// The index of `key`'s value. The object's keys are ASCII (`hasRepeatedKeys`), and a key
-        /// that is not is Foundation's to compare.
+        /// The index of `key`'s value; a key name above ASCII is Foundation's to compare.
         private func find(_ key: Key) -> Int? {
-            let name = key.stringValue
-            guard name.utf8.allSatisfy({ $0 < 0x80 }) else {
+            switch reader.tokens.member(key.stringValue, of: object) {
+            case .found(let i): return i
+            case .absent: return nil
+            case .foreign:
                 reader.failed = true
                 return nil
             }
-            return reader.tokens.member(name, of: object)
         }
 
         func contains(_ key: Key) -> Bool { find(key) != nil }
