@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// `JSONDecoder.wire()` (every HTTP body the gateway reads) and the access token's claims:
 /// Foundation's decoder, whose `decode` reads the text itself first (`JSONTokens`). Foundation's
@@ -13,13 +14,18 @@ import Foundation
 /// the start, with its own answer and errors. A failed read is never half-used: a type that
 /// catches an error and carries on still sends the whole text to Foundation (`TextJSONDecoderTests`
 /// decodes each text with both and compares).
+///
+/// `@unchecked Sendable` as `JSONDecoder` is: Foundation guards its own options, and the one state
+/// this subclass adds (whether it reads dates itself) is an atomic.
 public final class TextJSONDecoder: JSONDecoder, @unchecked Sendable {
     /// How dates are read: ISO 8601 text (`Timestamp.decodeText`, the wire's), or left to Foundation.
     public enum Dates: Sendable { case text, foundation }
-    private var dates: Dates
+    /// Whether dates are the wire's text, read here; false once a strategy is set after `init`.
+    private let readsTextDates: Atomic<Bool>
+    private var dates: Dates { readsTextDates.load(ordering: .relaxed) ? .text : .foundation }
 
     public init(dates: Dates) {
-        self.dates = dates
+        readsTextDates = Atomic(dates == .text)
         super.init()
         if dates == .text {
             super.dateDecodingStrategy = .custom { try Timestamp.decodeText(try $0.singleValueContainer()) }
@@ -31,7 +37,7 @@ public final class TextJSONDecoder: JSONDecoder, @unchecked Sendable {
         get { super.dateDecodingStrategy }
         set {
             super.dateDecodingStrategy = newValue
-            dates = .foundation
+            readsTextDates.store(false, ordering: .relaxed)
         }
     }
 
