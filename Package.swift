@@ -90,6 +90,7 @@ let package = Package(
         .executable(name: "gateway", targets: ["gateway"]),
         .executable(name: "bench-tokens", targets: ["bench-tokens"]),
         .executable(name: "bench-log-line", targets: ["bench-log-line"]),
+        .executable(name: "bench-json-text", targets: ["bench-json-text"]),
         .executable(name: "redeem-keys", targets: ["redeem-keys"]),
         // The Swift client for apps (Foundation only: no layer, no C library in its graph).
         .library(name: "RedeemKit", targets: ["RedeemKit"]),
@@ -129,6 +130,9 @@ let package = Package(
         .executableTarget(
             name: "bench-log-line", dependencies: ["Core", "Telemetry", "HTTP"], path: "bench/logline",
             swiftSettings: optimized),
+        // Times the hot messages' JSON against Foundation's JSONEncoder (bench/json-text).
+        .executableTarget(
+            name: "bench-json-text", dependencies: ["Core"], path: "bench/jsontext", swiftSettings: optimized),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.
         // CCrypto: the test Apple CA issues its certificates with libcrypto (Apple/TestAppleCA.swift).
         .target(name: "TestSupport", dependencies: allLayers + ["CCrypto"], path: "Tests/TestSupport"),

@@ -119,6 +119,40 @@ import Testing
         var optional: PathEcho? = PathEcho()
     }
 
+    /// An object past the keys sorted by insertion (32): keys sharing their first eight bytes, a
+    /// key set twice, and set again after a later one.
+    struct ManyKeys: Encodable {
+        struct K: CodingKey {
+            let stringValue: String
+            var intValue: Int? { nil }
+            init(_ s: String) { stringValue = s }
+            init?(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+        let keys: [String]
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: K.self)
+            for (i, k) in keys.enumerated() { try c.encode(i, forKey: K(k)) }
+        }
+    }
+
+    @Test func objectsOfEverySizeAreSortedAndKeepTheLastOfAKeySetTwice() throws {
+        var random = SystemRandomNumberGenerator()
+        let alphabet = Array("aAbB_-1é/".unicodeScalars)
+        for count in [0, 1, 2, 3, 10, 29, 30, 33, 40, 200] {
+            var keys = (0..<count).map { _ in
+                // Long shared beginnings: the first eight bytes often tie.
+                let tail = (0..<Int.random(in: 0...3, using: &random)).map { _ in
+                    alphabet.randomElement(using: &random)!
+                }
+                return "prefixed" + String(String.UnicodeScalarView(tail))
+            }
+            if count > 2 { keys += [keys[0], keys[count / 2], keys[0]] }
+            try same(ManyKeys(keys: keys))
+            try same(Dictionary(keys.enumerated().map { ($1, $0) }, uniquingKeysWith: max))
+        }
+    }
+
     @Test func keysAreSortedByTheirBytesAndNestedContainersKeepTheirPlace() throws {
         try same(Keys())
         try same(Containers())

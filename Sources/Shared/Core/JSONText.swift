@@ -59,10 +59,7 @@ public enum JSONText {
             return nil
         }
         if case .node(let node) = root, node.kind == .none { return nil }  // Foundation: "did not encode any values"
-        var out = [UInt8]()
-        out.reserveCapacity(writer.scratch.count + 64)
-        writer.write(root, into: &out)
-        return Data(out)
+        return Data(writer.text(of: root))
     }
 
     /// Something this writer leaves to Foundation.
@@ -75,20 +72,46 @@ public enum JSONText {
         case node(Node)
     }
 
+    /// A key of an object and what it holds; `prefix` is the key's first eight bytes as a number
+    /// (`keyPrefix`), which decides most comparisons when the object's keys are sorted.
+    struct Member {
+        let prefix: UInt64
+        let key: String
+        let value: Value
+
+        init(_ key: String, _ value: Value) {
+            prefix = JSONText.keyPrefix(key)
+            self.key = key
+            self.value = value
+        }
+
+        /// Sorted by the keys' UTF-8 bytes, as Foundation sorts on Linux. Of two members with one
+        /// key neither comes first (a stable sort keeps them in the order set).
+        func precedes(_ other: Member) -> Bool {
+            if prefix != other.prefix { return prefix < other.prefix }
+            return key != other.key && key.utf8.lexicographicallyPrecedes(other.key.utf8)
+        }
+    }
+
+    /// A value being written. A writer and its nodes belong to one `encode` call on one thread, and
+    /// no access to their properties overlaps another (an object's members are read in place only
+    /// once every value is set), so they are not checked for exclusive access at run time: those
+    /// checks were a sixth of the writer's time (`bench/json-text`).
     final class Node {
         enum Kind { case none, scalar, object, array }
-        var kind = Kind.none
-        var scalar: Range<Int> = 0..<0
-        var keys: [String] = []
-        var values: [Value] = []
+        @exclusivity(unchecked) var kind = Kind.none
+        @exclusivity(unchecked) var scalar: Range<Int> = 0..<0
+        /// An object's members, in the order they were set.
+        @exclusivity(unchecked) var members: [Member] = []
+        /// An array's elements.
+        @exclusivity(unchecked) var items: [Value] = []
 
         func becomeObject() throws {
             switch kind {
             case .object: return
             case .none:
                 kind = .object
-                keys.reserveCapacity(16)
-                values.reserveCapacity(16)
+                members.reserveCapacity(16)
             case .scalar, .array: throw Unsupported()
             }
         }
@@ -104,19 +127,19 @@ public enum JSONText {
         /// A key's value; a later one for the same key replaces it when written (as Foundation's
         /// dictionary does).
         func set(_ key: String, _ value: Value) {
-            keys.append(key)
-            values.append(value)
+            members.append(Member(key, value))
         }
     }
 
+    /// Builds the values' nodes, then their text (`text(of:)`); unchecked as `Node` is.
     final class Writer {
         let dates: Dates
         let escapeSlashes: Bool
         /// Every scalar's text, escaped and quoted as it will be written.
-        var scratch: [UInt8] = []
+        @exclusivity(unchecked) var scratch: [UInt8] = []
         /// Set when a value asked for something Foundation refuses (a keyed container of a node
         /// that is already an array, say): the text is not used.
-        var failed = false
+        @exclusivity(unchecked) var failed = false
 
         init(dates: Dates, escapeSlashes: Bool) {
             self.dates = dates
@@ -184,51 +207,90 @@ public enum JSONText {
 
         // MARK: Writing the text
 
-        func write(_ value: Value, into out: inout [UInt8]) {
-            switch value {
-            case .text(let range):
-                out.append(contentsOf: scratch[range])
-            case .node(let node):
-                switch node.kind {
-                case .none, .scalar:
-                    out.append(contentsOf: scratch[node.scalar])
-                case .array:
-                    out.append(UInt8(ascii: "["))
-                    for (i, item) in node.values.enumerated() {
-                        if i > 0 { out.append(UInt8(ascii: ",")) }
-                        write(item, into: &out)
-                    }
-                    out.append(UInt8(ascii: "]"))
-                case .object:
-                    // Sorted by the keys' UTF-8 bytes, as Foundation sorts on Linux; of one key set
-                    // more than once, the last.
-                    // Each key's first eight bytes as a number decide most comparisons.
-                    let prefixes = node.keys.map(JSONText.keyPrefix)
-                    let order = node.keys.indices.sorted { a, b in
-                        if prefixes[a] != prefixes[b] { return prefixes[a] < prefixes[b] }
-                        if node.keys[a] == node.keys[b] { return a < b }
-                        return node.keys[a].utf8.lexicographicallyPrecedes(node.keys[b].utf8)
-                    }
-                    out.append(UInt8(ascii: "{"))
-                    var first = true
-                    for (n, i) in order.enumerated() {
-                        if n + 1 < order.count, node.keys[order[n + 1]] == node.keys[i] { continue }
-                        if !first { out.append(UInt8(ascii: ",")) }
-                        first = false
-                        JSONText.string(node.keys[i], escapeSlashes: escapeSlashes, into: &out)
-                        out.append(UInt8(ascii: ":"))
-                        write(node.values[i], into: &out)
-                    }
-                    out.append(UInt8(ascii: "}"))
+        /// The text of `root`: every node's members in key order, scalars copied from `scratch`.
+        func text(of root: Value) -> [UInt8] {
+            var out = [UInt8]()
+            out.reserveCapacity(scratch.count + 64)
+            scratch.withUnsafeBufferPointer { scratch in
+                JSONText.write(root, scratch: scratch, escapeSlashes: escapeSlashes, into: &out)
+            }
+            return out
+        }
+    }
+
+    /// Writes `value`, reading its members and elements in place (no copy of them is retained).
+    static func write(
+        _ value: Value, scratch: UnsafeBufferPointer<UInt8>, escapeSlashes: Bool, into out: inout [UInt8]
+    ) {
+        let node: Node
+        switch value {
+        case .text(let range):
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[range]))
+            return
+        case .node(let n): node = n
+        }
+        switch node.kind {
+        case .none, .scalar:
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[node.scalar]))
+        case .array:
+            out.append(UInt8(ascii: "["))
+            node.items.withUnsafeBufferPointer { items in
+                for i in items.indices {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    write(items[i], scratch: scratch, escapeSlashes: escapeSlashes, into: &out)
                 }
             }
+            out.append(UInt8(ascii: "]"))
+        case .object:
+            out.append(UInt8(ascii: "{"))
+            node.members.withUnsafeBufferPointer { members in
+                inKeyOrder(members) { order in
+                    // Of one key set more than once, the last (a stable sort keeps the order set).
+                    var first = true
+                    for (n, i) in order.enumerated() {
+                        if n + 1 < order.count, members[order[n + 1]].key == members[i].key { continue }
+                        if !first { out.append(UInt8(ascii: ",")) }
+                        first = false
+                        string(members[i].key, escapeSlashes: escapeSlashes, into: &out)
+                        out.append(UInt8(ascii: ":"))
+                        write(members[i].value, scratch: scratch, escapeSlashes: escapeSlashes, into: &out)
+                    }
+                }
+            }
+            out.append(UInt8(ascii: "}"))
         }
+    }
+
+    /// The members' positions sorted by key (`Member.precedes`), stable, handed to `body`. An
+    /// object of a type has a few dozen keys at most: those are sorted in place on the stack, by
+    /// insertion; a larger one (a dictionary) by the library's sort.
+    static func inKeyOrder(_ members: UnsafeBufferPointer<Member>, _ body: (UnsafeBufferPointer<Int>) -> Void) {
+        let count = members.count
+        guard count > 32 else {
+            withUnsafeTemporaryAllocation(of: Int.self, capacity: max(count, 1)) { order in
+                for i in 0..<count {
+                    var j = i
+                    while j > 0, members[i].precedes(members[order[j - 1]]) {
+                        order[j] = order[j - 1]
+                        j -= 1
+                    }
+                    order[j] = i
+                }
+                body(UnsafeBufferPointer(rebasing: order[0..<count]))
+            }
+            return
+        }
+        let order = members.indices.sorted { a, b in
+            members[a].precedes(members[b]) || (!members[b].precedes(members[a]) && a < b)
+        }
+        order.withUnsafeBufferPointer(body)
     }
 
     /// A key's first eight UTF-8 bytes, big-endian, zero-padded: ordered as the bytes are (a
     /// key that is a prefix of another sorts first, as its padding is 0, or ties and is then
     /// compared whole). Sorting keys by it first decides most comparisons with one.
     public static func keyPrefix(_ key: String) -> UInt64 {
+        if let word = key.utf8.withContiguousStorageIfAvailable(keyPrefix) { return word }
         var word: UInt64 = 0
         var n = 0
         for byte in key.utf8 {
@@ -236,6 +298,12 @@ public enum JSONText {
             word |= UInt64(byte) << (56 - 8 * n)
             n += 1
         }
+        return word
+    }
+
+    static func keyPrefix(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        var word: UInt64 = 0
+        for n in 0..<min(bytes.count, 8) { word |= UInt64(bytes[n]) << (56 - 8 * n) }
         return word
     }
 
@@ -320,8 +388,8 @@ extension JSONText {
             case .node(let inner):
                 node.kind = inner.kind
                 node.scalar = inner.scalar
-                node.keys = inner.keys
-                node.values = inner.values
+                node.members = inner.members
+                node.items = inner.items
             }
         }
 
@@ -403,11 +471,11 @@ extension JSONText {
         let writer: Writer
         let node: Node
         let codingPath: [any CodingKey]
-        var count: Int { node.values.count }
+        var count: Int { node.items.count }
 
         private func append(_ value: Value) throws {
             guard !writer.failed else { throw Unsupported() }
-            node.values.append(value)
+            node.items.append(value)
         }
 
         mutating func encodeNil() throws { try append(writer.raw("null")) }
@@ -435,7 +503,7 @@ extension JSONText {
             let child = Node()
             child.kind = .object
             let path = codingPath + [IndexKey(count)]
-            if !writer.failed { node.values.append(.node(child)) }
+            if !writer.failed { node.items.append(.node(child)) }
             return KeyedEncodingContainer(KeyedWriter<NestedKey>(writer: writer, node: child, codingPath: path))
         }
 
@@ -443,14 +511,14 @@ extension JSONText {
             let child = Node()
             child.kind = .array
             let path = codingPath + [IndexKey(count)]
-            if !writer.failed { node.values.append(.node(child)) }
+            if !writer.failed { node.items.append(.node(child)) }
             return UnkeyedWriter(writer: writer, node: child, codingPath: path)
         }
 
         mutating func superEncoder() -> any Encoder {
             let child = Node()
             let index = IndexKey(count)
-            if !writer.failed { node.values.append(.node(child)) }
+            if !writer.failed { node.items.append(.node(child)) }
             return NodeEncoder(writer: writer, node: child, parent: codingPath, key: index)
         }
     }
