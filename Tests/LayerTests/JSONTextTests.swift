@@ -202,6 +202,98 @@ import Testing
                 == (try Self.foundationWire.encode([Decimal(string: "1.25")!])))
     }
 
+    /// What a type that writes its own text writes, through `writeJSON` alone.
+    func ownText(_ value: some JSONTextWriting, dates: JSONText.Dates, escapeSlashes: Bool) throws -> String {
+        var object = JSONText.Object(dates: dates, escapeSlashes: escapeSlashes)
+        try value.writeJSON(&object)
+        return String(decoding: object.finished(), as: UTF8.self)
+    }
+
+    /// `writeJSON` writes what `Codable` writes, with both encoders' options.
+    func writesAsCodable(
+        _ value: some JSONTextWriting, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        for (dates, slashes, foundation) in [
+            (JSONText.Dates.text, false, Self.foundationWire), (.milliseconds, true, Self.foundationBus),
+        ] {
+            #expect(
+                try ownText(value, dates: dates, escapeSlashes: slashes)
+                    == String(decoding: try foundation.encode(value), as: UTF8.self),
+                sourceLocation: sourceLocation)
+        }
+    }
+
+    /// The names of `value`'s stored properties that hold nil, nested values' included.
+    func unset(_ value: Any, path: String = "") -> [String] {
+        Mirror(reflecting: value).children.flatMap { child -> [String] in
+            let name = path + (child.label ?? "?")
+            let inner = Mirror(reflecting: child.value)
+            if inner.displayStyle == .optional {
+                guard let some = inner.children.first else { return [name] }
+                return unset(some.value, path: name + ".")
+            }
+            return inner.displayStyle == .struct ? unset(child.value, path: name + ".") : []
+        }
+    }
+
+    @Test func theMessagesThatWriteTheirOwnTextWriteWhatCodableWrites() throws {
+        let at = Date(timeIntervalSince1970: 1_733_400_000.125)
+        let money = Money(amount: "4.99", currency: "EUR")
+        let coupon = PublicCoupon(
+            code: "SPRING/25 \"é\"", kind: .percentOff, percentOff: 20, amountOff: money,
+            duration: .init(unit: "month", count: 3), periodCount: 2, entitlementId: "pro")
+        var full = RedemptionView(
+            redemptionId: UUID(), code: "SPRING-25", status: .completed, platform: .android, productId: "pro/year",
+            pricePaid: money, sandbox: true, reservedAt: at, completedAt: Date(timeIntervalSince1970: 1_733_500_000.5),
+            failureReason: "a \"reason\"\n", entitlement: .init(entitlementId: "pro", expiresAt: .distantFuture),
+            accountId: UUID(), appUserId: "app/user",
+            appStore: AppStoreHandoff(
+                redemptionUrl: "https://apps.apple.com/redeem?ctx=offercodes&code=X", appAccountToken: UUID(),
+                redemptionUrls: ["pro": "https://a/1", "Pro": "https://a/2"]))
+        full.playStore = PlayStoreHandoff(offerId: "o-1", offerTags: ["redeem-coupon", "b"], obfuscatedAccountId: "x")
+        full.uniqueCodeLast4 = "Z9Q2"
+        full.stripe = StripeHandoff(checkoutUrl: "https://checkout.stripe.com/c/pay/cs_test")
+        #expect(unset(full) == [], "a field the test leaves out is a field it does not check")
+        let bare = RedemptionView(
+            redemptionId: UUID(), code: "FREE", status: .granting, platform: .web, productId: nil, pricePaid: nil,
+            sandbox: false, reservedAt: at, completedAt: nil, failureReason: nil, entitlement: nil, accountId: nil,
+            appUserId: nil)
+        try writesAsCodable(full)
+        try writesAsCodable(bare)
+
+        var command = GrantCommand(
+            redemptionId: UUID(), accountId: UUID(), appUserId: "u/1", entitlementId: "pro",
+            duration: .init(unit: "week", count: -2), sandbox: true, coupon: coupon, platform: .ios,
+            productId: "pro", reservedAt: at, mode: .test, app: UUID())
+        #expect(unset(command) == [])
+        let envelope = Envelope(
+            id: "e/1", type: GrantCommand.type, requestId: "r-1", traceparent: "00-a-b-01", deadlineMs: -5,
+            frames: false, body: command)
+        #expect(unset(envelope) == [])
+        try writesAsCodable(envelope)
+        command.productId = nil
+        command.mode = nil
+        command.app = nil
+        command.coupon = PublicCoupon(
+            code: "FREE", kind: .freePeriod, percentOff: nil, amountOff: nil, duration: .init(unit: "day", count: 0),
+            periodCount: nil, entitlementId: nil)
+        try writesAsCodable(Envelope(id: "e", type: "t", requestId: nil, traceparent: nil, body: command))
+        // An array of them is written as one.
+        let two: [Envelope<GrantCommand>] = [envelope, Envelope(id: "2", type: "t", requestId: nil, body: command)]
+        for list in [two, []] {
+            #expect(
+                list.writeJSON(dates: .milliseconds, escapeSlashes: true) == (try Self.foundationBus.encode(list)))
+        }
+        // The shared encoders take the written text, and a date they cannot write goes to Codable.
+        #expect(try JSONEncoder.bus.encode(envelope) == Self.foundationBus.encode(envelope))
+        let never = RedemptionView(
+            redemptionId: UUID(), code: "X", status: .reserved, platform: .web, productId: nil, pricePaid: nil,
+            sandbox: false, reservedAt: Date(timeIntervalSince1970: .infinity), completedAt: nil, failureReason: nil,
+            entitlement: nil, accountId: nil, appUserId: nil)
+        #expect(throws: (any Error).self) { try ownText(never, dates: .milliseconds, escapeSlashes: true) }
+        #expect(throws: EncodingError.self) { try JSONEncoder.bus.encode(never) }
+    }
+
     @Test func theSharedEncodersWriteTheSameBytesAsFoundation() throws {
         let view = RedemptionView(
             redemptionId: UUID(), code: "SPRING-25", status: .completed, platform: .ios, productId: nil, pricePaid: nil,

@@ -16,6 +16,32 @@ import Testing
                             reservedAt: Date(timeIntervalSince1970: 1_764_483_573.125), mode: sandbox ? .test : .live)
     }
 
+    /// A round's items write their own text (`JSONTextWriting`): what their `Codable` writes.
+    @Test func aRoundsItemsWriteWhatCodableWrites() throws {
+        let foundation = JSONEncoder()
+        JSONText.configure(foundation, dates: .text, escapeSlashes: false)
+        var command = Self.command(holder: "a \"quoted\" \\ back/slash\n é", unit: "week", count: 2)
+        command.app = UUID.random()
+        let envelope = Envelope(id: "m", type: GrantCommand.type, body: command)
+        let text = String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self)
+        let items = [
+            GrantLedger.RoundItem(command, provider: "local", text: text, lease: 30),
+            GrantLedger.RoundItem(
+                Self.command(holder: "h", unit: "year"), provider: "revenuecat", text: "{}", lease: 0.25),
+            GrantLedger.RoundItem(
+                Self.command(holder: "h", unit: "day", count: -3), provider: "p", text: "", lease: nil),
+        ]
+        #expect(items[0].inApp != nil && items[1].inApp == nil, "the test needs both")
+        for item in items {
+            var object = JSONText.Object(dates: .text, escapeSlashes: false)
+            try item.writeJSON(&object)
+            #expect(
+                String(decoding: object.finished(), as: UTF8.self)
+                    == String(decoding: try foundation.encode(item), as: UTF8.self))
+        }
+        #expect(try JSONEncoder.wire().encode(items) == foundation.encode(items))
+    }
+
     @Test func aRoundKeepsEachCommandAsItArrivedWithItsPeriodAndLease() async throws {
         let url = try await TestPostgres.shared().freshDatabase()
         let pool = PGPool(url: url, maxConnections: 1)

@@ -261,3 +261,23 @@ enum GrantLedger {
         }
     }
 }
+
+extension GrantLedger.RoundItem: JSONTextWriting {
+    /// What `encode(to:)` writes (`GrantLedgerTests` compares the two): most of a round's text is
+    /// each command's, escaped.
+    func writeJSON(_ o: inout JSONText.Object) throws {
+        o.string("account", account)
+        o.string("app", app)
+        o.string("command", command)
+        o.int("days", days)
+        o.string("ent", ent)
+        o.string("id", id)
+        if let inApp { o.string("in_app", inApp) }
+        if let lease { try o.double("lease", lease) }
+        o.int("months", months)
+        o.string("provider", provider)
+        o.bool("sandbox", sandbox)
+        o.int("weeks", weeks)
+        o.int("years", years)
+    }
+}
