@@ -128,11 +128,15 @@ let package = Package(
         .executableTarget(name: "bench-tokens", dependencies: ["Core", "Cryptography", "Database", "Runtime", "AccountsService"], path: "bench/tokens"),
         // Times the gateway's access-log line at info against JSONEncoder's (bench/log-line).
         .executableTarget(
-            name: "bench-log-line", dependencies: ["Core", "Telemetry", "HTTP"], path: "bench/logline",
+            name: "bench-log-line", dependencies: ["BenchSupport", "Core", "Telemetry", "HTTP"],
+            path: "bench/logline",
             swiftSettings: optimized),
         // Times the hot messages' JSON against Foundation's JSONEncoder (bench/json-text).
         .executableTarget(
-            name: "bench-json-text", dependencies: ["Core"], path: "bench/jsontext", swiftSettings: optimized),
+            name: "bench-json-text", dependencies: ["BenchSupport", "Core"], path: "bench/jsontext",
+            swiftSettings: optimized),
+        // What the timing executables share: their arguments and their clock.
+        .target(name: "BenchSupport", dependencies: ["Core"], path: "bench/support", swiftSettings: optimized),
         // Real PostgreSQL clusters, the stack runner, HTTP clients and fakes for the tests.
         // CCrypto: the test Apple CA issues its certificates with libcrypto (Apple/TestAppleCA.swift).
         .target(name: "TestSupport", dependencies: allLayers + ["CCrypto"], path: "Tests/TestSupport"),

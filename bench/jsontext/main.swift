@@ -1,3 +1,4 @@
+import BenchSupport
 import Core
 import Foundation
 
@@ -6,32 +7,13 @@ import Foundation
 // Foundation's `JSONEncoder` with the same options (the reference). CPU per encode is the process's
 // CPU time over the encodes; the best round of each is printed, and their ratio.
 
-func cpuSeconds() -> Double {
-    var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
-    let seconds = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec
-    return Double(seconds) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-}
+let bench = BenchRounds(name: "bench-json-text", defaultCount: 100_000)
 
-if CommandLine.arguments.dropFirst().first == "--version" {
-    print("bench-json-text \(Build.version)")
-    exit(0)
-}
-let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
-let count = arguments.first ?? 100_000
-let rounds = arguments.dropFirst().first ?? 5
-
-/// The best of `rounds` rounds, in ns of CPU per encode.
-func best(_ encode: () throws -> Data) throws -> Double {
-    var result = Double.infinity
+/// The best round, in ns of CPU per encode.
+@MainActor func best(_ encode: () throws -> Data) throws -> Double {
     var bytes = 0
-    for _ in 0..<rounds {
-        let before = cpuSeconds()
-        for _ in 0..<count { bytes &+= try encode().count }
-        result = min(result, (cpuSeconds() - before) / Double(count) * 1e9)
-    }
-    if bytes == 0 { print("nothing encoded") }
-    return result
+    defer { if bytes == 0 { print("nothing encoded") } }
+    return try bench.best { _ in bytes &+= try encode().count }
 }
 
 func foundation(_ dates: JSONText.Dates, escapeSlashes: Bool) -> JSONEncoder {

@@ -1,3 +1,4 @@
+import BenchSupport
 import Core
 import Foundation
 import HTTP
@@ -19,37 +20,15 @@ struct Fields: Encodable {
     }
 }
 
-func cpuSeconds() -> Double {
-    var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
-    let seconds = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec
-    return Double(seconds) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-}
-
-if CommandLine.arguments.dropFirst().first == "--version" {
-    print("bench-log-line \(Build.version)")
-    exit(0)
-}
-let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
-let lines = arguments.first ?? 200_000
-let rounds = arguments.dropFirst().first ?? 5
+let bench = BenchRounds(name: "bench-log-line", defaultCount: 200_000)
 guard let devNull = FileHandle(forWritingAtPath: "/dev/null") else { fatalError("no /dev/null") }
 let sink = LogSink(handle: devNull)
 let logger = Logger(service: "gateway", minimum: .info, sink: sink)
 let requestId = "0f8c1d2e-5b6a-4c3d-9e8f-7a6b5c4d3e2f"
 let traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
 
-/// The best of `rounds` rounds, in ns of CPU per line.
-func best(_ body: (Int) -> Void) -> Double {
-    var result = Double.infinity
-    for _ in 0..<rounds {
-        let before = cpuSeconds()
-        for i in 0..<lines { body(i) }
-        sink.flush()
-        result = min(result, (cpuSeconds() - before) / Double(lines) * 1e9)
-    }
-    return result
-}
+/// The best round, in ns of CPU per line, the sink's writer thread included.
+@MainActor func best(_ body: (Int) -> Void) -> Double { bench.best(body, settle: { sink.flush() }) }
 
 let line = best { i in
     logger.log(.info, "http request", requestId: requestId, traceId: traceId, typed: HTTPAccessFields(
