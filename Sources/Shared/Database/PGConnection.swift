@@ -290,7 +290,8 @@ public struct PGRow: Sendable {
     final class Index: Sendable {
         let positions: [String: Int]
         init(_ columns: [String]) {
-            var p = [String: Int]()
+            // Sized once: grown from empty, a result of 20 columns was hashed into five tables.
+            var p = [String: Int](minimumCapacity: columns.count)
             for (i, c) in columns.enumerated() where p[c] == nil { p[c] = i }
             positions = p
         }
