@@ -128,14 +128,20 @@ public struct PGArray: PGBindable {
         out.reserveCapacity(items.reduce(2) { $0 + ($1?.utf8.count ?? 4) + 3 })
         for (i, item) in items.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
-            guard let item else {
+            guard var item else {
                 out.append(contentsOf: "NULL".utf8)
                 continue
             }
             out.append(UInt8(ascii: "\""))
-            for byte in item.utf8 {
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
-                out.append(byte)
+            item.withUTF8 { bytes in
+                // Runs between escapes are copied at once (a grant command's payload is 600 bytes).
+                var copied = 0
+                for at in bytes.indices where bytes[at] == UInt8(ascii: "\"") || bytes[at] == UInt8(ascii: "\\") {
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[copied..<at]))
+                    out.append(UInt8(ascii: "\\"))
+                    copied = at
+                }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[copied...]))
             }
             out.append(UInt8(ascii: "\""))
         }
