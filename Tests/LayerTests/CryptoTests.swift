@@ -289,6 +289,17 @@ import Testing
             #expect(UUID(parsing: id.uuidString) == id)
             #expect(UUID(parsing: id.lowercasedString) == id)
         }
+        // Ids ordered by their bytes are ordered by their text; ids sharing a long beginning too.
+        let base = UUID.timeOrdered()
+        var ids = (0..<300).map { _ in UUID() } + [base, base]
+        ids += (0..<100).map { i in
+            var u = base.uuid
+            withUnsafeMutableBytes(of: &u) { $0[15 - i % 8] = UInt8.random(in: 0...255) }
+            return UUID(uuid: u)
+        }
+        for (a, b) in zip(ids, ids.shuffled()) {
+            #expect(a.precedes(b) == (a.lowercasedString < b.lowercasedString), "\(a) \(b)")
+        }
         let good = "6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e11"
         #expect(UUID(parsing: good[...]) == UUID(uuidString: good))
         for bad in ["", "6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e1", good + "0", "6f9c2a0e1b7d-4a53-9b7e-2d1c1f0a9e11-",

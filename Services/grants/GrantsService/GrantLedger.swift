@@ -98,7 +98,9 @@ enum GrantLedger {
         // Each round keeps the commands' texts beside them, in the same order.
         var rounds: [[GrantCommand]] = [], texts: [[String]] = []
         var seen: [String: Int] = [:]
-        for r in received.sorted(by: { $0.command.redemptionId.lowercasedString < $1.command.redemptionId.lowercasedString }) {
+        // In the order of the ids (their bytes: making their text at each comparison was 2 µs per
+        // completed redemption).
+        for r in received.sorted(by: { $0.command.redemptionId.precedes($1.command.redemptionId) }) {
             let n = seen[holder(r.command), default: 0]
             seen[holder(r.command)] = n + 1
             if n == rounds.count { rounds.append([]); texts.append([]) }

@@ -61,6 +61,14 @@ extension UUID {
         self.init(uuid: u)
     }
 
+    /// Whether this id comes before `other` in the order of their text (in either case, as
+    /// PostgreSQL orders uuids): the order of their bytes, without making the text.
+    public func precedes(_ other: UUID) -> Bool {
+        withUnsafeBytes(of: uuid) { a in
+            withUnsafeBytes(of: other.uuid) { b in memcmp(a.baseAddress!, b.baseAddress!, 16) < 0 }
+        }
+    }
+
     /// The lowercase text form (`6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e11`), as the database writes it;
     /// Foundation's `uuidString` formats with `printf`.
     public var lowercasedString: String { text(digits: "0123456789abcdef") }
