@@ -242,7 +242,7 @@ public enum JSONText {
     /// A value being written. A writer and its nodes belong to one `encode` call on one thread, and
     /// no access to their properties overlaps another (an object's members are read in place only
     /// once every value is set), so they are not checked for exclusive access at run time: those
-    /// checks were a sixth of the writer's time (`bench/json-text`).
+    /// checks were a tenth of the writer's time (`bench/json-text` under `perf`).
     final class Node {
         enum Kind { case none, scalar, object, array }
         @exclusivity(unchecked) var kind = Kind.none
