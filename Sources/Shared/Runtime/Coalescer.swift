@@ -104,7 +104,9 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
                 return batch
             }
             if batch.isEmpty { return }
-            let results = await process(batch.map(\.input))
+            // A closure, not `\.input`: a key path into a generic type is made afresh at every call,
+            // through the runtime's demangler (0.4 µs per reservation in the gateway and in coupons).
+            let results = await process(batch.map { $0.input })
             for (i, w) in batch.enumerated() {
                 w.resume(i < results.count ? results[i] : .failure(CoalescerError.missingResult))
             }
