@@ -119,3 +119,47 @@ import Testing
         #expect(RedemptionCSV.cell("@x,y") == "\"'@x,y\"")
     }
 }
+
+@Suite struct VerifiedTokensTests {
+    let now = Date()
+    func digest(_ i: Int) -> VerifiedTokens.Digest { .init(a: UInt64(bitPattern: Int64(i)), b: 1, c: 2, d: 3) }
+    func claims(_ i: Int, expiring: Date? = nil) -> VerifiedTokens.Claims {
+        .init(account: UUID(), session: UUID(), appUserId: "user \(i)", expiresAt: expiring ?? now + 600, role: nil)
+    }
+
+    /// However many new tokens pass (a flash sale brings one per user), the cache holds at most its
+    /// limit; every token it drops is dropped once; the newest are all there, and a token used
+    /// again every 20 new ones stays through every turn of the generations.
+    @Test func itStaysBoundedAndKeepsTheTokensInUse() {
+        var cache = VerifiedTokens(limit: 100)
+        _ = cache.insert(claims(-1), for: digest(-1))
+        var dropped = 0
+        for i in 0..<1_000 {
+            dropped += cache.insert(claims(i), for: digest(i)).count
+            #expect(cache.count <= 100)
+            if i % 20 == 0 { #expect(cache.claims(of: digest(-1), now: now)?.appUserId == "user -1", "after \(i)") }
+        }
+        #expect(dropped > 800)
+        #expect(dropped + cache.count == 1_001)
+        for i in 950..<1_000 { #expect(cache.claims(of: digest(i), now: now)?.appUserId == "user \(i)") }
+        #expect(cache.claims(of: digest(0), now: now) == nil)
+        #expect(VerifiedTokens.Digest(token: "a.b.c") == VerifiedTokens.Digest(token: "a.b.c"))
+        #expect(VerifiedTokens.Digest(token: "a.b.c") != VerifiedTokens.Digest(token: "a.b.d"))
+    }
+
+    /// An expired token is not answered, from either generation, and is forgotten once seen.
+    @Test func anExpiredTokenIsForgotten() {
+        var cache = VerifiedTokens(limit: 4)
+        _ = cache.insert(claims(1, expiring: now - 1), for: digest(1))
+        _ = cache.insert(claims(2, expiring: now - 1), for: digest(2))
+        _ = cache.insert(claims(3), for: digest(3))  // turns: 1 and 2 are the older now
+        #expect(cache.older.count == 2)
+        #expect(cache.claims(of: digest(1), now: now) == nil)
+        #expect(cache.claims(of: digest(1), now: now - 10) == nil)
+        #expect(cache.claims(of: digest(3), now: now)?.appUserId == "user 3")
+        _ = cache.insert(claims(4, expiring: now - 1), for: digest(4))
+        #expect(cache.claims(of: digest(4), now: now) == nil)
+        #expect(cache.claims(of: digest(4), now: now - 10) == nil)
+        #expect(cache.count == 2)
+    }
+}

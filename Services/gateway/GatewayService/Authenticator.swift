@@ -99,32 +99,15 @@ final class Authenticator: Sendable {
     /// Tokens verified already, until they expire: a client sends the same access token with
     /// many requests, and re-checking its signature each time is most of a request's CPU.
     /// Revocation is still checked on every request.
-    /// Keyed by the token's SHA-256, not the token (an RS256 token is ~600 bytes; a flash sale
-    /// brings one per user).
-    private let verifiedTokens = Mutex<[TokenDigest: Verified]>([:])
-
-    struct Verified {
-        let account: UUID, session: UUID, appUserId: String, expiresAt: Date, role: Role?
-    }
-
-    struct TokenDigest: Hashable {
-        let a: UInt64, b: UInt64, c: UInt64, d: UInt64
-        init(_ token: String) {
-            let h = Crypto.sha256(Array(token.utf8))
-            func word(_ i: Int) -> UInt64 { h[i..<i + 8].reduce(0) { $0 << 8 | UInt64($1) } }
-            (a, b, c, d) = (word(0), word(8), word(16), word(24))
-        }
-    }
+    /// Keyed by the token's SHA-256, bounded, in two generations (`VerifiedTokens`).
+    private let verifiedTokens = Mutex(VerifiedTokens(limit: Authenticator.verifiedCacheLimit))
     static let verifiedCacheLimit = 50_000
 
     private func user(_ token: String) async throws -> Principal {
-        let digest = TokenDigest(token)
-        if let known = verifiedTokens.withLock({ $0[digest] }) {
-            if known.expiresAt > Date() {
-                if let until = revoked.withLock({ $0[known.session] }), until > Date() { throw Self.invalidToken }
-                return .user(account: known.account, appUserId: known.appUserId, session: known.session, role: known.role)
-            }
-            verifiedTokens.withLock { _ = $0.removeValue(forKey: digest) }
+        let digest = VerifiedTokens.Digest(token: token)
+        if let known = verifiedTokens.withLock({ $0.claims(of: digest, now: Date()) }) {
+            if let until = revoked.withLock({ $0[known.session] }), until > Date() { throw Self.invalidToken }
+            return .user(account: known.account, appUserId: known.appUserId, session: known.session, role: known.role)
         }
         if keys.withLock({ $0.isEmpty }) { await loadKeys() }
         var known = keys.withLock { $0 }
@@ -143,14 +126,10 @@ final class Authenticator: Sendable {
         guard let claims = verified, claims.typ == "access", let account = claims.accountId, let session = claims.sessionId,
               claims.expiresAt > Date() else { throw Self.invalidToken }
         if let until = revoked.withLock({ $0[session] }), until > Date() { throw Self.invalidToken }
-        verifiedTokens.withLock { cache in
-            if cache.count >= Self.verifiedCacheLimit {
-                let now = Date()
-                cache = cache.filter { $0.value.expiresAt > now }
-                if cache.count >= Self.verifiedCacheLimit { cache.removeAll() }
-            }
-            cache[digest] = Verified(account: account, session: session, appUserId: claims.app, expiresAt: claims.expiresAt, role: claims.role)
-        }
+        let kept = VerifiedTokens.Claims(
+            account: account, session: session, appUserId: claims.app, expiresAt: claims.expiresAt, role: claims.role)
+        // A generation it drops (25,000 tokens) is freed here, after the lock, not under it.
+        _ = verifiedTokens.withLock { $0.insert(kept, for: digest) }
         return .user(account: account, appUserId: claims.app, session: session, role: claims.role)
     }
 
