@@ -4,9 +4,9 @@ import Foundation
 
 /// Access tokens verified already, until they expire, in two generations of at most `limit / 2`
 /// tokens each. A token is looked up in the newer, then in the older, which hands it on to the
-/// newer. When the newer is full, it becomes the older and the older is dropped: an insert costs
-/// the same however full the cache is, and a token used again within the last `limit / 2` new ones
-/// stays.
+/// newer. When the newer is full, it becomes the older and the older is dropped (its caller frees
+/// it): under the lock, an insert costs the same however full the cache is, and a token used again
+/// within the last `limit / 2` new ones stays.
 ///
 /// One map that was emptied when full dropped the tokens in use with the rest, and looked for the
 /// expired ones first: a pass over all 50,000 under the gateway's lock, once per 50,000 new tokens
