@@ -15,14 +15,6 @@ struct VerifiedTokens {
     /// A token's SHA-256: an RS256 token is about 600 bytes.
     struct Digest: Hashable {
         let a: UInt64, b: UInt64, c: UInt64, d: UInt64
-
-        init(a: UInt64, b: UInt64, c: UInt64, d: UInt64) { (self.a, self.b, self.c, self.d) = (a, b, c, d) }
-
-        init(token: String) {
-            let h = Crypto.sha256(Array(token.utf8))
-            func word(_ i: Int) -> UInt64 { h[i..<i + 8].reduce(0) { $0 << 8 | UInt64($1) } }
-            self.init(a: word(0), b: word(8), c: word(16), d: word(24))
-        }
     }
 
     struct Claims {
@@ -73,9 +65,12 @@ struct VerifiedTokens {
         newer[digest] = claims
         return dropped
     }
+}
 
-    mutating func remove(_ digest: Digest) {
-        newer[digest] = nil
-        older[digest] = nil
+extension VerifiedTokens.Digest {
+    init(token: String) {
+        let h = Crypto.sha256(Array(token.utf8))
+        func word(_ i: Int) -> UInt64 { h[i..<i + 8].reduce(0) { $0 << 8 | UInt64($1) } }
+        self.init(a: word(0), b: word(8), c: word(16), d: word(24))
     }
 }
