@@ -54,7 +54,7 @@ public final class BusClient: Sendable {
                 return t.waiting.removeValue(forKey: id)
             }
         }
-        func sent(_ id: String, to peer: String) { table.withLock { $0.waiting[id]?.peer = peer } }
+        func sent(_ id: String, to peer: String) { table.withLock { $0.waiting.change(id) { $0?.peer = peer } } }
         func avoids(_ id: String, _ peer: String) -> Bool {
             table.withLock { $0.waiting[id]?.avoid.contains(peer) ?? false }
         }

@@ -39,13 +39,22 @@ public struct TraceContext: Sendable, Equatable {
         self.init(traceId: String(parts[1]), spanId: String(parts[2]), sampled: flags & 1 == 1)
     }
 
-    public var traceparent: String { "00-\(traceId)-\(spanId)-\(sampled ? "01" : "00")" }
+    public var traceparent: String {
+        // Made at its length at once: an interpolation grows its string twice on the way.
+        var text = "00-"
+        text.reserveCapacity(7 + traceId.utf8.count + spanId.utf8.count)
+        text += traceId
+        text += "-"
+        text += spanId
+        text += sampled ? "-01" : "-00"
+        return text
+    }
 
     /// The first span of a new trace.
     public static func root() -> TraceContext {
         var random = IdRandom()
         return TraceContext(
-            traceId: randomHex(UInt64.random(in: 1...UInt64.max, using: &random), random.next()),
+            traceId: randomHex(UInt64.random(in: 1...UInt64.max, using: &random), then: random.next()),
             spanId: randomHex(UInt64.random(in: 1...UInt64.max, using: &random)))
     }
 
@@ -60,18 +69,16 @@ public struct TraceContext: Sendable, Equatable {
         (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(c) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(c)
     }
 
-    /// The numbers as fixed-width lowercase hex, 16 digits each.
-    static func randomHex(_ words: UInt64...) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: 16 * words.count) { buffer in
-            var i = 0
-            for word in words {
-                for shift in stride(from: 60, through: 0, by: -4) {
-                    buffer[i] = digits[Int((word >> UInt64(shift)) & 0xF)]
-                    i += 1
-                }
+    /// The numbers as fixed-width lowercase hex, 16 digits each: one allocation, the string's.
+    static func randomHex(_ first: UInt64, then second: UInt64? = nil) -> String {
+        String(unsafeUninitializedCapacity: second == nil ? 16 : 32) { buffer in
+            func put(_ word: UInt64, at start: Int) {
+                let digits: StaticString = "0123456789abcdef"
+                for i in 0..<16 { buffer[start + i] = digits.utf8Start[Int((word >> UInt64(60 - 4 * i)) & 0xF)] }
             }
-            return i
+            put(first, at: 0)
+            if let second { put(second, at: 16) }
+            return second == nil ? 16 : 32
         }
     }
 }

@@ -78,17 +78,21 @@ extension UUID {
     public var uppercasedString: String { text(digits: "0123456789ABCDEF") }
 
     private func text(digits: StaticString) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity(36)
-        withUnsafeBytes(of: uuid) { bytes in
-            let hex = UnsafeBufferPointer(start: digits.utf8Start, count: 16)
-            for (i, b) in bytes.enumerated() {
-                if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-                out.append(hex[Int(b >> 4)])
-                out.append(hex[Int(b & 0x0f)])
+        String(unsafeUninitializedCapacity: 36) { out in
+            var n = 0
+            withUnsafeBytes(of: uuid) { bytes in
+                for (i, b) in bytes.enumerated() {
+                    if i == 4 || i == 6 || i == 8 || i == 10 {
+                        out[n] = UInt8(ascii: "-")
+                        n += 1
+                    }
+                    out[n] = digits.utf8Start[Int(b >> 4)]
+                    out[n + 1] = digits.utf8Start[Int(b & 0x0f)]
+                    n += 2
+                }
             }
+            return n
         }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 

@@ -73,21 +73,23 @@ final class ConnectionGuard: Sendable {
     /// A request's headers arrived: its body is due by the request deadline.
     func headersArrived(_ connection: UInt) {
         guard timed else { return }
-        state.withLock { $0.open[connection]?.headersIn = true }
+        state.withLock { $0.open.change(connection) { $0?.headersIn = true } }
     }
 
     /// A request's body is complete: no deadline while it is handled and answered.
     func requestReceived(_ connection: UInt) {
         guard timed else { return }
-        state.withLock { $0.open[connection]?.since = nil }
+        state.withLock { $0.open.change(connection) { $0?.since = nil } }
     }
 
     /// A request was answered: the next one's time starts.
     func answered(_ connection: UInt, now: ContinuousClock.Instant = .now) {
         guard timed else { return }
-        state.withLock { s in
-            s.open[connection]?.since = now
-            s.open[connection]?.headersIn = false
+        state.withLock {
+            $0.open.change(connection) { open in
+                open?.since = now
+                open?.headersIn = false
+            }
         }
     }
 

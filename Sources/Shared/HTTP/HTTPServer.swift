@@ -426,7 +426,11 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MH
     }
     guard let resp else { return .NO }
     defer { MHD_destroy_response(resp) }
-    for (name, value) in response.headers { _ = MHD_add_response_header(resp, name, value) }
+    // `withCString` lends a small string's bytes from the stack; passing the strings as
+    // arguments would copy each into a new array first (two mallocs a header).
+    for (name, value) in response.headers {
+        _ = name.withCString { name in value.withCString { MHD_add_response_header(resp, name, $0) } }
+    }
     return MHD_queue_response(connection, UInt32(response.status), resp)
 }
 
@@ -435,33 +439,42 @@ private func header(_ connection: OpaquePointer, _ name: String) -> String? {
 }
 
 /// Collects key/value pairs of one kind (headers or query arguments) from MHD.
-private final class PairCollector {
-    var pairs: [String: String] = [:]
+private struct PairCollector {
+    var pairs: [String: String]
     let lowercaseKeys: Bool
-    init(lowercaseKeys: Bool) { self.lowercaseKeys = lowercaseKeys }
 }
 
 private func collect(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowercaseKeys: Bool) -> [String: String] {
-    let collector = PairCollector(lowercaseKeys: lowercaseKeys)
-    withExtendedLifetime(collector) {
+    // Counted first (no iterator), so the dictionary is made once at its size, and not at all
+    // for a request with no query.
+    let count = Int(MHD_get_connection_values(connection, kind, nil, nil))
+    guard count > 0 else { return [:] }
+    var collector = PairCollector(pairs: Dictionary(minimumCapacity: count), lowercaseKeys: lowercaseKeys)
+    withUnsafeMutablePointer(to: &collector) { collector in
         _ = MHD_get_connection_values(connection, kind, { cls, _, key, value in
             guard let cls, let key else { return .YES }
-            let c = Unmanaged<PairCollector>.fromOpaque(cls).takeUnretainedValue()
+            let c = cls.assumingMemoryBound(to: PairCollector.self)
             let k = String(cString: key)
-            c.pairs[c.lowercaseKeys ? k.lowercased() : k] = value.map { String(cString: $0) } ?? ""
+            c.pointee.pairs[c.pointee.lowercaseKeys ? k.lowercased() : k] = value.map { String(cString: $0) } ?? ""
             return .YES
-        }, Unmanaged.passUnretained(collector).toOpaque())
+        }, collector)
     }
     return collector.pairs
+}
+
+/// The client's IP address as text, read into a buffer on the stack ("" when unknown).
+private func ipText(_ write: (UnsafeMutablePointer<CChar>, Int) -> Void) -> String {
+    withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in
+        write(buffer.baseAddress!, buffer.count)
+        return String(cString: buffer.baseAddress!)
+    }
 }
 
 /// libmicrohttpd asks before it makes a connection (only when `ConnectionGuard` has rules).
 private func httpAcceptPolicy(cls: UnsafeMutableRawPointer?, addr: UnsafePointer<sockaddr>?, len: socklen_t) -> MHD_Result {
     guard let cls else { return .YES }
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-    var ip = [CChar](repeating: 0, count: 64)
-    cmicrohttpd_sockaddr_ip(addr, &ip, ip.count)
-    let address = ip.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    let address = ipText { cmicrohttpd_sockaddr_ip(addr, $0, $1) }
     guard server.connections.mayAccept(address) else {
         server.metrics?.increment("redeem_http_connections_refused_total", help: "Connections refused over the per-address limit.")
         return .NO
@@ -476,9 +489,8 @@ private func httpConnectionNotice(cls: UnsafeMutableRawPointer?, connection: Opa
     let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
     let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
     if code == MHD_ConnectionNotificationCode(rawValue: 0) {  // MHD_CONNECTION_NOTIFY_STARTED
-        var ip = [CChar](repeating: 0, count: 64)
-        cmicrohttpd_client_ip(connection, &ip, ip.count)
-        server.connections.opened(key, address: ip.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, fd: cmicrohttpd_connection_fd(connection))
+        let address = ipText { cmicrohttpd_client_ip(connection, $0, $1) }
+        server.connections.opened(key, address: address, fd: cmicrohttpd_connection_fd(connection))
     } else {
         server.connections.closed(key)
     }
@@ -488,9 +500,8 @@ private func makeRequest(_ connection: OpaquePointer, url: UnsafePointer<CChar>?
                          options: HTTPServer.Options) -> HTTPRequest {
     let headers = collect(connection, .HEADER_KIND, lowercaseKeys: true)
     let query = collect(connection, .GET_ARGUMENT_KIND, lowercaseKeys: false)
-    var ip = [CChar](repeating: 0, count: 64)
-    cmicrohttpd_client_ip(connection, &ip, ip.count)
     let requestId = headers["x-request-id"].flatMap(validRequestId) ?? UUID.random().lowercasedString
+    let peer = ipText { cmicrohttpd_client_ip(connection, $0, $1) }
     return HTTPRequest(
         method: method.map { String(cString: $0) } ?? "GET",
         path: url.map { String(cString: $0) } ?? "/",
@@ -498,7 +509,7 @@ private func makeRequest(_ connection: OpaquePointer, url: UnsafePointer<CChar>?
         headers: headers,
         body: body,
         requestId: requestId,
-        clientAddress: ClientAddress.resolve(peer: ip.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, headers: headers,
+        clientAddress: ClientAddress.resolve(peer: peer, headers: headers,
                                              trusted: options.trustedProxies, header: options.trustedProxyHeader)
     )
 }

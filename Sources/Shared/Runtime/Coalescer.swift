@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import Synchronization
 
@@ -70,7 +71,12 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
 
     /// An input starts a drain if its key has a lane free; otherwise it just queues.
     private func enqueue(_ waiting: [Waiting], key: String) {
-        let starts = queues.withLock { q in q[key, default: Queue()].add(waiting, lanes: lanes) }
+        let starts = queues.withLock { q in
+            q.change(key) { queue in
+                if queue == nil { queue = Queue() }
+                return queue!.add(waiting, lanes: lanes)
+            }
+        }
         if starts { Task { await self.drain(key) } }
     }
 
@@ -99,9 +105,11 @@ public final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
     private func drain(_ key: String) async {
         while true {
             let batch = queues.withLock { q -> [Waiting] in
-                let batch = q[key]?.next(maxBatch) ?? []
-                if batch.isEmpty, q[key]?.running == 0 { q[key] = nil }
-                return batch
+                q.change(key) { queue in
+                    let batch = queue?.next(maxBatch) ?? []
+                    if batch.isEmpty, queue?.running == 0 { queue = nil }
+                    return batch
+                }
             }
             if batch.isEmpty { return }
             // A closure, not `\.input`: a key path into a generic type is made afresh at every call,
