@@ -5,6 +5,8 @@ import collections
 import re
 import sys
 
+from perf_stacks import stacks
+
 PARTS = [
     ("access log (Logger.log, the sink's writer thread)", ["Logger.log", "LogSink.write", "LogLine", "TypedLine", "LineQueue"]),
     ("request metrics (MetricsRegistry)", ["MetricsRegistry"]),
@@ -22,7 +24,7 @@ PARTS = [
 ]
 
 operations, hz = int(sys.argv[1]), float(sys.argv[2])
-counts, total, stack = collections.Counter(), 0, []
+counts, total = collections.Counter(), 0
 # Kernel samples by the user-space function that entered the kernel (the system call's wrapper).
 entries = collections.Counter()
 
@@ -54,13 +56,8 @@ def count(stack):
         counts["other"] += 1
 
 
-for line in sys.stdin:
-    if line.startswith((" ", "\t")):
-        stack.append(line.strip())
-    else:
-        count(stack)
-        stack = []
-count(stack)
+for stack in stacks(sys.stdin):
+    count(stack)
 for name, c in counts.most_common():
     print(f"{100 * c / max(total, 1):5.1f}%  {c / hz * 1e6 / max(operations, 1):6.1f} µs  {name}")
 print(f"{total} samples, {total / hz * 1e6 / max(operations, 1):.0f} µs per operation in all")
