@@ -71,6 +71,16 @@ import Testing
         #expect(Base64URL.encode(bytes) == "-_8B")
         #expect(Base64URL.decode("-_8B") == bytes)
         #expect(Base64URL.decode("a=") == nil)
+        // The standard alphabet's own characters are refused.
+        #expect(Base64URL.decode("-_8+") == nil && Base64URL.decode("-/8B") == nil)
+        #expect(Base64URL.decode("") == [])
+        #expect(Base64URL.decode("-_8B-") == nil, "a length no encoding has")
+        // Every length's padding, against Foundation's own encoding of the same bytes.
+        for n in 0..<40 {
+            let bytes = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 251) }
+            #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
+            #expect(Base64URL.decode(bytes: Array(Base64URL.encode(bytes).utf8)[...]) == bytes)
+        }
     }
 
     @Test func argon2idHashesVerifyAndDiffer() throws {

@@ -199,6 +199,77 @@ import Testing
         }
     }
 
+    /// A handler's task is kept once it has answered and serves the next request: a task made per
+    /// request allocated its stack of async frames afresh each time (docs/performance.md, "Session
+    /// 41"). With a task per request, each request below starts one and this fails.
+    @Test func aHandlerTaskIsKeptForTheNextRequest() async throws {
+        let (server, client, _) = try start(threads: 1) { r in
+            r.get("/wait") { _ in
+                // Waits for another thread, as a handler waits for a bus reply.
+                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                    DispatchQueue.global().async { c.resume() }
+                }
+                return .text(200, "ok")
+            }
+        }
+        defer { Task { await server.stop() } }
+        #expect(try await client.get("/wait").status == 200)
+        let loop = try #require(server.loops.first)
+        let started = loop.handlers.started
+        #expect(started == 1)
+        for _ in 0..<20 {
+            #expect(try await client.get("/wait").status == 200)
+        }
+        #expect(loop.handlers.started == started)
+        #expect(loop.handlers.waiting == 1)
+    }
+
+    /// At most `HTTPLoop.idleHandlerLimit` handler tasks wait for work; the rest end when they
+    /// have answered, and the ones waiting end when the server stops.
+    @Test func keptHandlerTasksAreBoundedAndEndWithTheServer() async throws {
+        let together = HTTPLoop.idleHandlerLimit + 16
+        let gate = Gate(opensAt: together)
+        let (server, _, _) = try start(threads: 1) { r in
+            r.get("/together") { _ in
+                await gate.arrive()
+                return .text(200, "together")
+            }
+        }
+        // Each its own connection, all handled at once: the gate opens when the last arrives.
+        let connections = try (0..<together).map { _ in try RawConnection(port: server.port) }
+        for c in connections { c.send("GET /together HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") }
+        let answers = await withTaskGroup(of: String.self) { group in
+            for c in connections { group.addTask { c.read(for: 10).text } }
+            return await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(answers.allSatisfy { $0.hasPrefix("HTTP/1.1 200") && $0.hasSuffix("together") })
+        let loop = try #require(server.loops.first)
+        #expect(loop.handlers.started == together)
+        #expect(loop.handlers.waiting == HTTPLoop.idleHandlerLimit)
+        await server.stop()
+        #expect(loop.handlers.waiting == 0)
+    }
+
+    /// Holds each caller until `opensAt` callers have arrived.
+    final class Gate: Sendable {
+        let opensAt: Int
+        let state = Mutex<(arrived: Int, waiting: [CheckedContinuation<Void, Never>])>((0, []))
+        init(opensAt: Int) { self.opensAt = opensAt }
+
+        func arrive() async {
+            await withCheckedContinuation { c in
+                let open = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+                    s.arrived += 1
+                    s.waiting.append(c)
+                    guard s.arrived >= opensAt else { return [] }
+                    defer { s.waiting = [] }
+                    return s.waiting
+                }
+                for waiting in open { waiting.resume() }
+            }
+        }
+    }
+
     @Test func malformedRequestsDoNotTakeTheServerDown() async throws {
         let (server, client, _) = try start { r in r.get("/ok") { _ in .text(200, "ok") } }
         defer { Task { await server.stop() } }

@@ -4,11 +4,15 @@ import Synchronization
 import Telemetry
 
 /// The answering side of request-reply: a ROUTER socket bound on the service's
-/// endpoint. Every request is handled in its own task, so many are in flight at once and a slow
-/// handler never blocks the socket; replies go back through the socket's worker thread.
+/// endpoint. Every request is handled in a task of its own while it runs (one kept from an
+/// earlier request, `HandlerTasks`), so many are in flight at once and a slow handler never
+/// blocks the socket; replies go back through the socket's worker thread.
 public final class BusServer: Sendable {
     private let worker: SocketWorker
     private let admission: Admission
+    private let handlers: HandlerTasks
+    /// The most tasks kept waiting for a request: about the requests a busy service has in flight.
+    static let idleHandlerLimit = 64
 
     /// Requests being handled, and whether new ones are still taken.
     private final class Admission: Sendable {
@@ -31,6 +35,8 @@ public final class BusServer: Sendable {
         let replies = SocketOutbox()
         let admission = Admission()
         self.admission = admission
+        let handlers = HandlerTasks(limit: Self.idleHandlerLimit)
+        self.handlers = handlers
         worker = try SocketWorker(
             name: "bus-server",
             outbox: replies,
@@ -49,7 +55,7 @@ public final class BusServer: Sendable {
                     replies.enqueue(route + router.refuse(payload, with: .stopping))
                     return
                 }
-                Task {
+                handlers.run {
                     let reply = await router.handle(payload, sender: sender)
                     replies.enqueue(route + reply)
                     admission.done()
@@ -63,7 +69,12 @@ public final class BusServer: Sendable {
     public var endpoint: String { worker.endpoint }
 
     /// Closes the socket at once; requests being handled get no answer (their callers time out).
-    public func stop() { worker.stop() }
+    public func stop() {
+        worker.stop()
+        handlers.close()
+    }
+
+    deinit { handlers.close() }
 
     /// An orderly stop: new requests are answered `unavailable`, those being handled are answered
     /// (for up to `seconds`), then the socket closes. Answers whether every one was answered.
@@ -74,7 +85,7 @@ public final class BusServer: Sendable {
         // The last replies were handed to the socket's thread; give it and ZeroMQ's I/O thread a
         // moment to put them on the wire (the socket closes without lingering).
         try? await Task.sleep(for: .milliseconds(50))
-        worker.stop()
+        stop()
         return answered
     }
 }

@@ -16,18 +16,41 @@ public enum Base64URL {
 
     public static func decode(_ text: some StringProtocol) -> [UInt8]? { decode(bytes: text.utf8) }
 
-    public static func decode(bytes text: some Sequence<UInt8>) -> [UInt8]? {
-        var bytes = Array(text)
-        for i in 0..<bytes.count {
-            switch bytes[i] {
-            case UInt8(ascii: "-"): bytes[i] = UInt8(ascii: "+")
-            case UInt8(ascii: "_"): bytes[i] = UInt8(ascii: "/")
-            case UInt8(ascii: "="), UInt8(ascii: "+"), UInt8(ascii: "/"): return nil
-            default: break
+    /// The bytes of `text`, or nil when it is not base64url without padding. One pass translates
+    /// it to standard base64 in a buffer of its padded size, which Foundation decodes, lent to it
+    /// without a copy: 0.72 µs for a token's 344-character signature, against 0.82 when the bytes
+    /// were copied, changed in place, copied into `Data` and out again (docs/performance.md,
+    /// "Session 41").
+    public static func decode(bytes text: some Collection<UInt8>) -> [UInt8]? {
+        guard !text.isEmpty else { return [] }
+        let padded = (text.count + 3) & ~3
+        var valid = true
+        let standard = [UInt8](unsafeUninitializedCapacity: padded) { buffer, initialized in
+            var i = 0
+            for byte in text {
+                switch byte {
+                case UInt8(ascii: "-"): buffer[i] = UInt8(ascii: "+")
+                case UInt8(ascii: "_"): buffer[i] = UInt8(ascii: "/")
+                case UInt8(ascii: "="), UInt8(ascii: "+"), UInt8(ascii: "/"):
+                    valid = false
+                    buffer[i] = byte
+                default: buffer[i] = byte
+                }
+                i += 1
             }
+            while i < padded {
+                buffer[i] = UInt8(ascii: "=")
+                i += 1
+            }
+            initialized = padded
         }
-        while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
-        return Data(base64Encoded: Data(bytes)).map { Array($0) }
+        guard valid else { return nil }
+        let decoded = standard.withUnsafeBytes { raw in
+            let base = UnsafeMutableRawPointer(mutating: raw.baseAddress!)
+            let lent = Data(bytesNoCopy: base, count: raw.count, deallocator: .none)
+            return Data(base64Encoded: lent)
+        }
+        return decoded.map { data in data.withUnsafeBytes { [UInt8]($0) } }
     }
 }
 

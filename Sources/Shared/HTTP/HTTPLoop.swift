@@ -1,4 +1,5 @@
 internal import CMicroHTTPD
+import Core
 import Dispatch
 import Foundation
 import Glibc
@@ -69,6 +70,14 @@ final class HTTPLoop: TaskExecutor, @unchecked Sendable {
         if first, Self.current !== self { signal() }
     }
 
+    /// The tasks its requests' handlers run in, each kept for the next request once it has
+    /// answered (`HandlerTasks`), at most a busy loop's share of a gateway's connections.
+    let handlers = HandlerTasks(limit: HTTPLoop.idleHandlerLimit)
+    static let idleHandlerLimit = 64
+
+    /// Runs a request's handler, up to its answer, in one of `handlers`, on this loop.
+    func handle(_ handling: @escaping HandlerTasks.Handling) { handlers.run(handling, preferring: self) }
+
     /// Runs `body` on this loop's thread (libmicrohttpd's calls on a daemon run on its thread).
     func perform(_ body: @escaping @Sendable () -> Void) async {
         await Task(executorPreference: self) { body() }.value
@@ -88,6 +97,7 @@ final class HTTPLoop: TaskExecutor, @unchecked Sendable {
     /// Ends the thread; jobs that arrive later (a handler still waiting when the server stopped)
     /// run on the global queue.
     func close() {
+        handlers.close()  // the tasks waiting end on the global queue
         let left = state.withLock { s in
             s.open = false
             defer { s.jobs = [] }

@@ -77,6 +77,9 @@ public final class HTTPServer: Sendable {
                                                  trusted: options.trustedProxies))
     }
 
+    /// The loops while the server runs.
+    var loops: [HTTPLoop] { running.withLock { $0?.loops ?? [] } }
+
     /// The port actually listened on (useful with port 0).
     public var port: Int { boundPort.load(ordering: .relaxed) }
 
@@ -317,7 +320,7 @@ private func httpAccessHandler(
     guard suspending else { return queue(server.finish(state, .error(.stopping)), on: connection) }
     MHD_suspend_connection(connection)
     // On the loop that read the request: it is answered there, with no thread crossed.
-    Task(executorPreference: HTTPLoop.current) {
+    let handling: HandlerTasks.Handling = {
         // The request's span continues the caller's trace (its `traceparent`), or starts one.
         let parent = request.header("traceparent").flatMap(TraceContext.init(traceparent:))
         let (response, trace) = await LogContext.$requestId.withValue(request.requestId) {
@@ -328,6 +331,7 @@ private func httpAccessHandler(
         }
         if state.answer(server.finish(state, response, trace: trace)) { server.resume(handle) }
     }
+    if let loop = HTTPLoop.current { loop.handle(handling) } else { Task { await handling() } }
     return .YES
 }
 
