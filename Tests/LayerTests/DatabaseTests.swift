@@ -42,6 +42,47 @@ import Testing
         #expect(try rows.map { try $0.decodeIfPresent("v", as: String.self) } == items)
     }
 
+    /// Arrays in the binary format reach the server element for element, of each element type,
+    /// with NULLs, empty, beside text parameters, prepared or not; and their text is `PGArray`'s.
+    @Test func binaryArraysRoundTripEveryElement() async throws {
+        let pool = PGPool(url: url, maxConnections: 1)
+        defer { pool.close() }
+        let texts: [String?] = [
+            #"{"a":"b\"c"}"#, #"back\slash"#, "a,b", "NULL", nil, "", "café ✓", String(repeating: "x", count: 700),
+        ]
+        let ids: [UUID?] = [UUID(uuidString: "6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e11")!, nil, UUID.random()]
+        let flags: [Bool?] = [true, false, nil]
+        let numbers: [Int64?] = [0, -1, nil, Int64.max, Int64.min, 1 << 40]
+        let sql = """
+            SELECT (SELECT array_agg(coalesce(t, '<null>') ORDER BY n) FROM unnest($1::text[]) WITH ORDINALITY AS u(t, n)) AS texts,
+                   (SELECT array_agg(coalesce(i::text, '<null>') ORDER BY n) FROM unnest($2::uuid[]) WITH ORDINALITY AS u(i, n)) AS ids,
+                   (SELECT array_agg(coalesce(b::text, '<null>') ORDER BY n) FROM unnest($3::boolean[]) WITH ORDINALITY AS u(b, n)) AS flags,
+                   (SELECT array_agg(coalesce(x::text, '<null>') ORDER BY n) FROM unnest($4::bigint[]) WITH ORDINALITY AS u(x, n)) AS numbers,
+                   cardinality($5::uuid[]) AS empty, $6::text AS plain, $7::int AS number
+            """
+        let params: [any PGBindable] = [
+            PGBinaryArray.texts(texts), PGBinaryArray.uuids(ids), PGBinaryArray.bools(flags),
+            PGBinaryArray.int8s(numbers), PGBinaryArray.uuids([]), "after", 7,
+        ]
+        for row in [
+            try #require(try await pool.query(sql, params).first),
+            try #require(try await pool.withConnection { try $0.prepared("binary_arrays", sql, params) }.first),
+        ] {
+            let read = { (column: String) throws in PGArray.parse(try row.decode(column, as: String.self)) }
+            #expect(try read("texts") == texts.map { $0 ?? "<null>" })
+            #expect(try read("ids") == ids.map { $0?.lowercasedString ?? "<null>" })
+            #expect(try read("flags") == ["true", "false", "<null>"])
+            #expect(try read("numbers") == numbers.map { $0.map { String($0) } ?? "<null>" })
+            #expect(try row.decode("empty", as: Int.self) == 0)
+            #expect(try row.decode("plain", as: String.self) == "after")
+            #expect(try row.decode("number", as: Int.self) == 7)
+        }
+        #expect(PGBinaryArray.texts(texts).pgText == PGArray(optionals: texts).pgText)
+        #expect(PGBinaryArray.bools([true, nil]).pgText == "{\"t\",NULL}")
+        // The element type is the parameter's: the server refuses another.
+        await #expect(throws: PGError.self) { try await pool.query("SELECT $1::uuid[]", [PGBinaryArray.texts(["x"])]) }
+    }
+
     /// Timestamps as PostgreSQL prints them read back to the instant it means, across leap days,
     /// centuries, dates before 1970 and offsets written in the text.
     @Test func timestampsReadBackToTheSameInstant() async throws {

@@ -37,7 +37,7 @@ enum Outbox {
     /// pruning later cost two, and kept every unacknowledged-row scan wading through them).
     static func ack(_ c: PGConnection, redemptions: [UUID], type: String) throws {
         guard !redemptions.isEmpty else { return }
-        try c.prepared("ack_outbox", "SELECT coupons.ack_outbox($1, $2)", [PGArray(redemptions.map { $0.lowercasedString }), type])
+        try c.prepared("ack_outbox", "SELECT coupons.ack_outbox($1, $2)", [PGBinaryArray.uuids(redemptions), type])
     }
 
     /// How many messages wait for grants' acknowledgement, and how long the oldest has waited.

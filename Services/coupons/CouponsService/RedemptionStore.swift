@@ -130,7 +130,7 @@ enum RedemptionStore {
     ) throws
         -> [Coupons.Validate.Response]
     {
-        let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
+        let accounts = PGBinaryArray.uuids(Array(Set(reqs.map(\.accountId))))
         let requestedSandbox = reqs[0].sandbox ?? false
         // Every request of a batch names the same app (`Coupons.batchKey`).
         let app = DefaultApp.of(reqs[0].app)
@@ -407,8 +407,8 @@ enum RedemptionStore {
         let rows = try c.prepared(
             "complete_many_at", "SELECT id, completed_at FROM coupons.complete_many_at($1, $2, $3)",
             [
-                PGArray(items.map { $0.redemptionId.lowercasedString }),
-                PGArray(items.map { $0.entitlement.entitlementId }),
+                PGBinaryArray.uuids(items.map(\.redemptionId)),
+                PGBinaryArray.texts(items.map(\.entitlement.entitlementId)),
                 PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })
             ]
         ).rows
@@ -506,7 +506,7 @@ extension RedemptionStore {
         let refused = { (reason: RefusalReason) -> Result<Outcome, any Error> in
             .success(.init(redemption: nil, created: false, refusal: reason))
         }
-        let accounts = PGArray(Array(Set(reqs.map { $0.accountId.lowercasedString })))
+        let accounts = PGBinaryArray.uuids(Array(Set(reqs.map(\.accountId))))
         // One probe per account of the one-use index, by account and the batch's coupon, in a
         // function whose plan cannot turn into a scan of every redemption of the coupon
         // (statistics lag behind a flash sale's inserts: `RedemptionPlanTests`), nor read every
@@ -618,7 +618,7 @@ extension RedemptionStore {
         }
         guard !fresh.isEmpty else { return (results([:]), []) }
 
-        var ids: [String] = [], payloads: [String] = [], envelopes: [Envelope<GrantCommand>] = []
+        var ids: [UUID] = [], payloads: [String] = [], envelopes: [Envelope<GrantCommand>] = []
         if let entitlement = d.entitlementId {
             let publicCoupon = CouponStore.publicView(d)
             for n in fresh where n.status == .granting {
@@ -630,7 +630,7 @@ extension RedemptionStore {
                 let envelope = Envelope(
                     id: UUID.random().lowercasedString, type: GrantCommand.type,
                     traceparent: n.request.traceparent ?? LogContext.trace?.traceparent, body: command)
-                ids.append(n.id.lowercasedString)
+                ids.append(n.id)
                 payloads.append(String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self))
                 envelopes.append(envelope)
             }
@@ -640,19 +640,20 @@ extension RedemptionStore {
         // finds its reservation by it, and a full cap waits for every reservation that has one.
         let tokens = fresh.map {
             d.store(through: $0.request.platform) != nil
-                ? StoreIds.appAccountToken(account: $0.request.accountId).lowercasedString : nil
+                ? StoreIds.appAccountToken(account: $0.request.accountId) : nil
         }
         let statement: PGConnection.PreparedStatement = (
             "reserve_batch", BatchSQL.reserve,
             [
-                PGArray(fresh.map { $0.id.lowercasedString }), couponId, d.code,
-                PGArray(fresh.map { $0.request.accountId.lowercasedString }),
-                PGArray(fresh.map { $0.request.appUserId }),
-                PGArray(fresh.map { $0.request.platform.rawValue }), PGArray(optionals: fresh.map { $0.productId }),
-                PGArray(fresh.map { $0.sandbox ? "t" : "f" }), PGArray(fresh.map(\.status.rawValue)), reservationTTL,
-                live.count, GrantCommand.type, PGArray(ids), PGArray(payloads), resendAfter,
-                PGArray(optionals: tokens), PGArray(optionals: fresh.map { $0.uniqueCode.map { String($0.id) } }),
-                PGArray(optionals: fresh.map { $0.uniqueCode?.last4 })
+                PGBinaryArray.uuids(fresh.map(\.id)), couponId, d.code,
+                PGBinaryArray.uuids(fresh.map(\.request.accountId)),
+                PGBinaryArray.texts(fresh.map(\.request.appUserId)),
+                PGBinaryArray.texts(fresh.map(\.request.platform.rawValue)),
+                PGBinaryArray.texts(fresh.map(\.productId)),
+                PGBinaryArray.bools(fresh.map(\.sandbox)), PGBinaryArray.texts(fresh.map(\.status.rawValue)), reservationTTL,
+                live.count, GrantCommand.type, PGBinaryArray.uuids(ids), PGBinaryArray.texts(payloads), resendAfter,
+                PGBinaryArray.uuids(tokens), PGBinaryArray.int8s(fresh.map { $0.uniqueCode.map(\.id) }),
+                PGBinaryArray.texts(fresh.map { $0.uniqueCode?.last4 })
             ]
         )
         // The cap fills with this batch, and none of its uses waits for the App Store (those keep

@@ -110,14 +110,15 @@ enum GrantLedger {
         // The accounts' shared locks (an account's move takes it alone, `move`), the holders' locks
         // (under the id a moved holder took), then every round, and the commit, in one round trip:
         // each round is a statement of its own, so it reads the periods the rounds before it stored.
+        let accounts = PGBinaryArray.texts(commands.map { $0.accountId.lowercasedString })
         var statements: [PGConnection.PreparedStatement] = [("lock_accounts", """
             SELECT pg_advisory_xact_lock_shared(\(moveLockClass), a) FROM (SELECT DISTINCT hashtext(k) AS a FROM unnest($1::text[]) AS k ORDER BY a) locks
-            """, [PGArray(commands.map { $0.accountId.lowercasedString })]), ("lock_holders", """
+            """, [accounts]), ("lock_holders", """
             SELECT pg_advisory_xact_lock(h) FROM (
                 SELECT DISTINCT hashtext('grants.holder.' || coalesce(m.to_app_user_id, k.app) || k.rest) AS h
                 FROM unnest($1::text[], $2::text[]) AS k(app, rest) LEFT JOIN grants.holder_moves m ON m.from_app_user_id = k.app
                 ORDER BY h) locks
-            """, [PGArray(commands.map(\.appUserId)), PGArray(commands.map(holderRest))])]
+            """, [PGBinaryArray.texts(commands.map(\.appUserId)), PGBinaryArray.texts(commands.map(holderRest))])]
         let providers = rounds.map { $0.map(provider) }
         // The text writer (`JSONEncoder.wire()`): Foundation's encoder took 9 µs of grants' CPU per
         // completed redemption here, each command's text escaped inside the round's JSON.
@@ -235,14 +236,14 @@ enum GrantLedger {
     static func settleSucceeded(_ tx: PGConnection, _ ids: [UUID]) throws -> Set<UUID> {
         guard !ids.isEmpty else { return [] }
         let rows = try tx.prepared("settle_succeeded", "SELECT s AS redemption_id FROM grants.settle_succeeded($1, '{}') s",
-                                   [PGArray(ids.map { $0.lowercasedString })]).rows
+                                   [PGBinaryArray.uuids(ids)]).rows
         return Set(try rows.map { try $0.decode("redemption_id", as: UUID.self) })
     }
 
     static func markNotified(_ c: PGConnection, _ ids: [UUID]) throws {
         guard !ids.isEmpty else { return }
         try c.query("UPDATE grants.grants SET coupons_notified = true WHERE redemption_id = ANY($1::uuid[])",
-                       [PGArray(ids.map { $0.lowercasedString })])
+                       [PGBinaryArray.uuids(ids)])
     }
 
     static func retryLater(_ c: PGConnection, _ g: Grant, after: TimeInterval, reason: String) throws {

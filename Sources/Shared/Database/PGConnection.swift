@@ -40,7 +40,7 @@ public final class PGConnection {
     /// Runs one parameterized statement. Values are never interpolated into `sql`.
     @discardableResult
     public func query(_ sql: String, _ params: [any PGBindable] = []) throws -> PGResult {
-        try run([.statement(sql, params.map { $0.pgText })])[0]
+        try run([.statement(sql, PGParameters(params))])[0]
     }
 
     /// Runs a statement prepared once per connection under `name`. PostgreSQL soon settles on one
@@ -78,7 +78,7 @@ public final class PGConnection {
     public func preparedThenCommit(_ statements: [PreparedStatement]) throws -> [PGResult] {
         precondition(state == .beginPending || state == .open, "preparedThenCommit outside a transaction")
         let (steps, positions) = preparing(statements)
-        let results = try run(steps + [.statement("COMMIT", [])])
+        let results = try run(steps + [.statement("COMMIT", PGParameters([]))])
         state = .committed
         return positions.map { results[$0] }
     }
@@ -121,9 +121,9 @@ public final class PGConnection {
 
     /// One statement of a round trip.
     private enum Step {
-        case statement(String, [String?])
+        case statement(String, PGParameters)
         case prepare(name: String, sql: String, count: Int)
-        case executePrepared(String, [String?])
+        case executePrepared(String, PGParameters)
     }
 
     /// The steps of several prepared statements (a statement used twice is prepared once), and
@@ -133,7 +133,7 @@ public final class PGConnection {
         for s in statements {
             let new = !prepared.contains(s.name) && preparingNow.insert(s.name).inserted
             if new { steps.append(.prepare(name: s.name, sql: s.sql, count: s.params.count)) }
-            steps.append(.executePrepared(s.name, s.params.map { $0.pgText }))
+            steps.append(.executePrepared(s.name, PGParameters(s.params)))
             positions.append(steps.count - 1)
         }
         return (steps, positions)
@@ -148,7 +148,7 @@ public final class PGConnection {
         var steps = steps
         var skip = 0
         if state == .beginPending {
-            steps.insert(.statement("BEGIN", []), at: 0)
+            steps.insert(.statement("BEGIN", PGParameters([])), at: 0)
             skip = 1
             state = .open
         }
@@ -186,24 +186,24 @@ public final class PGConnection {
 
     private func executeAlone(_ step: Step) -> OpaquePointer? {
         switch step {
-        case .statement(let sql, let texts):
-            withCStringArray(texts) { PQexecParams(conn, sql, Int32(texts.count), nil, $0, nil, nil, 0) }
+        case .statement(let sql, let params):
+            params.withPointers { PQexecParams(conn, sql, $0, nil, $1, $2, $3, 0) }
         case .prepare(let name, let sql, let count):
             PQprepare(conn, name, sql, Int32(count), nil)
-        case .executePrepared(let name, let texts):
-            withCStringArray(texts) { PQexecPrepared(conn, name, Int32(texts.count), $0, nil, nil, 0) }
+        case .executePrepared(let name, let params):
+            params.withPointers { PQexecPrepared(conn, name, $0, $1, $2, $3, 0) }
         }
     }
 
     /// Queues a step in the pipeline (sent by `PQpipelineSync`).
     private func queue(_ step: Step) -> Bool {
         switch step {
-        case .statement(let sql, let texts):
-            withCStringArray(texts) { PQsendQueryParams(conn, sql, Int32(texts.count), nil, $0, nil, nil, 0) } == 1
+        case .statement(let sql, let params):
+            params.withPointers { PQsendQueryParams(conn, sql, $0, nil, $1, $2, $3, 0) } == 1
         case .prepare(let name, let sql, let count):
             PQsendPrepare(conn, name, sql, Int32(count), nil) == 1
-        case .executePrepared(let name, let texts):
-            withCStringArray(texts) { PQsendQueryPrepared(conn, name, Int32(texts.count), $0, nil, nil, 0) } == 1
+        case .executePrepared(let name, let params):
+            params.withPointers { PQsendQueryPrepared(conn, name, $0, $1, $2, $3, 0) } == 1
         }
     }
 

@@ -5,6 +5,12 @@ import Foundation
 /// Parameters are always sent separately from the SQL text (`$1`, `$2`, …).
 public protocol PGBindable: Sendable {
     var pgText: String? { get }
+    /// Adds the value to a statement's parameters: by default as its text (`pgText`).
+    func bind(into parameters: inout PGParameters)
+}
+
+extension PGBindable {
+    public func bind(into parameters: inout PGParameters) { parameters.append(text: pgText) }
 }
 
 extension String: PGBindable { public var pgText: String? { self } }
@@ -18,6 +24,9 @@ extension Date: PGBindable { public var pgText: String? { Timestamp.iso8601(self
 extension Decimal: PGBindable { public var pgText: String? { "\(self)" } }
 extension Optional: PGBindable where Wrapped: PGBindable {
     public var pgText: String? { self.flatMap { $0.pgText } }
+    public func bind(into parameters: inout PGParameters) {
+        if let self { self.bind(into: &parameters) } else { parameters.append(text: nil) }
+    }
 }
 
 /// A byte string sent as `bytea` (hex text format).
