@@ -53,16 +53,21 @@ import Testing
         let ids: [UUID?] = [UUID(uuidString: "6f9c2a0e-1b7d-4a53-9b7e-2d1c1f0a9e11")!, nil, UUID.random()]
         let flags: [Bool?] = [true, false, nil]
         let numbers: [Int64?] = [0, -1, nil, Int64.max, Int64.min, 1 << 40]
+        // Before 1970 and before 2000 (PostgreSQL's epoch), a leap day, beyond 9999; to the millisecond.
+        let dates: [Date?] = [-86_400.123, 946_684_799.999, 951_782_400.5, nil, 1_764_483_573.1234, 253_402_300_800.25]
+            .map { $0.map(Date.init(timeIntervalSince1970:)) }
         let sql = """
             SELECT (SELECT array_agg(coalesce(t, '<null>') ORDER BY n) FROM unnest($1::text[]) WITH ORDINALITY AS u(t, n)) AS texts,
                    (SELECT array_agg(coalesce(i::text, '<null>') ORDER BY n) FROM unnest($2::uuid[]) WITH ORDINALITY AS u(i, n)) AS ids,
                    (SELECT array_agg(coalesce(b::text, '<null>') ORDER BY n) FROM unnest($3::boolean[]) WITH ORDINALITY AS u(b, n)) AS flags,
                    (SELECT array_agg(coalesce(x::text, '<null>') ORDER BY n) FROM unnest($4::bigint[]) WITH ORDINALITY AS u(x, n)) AS numbers,
-                   cardinality($5::uuid[]) AS empty, $6::text AS plain, $7::int AS number
+                   cardinality($5::uuid[]) AS empty, $6::text AS plain, $7::int AS number,
+                   (SELECT array_agg(coalesce((extract(epoch FROM d) * 1000)::bigint::text, '<null>') ORDER BY n)
+                    FROM unnest($8::timestamptz[]) WITH ORDINALITY AS u(d, n)) AS dates
             """
         let params: [any PGBindable] = [
             PGBinaryArray.texts(texts), PGBinaryArray.uuids(ids), PGBinaryArray.bools(flags),
-            PGBinaryArray.int8s(numbers), PGBinaryArray.uuids([]), "after", 7,
+            PGBinaryArray.int8s(numbers), PGBinaryArray.uuids([]), "after", 7, PGBinaryArray.timestamps(dates),
         ]
         for row in [
             try #require(try await pool.query(sql, params).first),
@@ -76,9 +81,11 @@ import Testing
             #expect(try row.decode("empty", as: Int.self) == 0)
             #expect(try row.decode("plain", as: String.self) == "after")
             #expect(try row.decode("number", as: Int.self) == 7)
+            #expect(try read("dates") == dates.map { $0.map { String(Timestamp.milliseconds($0)) } ?? "<null>" })
         }
         #expect(PGBinaryArray.texts(texts).pgText == PGArray(optionals: texts).pgText)
         #expect(PGBinaryArray.bools([true, nil]).pgText == "{\"t\",NULL}")
+        #expect(PGBinaryArray.timestamps([dates[4]]).pgText == "{\"2025-11-30T06:19:33.123Z\"}")
         // The element type is the parameter's: the server refuses another.
         await #expect(throws: PGError.self) { try await pool.query("SELECT $1::uuid[]", [PGBinaryArray.texts(["x"])]) }
     }

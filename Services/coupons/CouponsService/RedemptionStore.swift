@@ -409,7 +409,7 @@ enum RedemptionStore {
             [
                 PGBinaryArray.uuids(items.map(\.redemptionId)),
                 PGBinaryArray.texts(items.map(\.entitlement.entitlementId)),
-                PGArray(items.map { Timestamp.iso8601($0.entitlement.expiresAt) })
+                PGBinaryArray.timestamps(items.map(\.entitlement.expiresAt))
             ]
         ).rows
         var times: [String: Date] = [:]

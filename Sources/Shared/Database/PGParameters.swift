@@ -1,3 +1,4 @@
+import Core
 import Foundation
 
 /// A statement's parameter values as libpq takes them, all in one buffer: a text value
@@ -80,6 +81,7 @@ public struct PGBinaryArray: PGBindable {
         case text([String?])
         case bool([Bool?])
         case int8([Int64?])
+        case timestamptz([Date?])
     }
 
     let elements: Elements
@@ -92,6 +94,8 @@ public struct PGBinaryArray: PGBindable {
     public static func bools(_ values: [Bool?]) -> PGBinaryArray { PGBinaryArray(elements: .bool(values)) }
     /// A `bigint[]`.
     public static func int8s(_ values: [Int64?]) -> PGBinaryArray { PGBinaryArray(elements: .int8(values)) }
+    /// A `timestamptz[]`, each to the millisecond, as `Timestamp.iso8601` writes it.
+    public static func timestamps(_ dates: [Date?]) -> PGBinaryArray { PGBinaryArray(elements: .timestamptz(dates)) }
 
     /// The same array as text (what `PGArray` sends).
     public var pgText: String? {
@@ -100,6 +104,7 @@ public struct PGBinaryArray: PGBindable {
         case .text(let texts): PGArray(optionals: texts).pgText
         case .bool(let values): PGArray(optionals: values.map { $0.map { $0 ? "t" : "f" } }).pgText
         case .int8(let values): PGArray(optionals: values.map { $0.map { String($0) } }).pgText
+        case .timestamptz(let dates): PGArray(optionals: dates.map { $0.map(Timestamp.iso8601) }).pgText
         }
     }
 
@@ -120,6 +125,12 @@ public struct PGBinaryArray: PGBindable {
             case .int8(let values):
                 Self.write(values, type: 20, into: &out) { value, out in
                     Self.append(UInt64(bitPattern: value), into: &out)
+                }
+            case .timestamptz(let dates):
+                // Microseconds since 2000-01-01 00:00 UTC (PostgreSQL's epoch), to the millisecond.
+                Self.write(dates, type: 1184, into: &out) { date, out in
+                    let micros = (Timestamp.milliseconds(date) - 946_684_800_000) * 1000
+                    Self.append(UInt64(bitPattern: micros), into: &out)
                 }
             }
         }
