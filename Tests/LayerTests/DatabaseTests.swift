@@ -56,6 +56,8 @@ import Testing
         // Before 1970 and before 2000 (PostgreSQL's epoch), a leap day, beyond 9999; to the millisecond.
         let dates: [Date?] = [-86_400.123, 946_684_799.999, 951_782_400.5, nil, 1_764_483_573.1234, 253_402_300_800.25]
             .map { $0.map(Date.init(timeIntervalSince1970:)) }
+        // A fraction, the extremes of magnitude (the least subnormal), a negative zero, π to the last bit.
+        let doubles: [Double?] = [0.25, -1.5e300, nil, 30, .pi, 5e-324, -0.0, Double.greatestFiniteMagnitude]
         let sql = """
             SELECT (SELECT array_agg(coalesce(t, '<null>') ORDER BY n) FROM unnest($1::text[]) WITH ORDINALITY AS u(t, n)) AS texts,
                    (SELECT array_agg(coalesce(i::text, '<null>') ORDER BY n) FROM unnest($2::uuid[]) WITH ORDINALITY AS u(i, n)) AS ids,
@@ -63,11 +65,15 @@ import Testing
                    (SELECT array_agg(coalesce(x::text, '<null>') ORDER BY n) FROM unnest($4::bigint[]) WITH ORDINALITY AS u(x, n)) AS numbers,
                    cardinality($5::uuid[]) AS empty, $6::text AS plain, $7::int AS number,
                    (SELECT array_agg(coalesce((extract(epoch FROM d) * 1000)::bigint::text, '<null>') ORDER BY n)
-                    FROM unnest($8::timestamptz[]) WITH ORDINALITY AS u(d, n)) AS dates
+                    FROM unnest($8::timestamptz[]) WITH ORDINALITY AS u(d, n)) AS dates,
+                   (SELECT array_agg(coalesce(x::text, '<null>') ORDER BY n)
+                    FROM unnest($9::float8[]) WITH ORDINALITY AS u(x, n)) AS doubles,
+                   (SELECT bool_and(x::text = '-0') FROM unnest($9::float8[]) AS x WHERE x = 0 AND x::text LIKE '-%') AS negative_zero
             """
         let params: [any PGBindable] = [
             PGBinaryArray.texts(texts), PGBinaryArray.uuids(ids), PGBinaryArray.bools(flags),
             PGBinaryArray.int8s(numbers), PGBinaryArray.uuids([]), "after", 7, PGBinaryArray.timestamps(dates),
+            PGBinaryArray.float8s(doubles),
         ]
         for row in [
             try #require(try await pool.query(sql, params).first),
@@ -82,9 +88,12 @@ import Testing
             #expect(try row.decode("plain", as: String.self) == "after")
             #expect(try row.decode("number", as: Int.self) == 7)
             #expect(try read("dates") == dates.map { $0.map { String(Timestamp.milliseconds($0)) } ?? "<null>" })
+            #expect(try read("doubles").map { $0 == "<null>" ? nil : Double($0) } == doubles, "every value as sent")
+            #expect(try row.decode("negative_zero", as: Bool.self), "a negative zero stays negative")
         }
         #expect(PGBinaryArray.texts(texts).pgText == PGArray(optionals: texts).pgText)
         #expect(PGBinaryArray.bools([true, nil]).pgText == "{\"t\",NULL}")
+        #expect(PGBinaryArray.float8s([0.25, nil, 1e-7]).pgText == "{\"0.25\",NULL,\"1e-07\"}")
         #expect(PGBinaryArray.timestamps([dates[4]]).pgText == "{\"2025-11-30T06:19:33.123Z\"}")
         // The element type is the parameter's: the server refuses another.
         await #expect(throws: PGError.self) { try await pool.query("SELECT $1::uuid[]", [PGBinaryArray.texts(["x"])]) }

@@ -5,8 +5,9 @@ import Testing
 @testable import Core
 @testable import Database
 
-/// `GrantLedger.store` hands each round to `grants.store_round` as one JSON array: what the ledger
-/// keeps is what arrived, to the byte, with each period in its unit and each lease as asked.
+/// `GrantLedger.store` hands each round to `grants.store_round_columns`, one binary array per
+/// column: what the ledger keeps is what arrived, to the byte, with each period in its unit and
+/// each lease as asked.
 @Suite struct GrantLedgerTests {
     static func command(holder: String, unit: String, count: Int = 1, sandbox: Bool = false) -> GrantCommand {
         let coupon = PublicCoupon(code: "LEDGER", kind: .freePeriod, percentOff: nil, amountOff: nil,
@@ -16,30 +17,54 @@ import Testing
                             reservedAt: Date(timeIntervalSince1970: 1_764_483_573.125), mode: sandbox ? .test : .live)
     }
 
-    /// A round's items write their own text (`JSONTextWriting`): what their `Codable` writes.
-    @Test func aRoundsItemsWriteWhatCodableWrites() throws {
-        let foundation = JSONEncoder()
-        JSONText.configure(foundation, dates: .text, escapeSlashes: false)
-        var command = Self.command(holder: "a \"quoted\" \\ back/slash\n é", unit: "week", count: 2)
-        command.app = UUID.random()
-        let envelope = Envelope(id: "m", type: GrantCommand.type, body: command)
-        let text = String(decoding: try JSONEncoder.bus.encode(envelope), as: UTF8.self)
-        let items = [
-            GrantLedger.RoundItem(command, provider: "local", text: text, lease: 30),
-            GrantLedger.RoundItem(
-                Self.command(holder: "h", unit: "year"), provider: "revenuecat", text: "{}", lease: 0.25),
-            GrantLedger.RoundItem(
-                Self.command(holder: "h", unit: "day", count: -3), provider: "p", text: "", lease: nil),
+    /// The previous release's grants hands each round to `grants.store_round(json)` as one JSON
+    /// array, and this release keeps that function for it (docs/upgrading.md): from the same
+    /// commands it stores what this release's `store_round_columns` does, row for row.
+    @Test func thePreviousReleasesJSONRoundStoresWhatTheColumnsStore() async throws {
+        var inApp = Self.command(holder: "a \"quoted\" \\ back/slash\n\ttab é 🎟️ \u{1}", unit: "week", count: 2)
+        inApp.app = UUID.random()
+        let commands = [
+            inApp, Self.command(holder: "h-year", unit: "year"),
+            Self.command(holder: "h-day", unit: "day", count: 10, sandbox: true),
+            Self.command(holder: "h-month", unit: "month", count: 3, sandbox: true),
         ]
-        #expect(items[0].inApp != nil && items[1].inApp == nil, "the test needs both")
-        for item in items {
-            var object = JSONText.Object(dates: .text, escapeSlashes: false)
-            try item.writeJSON(&object)
-            #expect(
-                String(decoding: object.finished(), as: UTF8.self)
-                    == String(decoding: try foundation.encode(item), as: UTF8.self))
+        let received = try commands.map {
+            try ReceivedCommand(
+                $0, message: JSONEncoder.bus.encode(Envelope(id: "m", type: GrantCommand.type, body: $0)))
         }
-        #expect(try JSONEncoder.wire().encode(items) == foundation.encode(items))
+        let provider = { @Sendable (c: GrantCommand) in c.sandbox ? "revenuecat-sandbox" : "local" }
+        let lease = { @Sendable (p: String) -> TimeInterval? in p == "local" ? 30 : nil }
+        let items = received.map {
+            let p = provider($0.command)
+            return GrantLedger.RoundItem($0.command, provider: p, text: $0.text, lease: lease(p))
+        }
+        #expect(items.contains { $0.inApp != nil } && items.contains { $0.lease == nil }, "the test needs both of each")
+        let json = String(decoding: try JSONEncoder().encode(items), as: UTF8.self)
+
+        /// Every stored grant as text, its times as the period and the lease they make.
+        func stored(
+            _ store: @escaping @Sendable (PGConnection) throws -> Int
+        ) async throws -> (answered: Int, rows: String) {
+            let pool = PGPool(url: try await TestPostgres.shared().freshDatabase(), maxConnections: 1)
+            defer { pool.close() }
+            try await GrantsService.migrator.apply(on: pool)
+            let answered = try await pool.transaction(store)
+            let rows = try await pool.query("""
+                SELECT string_agg(concat_ws('|', redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, status,
+                                            end_time - start_time, command, attempts, round(extract(epoch FROM next_attempt_at - created_at)),
+                                            app_id, coupons_notified), chr(30) ORDER BY redemption_id) AS rows
+                FROM grants.grants
+                """).first!.decode("rows", as: String.self)
+            return (answered, rows)
+        }
+        let columns = try await stored { try GrantLedger.store($0, received, provider: provider, lease: lease).count }
+        let previous = try await stored {
+            try $0.query("SELECT * FROM grants.store_round($1::json)", [json]).rows.count
+        }
+        #expect(columns.answered == 2, "the ledger answers the two leased grants")
+        #expect(previous.answered == 4, "the function answers every grant it stored")
+        #expect(columns.rows.split(separator: "\u{1E}").count == 4)
+        #expect(previous.rows == columns.rows)
     }
 
     @Test func aRoundKeepsEachCommandAsItArrivedWithItsPeriodAndLease() async throws {

@@ -120,13 +120,17 @@ enum GrantLedger {
                 ORDER BY h) locks
             """, [PGBinaryArray.texts(commands.map(\.appUserId)), PGBinaryArray.texts(commands.map(holderRest))])]
         let providers = rounds.map { $0.map(provider) }
-        // The text writer (`JSONEncoder.wire()`): Foundation's encoder took 9 µs of grants' CPU per
-        // completed redemption here, each command's text escaped inside the round's JSON.
-        let encoder = JSONEncoder.wire()
+        // One binary array per column: the commands' texts go as they are, where a round as one
+        // JSON value had each escaped by grants and parsed twice by PostgreSQL (`json_in`, then
+        // `json_to_recordset`: 8.6 µs of its CPU per completed redemption).
         for (i, (round, roundProviders)) in zip(rounds, providers).enumerated() {
-            let items = zip(round, zip(roundProviders, texts[i])).map { c, pt in RoundItem(c, provider: pt.0, text: pt.1, lease: lease(pt.0)) }
-            statements.append(("store_round", "SELECT redemption_id, end_time, attempts, app_user_id FROM grants.store_round($1)",
-                               [String(decoding: try encoder.encode(items), as: UTF8.self)]))
+            let items = zip(round, zip(roundProviders, texts[i])).map { c, pt in
+                RoundItem(c, provider: pt.0, text: pt.1, lease: lease(pt.0))
+            }
+            statements.append(("store_round_columns", """
+                SELECT redemption_id, end_time, attempts, app_user_id
+                FROM grants.store_round_columns($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                """, RoundItem.columns(items)))
         }
         let results = try tx.preparedThenCommit(statements)
         var leased: [Grant] = []
@@ -145,11 +149,12 @@ enum GrantLedger {
         return leased
     }
 
-    /// One command of a round, as `grants.store_round` reads it: a JSON array of these is the
-    /// function's one parameter (`json_to_recordset`, whose column list has these names and types).
+    /// One command of a round: `grants.store_round_columns` reads each field as an array of its
+    /// own (`columns`). Encoded, a JSON array of these is what the previous release's grants hands
+    /// `grants.store_round(json)` (`json_to_recordset`, whose column list has these names and types).
     struct RoundItem: Encodable, Equatable {
-        var id: String
-        var account: String
+        var id: UUID
+        var account: UUID
         var app: String
         var ent: String
         var sandbox: Bool
@@ -161,7 +166,7 @@ enum GrantLedger {
         /// Stored leased for this many seconds, its first attempt counted (`leaseAtBirth`); absent: stored due.
         var lease: TimeInterval?
         /// The app of the redemption's coupon; absent: the default app.
-        var inApp: String?
+        var inApp: UUID?
 
         enum CodingKeys: String, CodingKey {
             case id, account, app, ent, sandbox, provider, years, months, weeks, days, command, lease
@@ -169,15 +174,15 @@ enum GrantLedger {
         }
 
         init(_ c: GrantCommand, provider: String, text: String, lease: TimeInterval?) {
-            id = c.redemptionId.lowercasedString
-            account = c.accountId.lowercasedString
+            id = c.redemptionId
+            account = c.accountId
             app = c.appUserId
             ent = c.entitlementId
             sandbox = c.sandbox
             self.provider = provider
             command = text
             self.lease = lease
-            inApp = c.app.flatMap { $0 == DefaultApp.id ? nil : $0.lowercasedString }
+            inApp = c.app.flatMap { $0 == DefaultApp.id ? nil : $0 }
             switch c.duration.unit {
             case "year": years = c.duration.count
             case "month": months = c.duration.count
@@ -242,8 +247,10 @@ enum GrantLedger {
 
     static func markNotified(_ c: PGConnection, _ ids: [UUID]) throws {
         guard !ids.isEmpty else { return }
-        try c.query("UPDATE grants.grants SET coupons_notified = true WHERE redemption_id = ANY($1::uuid[])",
-                       [PGBinaryArray.uuids(ids)])
+        // Prepared, so planned once per connection (it was planned at every batch).
+        _ = try c.prepared("mark_notified", """
+            UPDATE grants.grants SET coupons_notified = true WHERE redemption_id = ANY($1::uuid[])
+            """, [PGBinaryArray.uuids(ids)])
     }
 
     static func retryLater(_ c: PGConnection, _ g: Grant, after: TimeInterval, reason: String) throws {
@@ -265,22 +272,17 @@ enum GrantLedger {
     }
 }
 
-extension GrantLedger.RoundItem: JSONTextWriting {
-    /// What `encode(to:)` writes (`GrantLedgerTests` compares the two): most of a round's text is
-    /// each command's, escaped.
-    func writeJSON(_ o: inout JSONText.Object) throws {
-        o.string("account", account)
-        o.string("app", app)
-        o.string("command", command)
-        o.int("days", days)
-        o.string("ent", ent)
-        o.string("id", id)
-        if let inApp { o.string("in_app", inApp) }
-        if let lease { try o.double("lease", lease) }
-        o.int("months", months)
-        o.string("provider", provider)
-        o.bool("sandbox", sandbox)
-        o.int("weeks", weeks)
-        o.int("years", years)
+extension GrantLedger.RoundItem {
+    /// The arguments of `grants.store_round_columns`, in its order: one array per field.
+    static func columns(_ items: [Self]) -> [any PGBindable] {
+        let ints = { (field: KeyPath<Self, Int>) in PGBinaryArray.int8s(items.map { Int64($0[keyPath: field]) }) }
+        return [
+            PGBinaryArray.uuids(items.map(\.id)), PGBinaryArray.uuids(items.map(\.account)),
+            PGBinaryArray.texts(items.map(\.app)), PGBinaryArray.texts(items.map(\.ent)),
+            PGBinaryArray.bools(items.map(\.sandbox)), PGBinaryArray.texts(items.map(\.provider)),
+            ints(\.years), ints(\.months), ints(\.weeks), ints(\.days),
+            PGBinaryArray.texts(items.map(\.command)), PGBinaryArray.float8s(items.map(\.lease)),
+            PGBinaryArray.uuids(items.map(\.inApp)),
+        ]
     }
 }

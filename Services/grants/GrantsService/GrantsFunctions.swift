@@ -7,6 +7,7 @@ import Database
 /// the statistics lag behind a flash sale (`GrantPlanTests`; the reasoning of `CouponsFunctions`).
 enum GrantsFunctions {
     static let all: [SQLFunction] = [
+        SQLFunction(file: "store_round_columns.sql", PackageResources.store_round_columns_sql),
         SQLFunction(file: "store_round.sql", PackageResources.store_round_sql),
         SQLFunction(file: "settle_succeeded.sql", PackageResources.settle_succeeded_sql),
         SQLFunction(file: "claim_stripe_customer.sql", PackageResources.claim_stripe_customer_sql),

@@ -81,6 +81,7 @@ public struct PGBinaryArray: PGBindable {
         case text([String?])
         case bool([Bool?])
         case int8([Int64?])
+        case float8([Double?])
         case timestamptz([Date?])
     }
 
@@ -94,6 +95,8 @@ public struct PGBinaryArray: PGBindable {
     public static func bools(_ values: [Bool?]) -> PGBinaryArray { PGBinaryArray(elements: .bool(values)) }
     /// A `bigint[]`.
     public static func int8s(_ values: [Int64?]) -> PGBinaryArray { PGBinaryArray(elements: .int8(values)) }
+    /// A `double precision[]`.
+    public static func float8s(_ values: [Double?]) -> PGBinaryArray { PGBinaryArray(elements: .float8(values)) }
     /// A `timestamptz[]`, each to the millisecond, as `Timestamp.iso8601` writes it.
     public static func timestamps(_ dates: [Date?]) -> PGBinaryArray { PGBinaryArray(elements: .timestamptz(dates)) }
 
@@ -104,6 +107,7 @@ public struct PGBinaryArray: PGBindable {
         case .text(let texts): PGArray(optionals: texts).pgText
         case .bool(let values): PGArray(optionals: values.map { $0.map { $0 ? "t" : "f" } }).pgText
         case .int8(let values): PGArray(optionals: values.map { $0.map { String($0) } }).pgText
+        case .float8(let values): PGArray(optionals: values.map { $0.map { String($0) } }).pgText
         case .timestamptz(let dates): PGArray(optionals: dates.map { $0.map(Timestamp.iso8601) }).pgText
         }
     }
@@ -125,6 +129,11 @@ public struct PGBinaryArray: PGBindable {
             case .int8(let values):
                 Self.write(values, type: 20, into: &out) { value, out in
                     Self.append(UInt64(bitPattern: value), into: &out)
+                }
+            case .float8(let values):
+                // IEEE 754's bits, as `float8send` writes them.
+                Self.write(values, type: 701, into: &out) { value, out in
+                    Self.append(value.bitPattern, into: &out)
                 }
             case .timestamptz(let dates):
                 // Microseconds since 2000-01-01 00:00 UTC (PostgreSQL's epoch), to the millisecond.

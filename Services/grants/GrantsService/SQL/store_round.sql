@@ -1,29 +1,21 @@
--- Stores one round of grant commands (at most one per holder and entitlement, see
--- `GrantLedger.store`), given as one JSON array of `GrantLedger.RoundItem`: each period starts
--- where the holder's latest one in the same app ends, or now, and an entitlement ends by 9999-12-31T23:59:59.999Z
--- at the latest, the last instant ISO 8601's four-digit years write. A command stored before
--- changes nothing. A command naming an id its account has left (`holder_moves`: one account on every platform) is
--- stored under the id the account moved to; the function answers the id each grant holds.
+-- `store_round_columns` with the round given as one JSON array of `GrantLedger.RoundItem` (a
+-- period in one of `years`, `months`, `weeks` or `days`; `lease` and `in_app` may be absent). The
+-- previous release's grants calls this form; this release's calls `store_round_columns`, whose
+-- binary arrays neither side writes or parses as JSON. It goes in the next release
+-- (docs/upgrading.md, "The compatibility window").
 CREATE OR REPLACE FUNCTION store_round(items json)
     RETURNS TABLE (redemption_id uuid, end_time timestamptz, attempts int, app_user_id text)
-LANGUAGE plpgsql SET enable_seqscan = off AS $$
-#variable_conflict use_column
+LANGUAGE plpgsql AS $$
 BEGIN
+    -- The aggregates of one query read the rows in the same order: element i of every array is item i.
     RETURN QUERY
-    INSERT INTO grants.grants AS g (redemption_id, account_id, app_user_id, entitlement_id, sandbox, provider, start_time, end_time,
-                                    command, attempts, next_attempt_at, app_id)
-    SELECT u.id, u.account, h.app, u.ent, u.sandbox, u.provider, s.start,
-           least(s.start + make_interval(years => u.years, months => u.months, weeks => u.weeks, days => u.days), '9999-12-31 23:59:59.999+00'),
-           u.command, CASE WHEN u.lease IS NULL THEN 0 ELSE 1 END, now() + make_interval(secs => coalesce(u.lease, 0)),
-           coalesce(u.in_app, '00000000-0000-0000-0000-000000000001')
-    FROM json_to_recordset(items) AS u(id uuid, account uuid, app text, ent text, sandbox boolean, provider text,
-                                       years int, months int, weeks int, days int, command text, lease float8, in_app uuid)
-    CROSS JOIN LATERAL (SELECT coalesce((SELECT m.to_app_user_id FROM grants.holder_moves m WHERE m.from_app_user_id = u.app), u.app) AS app) h
-    CROSS JOIN LATERAL (
-        SELECT date_trunc('milliseconds', least(greatest(now(), coalesce(max(x.end_time), now())), '9999-12-31 23:59:59.999+00')) AS start
-        FROM grants.grants x WHERE x.app_user_id = h.app AND x.app_id = coalesce(u.in_app, '00000000-0000-0000-0000-000000000001')
-            AND x.entitlement_id = u.ent AND x.sandbox = u.sandbox AND x.status <> 'failed'
-    ) s
-    ON CONFLICT (redemption_id) DO NOTHING
-    RETURNING g.redemption_id, g.end_time, g.attempts, g.app_user_id;
+    SELECT r.redemption_id, r.end_time, r.attempts, r.app_user_id FROM (
+        SELECT array_agg(u.id) AS ids, array_agg(u.account) AS accounts, array_agg(u.app) AS apps, array_agg(u.ent) AS ents,
+               array_agg(u.sandbox) AS sandboxes, array_agg(u.provider) AS providers, array_agg(u.years::bigint) AS years,
+               array_agg(u.months::bigint) AS months, array_agg(u.weeks::bigint) AS weeks, array_agg(u.days::bigint) AS days,
+               array_agg(u.command) AS commands, array_agg(u.lease) AS leases, array_agg(u.in_app) AS in_apps
+        FROM json_to_recordset(items) AS u(id uuid, account uuid, app text, ent text, sandbox boolean, provider text,
+                                           years int, months int, weeks int, days int, command text, lease float8, in_app uuid)
+    ) a CROSS JOIN LATERAL grants.store_round_columns(a.ids, a.accounts, a.apps, a.ents, a.sandboxes, a.providers, a.years,
+                                                      a.months, a.weeks, a.days, a.commands, a.leases, a.in_apps) r;
 END $$;
