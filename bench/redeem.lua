@@ -3,10 +3,12 @@
 -- Requests are formatted once, before the run, so the load generator spends little CPU of the
 -- two cores it shares with the system under test.
 local counter = 0
+local threads = {}
 
 function setup(thread)
   thread:set("id", counter)
   counter = counter + 1
+  table.insert(threads, thread)
 end
 
 function init(args)
@@ -31,8 +33,14 @@ function request()
   return requests[next_index] or requests[1]
 end
 
+-- `used`: the lines of BENCH_TOKENS the run took (thread t's k-th request takes line 2k + t), so
+-- that a later run on the same file can start after them (bench/stack.sh, `spend_tokens`).
 function done(summary, latency, requests)
-  io.write(string.format("RESULT rps=%.1f p50_ms=%.2f p99_ms=%.2f errors=%d requests=%d\n", summary.requests / (summary.duration / 1e6),
+  local used = 0
+  for _, t in ipairs(threads) do
+    used = math.max(used, 2 * (t:get("next_index") or 0))
+  end
+  io.write(string.format("RESULT rps=%.1f p50_ms=%.2f p99_ms=%.2f errors=%d requests=%d used=%d\n", summary.requests / (summary.duration / 1e6),
     latency:percentile(50) / 1000, latency:percentile(99) / 1000, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout + summary.errors.status,
-    summary.requests))
+    summary.requests, used))
 end

@@ -85,15 +85,32 @@ print(", ".join(f"{k} {v:.0f}" for k, v in zip(names, us)) + f" (total {sum(us):
 PY
 }
 
+# spend_tokens RESULT prints wrk's RESULT line and takes the tokens that run used (its `used=`) off
+# the front of $work/tokens, so the next load on the same stack (a measured run after its warm-up)
+# is new users again: a token used twice is a repeat, answered the account's existing redemption
+# with no row written and its token found verified already. Warns when the run ran out of tokens.
+spend_tokens() {
+  echo "$1"
+  local used left
+  used=$(sed -n 's/.* used=\([0-9]*\).*/\1/p' <<<"$1")
+  left=$(wc -l < "$work/tokens")
+  (( ${used:-0} <= left )) || echo "bench: the load used $used tokens of $left: some requests were repeats" >&2
+  tail -n +"$(( ${used:-0} + 1 ))" "$work/tokens" > "$work/tokens.left"
+  mv "$work/tokens.left" "$work/tokens"
+}
+
 # Row 1's load, as bench/profile and bench/ab put it on a started stack: hot_prepare TOKENS makes the
 # hot discount coupon (BENCH-HOT) and tokens of that many new users; hot_load SECONDS runs wrk and
-# prints its RESULT line (every request a new user).
+# prints its RESULT line (every request a new user, also across loads: each takes tokens the
+# loads before it left).
 hot_prepare() {
   curl -fsS -X POST "$gateway/v1/coupons" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
     -d '{"code":"BENCH-HOT","kind":"percentOff","percentOff":20,"productIds":["pro"],"duration":{"unit":"month","count":1},"periodCount":1,"platforms":["web","android"]}' >/dev/null
   "$bin/bench-tokens" "$db" "$1" "$work/tokens"
 }
-hot_load() { env BENCH_TOKENS="$work/tokens" BENCH_CODE=BENCH-HOT BENCH_PRODUCT=pro wrk -t2 -c"$clients" -d"$1s" -s bench/redeem.lua "$gateway" | grep RESULT; }
+hot_load() {
+  spend_tokens "$(env BENCH_TOKENS="$work/tokens" BENCH_CODE=BENCH-HOT BENCH_PRODUCT=pro wrk -t2 -c"$clients" -d"$1s" -s bench/redeem.lua "$gateway" | grep RESULT)"
+}
 # Row 2's, as bench/profile and bench/pg-statements put it: free_prepare TOKENS makes the free
 # period coupon (BENCH-FREE, each redemption completed through grants) and tokens of that many new
 # users; free_load SECONDS runs wrk and prints its RESULT line.
@@ -102,7 +119,9 @@ free_prepare() {
     -d '{"code":"BENCH-FREE","kind":"freePeriod","duration":{"unit":"month","count":1}}' >/dev/null
   "$bin/bench-tokens" "$db" "$1" "$work/tokens"
 }
-free_load() { env BENCH_TOKENS="$work/tokens" BENCH_CODE=BENCH-FREE wrk -t2 -c"$clients" -d"$1s" -s bench/redeem.lua "$gateway" | grep RESULT; }
+free_load() {
+  spend_tokens "$(env BENCH_TOKENS="$work/tokens" BENCH_CODE=BENCH-FREE wrk -t2 -c"$clients" -d"$1s" -s bench/redeem.lua "$gateway" | grep RESULT)"
+}
 # Row 3's: valid_prepare makes its coupon (BENCH-VALID) and one user's token; valid_load SECONDS
 # validates it as that user from every connection and prints wrk's RESULT line.
 valid_prepare() {
