@@ -835,6 +835,17 @@ final class CouponsTests: StackTestCase {
         XCTAssertEqual(a7, 9)
     }
 
+    /// An uncapped coupon's batches plan without the coupon's lock: the account's other requests,
+    /// in the other lane's batch, meet its use on the one-use index and are answered it.
+    func testOneAccountFiringFiftyRedeemsOfAnUncappedCouponGetsOneRedemption() async throws {
+        let code = try await freePeriod([:])
+        let u = try user()
+        let results = try await race(code, users: Array(repeating: u, count: 50), via: client)
+        XCTAssertEqual(results.filter { $0.0 == 201 }.count, 1, "\(results.map(\.0))")
+        XCTAssertEqual(results.filter { $0.0 == 200 }.count, 49)
+        XCTAssertEqual(Set(results.compactMap(\.2)).count, 1, "every answer names the same redemption")
+    }
+
     func testTheRacesHoldWithTwoCouponsInstances() async throws {
         let wiring = try Self.stack.wiring()
         let secondBus = "tcp://127.0.0.1:\(try Project.freePort())"
@@ -863,11 +874,23 @@ final class CouponsTests: StackTestCase {
         let same = try await race(single, users: Array(repeating: u, count: 50), via: gateway)
         XCTAssertEqual(Set(same.compactMap(\.2)).count, 1)
         XCTAssertEqual(same.filter { $0.0 == 201 }.count, 1)
+        // Without a cap, each instance's batches plan without the coupon's lock.
+        let open = try await freePeriod([:])
+        let v = try user()
+        let twins = try await race(open, users: Array(repeating: v, count: 50), via: gateway)
+        XCTAssertEqual(Set(twins.compactMap(\.2)).count, 1, "\(twins.map(\.0))")
+        XCTAssertEqual(twins.filter { $0.0 == 201 }.count, 1)
+        XCTAssertEqual(twins.filter { $0.0 == 200 }.count, 49)
+        let many = try await race(open, users: try (0..<200).map { _ in try user() }, via: gateway)
+        XCTAssertEqual(many.filter { $0.0 == 201 }.count, 200)
         // Both instances took part (their logs name the redemptions they made).
         let db = try PGConnection(url: try Self.stack.adminDatabaseURL())
         let used = try db.query("SELECT used_count FROM coupons.coupons WHERE code = $1", [code]).first!.decode(
             "used_count", as: Int.self)
         XCTAssertEqual(used, 100)
+        let openUsed = try db.query("SELECT used_count FROM coupons.coupons WHERE code = $1", [open]).first!.decode(
+            "used_count", as: Int.self)
+        XCTAssertEqual(openUsed, 201, "one use for the account that raced itself, one for each of the others")
     }
 
     // MARK: - Export

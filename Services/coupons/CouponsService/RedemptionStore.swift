@@ -34,10 +34,13 @@ enum RedemptionStore {
         static let veteransByAccount = "SELECT v AS account_id FROM coupons.veterans_by_account_in_app($1, $2) v"
         /// The coupon of code `$1` in app `$3` and mode `$2`, else in the other mode
         /// (`Coupons.preferredMode`), locked until the transaction ends, and the transaction's time.
-        static let lockCoupon = """
+        static let lockCoupon = readCoupon + " FOR UPDATE"
+        /// The same coupon, not locked: an uncapped coupon's batch takes the lock only when its
+        /// statement adds to the counter (`reserve`), next to its commit.
+        static let readCoupon = """
             SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c
             WHERE c.code = $1 AND c.app_id = $3
-            ORDER BY c.mode = $2 DESC LIMIT 1 FOR UPDATE
+            ORDER BY c.mode = $2 DESC LIMIT 1
             """
         /// The coupon `$1` (by id: a unique code's), locked as `lockCoupon` locks it.
         static let lockCouponById = """
@@ -479,18 +482,27 @@ enum RedemptionStore {
 
 extension RedemptionStore {
     /// Reserves for many requests of one coupon in one transaction (`RedemptionRules`, in order, per
-    /// request). The coupon row is locked first, so batches of one coupon — from any instance — run
-    /// one after another and each sees the uses the one before took; the counter's CHECK and the
-    /// unique index still stand behind every decision.
+    /// request). With `lockFirst`, or for a coupon with a cap or store offers, the coupon row is
+    /// locked first, so batches of one coupon — from any instance — run one after another and each
+    /// sees the uses the one before took; the counter's CHECK and the unique index still stand
+    /// behind every decision.
+    ///
+    /// Otherwise (a shared code of a coupon with neither: the flash sale's usual coupon), the coupon
+    /// and the held uses are read without the lock, and only the statement that writes takes it, as
+    /// it adds to the counter, to the commit: the next batch reads and plans while this one
+    /// commits, instead of after. Nothing it decides hangs on the counter, and a use another batch
+    /// took for one of its accounts meanwhile fails the write on the one-use index
+    /// (`PGError.isUniqueViolation`): the caller then commits the batch again with `lockFirst`,
+    /// which answers that use (`ReservationBatcher`).
     ///
     /// Grant commands go to the outbox due `resendAfter` seconds from now and are answered too:
     /// the caller pushes them once the transaction commits, and the relay's sweep re-sends any
     /// grants has not acknowledged by then (after a crash, say).
     ///
-    /// The coupon's row lock is held from the first statement to the commit, and the batch makes
-    /// two round trips: BEGIN, the lock and the held uses in one; one statement that writes the
-    /// redemptions, the counter and the outbox, with the COMMIT, in the other (and one more for
-    /// new-customer coupons).
+    /// A batch makes two round trips: BEGIN, the coupon (locked or not) and the held uses in one;
+    /// one statement that writes the redemptions, the counter and the outbox, with the COMMIT, in
+    /// the other (and one more for new-customer coupons, and one more when a coupon read without
+    /// its lock turns out to need it).
     /// Commands are encoded before that statement, with the transaction's `now()`, which is the
     /// new rows' `reserved_at`.
     ///
@@ -499,9 +511,17 @@ extension RedemptionStore {
     /// App Store purchase (`reserved`, with the account's `appAccountToken`, no grant), answered
     /// with the hand-off to Apple's offer-code page. A batch that fills such a coupon's cap may
     /// switch its offers off (`StoreOffers.switchOffIfCapFull`), before its commit.
+    /// Whether a coupon's batch decides under its row lock whatever the caller asked: a cap, or
+    /// store offers.
+    static func decidedUnderLock(_ coupon: PGRow) throws -> Bool {
+        try coupon.decodeIfPresent("max_redemptions", as: Int.self) != nil
+            || coupon.decode("has_store_offers", as: Bool.self) || coupon.decode("has_play_offers", as: Bool.self)
+            || coupon.decode("has_stripe_offers", as: Bool.self)
+    }
+
     static func redeemBatch(
         _ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval,
-        stores: StoreSettings = .none, now: Date
+        stores: StoreSettings = .none, lockFirst: Bool = true, now: Date
     ) throws -> (results: [Result<Outcome, any Error>], commands: [OutboxMessage]) {
         let refused = { (reason: RefusalReason) -> Result<Outcome, any Error> in
             .success(.init(redemption: nil, created: false, refusal: reason))
@@ -510,8 +530,9 @@ extension RedemptionStore {
         // One probe per account of the one-use index, by account and the batch's coupon, in a
         // function whose plan cannot turn into a scan of every redemption of the coupon
         // (statistics lag behind a flash sale's inserts: `RedemptionPlanTests`), nor read every
-        // earlier redemption of the account (a customer's history costs nothing). The lookup runs
-        // after the lock is granted, so it sees every use the batch before took.
+        // earlier redemption of the account (a customer's history costs nothing). With the lock
+        // first, the lookup runs after the lock is granted, so it sees every use the batch before
+        // took.
         // Every request of a batch has the same code, environment and app (`Coupons.batchKey`), so
         // they reach the same coupon.
         // A unique code reaches its own coupon (by id), and whether a redemption holds the code is
@@ -520,7 +541,8 @@ extension RedemptionStore {
         let app = DefaultApp.of(reqs[0].app)
         var statements: [PGConnection.PreparedStatement] = [
             (
-                "coupon_lock_preferred", BatchSQL.lockCoupon,
+                lockFirst ? "coupon_lock_preferred" : "coupon_read_preferred",
+                lockFirst ? BatchSQL.lockCoupon : BatchSQL.readCoupon,
                 [
                     CouponRules.normalizeCode(reqs[0].code), Coupons.preferredMode(sandbox: reqs[0].sandbox).rawValue,
                     app
@@ -540,7 +562,15 @@ extension RedemptionStore {
             statements.append(("unique_code_holder", UniqueCodeStore.holderSQL, [found.id]))
         case .shared: break
         }
-        let lookups = try tx.prepared(statements)
+        var lookups = try tx.prepared(statements)
+        // A cap, or store offers (whose cap waits for their purchases), is decided under the lock.
+        if !lockFirst, unique == nil, let read = lookups[0].first, try Self.decidedUnderLock(read) {
+            let id = try read.decode("id", as: UUID.self)
+            lookups = try tx.prepared([
+                ("coupon_lock_by_id", BatchSQL.lockCouponById, [id]),
+                ("held_by_account_of_coupon", BatchSQL.heldByAccountOfCoupon, [accounts, id])
+            ])
+        }
         guard let coupon = lookups[0].first else {
             return (reqs.map { _ in refused(.notFound) }, [])
         }

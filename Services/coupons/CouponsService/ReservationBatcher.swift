@@ -8,10 +8,13 @@ import Telemetry
 /// batch of one. Requests for one coupon queue up while a transaction for that coupon is running
 /// and go together in the next one, so a flash campaign costs one commit per batch instead of one
 /// per request — with every batch durable before any of its requests is answered. Different
-/// coupons run in parallel. Two transactions of a coupon may be open at once: the second waits for
-/// the coupon's row lock, which the first holds to its commit, and starts the moment it is
-/// released instead of a round trip later. The lock keeps them in order: the second reads the
-/// count and the redemptions the first committed.
+/// coupons run in parallel. Two transactions of a coupon may be open at once. For a coupon with a
+/// cap or store offers, the second waits for the coupon's row lock, which the first holds to its
+/// commit, and starts the moment it is released instead of a round trip later: the lock keeps them
+/// in order, and the second reads the count and the redemptions the first committed. For any other
+/// coupon, the second reads and plans while the first commits, and waits for the lock only to add
+/// to the counter (`RedemptionStore.redeemBatch`); a batch that meets a use the other took for one
+/// of its accounts is committed again with the lock first.
 final class ReservationBatcher: Sendable {
     private let coalescer: Coalescer<Coupons.Redeem, RedemptionStore.Outcome>
 
@@ -28,11 +31,9 @@ final class ReservationBatcher: Sendable {
             return await Self.commit(requests) { batch in
                 do {
                     let attempt = { (stores: StoreSettings) in
-                        try await pool.transaction { tx in
-                            try RedemptionStore.redeemBatch(
-                                tx, batch, reservationTTL: reservationTTL, resendAfter: resendAfter, stores: stores,
-                                now: Date())
-                        }
+                        try await Self.reserve(
+                            batch, pool: pool, reservationTTL: reservationTTL, resendAfter: resendAfter, stores: stores,
+                            metrics: metrics)
                     }
                     let (results, commands) =
                         if let appleAppIds {
@@ -48,6 +49,32 @@ final class ReservationBatcher: Sendable {
                     throw error
                 }
             }
+        }
+    }
+
+    /// One transaction for `batch`, planned without the coupon's lock where the coupon allows it
+    /// (`RedemptionStore.redeemBatch`). Such a batch meets a use that another batch took for one of
+    /// its accounts meanwhile on the one-use index, and rolls back: it is committed once more with
+    /// the lock first, which answers that use.
+    static func reserve(
+        _ batch: [Coupons.Redeem], pool: PGPool, reservationTTL: TimeInterval, resendAfter: TimeInterval,
+        stores: StoreSettings, metrics: MetricsRegistry?
+    ) async throws -> (results: [Result<RedemptionStore.Outcome, any Error>], commands: [OutboxMessage]) {
+        let once = { (lockFirst: Bool) in
+            try await pool.transaction { tx in
+                try RedemptionStore.redeemBatch(
+                    tx, batch, reservationTTL: reservationTTL, resendAfter: resendAfter, stores: stores,
+                    lockFirst: lockFirst, now: Date())
+            }
+        }
+        do {
+            return try await once(false)
+        } catch let e as PGError where e.isUniqueViolation {
+            metrics?.increment(
+                "redeem_reservation_batches_relocked_total",
+                help: "Reservation batches committed again with the coupon's lock first, after another batch took a "
+                    + "use for one of their accounts.")
+            return try await once(true)
         }
     }
 

@@ -4,8 +4,8 @@ import Foundation
 /// What one batch of reservations of one coupon comes to, before any row is written: per request
 /// its existing redemption, a refusal, or a new use (or a double tap of one in the same batch),
 /// in the order the requests came, counting each new live use against the cap as it goes. Pure:
-/// `RedemptionStore.redeemBatch` looks up its inputs under the coupon's row lock and writes the new
-/// uses; `ReservationPlanTests` holds its table.
+/// `RedemptionStore.redeemBatch` looks up its inputs (under the coupon's row lock when the coupon has
+/// a cap or store offers) and writes the new uses; `ReservationPlanTests` holds its table.
 struct ReservationPlan {
     /// An account's use, live or sandbox (each may hold one).
     struct Key: Hashable {
