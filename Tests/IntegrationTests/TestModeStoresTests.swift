@@ -145,13 +145,17 @@ final class TestModeStoresTests: StackTestCase {
         return try await offThePool { try PGConnection(url: database).query(text, params) }
     }
 
-    /// Every store task of the coupon `code` is done (the simulated runs finished).
-    func tasksDone(_ code: String) async throws -> Bool {
-        try await sql(
+    /// Every store task of the coupon `code` is done (the simulated runs finished), and there are at
+    /// least `count` of them: a change's commands reach grants through coupons' outbox after the
+    /// change is answered, so the tasks of the last change may not exist yet.
+    func tasksDone(_ code: String, count: Int = 0) async throws -> Bool {
+        let row = try await sql(
             """
-            SELECT bool_and(t.status = 'done') AS done FROM grants.store_tasks t JOIN coupons.coupons c ON c.id = t.coupon_id WHERE c.code = $1
+            SELECT bool_and(t.status = 'done') AS done, count(*)::int AS n FROM grants.store_tasks t
+            JOIN coupons.coupons c ON c.id = t.coupon_id WHERE c.code = $1
             """, [code]
-        ).first?.decodeIfPresent("done", as: Bool.self) ?? false
+        ).first
+        return try (row?.decodeIfPresent("done", as: Bool.self) ?? false) && (row?.decode("n", as: Int.self) ?? 0) >= count
     }
 
     /// What the three fakes have received so far.
@@ -181,14 +185,15 @@ final class TestModeStoresTests: StackTestCase {
         let made = try await waitFor(code, test, ["waitingForApple", "waitingForGoogle"])
         XCTAssertEqual(Set(made.compactMap { $0["store"] as? String }), ["appStore", "playStore"])
         XCTAssertTrue(made.allSatisfy { ($0["offerId"] as? String)?.hasPrefix("sim_") == true }, "\(made)")
-        // Every change a test admin can make: the cap, the expiry, off, on again, deleted.
-        for change: [String: Any] in [
-            ["maxRedemptions": 50], ["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(20 * 86_400))],
-            ["active": false], ["active": true]
+        // Every change a test admin can make: the cap, the expiry, off, on again, deleted (with the
+        // tasks there are once each has reached grants: a switch per offer for off and on).
+        for (change, tasks): ([String: Any], Int) in [
+            (["maxRedemptions": 50], 2), (["expiresAt": Timestamp.iso8601(Date().addingTimeInterval(20 * 86_400))], 2),
+            (["active": false], 4), (["active": true], 6)
         ] {
             let r = try await client.json("PATCH", "/v1/coupons/\(code)", change, token: test)
             XCTAssertEqual(r.status, 200, r.text)
-            let settled = try await Self.stack.eventually(20) { try await self.tasksDone(code) }
+            let settled = try await Self.stack.eventually(20) { try await self.tasksDone(code, count: tasks) }
             XCTAssertTrue(settled, Self.stack.logs())
         }
         let back = try await waitFor(code, test, ["waitingForApple", "waitingForGoogle", "ready"])
@@ -198,7 +203,7 @@ final class TestModeStoresTests: StackTestCase {
         let deleted = try await client.send(
             "DELETE", "/v1/coupons/\(code)", headers: ["Authorization": "Bearer \(test)"])
         XCTAssertTrue([200, 204].contains(deleted.status), deleted.text)
-        let off = try await Self.stack.eventually(20) { try await self.tasksDone(code) }
+        let off = try await Self.stack.eventually(20) { try await self.tasksDone(code, count: 8) }
         XCTAssertTrue(off, Self.stack.logs())
         // The simulated tasks ran (provision, off, on, off for each offer), all in test mode...
         let tasks = try await sql(
