@@ -155,7 +155,8 @@ final class TestModeStoresTests: StackTestCase {
             JOIN coupons.coupons c ON c.id = t.coupon_id WHERE c.code = $1
             """, [code]
         ).first
-        return try (row?.decodeIfPresent("done", as: Bool.self) ?? false) && (row?.decode("n", as: Int.self) ?? 0) >= count
+        let done = try row?.decodeIfPresent("done", as: Bool.self) ?? false
+        return try done && (row?.decode("n", as: Int.self) ?? 0) >= count
     }
 
     /// What the three fakes have received so far.
