@@ -42,6 +42,16 @@ enum RedemptionStore {
             WHERE c.code = $1 AND c.app_id = $3
             ORDER BY c.mode = $2 DESC LIMIT 1
             """
+        /// Locks the coupon `readCoupon` reads when what its batch decides hangs on the counter (a
+        /// cap) or on store offers; any other coupon is left unlocked. Sent just before
+        /// `readCoupon`, which then reads the locked row as the batch before committed it.
+        static let lockCouponIfCapped = """
+            SELECT c.id FROM coupons.coupons c
+            WHERE c.id = (SELECT p.id FROM coupons.coupons p WHERE p.code = $1 AND p.app_id = $3
+                          ORDER BY p.mode = $2 DESC LIMIT 1)
+              AND (c.max_redemptions IS NOT NULL OR c.has_store_offers OR c.has_play_offers OR c.has_stripe_offers)
+            FOR UPDATE
+            """
         /// The coupon `$1` (by id: a unique code's), locked as `lockCoupon` locks it.
         static let lockCouponById = """
             SELECT \(CouponStore.definitionColumns), now() AS tx_now FROM coupons.coupons c WHERE c.id = $1 FOR UPDATE
@@ -501,8 +511,7 @@ extension RedemptionStore {
     ///
     /// A batch makes two round trips: BEGIN, the coupon (locked or not) and the held uses in one;
     /// one statement that writes the redemptions, the counter and the outbox, with the COMMIT, in
-    /// the other (and one more for new-customer coupons, and one more when a coupon read without
-    /// its lock turns out to need it).
+    /// the other (and one more for new-customer coupons).
     /// Commands are encoded before that statement, with the transaction's `now()`, which is the
     /// new rows' `reserved_at`.
     ///
@@ -511,14 +520,6 @@ extension RedemptionStore {
     /// App Store purchase (`reserved`, with the account's `appAccountToken`, no grant), answered
     /// with the hand-off to Apple's offer-code page. A batch that fills such a coupon's cap may
     /// switch its offers off (`StoreOffers.switchOffIfCapFull`), before its commit.
-    /// Whether a coupon's batch decides under its row lock whatever the caller asked: a cap, or
-    /// store offers.
-    static func decidedUnderLock(_ coupon: PGRow) throws -> Bool {
-        try coupon.decodeIfPresent("max_redemptions", as: Int.self) != nil
-            || coupon.decode("has_store_offers", as: Bool.self) || coupon.decode("has_play_offers", as: Bool.self)
-            || coupon.decode("has_stripe_offers", as: Bool.self)
-    }
-
     static func redeemBatch(
         _ tx: PGConnection, _ reqs: [Coupons.Redeem], reservationTTL: TimeInterval, resendAfter: TimeInterval,
         stores: StoreSettings = .none, lockFirst: Bool = true, now: Date
@@ -562,15 +563,14 @@ extension RedemptionStore {
             statements.append(("unique_code_holder", UniqueCodeStore.holderSQL, [found.id]))
         case .shared: break
         }
-        var lookups = try tx.prepared(statements)
-        // A cap, or store offers (whose cap waits for their purchases), is decided under the lock.
-        if !lockFirst, unique == nil, let read = lookups[0].first, try Self.decidedUnderLock(read) {
-            let id = try read.decode("id", as: UUID.self)
-            lookups = try tx.prepared([
-                ("coupon_lock_by_id", BatchSQL.lockCouponById, [id]),
-                ("held_by_account_of_coupon", BatchSQL.heldByAccountOfCoupon, [accounts, id])
-            ])
+        // A cap, or store offers (whose cap waits for their purchases), is decided under the lock,
+        // taken in the same round trip before the coupon is read.
+        let locksIfCapped = !lockFirst && unique == nil
+        if locksIfCapped {
+            statements.insert(("coupon_lock_if_capped", BatchSQL.lockCouponIfCapped, statements[0].params), at: 0)
         }
+        var lookups = try tx.prepared(statements)
+        if locksIfCapped { lookups.removeFirst() }
         guard let coupon = lookups[0].first else {
             return (reqs.map { _ in refused(.notFound) }, [])
         }
